@@ -1,0 +1,1 @@
+//! kernelgen generator library
