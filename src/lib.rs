@@ -1,6 +1,15 @@
 //! kernelgen: ahead-of-time generated MLX Metal kernels with typed launchers,
 //! and an emulator that runs Metal Shading Language on a Linux CPU.
 
+// Generated code names this crate `::kernelgen`, inside and outside it alike,
+// so the proc-macro's expansion and `generated/` are the same text.
+extern crate self as kernelgen;
+
 pub mod contract;
+/// Every generated kernel, one module per spec (`generated/rust/`).
+#[path = "../generated/rust/mod.rs"]
+pub mod kernels;
+#[cfg(feature = "mlx")]
+pub mod mlx_backend;
 
 pub use contract::{BufferDef, Dim, Dtype, KernelDef, Region, Source};

@@ -1,1 +1,70 @@
-fn main() {}
+//! `kernelgen`: generate MLX Metal kernels and their launchers from specs,
+//! check that `generated/` is fresh, list the catalog.
+//!
+//! Exit codes: 0 success, 1 a check found differences, 2 bad spec or usage.
+
+mod codegen_cmds;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "kernelgen", version, about = "Ahead-of-time MLX Metal kernels: specs in, reviewable MSL and typed launchers out")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where specs are read from.
+#[derive(clap::Args, Clone)]
+pub struct SpecArgs {
+    /// Spec file or directory of `*.toml` specs (repeatable).
+    #[arg(long = "specs", value_name = "PATH", default_value = "specs")]
+    pub specs: Vec<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Regenerate the output directory from the specs (atomically: on any
+    /// error nothing is written).
+    Generate {
+        #[command(flatten)]
+        specs: SpecArgs,
+        /// Output directory; nothing outside it is written.
+        #[arg(long, value_name = "DIR", default_value = "generated")]
+        out: PathBuf,
+    },
+    /// Exit 1 and list every stale, missing and orphaned file if the output
+    /// directory is not exactly what `generate` would write. Never writes.
+    Check {
+        #[command(flatten)]
+        specs: SpecArgs,
+        #[arg(long, value_name = "DIR", default_value = "generated")]
+        out: PathBuf,
+    },
+    /// Print a table of every kernel the specs generate.
+    List {
+        #[command(flatten)]
+        specs: SpecArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate { specs, out } => codegen_cmds::generate(&specs.specs, &out),
+        Command::Check { specs, out } => codegen_cmds::check(&specs.specs, &out),
+        Command::List { specs } => codegen_cmds::list(&specs.specs),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprint!("{message}");
+            if !message.ends_with('\n') {
+                eprintln!();
+            }
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! `generate`, `check` and `list`: the generator's commands.
+
+use kernelgen_codegen::{emit, read_specs, Generated};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
+    let sources = read_specs(specs).map_err(|e| e.to_string())?;
+    if sources.is_empty() {
+        return Err(format!(
+            "error: no spec files (*.toml) found in {}",
+            specs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    kernelgen_codegen::generate(sources).map_err(|e| e.to_string())
+}
+
+pub fn generate(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
+    let generated = run_pipeline(specs)?;
+    let changes = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    if changes.is_empty() {
+        println!("{}: up to date ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
+    } else {
+        for change in &changes {
+            println!("{change}");
+        }
+        println!("{}: {} files updated ({} kernels)", out.display(), changes.len(), generated.kernels.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn check(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
+    let generated = run_pipeline(specs)?;
+    let diffs = emit::check(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    if diffs.is_empty() {
+        println!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    for diff in &diffs {
+        println!("{diff}");
+    }
+    println!("{}: {} files differ from what the specs generate; run `make generate` and commit the result", out.display(), diffs.len());
+    Ok(ExitCode::from(1))
+}
+
+pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
+    let generated = run_pipeline(specs)?;
+    let rows: Vec<[String; 6]> = generated
+        .kernels
+        .iter()
+        .map(|r| {
+            let k = &r.kernel;
+            let p = &k.plan;
+            let variant = k.variant.values.iter().map(|(a, v)| format!("{a}={v}")).collect::<Vec<_>>().join(",");
+            let buffers = p
+                .inputs
+                .iter()
+                .chain(&p.outputs)
+                .map(|b| format!("{}:{}[{}]", b.name, b.dtype.short_name(), b.shape.iter().map(|d| d.describe(&p.sizes)).collect::<Vec<_>>().join(",")))
+                .collect::<Vec<_>>()
+                .join(" ");
+            [
+                k.name.clone(),
+                k.family.name().to_string(),
+                format!("{variant},geometry={}", k.geometry),
+                p.threadgroup.iter().product::<u64>().to_string(),
+                p.threadgroup_memory_bytes.to_string(),
+                buffers,
+            ]
+        })
+        .collect();
+    let header = ["KERNEL", "FAMILY", "VARIANT", "THREADS/TG", "TG MEMORY", "BUFFERS"];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", s.trim_end());
+    };
+    line(header.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    println!("{} kernels", rows.len());
+    Ok(ExitCode::SUCCESS)
+}

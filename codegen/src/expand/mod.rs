@@ -1,0 +1,152 @@
+//! Stage 3: expand validated specs into concrete kernels: the cartesian
+//! product of each spec's axes for each geometry, minus exclusions, each
+//! planned by its family and checked against Apple GPU limits. Names spell
+//! every axis: `<geometry>_<family>_<axis values>[_<part>]`.
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::families::Family;
+use crate::model::{AxisValue, Blame, Geometry, KernelPlan, Variant};
+use crate::spec::{Span, SpecSource};
+use crate::validate::SpecModel;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Apple GPU limits a kernel must respect (MLX checks none of them before
+/// the pipeline is built).
+pub const MAX_THREADS_PER_THREADGROUP: u64 = 1024;
+pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
+pub const MAX_BUFFERS: usize = 31;
+
+/// One concrete kernel: a family, one value per axis, one geometry, one part.
+#[derive(Clone)]
+pub struct Kernel {
+    pub name: String,
+    pub family: &'static dyn Family,
+    pub source: Arc<SpecSource>,
+    pub geometry: String,
+    pub variant: Variant,
+    pub plan: KernelPlan,
+}
+
+/// Expands every spec; kernel names must be unique across all of them.
+pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
+    let mut diags = Diagnostics::default();
+    let mut kernels = Vec::new();
+    let mut seen: BTreeMap<String, (Arc<SpecSource>, Span)> = BTreeMap::new();
+    for model in models {
+        for g in &model.geometries {
+            for variant in variants(model) {
+                match model.family.plan(&variant, g) {
+                    Err(violations) => {
+                        for v in violations {
+                            let (span, field) = blame(model, g, &variant, &v.blame);
+                            diags.push(Diagnostic { source: model.source.clone(), span, field, message: v.message, help: Some(v.help) });
+                        }
+                    }
+                    Ok(plans) => {
+                        for plan in plans {
+                            let name = kernel_name(model.family, g, &variant, plan.part);
+                            check_limits(model, g, &variant, &name, &plan, &mut diags);
+                            if let Some((first, _)) = seen.get(&name) {
+                                diags.push(Diagnostic {
+                                    source: model.source.clone(),
+                                    span: g.span.clone(),
+                                    field: format!("geometry.{}", g.name),
+                                    message: format!("kernel name `{name}` is already generated from {}", first.display),
+                                    help: Some("rename this geometry: kernel names must be unique across all specs".into()),
+                                });
+                            } else {
+                                seen.insert(name.clone(), (model.source.clone(), g.span.clone()));
+                            }
+                            kernels.push(Kernel {
+                                name,
+                                family: model.family,
+                                source: model.source.clone(),
+                                geometry: g.name.clone(),
+                                variant: variant.clone(),
+                                plan,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if diags.is_empty() { Ok(kernels) } else { Err(diags) }
+}
+
+/// The cartesian product of the spec's axis values, in family axis order,
+/// without the excluded combinations.
+fn variants(model: &SpecModel) -> Vec<Variant> {
+    let mut out = vec![Variant { values: Vec::new() }];
+    for choice in &model.axes {
+        out = out
+            .into_iter()
+            .flat_map(|v| {
+                choice.values.iter().map(move |(value, _)| {
+                    let mut v = v.clone();
+                    v.values.push((choice.axis.name, value.clone()));
+                    v
+                })
+            })
+            .collect();
+    }
+    out.retain(|v| !model.excludes.iter().any(|pattern| pattern.iter().all(|(axis, value)| v.get(axis) == value)));
+    out
+}
+
+pub fn kernel_name(family: &dyn Family, g: &Geometry, v: &Variant, part: Option<&str>) -> String {
+    let mut parts = vec![g.name.clone(), family.name().to_string()];
+    for (axis, value) in &v.values {
+        let def = family.axes().iter().find(|a| a.name == *axis).expect("variant axes come from the family");
+        parts.push(def.spell(value));
+    }
+    parts.extend(part.map(str::to_string));
+    parts.join("_")
+}
+
+fn blame(model: &SpecModel, g: &Geometry, v: &Variant, b: &Blame) -> (Span, String) {
+    match b {
+        Blame::Field(path) => {
+            let span = g.fields.get(path).map_or(g.span.clone(), |(_, s)| s.clone());
+            (span, format!("geometry.{}.{path}", g.name))
+        }
+        Blame::Axis(axis) => {
+            let value: &AxisValue = v.get(axis);
+            let span = model
+                .axes
+                .iter()
+                .find(|c| c.axis.name == *axis)
+                .and_then(|c| c.values.iter().find(|(x, _)| x == value))
+                .map_or(model.family_span.clone(), |(_, s)| s.clone());
+            (span, format!("axes.{axis}"))
+        }
+        Blame::Geometry => (g.span.clone(), format!("geometry.{}", g.name)),
+    }
+}
+
+fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: &KernelPlan, diags: &mut Diagnostics) {
+    let (span, field) = blame(model, g, v, &Blame::Geometry);
+    let mut err = |message: String, help: &str| {
+        diags.push(Diagnostic { source: model.source.clone(), span: span.clone(), field: field.clone(), message, help: Some(help.into()) });
+    };
+    let threads: u64 = plan.threadgroup.iter().product();
+    if threads > MAX_THREADS_PER_THREADGROUP {
+        err(format!("kernel `{name}` needs {threads} threads per threadgroup, above the limit of {MAX_THREADS_PER_THREADGROUP}"), "choose a smaller threadgroup (e.g. fewer rows per threadgroup)");
+    }
+    if plan.threadgroup_memory_bytes > MAX_THREADGROUP_MEMORY_BYTES {
+        err(
+            format!("kernel `{name}` needs {} bytes of threadgroup memory, above the limit of {MAX_THREADGROUP_MEMORY_BYTES}", plan.threadgroup_memory_bytes),
+            "use a smaller geometry for this family",
+        );
+    }
+    let buffers = plan.inputs.len() + plan.outputs.len();
+    if buffers > MAX_BUFFERS {
+        err(format!("kernel `{name}` binds {buffers} buffers, above Metal's limit of {MAX_BUFFERS}"), "bind fewer buffers");
+    }
+    for (axis, d) in ["x", "y", "z"].iter().zip(&plan.grid) {
+        if d.coeff > u32::MAX as u64 {
+            err(format!("kernel `{name}`'s grid {axis} extent {} does not fit in 32 bits", d.coeff), "use a smaller geometry");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Kernel families. A family is one Rust type implementing [`Family`] (its
+//! axes, geometry fields, constraints, buffers and launch geometry) plus one
+//! template, `templates/<name>.metal.tera`. Adding a family: write both,
+//! register it in [`FAMILIES`], and add a spec under `specs/`.
+
+use crate::model::{AxisValue, Geometry, KernelPlan, Variant, Violation};
+
+pub mod expert;
+
+/// Every family kernelgen knows, by spec name.
+pub static FAMILIES: &[&dyn Family] = &[&expert::Expert];
+
+pub fn find(name: &str) -> Option<&'static dyn Family> {
+    FAMILIES.iter().copied().find(|f| f.name() == name)
+}
+
+/// The values an axis may take.
+#[derive(Clone, Copy, Debug)]
+pub enum AxisKind {
+    /// One of these names.
+    Choice(&'static [&'static str]),
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
+}
+
+/// A variant axis: a spec lists the values it wants, and every combination
+/// of axis values becomes a kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct Axis {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub kind: AxisKind,
+    /// Used when a spec does not list the axis.
+    pub default: &'static [AxisLit],
+    /// How a value is spelled in kernel names: `r` makes `4` read `r4`.
+    pub name_prefix: &'static str,
+}
+
+/// A literal axis value in a family definition.
+#[derive(Clone, Copy, Debug)]
+pub enum AxisLit {
+    Str(&'static str),
+    Int(i64),
+}
+
+impl AxisLit {
+    pub fn value(self) -> AxisValue {
+        match self {
+            AxisLit::Str(s) => AxisValue::Str(s.to_string()),
+            AxisLit::Int(i) => AxisValue::Int(i),
+        }
+    }
+}
+
+impl Axis {
+    /// Whether `value` is one the family accepts.
+    pub fn allows(&self, value: &AxisValue) -> bool {
+        match (self.kind, value) {
+            (AxisKind::Choice(names), AxisValue::Str(s)) => names.contains(&s.as_str()),
+            (AxisKind::Int { min, max }, AxisValue::Int(i)) => (min..=max).contains(i),
+            _ => false,
+        }
+    }
+
+    /// The accepted values, for messages.
+    pub fn allowed(&self) -> String {
+        match self.kind {
+            AxisKind::Choice(names) => names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", "),
+            AxisKind::Int { min, max } => format!("an integer from {min} to {max}"),
+        }
+    }
+
+    /// The value as it appears in kernel names.
+    pub fn spell(&self, value: &AxisValue) -> String {
+        format!("{}{}", self.name_prefix, value)
+    }
+}
+
+/// The kind of a geometry field.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldKind {
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// A finite float.
+    Float,
+    /// A table with one sub-table per value of `axis`, each with `fields`
+    /// (the expert slot layout, one per quantization).
+    PerAxisValue { axis: &'static str, fields: &'static [Field] },
+}
+
+/// A field of a spec's `[geometry.<name>]` table.
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub kind: FieldKind,
+    pub required: bool,
+}
+
+/// One kernel family: everything but the MSL text, which lives in its template.
+pub trait Family: Sync {
+    /// The name specs use (`family = "expert"`) and kernel names spell.
+    fn name(&self) -> &'static str;
+    /// One line on what the family computes.
+    fn summary(&self) -> &'static str;
+    /// Template file under `templates/`.
+    fn template(&self) -> &'static str;
+    /// Whether the template renders a header (helpers MLX places before the
+    /// kernel) when `section == "header"`.
+    fn has_header(&self) -> bool {
+        false
+    }
+    fn axes(&self) -> &'static [Axis];
+    fn fields(&self) -> &'static [Field];
+    /// Checks one variant at one geometry and plans its kernels (one per part),
+    /// or says every constraint it violates.
+    fn plan(&self, variant: &Variant, geometry: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>>;
+}
