@@ -77,13 +77,9 @@ impl Diagnostics {
         let mut out = String::new();
         for d in &self.0 {
             let id = files.add(d.source.display.clone(), d.source.text.clone());
-            let (line, col) = d.line_col();
             let mut cs = CsDiagnostic::error()
                 .with_message(format!("{}: {}", d.field, d.message))
-                .with_labels(vec![Label::primary(id, d.span.clone()).with_message(format!(
-                    "{}:{line}:{col}",
-                    d.source.display
-                ))]);
+                .with_labels(vec![Label::primary(id, d.span.clone())]);
             if let Some(help) = &d.help {
                 cs = cs.with_notes(vec![format!("help: {help}")]);
             }

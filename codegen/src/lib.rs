@@ -103,8 +103,9 @@ fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> st
     Ok(())
 }
 
-/// Parses and validates every spec; all problems of all files are reported.
-pub fn validate_all(sources: Vec<SpecSource>) -> Result<Vec<validate::SpecModel>, Diagnostics> {
+/// Parses and validates every spec: the models of every spec whose family
+/// is known, and every problem found.
+pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let mut models = Vec::new();
     let mut stems: Vec<(String, String)> = Vec::new();
@@ -137,18 +138,28 @@ pub fn validate_all(sources: Vec<SpecSource>) -> Result<Vec<validate::SpecModel>
                 continue;
             }
         };
-        match validate::validate(source, &tree) {
-            Ok(model) => models.push(model),
-            Err(d) => diags.extend(d),
-        }
+        let (model, problems) = validate::validate(source, &tree);
+        models.extend(model);
+        diags.extend(problems);
     }
-    if diags.is_empty() { Ok(models) } else { Err(diags) }
+    (models, diags)
 }
 
 /// The whole pipeline after reading: validate, expand, render.
 pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
-    let models = validate_all(sources).map_err(Error::Spec)?;
-    let kernels = expand::expand(&models).map_err(Error::Spec)?;
+    let (models, mut diags) = validate_all(sources);
+    // Expansion checks the family constraints even when validation found
+    // problems, so one run reports all of them.
+    let kernels = match expand::expand(&models) {
+        Ok(kernels) => kernels,
+        Err(more) => {
+            diags.extend(more);
+            Vec::new()
+        }
+    };
+    if !diags.is_empty() {
+        return Err(Error::Spec(diags));
+    }
     let renderer = Renderer::new().map_err(Error::Render)?;
     let rendered = kernels.iter().map(|k| renderer.render_kernel(k)).collect::<Result<Vec<_>, _>>().map_err(Error::Render)?;
 

@@ -119,7 +119,11 @@ fn check_layout(quant: &str, l: &Layout, out: &mut Vec<Violation>) {
             out.push(Violation::field(
                 field(name),
                 format!("{name} occupy bytes {offset}..{} but the slot has only {} bytes", offset + len, l.bytes),
-                format!("move {name} to an offset of at most {} or make the slot at least {} bytes", l.bytes - len, offset + len),
+                if len <= l.bytes {
+                    format!("move {name} to an offset of at most {} or make the slot at least {} bytes", l.bytes - len, offset + len)
+                } else {
+                    format!("make the slot at least {} bytes: {name} alone take {len}", offset + len)
+                },
             ));
         }
         if offset % align != 0 {
@@ -137,7 +141,11 @@ fn check_layout(quant: &str, l: &Layout, out: &mut Vec<Violation>) {
                 out.push(Violation::field(
                     field(b.0),
                     format!("{} (bytes {}..{b_end}) overlap {} (bytes {}..{a_end})", b.0, b.1, a.0, a.1),
-                    format!("regions must be disjoint: start {} at {a_end} or later, or before {}", b.0, a.1.saturating_sub(b.2).max(0)),
+                    if b.2 <= a.1 {
+                        format!("regions must be disjoint: start {} at {a_end} or later, or at {} or earlier", b.0, a.1 - b.2)
+                    } else {
+                        format!("regions must be disjoint: start {} at {a_end} or later", b.0)
+                    },
                 ));
             }
         }
@@ -187,6 +195,13 @@ impl Family for Expert {
                     format!("use a multiple of {rows}, such as {}, or another rows_per_threadgroup", multiples_near(n, rows)),
                 ));
             }
+        }
+        if SIMD_WIDTH * rows > 1024 {
+            bad.push(Violation::axis(
+                "rows_per_threadgroup",
+                format!("{rows} rows per threadgroup need {} threads, above the limit of 1024", SIMD_WIDTH * rows),
+                "use at most 32 rows per threadgroup",
+            ));
         }
         let l = layout(quant, g, hidden, intermediate);
         check_layout(quant, &l, &mut bad);

@@ -39,8 +39,10 @@ pub struct SpecModel {
 
 const TOP_KEYS: &[&str] = &["family", "description", "axes", "exclude", "geometry"];
 
-/// Checks one parsed spec.
-pub fn validate(source: Arc<SpecSource>, root: &Node) -> Result<SpecModel, Diagnostics> {
+/// Checks one parsed spec. The model comes back whenever the family is
+/// known, with the invalid parts left out, so the later stages can report
+/// their problems in the same run.
+pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Diagnostics) {
     let mut r = Reporter::new(source.clone());
     let whole = 0..source.text.len().min(1);
     let entries = root.as_table().unwrap_or(&[]);
@@ -76,18 +78,14 @@ pub fn validate(source: Arc<SpecSource>, root: &Node) -> Result<SpecModel, Diagn
         }
     }
     let Some((family, family_span)) = family else {
-        return Err(r.diagnostics);
+        return (None, r.diagnostics);
     };
 
     let axes = read_axes(&mut r, family, root.get("axes"));
     let excludes = read_excludes(&mut r, family, &axes, root.get("exclude"));
     let geometries = read_geometries(&mut r, family, root.get("geometry"), whole);
 
-    if r.diagnostics.is_empty() {
-        Ok(SpecModel { source, family, family_span, axes, excludes, geometries })
-    } else {
-        Err(r.diagnostics)
-    }
+    (Some(SpecModel { source, family, family_span, axes, excludes, geometries }), r.diagnostics)
 }
 
 fn family_names() -> String {
@@ -262,8 +260,13 @@ fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&
             continue;
         };
         let mut fields = BTreeMap::new();
+        let before = r.diagnostics.0.len();
         read_fields(r, family, body, family.fields(), &field, "", g.key_span.clone(), &mut fields);
-        out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
+        // A geometry with a bad field is not planned: its constraints would
+        // be checked against values that are not there.
+        if r.diagnostics.0.len() == before {
+            out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
+        }
     }
     out
 }
