@@ -1,0 +1,592 @@
+//! GLM streamed expert (routed SwiGLU) read straight from a packed byte slot.
+//!
+//! Seed: `glm52/streamed-experts.ts`, the Q4 and Q8 families, each a gate/up
+//! kernel and a down kernel.
+//!
+//! * `gate_up(x [M,H]: T, slot) -> mid [M,I]: T`:
+//!   `gate = simd_sum(acc_g) * gate_scale[i]`, `up` likewise, then
+//!   `gT = T(gate)`, `uT = T(up)`, `sT = T(1 / (1 + expf(-gT)))`,
+//!   `siluT = T(gT * sT)`, `mid = T(siluT * uT)`.
+//! * `down(mid [M,I]: T, slot) -> out [M,H]: T`:
+//!   `out = T(simd_sum(acc) * down_scale[h])`.
+//!
+//! One simdgroup owns one output row; lane `l` accumulates with `metal::fma`
+//! (`f32::mul_add`) from `0.0f`: Q4 over words `l, l+32, ...` of the row
+//! (`H/8` or `I/8` words, 8 nibbles each, place 0 first, weight = nibble - 8),
+//! Q8 over elements `l, l+32, ...` (signed int8). Scales are f32 per output
+//! row. `rows_per_threadgroup` does not change the arithmetic.
+//!
+//! Slot layout: gate and up weights are `[I, H]` (row = intermediate unit),
+//! down weights `[H, I]`; Q4 rows are `len/8` little-endian u32 words,
+//! Q8 rows `len` bytes; scales are little-endian f32.
+//!
+//! # Error bound (f64 model)
+//! With `u = 2^-24` and `L` the largest number of fma's one lane performs
+//! (Q4: `8 * ceil(len/256)`, Q8: `ceil(len/32)`, `len` = H for gate/up and I
+//! for down), the f32 row value `scale * sum` is within
+//! `gamma(L + 6) * |scale| * sum(|q * x|)` of exact (`L` fma roundings, 5
+//! simd_sum levels, the scale product). `down` then adds the final rounding to
+//! `T` (half an ulp of `T`). `gate_up` propagates the gate and up errors
+//! through `T(gate)`, `T(up)` (half an ulp of `T` each), `expf` (1 ulp of f32),
+//! `1 + e` and `1 / d` (half an f32 ulp each), `T(sigmoid)`, the two products
+//! (rounded to f32 and then to `T`), so the per-element bound is roughly
+//! `|up| * 1.1 * (e_gate + ulp_T(gate)/2) + |silu| * (e_up + ulp_T(up)/2)
+//!  + 2.5 ulp_T(mid)` plus f32 terms; [`gate_up_f64`] evaluates it exactly.
+
+use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum, simd_sum};
+
+/// Weight format of an expert slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Quant {
+    /// Packed nibbles, 8 per little-endian u32 word, least significant
+    /// first; weight = nibble - 8.
+    Q4,
+    /// Signed int8.
+    Q8,
+}
+
+impl Quant {
+    /// Bytes of one weight row of `len` weights.
+    pub fn row_bytes(self, len: usize) -> usize {
+        match self {
+            Quant::Q4 => len / 2,
+            Quant::Q8 => len,
+        }
+    }
+
+    /// The smallest and largest weight.
+    pub fn range(self) -> (i8, i8) {
+        match self {
+            Quant::Q4 => (-8, 7),
+            Quant::Q8 => (-128, 127),
+        }
+    }
+}
+
+/// The seed's configuration: sizes and the byte offsets of the six regions
+/// inside one slot (`GATE_W`, `UP_W`, `DOWN_W`, `GATE_S`, `UP_S`, `DOWN_S`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExpertGeometry {
+    /// H.
+    pub hidden: usize,
+    /// I.
+    pub intermediate: usize,
+    pub gate_weights: usize,
+    pub up_weights: usize,
+    pub down_weights: usize,
+    pub gate_scales: usize,
+    pub up_scales: usize,
+    pub down_scales: usize,
+    pub slot_bytes: usize,
+}
+
+/// The output rows one threadgroup computes (the seed's `ROWS_TG`).
+pub const ROWS_PER_THREADGROUP: usize = 4;
+
+fn align_up(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+impl ExpertGeometry {
+    /// A layout with the regions in the seed's order (down, gate, up weights,
+    /// then down, gate, up scales), each starting at a multiple of `align`
+    /// (at least 4), so that there are gaps between regions when their sizes
+    /// are not multiples of `align`. The slot ends at a multiple of `align`.
+    pub fn packed(quant: Quant, hidden: usize, intermediate: usize, align: usize) -> Self {
+        let align = align.max(4);
+        let wbytes = quant.row_bytes(hidden) * intermediate;
+        let mut at = 0;
+        let mut place = |bytes: usize| {
+            let offset = at;
+            at = align_up(at + bytes, align);
+            offset
+        };
+        let down_weights = place(wbytes);
+        let gate_weights = place(wbytes);
+        let up_weights = place(wbytes);
+        let down_scales = place(4 * hidden);
+        let gate_scales = place(4 * intermediate);
+        let up_scales = place(4 * intermediate);
+        ExpertGeometry {
+            hidden,
+            intermediate,
+            gate_weights,
+            up_weights,
+            down_weights,
+            gate_scales,
+            up_scales,
+            down_scales,
+            slot_bytes: at,
+        }
+    }
+
+    /// The six regions as `(name, offset, bytes)`.
+    pub fn regions(&self, quant: Quant) -> [(&'static str, usize, usize); 6] {
+        let w = quant.row_bytes(self.hidden) * self.intermediate;
+        [
+            ("down_weights", self.down_weights, w),
+            ("gate_weights", self.gate_weights, w),
+            ("up_weights", self.up_weights, w),
+            ("down_scales", self.down_scales, 4 * self.hidden),
+            ("gate_scales", self.gate_scales, 4 * self.intermediate),
+            ("up_scales", self.up_scales, 4 * self.intermediate),
+        ]
+    }
+
+    /// The seed's checks (positive sizes divisible by 8 for Q4 and by
+    /// `ROWS_PER_THREADGROUP`, every region inside the slot) and the
+    /// alignment the kernel's `uint32_t`/`float` loads need (4 bytes).
+    pub fn validate(&self, quant: Quant) -> Result<(), String> {
+        let (h, i) = (self.hidden, self.intermediate);
+        if h == 0 || i == 0 {
+            return Err("expert sizes must be positive".into());
+        }
+        if quant == Quant::Q4 && (h % 8 != 0 || i % 8 != 0) {
+            return Err("Q4 expert dimensions must be divisible by 8".into());
+        }
+        if h % ROWS_PER_THREADGROUP != 0 || i % ROWS_PER_THREADGROUP != 0 {
+            return Err(format!(
+                "expert output dimensions must be divisible by {ROWS_PER_THREADGROUP}"
+            ));
+        }
+        for (name, offset, bytes) in self.regions(quant) {
+            if offset + bytes > self.slot_bytes {
+                return Err(format!("{name} exceeds the expert slot"));
+            }
+            let needs_word = name.ends_with("scales") || quant == Quant::Q4;
+            if needs_word && offset % 4 != 0 {
+                return Err(format!("{name} offset {offset} is not 4-byte aligned"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Unpacked expert weights: gate and up `[I, H]` row-major, down `[H, I]`,
+/// f32 row scales.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpertWeights {
+    pub gate: Vec<i8>,
+    pub up: Vec<i8>,
+    pub down: Vec<i8>,
+    pub gate_scales: Vec<f32>,
+    pub up_scales: Vec<f32>,
+    pub down_scales: Vec<f32>,
+}
+
+/// The byte a slot holds outside its regions: reading it as a Q4 weight
+/// gives 7 and as an f32 scale a NaN, so a kernel reading past a region
+/// shows.
+pub const SLOT_FILL: u8 = 0xFF;
+
+impl ExpertWeights {
+    /// Uniform random weights over the quant's whole range and scales in
+    /// `[0.5, 1.5) / (max|q| * sqrt(len))` (so rows of unit-sized inputs
+    /// give outputs of order 1), from a deterministic seed.
+    pub fn random(quant: Quant, hidden: usize, intermediate: usize, seed: u64) -> Self {
+        let mut rng = SplitMix64::new(seed);
+        let (lo, hi) = quant.range();
+        let mut weights = |n: usize| -> Vec<i8> {
+            (0..n)
+                .map(|_| rng.int(i64::from(lo), i64::from(hi)) as i8)
+                .collect()
+        };
+        let gate = weights(intermediate * hidden);
+        let up = weights(intermediate * hidden);
+        let down = weights(hidden * intermediate);
+        let qmax = f64::from(hi);
+        let mut scales = |rows: usize, len: usize| -> Vec<f32> {
+            (0..rows)
+                .map(|_| ((0.5 + rng.unit()) / (qmax * (len as f64).sqrt())) as f32)
+                .collect()
+        };
+        let gate_scales = scales(intermediate, hidden);
+        let up_scales = scales(intermediate, hidden);
+        let down_scales = scales(hidden, intermediate);
+        ExpertWeights {
+            gate,
+            up,
+            down,
+            gate_scales,
+            up_scales,
+            down_scales,
+        }
+    }
+
+    /// Pack into a new slot of `geometry.slot_bytes` bytes ([`SLOT_FILL`]
+    /// outside the regions). Panics on a weight outside the quant's range or
+    /// an invalid geometry.
+    pub fn pack(&self, quant: Quant, geometry: &ExpertGeometry) -> Vec<u8> {
+        if let Err(e) = geometry.validate(quant) {
+            panic!("pack: {e}");
+        }
+        let (h, i) = (geometry.hidden, geometry.intermediate);
+        assert_eq!(self.gate.len(), i * h, "gate weights must be [I, H]");
+        assert_eq!(self.up.len(), i * h, "up weights must be [I, H]");
+        assert_eq!(self.down.len(), h * i, "down weights must be [H, I]");
+        assert_eq!(self.gate_scales.len(), i);
+        assert_eq!(self.up_scales.len(), i);
+        assert_eq!(self.down_scales.len(), h);
+        let mut slot = vec![SLOT_FILL; geometry.slot_bytes];
+        let mut put_weights = |offset: usize, w: &[i8]| match quant {
+            Quant::Q4 => {
+                for (j, pair) in w.chunks_exact(2).enumerate() {
+                    let nib = |q: i8| -> u8 {
+                        assert!((-8..=7).contains(&q), "Q4 weight {q} out of range");
+                        (q + 8) as u8
+                    };
+                    slot[offset + j] = nib(pair[0]) | (nib(pair[1]) << 4);
+                }
+            }
+            Quant::Q8 => {
+                for (j, &q) in w.iter().enumerate() {
+                    slot[offset + j] = q as u8;
+                }
+            }
+        };
+        put_weights(geometry.gate_weights, &self.gate);
+        put_weights(geometry.up_weights, &self.up);
+        put_weights(geometry.down_weights, &self.down);
+        let mut put_scales = |offset: usize, s: &[f32]| {
+            for (j, &v) in s.iter().enumerate() {
+                slot[offset + 4 * j..offset + 4 * j + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        };
+        put_scales(geometry.gate_scales, &self.gate_scales);
+        put_scales(geometry.up_scales, &self.up_scales);
+        put_scales(geometry.down_scales, &self.down_scales);
+        slot
+    }
+
+    /// Read the weights back from a slot (byte by byte: two nibbles per
+    /// byte, low first, for Q4). The f64 models read slots through this.
+    pub fn unpack(slot: &[u8], quant: Quant, geometry: &ExpertGeometry) -> Self {
+        if let Err(e) = geometry.validate(quant) {
+            panic!("unpack: {e}");
+        }
+        assert!(slot.len() >= geometry.slot_bytes, "slot shorter than its layout");
+        let (h, i) = (geometry.hidden, geometry.intermediate);
+        let weights = |offset: usize, n: usize| -> Vec<i8> {
+            match quant {
+                Quant::Q4 => (0..n)
+                    .map(|j| {
+                        let byte = slot[offset + j / 2];
+                        let nib = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
+                        nib as i8 - 8
+                    })
+                    .collect(),
+                Quant::Q8 => slot[offset..offset + n].iter().map(|&b| b as i8).collect(),
+            }
+        };
+        let scales = |offset: usize, n: usize| -> Vec<f32> {
+            slot[offset..offset + 4 * n]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        };
+        ExpertWeights {
+            gate: weights(geometry.gate_weights, i * h),
+            up: weights(geometry.up_weights, i * h),
+            down: weights(geometry.down_weights, h * i),
+            gate_scales: scales(geometry.gate_scales, i),
+            up_scales: scales(geometry.up_scales, i),
+            down_scales: scales(geometry.down_scales, h),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- replay
+
+fn load_u32(slot: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([slot[at], slot[at + 1], slot[at + 2], slot[at + 3]])
+}
+
+fn load_f32(slot: &[u8], at: usize) -> f32 {
+    f32::from_bits(load_u32(slot, at))
+}
+
+/// One row's 32 lane accumulators, as the seed's loop leaves them:
+/// `acc = fma(weight, float(x[k]), acc)` over the lane's strided indices.
+fn lane_accumulators<T: Element>(
+    x: &[T],
+    slot: &[u8],
+    weights: usize,
+    row: usize,
+    len: usize,
+    quant: Quant,
+) -> [f32; SIMD_WIDTH] {
+    let mut acc = [0.0f32; SIMD_WIDTH];
+    for (lane, a) in acc.iter_mut().enumerate() {
+        match quant {
+            Quant::Q4 => {
+                let words = len / 8;
+                let row_at = weights + 4 * row * words;
+                let mut word = lane;
+                while word < words {
+                    let packed = load_u32(slot, row_at + 4 * word);
+                    let k0 = word * 8;
+                    for place in 0..8 {
+                        let xv = x[k0 + place].to_f32();
+                        let weight = ((packed >> (place * 4)) & 0xF) as f32 - 8.0;
+                        *a = weight.mul_add(xv, *a);
+                    }
+                    word += SIMD_WIDTH;
+                }
+            }
+            Quant::Q8 => {
+                let row_at = weights + row * len;
+                let mut k = lane;
+                while k < len {
+                    let xv = x[k].to_f32();
+                    let weight = f32::from(slot[row_at + k] as i8);
+                    *a = weight.mul_add(xv, *a);
+                    k += SIMD_WIDTH;
+                }
+            }
+        }
+    }
+    acc
+}
+
+fn check_call(x_len: usize, m: usize, len: usize, slot: &[u8], g: &ExpertGeometry, quant: Quant) {
+    if let Err(e) = g.validate(quant) {
+        panic!("expert: {e}");
+    }
+    assert!(slot.len() >= g.slot_bytes, "expert slot shorter than its layout");
+    assert_eq!(x_len, m * len, "expert input must be [M, {len}]");
+}
+
+/// The seed's gate/up kernel, bit for bit: `mid [M, I]` from `x [M, H]`.
+pub fn gate_up_replay<T: Element>(
+    x: &[T],
+    slot: &[u8],
+    g: &ExpertGeometry,
+    quant: Quant,
+    m: usize,
+) -> Vec<T> {
+    let (h, i) = (g.hidden, g.intermediate);
+    check_call(x.len(), m, h, slot, g, quant);
+    let mut mid = Vec::with_capacity(m * i);
+    for sample in 0..m {
+        let xs = &x[sample * h..(sample + 1) * h];
+        for row in 0..i {
+            let gate_acc = lane_accumulators(xs, slot, g.gate_weights, row, h, quant);
+            let up_acc = lane_accumulators(xs, slot, g.up_weights, row, h, quant);
+            let gate = simd_sum(&gate_acc) * load_f32(slot, g.gate_scales + 4 * row);
+            let up = simd_sum(&up_acc) * load_f32(slot, g.up_scales + 4 * row);
+            let gate_t = T::round(gate);
+            let up_t = T::round(up);
+            let sigmoid_t = T::round(1.0 / (1.0 + (-gate_t).exp()));
+            let silu_t = T::round(gate_t * sigmoid_t);
+            mid.push(T::from_f32(silu_t * up_t));
+        }
+    }
+    mid
+}
+
+/// The seed's down kernel, bit for bit: `out [M, H]` from `mid [M, I]`.
+pub fn down_replay<T: Element>(
+    mid: &[T],
+    slot: &[u8],
+    g: &ExpertGeometry,
+    quant: Quant,
+    m: usize,
+) -> Vec<T> {
+    let (h, i) = (g.hidden, g.intermediate);
+    check_call(mid.len(), m, i, slot, g, quant);
+    let mut out = Vec::with_capacity(m * h);
+    for sample in 0..m {
+        let ms = &mid[sample * i..(sample + 1) * i];
+        for row in 0..h {
+            let acc = lane_accumulators(ms, slot, g.down_weights, row, i, quant);
+            let value = simd_sum(&acc) * load_f32(slot, g.down_scales + 4 * row);
+            out.push(T::from_f32(value));
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------- f64
+
+/// The most fma's one lane performs over a row of `len` weights.
+pub fn lane_fmas(quant: Quant, len: usize) -> usize {
+    match quant {
+        Quant::Q4 => 8 * (len / 8).div_ceil(SIMD_WIDTH),
+        Quant::Q8 => len.div_ceil(SIMD_WIDTH),
+    }
+}
+
+/// `scale * sum_k(q[k] * x[k])` exactly, with the bound of the kernel's f32
+/// value `simd_sum(fma chains) * scale`.
+fn row_value<T: Element>(q: &[i8], x: &[T], scale: f32, quant: Quant) -> Tracked {
+    let depth = lane_fmas(quant, x.len()) + 5;
+    let sum = f32_sum(
+        q.iter()
+            .zip(x)
+            .map(|(&q, &x)| Tracked::exact(f64::from(q) * f64::from(x.to_f32()))),
+        depth,
+    );
+    sum.mul(Tracked::exact(f64::from(scale))).round_f32()
+}
+
+/// SwiGLU of exact gate and up in f64 (`silu(gate) * up`), with the bound of
+/// the seed's epilogue (its `T` rounding points) applied to the kernel's
+/// gate and up values.
+fn swiglu<T: Element>(gate: Tracked, up: Tracked) -> Tracked {
+    let gate_t = gate.round_to::<T>();
+    let up_t = up.round_to::<T>();
+    let e = Tracked::exact(0.0)
+        .sub(gate_t)
+        .monotone(f64::NEG_INFINITY, f64::exp)
+        .libm_f32();
+    let d = Tracked::exact(1.0).add(e).round_f32();
+    let sigmoid_t = Tracked::exact(1.0).div(d).round_f32().round_to::<T>();
+    let silu_t = gate_t.mul(sigmoid_t).round_op::<T>();
+    silu_t.mul(up_t).round_op::<T>()
+}
+
+/// f64 reference for gate/up: `mid = silu(gate) * up` exactly, with the
+/// per-element bound described in the module documentation.
+pub fn gate_up_f64<T: Element>(
+    x: &[T],
+    slot: &[u8],
+    g: &ExpertGeometry,
+    quant: Quant,
+    m: usize,
+) -> Exact {
+    let (h, i) = (g.hidden, g.intermediate);
+    check_call(x.len(), m, h, slot, g, quant);
+    let w = ExpertWeights::unpack(slot, quant, g);
+    let mut value = Vec::with_capacity(m * i);
+    let mut tol = Vec::with_capacity(m * i);
+    for sample in 0..m {
+        let xs = &x[sample * h..(sample + 1) * h];
+        for row in 0..i {
+            let gate = row_value(&w.gate[row * h..(row + 1) * h], xs, w.gate_scales[row], quant);
+            let up = row_value(&w.up[row * h..(row + 1) * h], xs, w.up_scales[row], quant);
+            let mid = swiglu::<T>(gate, up);
+            value.push(mid.v);
+            tol.push(mid.e);
+        }
+    }
+    Exact { value, tol }
+}
+
+/// f64 reference for down: `out = scale * sum(q * mid)` exactly, bound
+/// `gamma(L + 6) * |scale| * sum|q * mid| + ulp_T(out) / 2`.
+pub fn down_f64<T: Element>(
+    mid: &[T],
+    slot: &[u8],
+    g: &ExpertGeometry,
+    quant: Quant,
+    m: usize,
+) -> Exact {
+    let (h, i) = (g.hidden, g.intermediate);
+    check_call(mid.len(), m, i, slot, g, quant);
+    let w = ExpertWeights::unpack(slot, quant, g);
+    let mut value = Vec::with_capacity(m * h);
+    let mut tol = Vec::with_capacity(m * h);
+    for sample in 0..m {
+        let ms = &mid[sample * i..(sample + 1) * i];
+        for row in 0..h {
+            let out = row_value(&w.down[row * i..(row + 1) * i], ms, w.down_scales[row], quant)
+                .round_to::<T>();
+            value.push(out.v);
+            tol.push(out.e);
+        }
+    }
+    Exact { value, tol }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q4_packing_is_nibbles_lsb_first() {
+        let g = ExpertGeometry::packed(Quant::Q4, 8, 8, 4);
+        let mut w = ExpertWeights::random(Quant::Q4, 8, 8, 1);
+        w.gate[..8].copy_from_slice(&[-8, -7, 0, 1, 2, 3, 6, 7]);
+        let slot = w.pack(Quant::Q4, &g);
+        // nibble = weight + 8, place p at bits 4p of the word.
+        let word = load_u32(&slot, g.gate_weights);
+        assert_eq!(word, 0xFEBA_9810);
+        assert_eq!(ExpertWeights::unpack(&slot, Quant::Q4, &g), w);
+    }
+
+    #[test]
+    fn pack_unpack_round_trip_and_fill() {
+        for quant in [Quant::Q4, Quant::Q8] {
+            let g = ExpertGeometry::packed(quant, 24, 40, 64);
+            g.validate(quant).unwrap();
+            let w = ExpertWeights::random(quant, 24, 40, 7);
+            let slot = w.pack(quant, &g);
+            assert_eq!(ExpertWeights::unpack(&slot, quant, &g), w);
+            // Bytes outside every region keep the fill.
+            let mut inside = vec![false; slot.len()];
+            for (_, off, bytes) in g.regions(quant) {
+                inside[off..off + bytes].iter_mut().for_each(|b| *b = true);
+            }
+            let gaps = (0..slot.len()).filter(|&b| !inside[b]).count();
+            assert!(gaps > 0, "the 64-byte alignment leaves gaps");
+            assert!((0..slot.len()).all(|b| inside[b] || slot[b] == SLOT_FILL));
+        }
+    }
+
+    #[test]
+    fn validate_rejects_bad_layouts() {
+        let mut g = ExpertGeometry::packed(Quant::Q4, 16, 16, 4);
+        assert!(g.validate(Quant::Q4).is_ok());
+        g.up_scales += 2;
+        assert!(g.validate(Quant::Q4).is_err());
+        let g = ExpertGeometry::packed(Quant::Q8, 12, 20, 4);
+        assert!(g.validate(Quant::Q8).is_ok());
+        assert!(ExpertGeometry::packed(Quant::Q4, 12, 20, 4).validate(Quant::Q4).is_err());
+        assert!(ExpertGeometry::packed(Quant::Q8, 6, 20, 4).validate(Quant::Q8).is_err());
+        let mut g = ExpertGeometry::packed(Quant::Q8, 16, 16, 4);
+        g.slot_bytes -= 1;
+        assert!(g.validate(Quant::Q8).is_err());
+    }
+
+    #[test]
+    fn integer_inputs_are_exact_in_f32() {
+        // Small integer inputs and power-of-two scales: every fma is exact,
+        // so the f32 replay equals the f64 model exactly.
+        let (h, i) = (64, 8);
+        for quant in [Quant::Q4, Quant::Q8] {
+            let g = ExpertGeometry::packed(quant, h, i, 16);
+            let mut w = ExpertWeights::random(quant, h, i, 3);
+            w.down_scales.iter_mut().for_each(|s| *s = 0.25);
+            let slot = w.pack(quant, &g);
+            let mid: Vec<f32> = (0..2 * i).map(|j| (j % 7) as f32 - 3.0).collect();
+            let got = down_replay(&mid, &slot, &g, quant, 2);
+            let exact = down_f64(&mid, &slot, &g, quant, 2);
+            for (a, b) in got.iter().zip(&exact.value) {
+                assert_eq!(f64::from(*a), *b);
+            }
+        }
+    }
+
+    #[test]
+    fn replay_uses_lane_order_not_sequential() {
+        // H = 512 Q8: each lane sums 16 products; find a row where the lane
+        // order gives another f32 than a plain sequential dot.
+        let (h, i) = (512, 16);
+        let quant = Quant::Q8;
+        let g = ExpertGeometry::packed(quant, h, i, 16);
+        let w = ExpertWeights::random(quant, h, i, 11);
+        let slot = w.pack(quant, &g);
+        let mut rng = SplitMix64::new(5);
+        let mid: Vec<f32> = (0..i).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+        let got = down_replay(&mid, &slot, &g, quant, 1);
+        let differs = (0..h).any(|row| {
+            let seq = (0..i).fold(0.0f32, |a, k| {
+                f32::from(w.down[row * i + k]).mul_add(mid[k], a)
+            }) * w.down_scales[row];
+            seq.to_bits() != got[row].to_bits()
+        });
+        // I = 16 < 32: each lane holds one product, so only the tree order
+        // differs from sequential; it must matter for some row.
+        assert!(differs);
+    }
+}
