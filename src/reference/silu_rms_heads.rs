@@ -22,10 +22,21 @@
 //! point above is modelled (`expf` within 1 f32 ulp, each `T` operation
 //! rounded to f32 and then to `T`); the sum of squares passes through at
 //! most 10 f32 roundings per term (product, 4 lane additions, 5 simd_sum
-//! levels), a relative `gamma(10)`. The result is essentially relative:
-//! about 5 roundings to `T` for a V value (5.5 ulp of `T` at most, usually
-//! far less), 7 for Q and K, plus f32 terms. Where `exp(|x|)` overflows `T`
-//! (f16, `|x| > 11`) the kernel's `y` is 0; the bound covers that.
+//! levels), a relative `gamma(10)`. The result is relative to the output,
+//! so it has an a-priori bound in ulps of `T` (`u_T` = `T`'s unit
+//! roundoff; for f32 `u_T = u` and `expf`'s ulp counts as `2u`):
+//! * `V`: `exp` rounding `u_T` (+ `2u`), `1 + e` and `1 / d` `u_T` each,
+//!   `1 - y` `u_T`, so the product before its rounding is within `4 u_T`
+//!   relative; with the final half ulp (one ulp across a binade) at most
+//!   **5 ulp** (bf16, f16) and **6 ulp** (f32);
+//! * `Q`, `K`: the activation's `5 u_T`, the same again through
+//!   `inv` (its mean of squares sees `2 x 5 u_T`, the square root halves
+//!   it) plus `gamma(10)/2` and 4 f32 roundings, then `T(a * inv)` and the
+//!   scale product: at most **12.5 ulp** (bf16, f16) and **22 ulp** (f32).
+//!
+//! Subnormal outputs (f16) count their absolute half-spacing. Where
+//! `exp(|x|)` overflows `T` (f16, `|x| > 11`) the kernel's `y` is 0 and the
+//! a-priori bound does not apply; the per-element bound covers that.
 
 use super::{Element, Exact, SIMD_WIDTH, Tracked, f32_sum, recip_one_plus_exp, simd_sum};
 
@@ -119,8 +130,8 @@ pub fn silu_rms_heads_replay<T: Element>(
             let (normalize, width, channel) = head_span(geom, head);
             let mut values = [[0.0f32; PER_LANE]; SIMD_WIDTH];
             let mut sums = [0.0f32; SIMD_WIDTH];
-            for lane in 0..SIMD_WIDTH {
-                for i in 0..PER_LANE {
+            for (lane, (lane_values, sum)) in values.iter_mut().zip(&mut sums).enumerate() {
+                for (i, slot) in lane_values.iter_mut().enumerate() {
                     let col = lane * PER_LANE + i;
                     let value = if col < width {
                         x[row * c + channel + col].to_f32()
@@ -128,8 +139,8 @@ pub fn silu_rms_heads_replay<T: Element>(
                         0.0
                     };
                     let a = silu_t::<T>(value);
-                    values[lane][i] = a;
-                    sums[lane] += a * a;
+                    *slot = a;
+                    *sum += a * a;
                 }
             }
             if normalize {
