@@ -6,6 +6,7 @@
 extern crate self as kernelgen;
 
 pub mod contract;
+pub mod emu;
 pub mod reference;
 /// Every generated kernel, one module per spec (`generated/rust/`).
 #[path = "../generated/rust/mod.rs"]

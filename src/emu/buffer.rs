@@ -1,0 +1,351 @@
+//! Guarded device buffers.
+
+use std::ops::Range;
+
+use super::sanitize;
+
+/// The poison byte: gaps, slack and fresh threadgroup memory are filled with it
+/// (`0xFFFFFFFF` reads as a NaN float, `0xFFFF` as a NaN half/bfloat).
+pub const POISON: u8 = 0xFF;
+
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 { p as usize } else { 4096 }
+    })
+}
+
+/// A guarded allocation bound to a `[[buffer(i)]]`.
+///
+/// Layout: `[guard page][head][data: len bytes][slack][guard page]`. The data is placed so
+/// that its end is flush with the trailing `PROT_NONE` guard page, so reading one element
+/// past the end faults. The start of the data must also be aligned (Metal buffers are): the
+/// start is aligned to `align` bytes and the `slack` between the data's end and the guard
+/// page is `(-len) mod align` bytes. The default alignment, used by [`DeviceBuffer::zeroed`]
+/// and [`DeviceBuffer::from_bytes`], is the largest power of two dividing `len`, capped at
+/// 16: every element type whose size divides `len` is then naturally aligned *and* the
+/// end is flush (slack 0). A packed byte buffer that the kernel reads as wider words (an
+/// expert slot read as `uint32_t`) should use [`DeviceBuffer::zeroed_aligned`] with the
+/// alignment the kernel relies on; slack bytes are filled with poison (and ASan-poisoned
+/// under sanitize) and checked after every threadgroup, so a write there is still caught.
+///
+/// [`DeviceBuffer::set_regions`] declares the regions of a packed buffer; every byte
+/// outside them is a gap: whole pages of a gap are made `PROT_NONE` while a dispatch runs
+/// (a read or write there faults with the gap named), the other gap bytes are filled with
+/// the poison byte, ASan-poisoned under sanitize, and checked for writes after every
+/// threadgroup. `set_regions` (and every dispatch) overwrites gap bytes with poison.
+pub struct DeviceBuffer {
+    map: *mut u8,
+    map_len: usize,
+    data: *mut u8,
+    len: usize,
+    align: usize,
+    gaps: Vec<Range<usize>>,
+    regions: Vec<Range<usize>>,
+    armed: Option<Armed>,
+}
+
+struct Armed {
+    protected: Vec<Range<usize>>, // page ranges (absolute addresses) made PROT_NONE
+    guard_opened: bool,
+    asan: Vec<Range<usize>>, // absolute ranges ASan-poisoned
+}
+
+unsafe impl Send for DeviceBuffer {}
+unsafe impl Sync for DeviceBuffer {}
+
+fn default_align(len: usize) -> usize {
+    if len == 0 { 16 } else { (1usize << len.trailing_zeros()).min(16) }
+}
+
+impl DeviceBuffer {
+    /// `bytes` zero bytes, default alignment (see the type docs).
+    pub fn zeroed(bytes: usize) -> Self {
+        Self::zeroed_aligned(bytes, default_align(bytes))
+    }
+
+    /// `bytes` zero bytes whose start is aligned to `align` (a power of two, at most a page;
+    /// other values are rounded up to one).
+    pub fn zeroed_aligned(bytes: usize, align: usize) -> Self {
+        let page = page_size();
+        let align = align.max(1).next_power_of_two().min(page);
+        let slack = (align - bytes % align) % align;
+        let span = bytes + slack;
+        let data_pages = span.div_ceil(page);
+        let map_len = (data_pages + 2) * page;
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            panic!("DeviceBuffer: cannot map {map_len} bytes: {}", std::io::Error::last_os_error());
+        }
+        let map = map as *mut u8;
+        unsafe {
+            libc::mprotect(map as *mut libc::c_void, page, libc::PROT_NONE);
+            libc::mprotect(map.add((data_pages + 1) * page) as *mut libc::c_void, page, libc::PROT_NONE);
+        }
+        let guard = unsafe { map.add((data_pages + 1) * page) };
+        let data = unsafe { guard.sub(span) };
+        // head and slack hold poison
+        unsafe {
+            let head_start = map.add(page);
+            std::ptr::write_bytes(head_start, POISON, data as usize - head_start as usize);
+            std::ptr::write_bytes(data.add(bytes), POISON, slack);
+        }
+        DeviceBuffer { map, map_len, data, len: bytes, align, gaps: Vec::new(), regions: Vec::new(), armed: None }
+    }
+
+    /// A copy of `b`, default alignment.
+    pub fn from_bytes(b: &[u8]) -> Self {
+        Self::from_bytes_aligned(b, default_align(b.len()))
+    }
+
+    /// A copy of `b` whose start is aligned to `align`.
+    pub fn from_bytes_aligned(b: &[u8], align: usize) -> Self {
+        let mut d = Self::zeroed_aligned(b.len(), align);
+        d.as_bytes_mut().copy_from_slice(b);
+        d
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.data, self.len) }
+    }
+
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        unsafe { std::slice::from_raw_parts_mut(self.data, self.len) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Alignment of the data's start.
+    pub fn align(&self) -> usize {
+        self.align
+    }
+
+    /// The declared regions (empty: the whole buffer is data).
+    pub fn regions(&self) -> &[Range<usize>] {
+        &self.regions
+    }
+
+    /// Mark declared regions; every byte outside them is a gap to poison (page-sized gaps
+    /// PROT_NONE during dispatch, the rest filled with poison bytes, ASan-poisoned under
+    /// sanitize). Ranges are clipped to the buffer; an empty list removes all gaps.
+    pub fn set_regions(&mut self, regions: &[Range<usize>]) {
+        let mut rs: Vec<Range<usize>> =
+            regions.iter().map(|r| r.start.min(self.len)..r.end.min(self.len)).filter(|r| r.start < r.end).collect();
+        rs.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<usize>> = Vec::new();
+        for r in rs {
+            match merged.last_mut() {
+                Some(l) if r.start <= l.end => l.end = l.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        let mut gaps = Vec::new();
+        if !merged.is_empty() {
+            let mut pos = 0;
+            for r in &merged {
+                if r.start > pos {
+                    gaps.push(pos..r.start);
+                }
+                pos = r.end;
+            }
+            if pos < self.len {
+                gaps.push(pos..self.len);
+            }
+        }
+        self.regions = merged;
+        self.gaps = gaps;
+        self.fill_gaps();
+    }
+
+    fn fill_gaps(&mut self) {
+        for g in self.gaps.clone() {
+            self.as_bytes_mut()[g].fill(POISON);
+        }
+    }
+
+    pub(crate) fn data_ptr(&self) -> *mut u8 {
+        self.data
+    }
+
+    fn slack(&self) -> Range<usize> {
+        let page = page_size();
+        let guard = self.map as usize + self.map_len - page;
+        (self.data as usize + self.len)..guard
+    }
+
+    /// Before a dispatch: poison gaps, protect their whole pages, poison for ASan.
+    pub(crate) fn arm(&mut self, sanitize: bool, guard_pages: bool) {
+        self.disarm();
+        self.fill_gaps();
+        let page = page_size();
+        let mut armed = Armed { protected: Vec::new(), guard_opened: false, asan: Vec::new() };
+        let base = self.data as usize;
+        for g in &self.gaps {
+            let (a, b) = (base + g.start, base + g.end);
+            let pa = a.div_ceil(page) * page;
+            let pb = b / page * page;
+            if guard_pages && pa < pb {
+                unsafe { libc::mprotect(pa as *mut libc::c_void, pb - pa, libc::PROT_NONE) };
+                armed.protected.push(pa..pb);
+            }
+            if sanitize {
+                armed.asan.push(a..b);
+            }
+        }
+        if sanitize {
+            let s = self.slack();
+            if s.start < s.end {
+                armed.asan.push(s);
+            }
+        }
+        if !guard_pages {
+            let guard = self.map as usize + self.map_len - page;
+            unsafe { libc::mprotect(guard as *mut libc::c_void, page, libc::PROT_READ | libc::PROT_WRITE) };
+            armed.guard_opened = true;
+        }
+        for r in &armed.asan {
+            sanitize::asan_poison(r.start, r.end - r.start);
+        }
+        self.armed = Some(armed);
+    }
+
+    /// After a dispatch (or on drop): undo `arm`.
+    pub(crate) fn disarm(&mut self) {
+        if let Some(a) = self.armed.take() {
+            for r in &a.asan {
+                sanitize::asan_unpoison(r.start, r.end - r.start);
+            }
+            for r in &a.protected {
+                unsafe { libc::mprotect(r.start as *mut libc::c_void, r.end - r.start, libc::PROT_READ | libc::PROT_WRITE) };
+            }
+            if a.guard_opened {
+                let page = page_size();
+                let guard = self.map as usize + self.map_len - page;
+                unsafe {
+                    std::ptr::write_bytes(guard as *mut u8, 0, page);
+                    libc::mprotect(guard as *mut libc::c_void, page, libc::PROT_NONE);
+                }
+            }
+        }
+    }
+
+    /// The first byte of a gap (outside protected pages) or of the slack that no longer
+    /// holds poison: `(offset from the data start, description)`.
+    pub(crate) fn find_overwrite(&self) -> Option<(usize, String)> {
+        let base = self.data as usize;
+        let protected: &[Range<usize>] = self.armed.as_ref().map(|a| a.protected.as_slice()).unwrap_or(&[]);
+        let asan: &[Range<usize>] = self.armed.as_ref().map(|a| a.asan.as_slice()).unwrap_or(&[]);
+        let check = |a: usize, b: usize| -> Option<usize> {
+            let mut p = a;
+            while p < b {
+                // skip protected pages
+                if let Some(r) = protected.iter().find(|r| r.contains(&p)) {
+                    p = r.end;
+                    continue;
+                }
+                let end = protected.iter().filter(|r| r.start > p && r.start < b).map(|r| r.start).min().unwrap_or(b);
+                for r in asan.iter().filter(|r| r.start < end && r.end > p) {
+                    sanitize::asan_unpoison(r.start.max(p), r.end.min(end) - r.start.max(p));
+                }
+                let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, end - p) };
+                let found = bytes.iter().position(|&c| c != POISON).map(|i| p + i);
+                for r in asan.iter().filter(|r| r.start < end && r.end > p) {
+                    sanitize::asan_poison(r.start.max(p), r.end.min(end) - r.start.max(p));
+                }
+                if found.is_some() {
+                    return found;
+                }
+                p = end;
+            }
+            None
+        };
+        for g in &self.gaps {
+            if let Some(p) = check(base + g.start, base + g.end) {
+                return Some((p - base, self.gap_description(g)));
+            }
+        }
+        let s = self.slack();
+        if let Some(p) = check(s.start, s.end) {
+            return Some((p - base, format!("the {} slack byte(s) after the end of the data", s.end - s.start)));
+        }
+        None
+    }
+
+    fn gap_description(&self, g: &Range<usize>) -> String {
+        let before = self.regions.iter().rfind(|r| r.end <= g.start);
+        let after = self.regions.iter().find(|r| r.start >= g.end);
+        match (before, after) {
+            (Some(b), Some(a)) => format!(
+                "the poisoned gap {}..{} between declared regions {}..{} and {}..{}",
+                g.start, g.end, b.start, b.end, a.start, a.end
+            ),
+            (None, Some(a)) => format!("the poisoned gap {}..{} before declared region {}..{}", g.start, g.end, a.start, a.end),
+            (Some(b), None) => format!("the poisoned gap {}..{} after declared region {}..{}", g.start, g.end, b.start, b.end),
+            (None, None) => format!("the poisoned gap {}..{}", g.start, g.end),
+        }
+    }
+
+    /// Describe an address relative to this buffer, if it is in its mapping.
+    pub(crate) fn describe(&self, addr: usize) -> Option<String> {
+        let map = self.map as usize;
+        if addr < map || addr >= map + self.map_len {
+            return None;
+        }
+        let data = self.data as usize;
+        let end = data + self.len;
+        if addr >= end {
+            return Some(format!("offset {}, past the end of the {}-byte buffer", addr - data, self.len));
+        }
+        if addr < data {
+            return Some(format!("offset -{}, before the start of the {}-byte buffer", data - addr, self.len));
+        }
+        let off = addr - data;
+        if let Some(g) = self.gaps.iter().find(|g| g.contains(&off)) {
+            return Some(format!("offset {off}, in {}", self.gap_description(g)));
+        }
+        Some(format!("offset {off} (length {} bytes)", self.len))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        self.disarm();
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+    }
+}
+
+impl Clone for DeviceBuffer {
+    fn clone(&self) -> Self {
+        let mut d = DeviceBuffer::from_bytes_aligned(self.as_bytes(), self.align);
+        if !self.regions.is_empty() {
+            d.set_regions(&self.regions.clone());
+        }
+        d
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("len", &self.len)
+            .field("align", &self.align)
+            .field("regions", &self.regions)
+            .finish()
+    }
+}
