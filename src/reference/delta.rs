@@ -23,16 +23,31 @@
 //!
 //! # Error bound (f64 model)
 //! The f64 model runs the same recurrence exactly and carries, for every
-//! state value, a running bound on the kernel's distance from it: the decay
-//! product adds half an f32 ulp; each of `kv` and `out` is a dot product of
-//! `n` terms per lane whose terms pass through at most `n + 6` f32 roundings
-//! (`e <= sum|k_i| e_i + gamma(n + 6) sum(|s_i| + e_i)|k_i|`); `v - kv`,
-//! `* beta`, `k_i * delta` and `s_i + ...` add half an f32 ulp each (and
-//! propagate the incoming bounds); `y` adds half an ulp of `InT`. The bound
-//! grows with T as the recurrence amplifies it (`|g| <= 1` and
-//! `beta |k|^2 <= 2` keep it from growing geometrically).
+//! state row, a bound `E` on the 2-norm of the kernel's state error
+//! `r = s_kernel - s` (a norm-wise running error analysis; a per-element
+//! one grows geometrically with T and is useless past a few dozen steps).
+//! With `n = Dk`, `u = 2^-24`, `d = Dk/32 + 6` (the most f32 roundings a
+//! term of `kv` or `out` passes through: its product, `Dk/32` lane
+//! additions, 5 simd_sum levels), per step:
+//! ```text
+//! decay:  E1 = |g| E (1 + u) + u ||s'||
+//! kv:     |kv^ - kv| <= ||k|| E1 + gamma(d) (sum|s'_i k_i| + ||k|| E1)   (= dkv, the second term eps_kv)
+//! delta:  rho_d <= gamma(2) |beta| (|v - kv| + dkv)
+//! update: r'' = (I - beta k kᵀ) r' + k (rho_d - beta eps_kv) + rho_3, so
+//!         E2 = c E1 + ||k|| (|beta| eps_kv + rho_d) + u (||s'|| + E1)
+//!              + 2u (1 + u) ||k|| (|delta| + |beta| dkv + rho_d)
+//! ```
+//! with `c = max(1, |1 - beta ||k||^2|)` the 2-norm of `I - beta k kᵀ` (1
+//! whenever `0 <= beta ||k||^2 <= 2`, as for mlx-lm's normalised keys), and
+//! `y` within `||q|| E2 + gamma(d) (sum|s_i q_i| + ||q|| E2)` before its
+//! rounding to `InT` (half an ulp of `InT`). The state's per-element bound
+//! is `E`. Every `u` and `gamma` is inflated by `2^-50` to cover the f64
+//! model's own rounding (`gamma(d)` by `Dk 2^-52`), and each vector
+//! rounding by an underflow term.
+//! With `|g| < 1` and `c = 1` the bound stays of the order of the per-step
+//! injections over `1 - |g|`, for any T.
 
-use super::{Element, Exact, SIMD_WIDTH, Tracked, f32_sum, simd_sum};
+use super::{Element, Exact, SIMD_WIDTH, Tracked, U32, gamma, simd_sum};
 
 /// The sizes of one call (`Dk`, `Dv`, `Hk`, `Hv` are the kernel's template
 /// integers, `B` and `T` run-time sizes).
@@ -281,111 +296,164 @@ pub fn delta_state_replay<T: Element>(
 
 // ------------------------------------------------------------------- f64
 
-fn exact<T: Element>(x: T) -> Tracked {
-    Tracked::exact(f64::from(x.to_f32()))
+fn norm(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.map(|x| x * x).sum::<f64>().sqrt()
 }
 
-/// One step of the recurrence on a tracked row; returns the tracked `y`
-/// (before its rounding to `InT`) when `q` is given.
-fn step_f64<T: Element>(
-    s: &mut [Tracked],
-    k: &[T],
-    g: f32,
-    v: T,
-    beta: T,
-    q: Option<&[T]>,
-) -> Option<Tracked> {
-    let depth = s.len() / SIMD_WIDTH + 6;
-    let g = Tracked::exact(f64::from(g));
-    for si in s.iter_mut() {
-        *si = si.mul(g).round_f32();
+/// One state row of the f64 model: the exact values and `E`, a bound on
+/// the 2-norm of the kernel's error (module documentation).
+struct RowBound {
+    s: Vec<f64>,
+    e: f64,
+}
+
+impl RowBound {
+    fn load(state: &[f32]) -> Self {
+        RowBound {
+            s: state.iter().map(|&x| f64::from(x)).collect(),
+            e: 0.0,
+        }
     }
-    let kv = f32_sum(s.iter().zip(k).map(|(si, &ki)| si.mul(exact(ki))), depth);
-    let delta = exact(v).sub(kv).round_f32().mul(exact(beta)).round_f32();
-    for (si, &ki) in s.iter_mut().zip(k) {
-        *si = si.add(exact(ki).mul(delta).round_f32()).round_f32();
+
+    /// One step; returns `out = sum(s * q)` and its bound when `q` is given.
+    fn step(&mut self, k: &[f64], g: f64, v: f64, beta: f64, q: Option<&[f64]>) -> Option<Tracked> {
+        // f32 unit roundoff, inflated to cover the f64 model's own rounding.
+        let u = U32 + 2f64.powi(-50);
+        let n = self.s.len();
+        let depth = n / SIMD_WIDTH + 6;
+        let gam = gamma(depth) + n as f64 * 2f64.powi(-52);
+        let gam2 = gamma(2) + 2.0 * 2f64.powi(-50);
+        let root_n = (n as f64).sqrt();
+        // Underflow of one f32 product: at most half the subnormal spacing.
+        let tiny = 2f64.powi(-149);
+
+        // Decay.
+        for si in &mut self.s {
+            *si *= g;
+        }
+        let ns = norm(self.s.iter().copied());
+        let e1 = g.abs() * self.e * (1.0 + u) + u * ns + root_n * tiny;
+
+        // kv = sum(s * k), simd_sum.
+        let nk = norm(k.iter().copied());
+        let kv: f64 = self.s.iter().zip(k).map(|(s, k)| s * k).sum();
+        let abs_sk: f64 = self.s.iter().zip(k).map(|(s, k)| (s * k).abs()).sum();
+        let eps_kv = gam * (abs_sk + nk * e1) + n as f64 * tiny;
+        let dkv = nk * e1 + eps_kv;
+
+        // delta = (v - kv) * beta.
+        let r = v - kv;
+        let delta = r * beta;
+        let rho_d = gam2 * (r.abs() + dkv) * beta.abs() + 2.0 * tiny;
+        let delta_hi = delta.abs() + beta.abs() * dkv + rho_d;
+
+        // s += k * delta.
+        for (si, ki) in self.s.iter_mut().zip(k) {
+            *si += ki * delta;
+        }
+        let c = (1.0 - beta * nk * nk).abs().max(1.0);
+        let rho_3 = u * (ns + e1) + 2.0 * u * (1.0 + u) * nk * delta_hi + 2.0 * root_n * tiny;
+        self.e = c * e1 + nk * (beta.abs() * eps_kv + rho_d) + rho_3;
+
+        // out = sum(s * q), simd_sum.
+        q.map(|q| {
+            let nq = norm(q.iter().copied());
+            let out: f64 = self.s.iter().zip(q).map(|(s, q)| s * q).sum();
+            let abs_sq: f64 = self.s.iter().zip(q).map(|(s, q)| (s * q).abs()).sum();
+            Tracked {
+                v: out,
+                e: nq * self.e + gam * (abs_sq + nq * self.e) + n as f64 * tiny,
+            }
+        })
     }
-    q.map(|q| f32_sum(s.iter().zip(q).map(|(si, &qi)| si.mul(exact(qi))), depth))
+}
+
+fn widen<T: Element>(xs: &[T]) -> Vec<f64> {
+    xs.iter().map(|x| f64::from(x.to_f32())).collect()
+}
+
+fn widen1<T: Element>(x: T) -> f64 {
+    f64::from(x.to_f32())
 }
 
 /// f64 reference for the step kernel: the recurrence in exact arithmetic,
-/// with running bounds on `y` and the state (module documentation).
+/// with the norm-wise running bounds on `y` and the state (module
+/// documentation).
 pub fn delta_f64<T: Element>(geom: &DeltaGeometry, inp: &DeltaInputs<'_, T>) -> DeltaExact {
     check_step(geom, inp);
     let (dk, dv) = (geom.dk, geom.dv);
-    let mut y = vec![Tracked::exact(0.0); geom.v_len()];
-    let mut state = vec![Tracked::exact(0.0); geom.state_len()];
+    let q = widen(inp.q);
+    let k = widen(inp.k);
+    let mut y = Exact {
+        value: vec![0.0; geom.v_len()],
+        tol: vec![0.0; geom.v_len()],
+    };
+    let mut state = Exact {
+        value: vec![0.0; geom.state_len()],
+        tol: vec![0.0; geom.state_len()],
+    };
     for b in 0..geom.b {
         for hv in 0..geom.hv {
             let n = b * geom.hv + hv;
             for d in 0..dv {
                 let at = (n * dv + d) * dk;
-                let mut s: Vec<Tracked> = inp.state[at..at + dk]
-                    .iter()
-                    .map(|&x| Tracked::exact(f64::from(x)))
-                    .collect();
+                let mut row = RowBound::load(&inp.state[at..at + dk]);
                 for t in 0..geom.t {
                     if inp.mask.is_some_and(|m| !m[b * geom.t + t]) {
-                        continue; // y stays exactly 0
+                        continue; // y stays exactly 0, the state untouched
                     }
                     let (qk, vy, gb) = offsets(geom, b, hv, t);
-                    let out = step_f64(
-                        &mut s,
-                        &inp.k[qk..qk + dk],
-                        inp.g[gb],
-                        inp.v[vy + d],
-                        inp.beta[gb],
-                        Some(&inp.q[qk..qk + dk]),
-                    );
-                    y[vy + d] = out.expect("read-out").round_to::<T>();
+                    let out = row
+                        .step(
+                            &k[qk..qk + dk],
+                            f64::from(inp.g[gb]),
+                            widen1(inp.v[vy + d]),
+                            widen1(inp.beta[gb]),
+                            Some(&q[qk..qk + dk]),
+                        )
+                        .expect("read-out")
+                        .round_to::<T>();
+                    y.value[vy + d] = out.v;
+                    y.tol[vy + d] = out.e;
                 }
-                state[at..at + dk].copy_from_slice(&s);
+                state.value[at..at + dk].copy_from_slice(&row.s);
+                state.tol[at..at + dk].iter_mut().for_each(|t| *t = row.e);
             }
         }
     }
-    let split = |xs: Vec<Tracked>| Exact {
-        value: xs.iter().map(|x| x.v).collect(),
-        tol: xs.iter().map(|x| x.e).collect(),
-    };
-    DeltaExact {
-        y: split(y),
-        state: split(state),
-    }
+    DeltaExact { y, state }
 }
 
 /// f64 reference for the prefix-state kernel.
 pub fn delta_state_f64<T: Element>(geom: &DeltaGeometry, inp: &DeltaStateInputs<'_, T>) -> Exact {
     check_prefix(geom, inp);
     let (dk, dv) = (geom.dk, geom.dv);
-    let mut value = vec![0.0; geom.state_len()];
-    let mut tol = vec![0.0; geom.state_len()];
+    let k = widen(inp.k);
+    let mut state = Exact {
+        value: vec![0.0; geom.state_len()],
+        tol: vec![0.0; geom.state_len()],
+    };
     for b in 0..geom.b {
         let keep = inp.lengths[b].max(0) as usize;
         for hv in 0..geom.hv {
             let n = b * geom.hv + hv;
             for d in 0..dv {
                 let at = (n * dv + d) * dk;
-                let mut s: Vec<Tracked> = inp.state[at..at + dk]
-                    .iter()
-                    .map(|&x| Tracked::exact(f64::from(x)))
-                    .collect();
+                let mut row = RowBound::load(&inp.state[at..at + dk]);
                 for t in 0..keep {
                     let (qk, vy, gb) = offsets(geom, b, hv, t);
-                    step_f64(
-                        &mut s,
-                        &inp.k[qk..qk + dk],
-                        inp.g[gb],
-                        inp.v[vy + d],
-                        inp.beta[gb],
+                    row.step(
+                        &k[qk..qk + dk],
+                        f64::from(inp.g[gb]),
+                        widen1(inp.v[vy + d]),
+                        widen1(inp.beta[gb]),
                         None,
                     );
                 }
-                for (j, si) in s.iter().enumerate() {
-                    value[at + j] = si.v;
-                    tol[at + j] = si.e;
-                }
+                state.value[at..at + dk].copy_from_slice(&row.s);
+                state.tol[at..at + dk].iter_mut().for_each(|t| *t = row.e);
             }
         }
     }
-    Exact { value, tol }
+    state
 }
