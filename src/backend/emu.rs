@@ -1,0 +1,93 @@
+//! The emulator backend: runs a generated kernel's `.metal` on the CPU
+//! (`crate::emu`), with guard pages after every buffer, poisoned gaps
+//! between the declared regions of packed buffers, and outputs filled with
+//! poison so an element the kernel fails to write shows up.
+
+use super::Backend;
+use crate::contract::{KernelDef, Source};
+use crate::emu::{DeviceBuffer, EmuError, EmuOptions, Emulator, Program};
+use crate::host::HostArray;
+use crate::launch::{size_value_bytes, ArgInfo, LaunchError};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The byte outputs are filled with before a launch (0xFF reads as NaN).
+pub const OUTPUT_POISON: u8 = 0xFF;
+
+pub struct EmuBackend {
+    emulator: Emulator,
+    /// Each kernel is built (or taken from the on-disk cache) once.
+    programs: Mutex<HashMap<&'static str, Program>>,
+}
+
+impl EmuBackend {
+    pub fn new(options: EmuOptions) -> Result<Self, EmuError> {
+        Ok(EmuBackend { emulator: Emulator::new(options)?, programs: Mutex::new(HashMap::new()) })
+    }
+
+    /// An emulator with default options (cache under the build directory).
+    pub fn with_defaults() -> Result<Self, EmuError> {
+        Self::new(EmuOptions::default())
+    }
+
+    pub fn emulator(&self) -> &Emulator {
+        &self.emulator
+    }
+
+    /// The loaded program of `def`, compiled on first use.
+    pub fn program(&self, def: &'static KernelDef) -> Result<Program, EmuError> {
+        let mut programs = self.programs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = programs.get(def.name) {
+            return Ok(p.clone());
+        }
+        let p = self.emulator.load(def.metal, def.metal_path)?;
+        programs.insert(def.name, p.clone());
+        Ok(p)
+    }
+}
+
+impl Backend for EmuBackend {
+    type Array = HostArray;
+
+    fn describe(&self, a: &HostArray) -> ArgInfo {
+        // Host arrays are dense and row-major by construction; the emulator
+        // copies them into aligned device buffers, so no address is given.
+        ArgInfo { dtype: a.dtype, shape: a.shape.clone(), bytes: a.data.len() as u64, row_contiguous: true, address: None }
+    }
+
+    unsafe fn run_unchecked(&self, def: &'static KernelDef, inputs: &[&HostArray], sizes: &[u64]) -> Result<Vec<HostArray>, LaunchError> {
+        let failed = |e: EmuError| LaunchError::backend(def, e.to_string());
+        let program = self.program(def).map_err(failed)?;
+        let mut given = inputs.iter();
+        let mut buffers: Vec<DeviceBuffer> = Vec::with_capacity(def.inputs.len() + def.outputs.len());
+        for b in def.inputs {
+            let bytes = match b.source {
+                Source::Data => given.next().expect("checked: one array per data input").data.clone(),
+                Source::SizeValue(_) => size_value_bytes(def, b, sizes),
+            };
+            let mut buf = DeviceBuffer::from_bytes_aligned(&bytes, b.align.max(16) as usize);
+            if !b.regions.is_empty() {
+                let regions: Vec<std::ops::Range<usize>> =
+                    b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
+                buf.set_regions(&regions);
+            }
+            buffers.push(buf);
+        }
+        for b in def.outputs {
+            let elements = b.elements(sizes).expect("checked: outputs fit");
+            let bytes = vec![OUTPUT_POISON; elements as usize * b.dtype.size()];
+            buffers.push(DeviceBuffer::from_bytes_aligned(&bytes, b.align.max(16) as usize));
+        }
+        let grid = def.grid_at(sizes).expect("checked: the grid fits");
+        let grid = [grid[0] as u32, grid[1] as u32, grid[2] as u32];
+        let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
+        program.dispatch(def.mlx_name, &mut refs, grid, def.threadgroup).map_err(failed)?;
+        let outputs = buffers.split_off(def.inputs.len());
+        Ok(def
+            .outputs
+            .iter()
+            .zip(outputs)
+            .map(|(b, buf)| HostArray::new(b.dtype, b.shape_at(sizes).expect("checked"), buf.as_bytes().to_vec()))
+            .collect())
+    }
+}
