@@ -5,8 +5,11 @@
 // so the proc-macro's expansion and `generated/` are the same text.
 extern crate self as kernelgen;
 
+pub mod backend;
 pub mod contract;
 pub mod emu;
+pub mod host;
+pub mod launch;
 pub mod reference;
 /// Every generated kernel, one module per spec (`generated/rust/`).
 #[path = "../generated/rust/mod.rs"]

@@ -3143,3 +3143,383 @@ pub static KERNELS: &[&KernelDef] = &[
     &TINY_EXPERT_Q8_F32_R4_GATE_UP,
     &TINY_EXPERT_Q8_F32_R4_DOWN,
 ];
+
+// Typed launchers: arguments named as in the contract, every precondition
+// checked against it before anything launches.
+#[allow(unused_imports)]
+use ::kernelgen::backend::{launch_outputs, Backend};
+#[allow(unused_imports)]
+use ::kernelgen::launch::LaunchError;
+
+/// expert kernels for geometry glm52, quant q4, dtype bf16, rows_per_threadgroup 4.
+pub struct Glm52ExpertQ4Bf16R4;
+
+impl Glm52ExpertQ4Bf16R4 {
+    /// `glm52_expert_q4_bf16_r4_gate_up`: x bf16 [M, 6144], slot u8 [18923520] -> mid bf16 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &GLM52_EXPERT_Q4_BF16_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q4_bf16_r4_down`: mid bf16 [M, 2048], slot u8 [18923520] -> out bf16 [M, 6144].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_BF16_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &GLM52_EXPERT_Q4_BF16_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry glm52, quant q4, dtype f32, rows_per_threadgroup 4.
+pub struct Glm52ExpertQ4F32R4;
+
+impl Glm52ExpertQ4F32R4 {
+    /// `glm52_expert_q4_f32_r4_gate_up`: x f32 [M, 6144], slot u8 [18923520] -> mid f32 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &GLM52_EXPERT_Q4_F32_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q4_f32_r4_down`: mid f32 [M, 2048], slot u8 [18923520] -> out f32 [M, 6144].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_F32_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &GLM52_EXPERT_Q4_F32_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry glm52, quant q8, dtype bf16, rows_per_threadgroup 4.
+pub struct Glm52ExpertQ8Bf16R4;
+
+impl Glm52ExpertQ8Bf16R4 {
+    /// `glm52_expert_q8_bf16_r4_gate_up`: x bf16 [M, 6144], slot u8 [37797888] -> mid bf16 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &GLM52_EXPERT_Q8_BF16_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q8_bf16_r4_down`: mid bf16 [M, 2048], slot u8 [37797888] -> out bf16 [M, 6144].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_BF16_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &GLM52_EXPERT_Q8_BF16_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry glm52, quant q8, dtype f32, rows_per_threadgroup 4.
+pub struct Glm52ExpertQ8F32R4;
+
+impl Glm52ExpertQ8F32R4 {
+    /// `glm52_expert_q8_f32_r4_gate_up`: x f32 [M, 6144], slot u8 [37797888] -> mid f32 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &GLM52_EXPERT_Q8_F32_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q8_f32_r4_down`: mid f32 [M, 2048], slot u8 [37797888] -> out f32 [M, 6144].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_F32_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &GLM52_EXPERT_Q8_F32_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry qwen3moe, quant q4, dtype bf16, rows_per_threadgroup 4.
+pub struct Qwen3moeExpertQ4Bf16R4;
+
+impl Qwen3moeExpertQ4Bf16R4 {
+    /// `qwen3moe_expert_q4_bf16_r4_gate_up`: x bf16 [M, 2048], slot u8 [2375680] -> mid bf16 [M, 768].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q4_bf16_r4_down`: mid bf16 [M, 768], slot u8 [2375680] -> out bf16 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry qwen3moe, quant q4, dtype f32, rows_per_threadgroup 4.
+pub struct Qwen3moeExpertQ4F32R4;
+
+impl Qwen3moeExpertQ4F32R4 {
+    /// `qwen3moe_expert_q4_f32_r4_gate_up`: x f32 [M, 2048], slot u8 [2375680] -> mid f32 [M, 768].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q4_f32_r4_down`: mid f32 [M, 768], slot u8 [2375680] -> out f32 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q4_F32_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry qwen3moe, quant q8, dtype bf16, rows_per_threadgroup 4.
+pub struct Qwen3moeExpertQ8Bf16R4;
+
+impl Qwen3moeExpertQ8Bf16R4 {
+    /// `qwen3moe_expert_q8_bf16_r4_gate_up`: x bf16 [M, 2048], slot u8 [4734976] -> mid bf16 [M, 768].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q8_bf16_r4_down`: mid bf16 [M, 768], slot u8 [4734976] -> out bf16 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry qwen3moe, quant q8, dtype f32, rows_per_threadgroup 4.
+pub struct Qwen3moeExpertQ8F32R4;
+
+impl Qwen3moeExpertQ8F32R4 {
+    /// `qwen3moe_expert_q8_f32_r4_gate_up`: x f32 [M, 2048], slot u8 [4734976] -> mid f32 [M, 768].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q8_f32_r4_down`: mid f32 [M, 768], slot u8 [4734976] -> out f32 [M, 2048].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &QWEN3MOE_EXPERT_Q8_F32_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry tiny, quant q4, dtype bf16, rows_per_threadgroup 4.
+pub struct TinyExpertQ4Bf16R4;
+
+impl TinyExpertQ4Bf16R4 {
+    /// `tiny_expert_q4_bf16_r4_gate_up`: x bf16 [M, 256], slot u8 [73728] -> mid bf16 [M, 128].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &TINY_EXPERT_Q4_BF16_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q4_bf16_r4_down`: mid bf16 [M, 128], slot u8 [73728] -> out bf16 [M, 256].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_BF16_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &TINY_EXPERT_Q4_BF16_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry tiny, quant q4, dtype f32, rows_per_threadgroup 4.
+pub struct TinyExpertQ4F32R4;
+
+impl TinyExpertQ4F32R4 {
+    /// `tiny_expert_q4_f32_r4_gate_up`: x f32 [M, 256], slot u8 [73728] -> mid f32 [M, 128].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &TINY_EXPERT_Q4_F32_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q4_f32_r4_down`: mid f32 [M, 128], slot u8 [73728] -> out f32 [M, 256].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_F32_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &TINY_EXPERT_Q4_F32_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry tiny, quant q8, dtype bf16, rows_per_threadgroup 4.
+pub struct TinyExpertQ8Bf16R4;
+
+impl TinyExpertQ8Bf16R4 {
+    /// `tiny_expert_q8_bf16_r4_gate_up`: x bf16 [M, 256], slot u8 [122880] -> mid bf16 [M, 128].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &TINY_EXPERT_Q8_BF16_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q8_bf16_r4_down`: mid bf16 [M, 128], slot u8 [122880] -> out bf16 [M, 256].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_BF16_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &TINY_EXPERT_Q8_BF16_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+
+/// expert kernels for geometry tiny, quant q8, dtype f32, rows_per_threadgroup 4.
+pub struct TinyExpertQ8F32R4;
+
+impl TinyExpertQ8F32R4 {
+    /// `tiny_expert_q8_f32_r4_gate_up`: x f32 [M, 256], slot u8 [122880] -> mid f32 [M, 128].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs.
+    pub fn gate_up<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] = launch_outputs(backend, &TINY_EXPERT_Q8_F32_R4_GATE_UP, &[x, slot])?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q8_f32_r4_down`: mid f32 [M, 128], slot u8 [122880] -> out f32 [M, 256].
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_F32_R4_DOWN`] before anything runs.
+    pub fn down<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slot: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] = launch_outputs(backend, &TINY_EXPERT_Q8_F32_R4_DOWN, &[mid, slot])?;
+        Ok(out)
+    }
+}
+

@@ -32,3 +32,11 @@ pub fn launch<B: Backend>(backend: &B, def: &'static KernelDef, inputs: &[&B::Ar
     // SAFETY: `check_inputs` accepted every input and derived `sizes`.
     unsafe { backend.run_unchecked(def, inputs, &sizes) }
 }
+
+/// [`launch`] with the outputs as an array of the contract's length (what
+/// the generated typed launchers destructure).
+pub fn launch_outputs<B: Backend, const N: usize>(backend: &B, def: &'static KernelDef, inputs: &[&B::Array]) -> Result<[B::Array; N], LaunchError> {
+    let outputs = launch(backend, def, inputs)?;
+    let n = outputs.len();
+    outputs.try_into().map_err(|_| LaunchError::backend(def, format!("the backend returned {n} outputs where the contract has {N}")))
+}

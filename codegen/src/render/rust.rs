@@ -80,6 +80,105 @@ struct KernelView {
     threadgroup_memory_bytes: u64,
 }
 
+/// `glm52_expert_q4` -> `Glm52ExpertQ4`.
+pub fn camel(name: &str) -> String {
+    name.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// `bf16 [M, 6144]`
+fn describe(b: &BufferPlan, sizes: &[&str]) -> String {
+    format!("{} [{}]", b.dtype.short_name(), b.shape.iter().map(|d| d.describe(sizes)).collect::<Vec<_>>().join(", "))
+}
+
+#[derive(Serialize)]
+struct Arg {
+    name: String,
+    doc: String,
+}
+
+#[derive(Serialize)]
+struct MethodView {
+    name: String,
+    kernel: String,
+    static_name: String,
+    doc: String,
+    args: Vec<Arg>,
+    outputs: Vec<Arg>,
+    /// Named-output struct, for kernels with more than one output.
+    outputs_struct: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LauncherView {
+    type_name: String,
+    doc: String,
+    methods: Vec<MethodView>,
+}
+
+/// Typed launchers: one type per variant and geometry, one method per part
+/// (`launch` for single-kernel families), arguments named as in the contract.
+fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
+    let mut out: Vec<LauncherView> = Vec::new();
+    for rk in kernels {
+        let k = &rk.kernel;
+        let p = &k.plan;
+        let base = match p.part {
+            Some(part) => k.name.strip_suffix(&format!("_{part}")).unwrap_or(&k.name).to_string(),
+            None => k.name.clone(),
+        };
+        let type_name = camel(&base);
+        let sizes = &p.sizes;
+        let args: Vec<Arg> = p
+            .inputs
+            .iter()
+            .filter(|b| b.source == BufferSource::Data)
+            .map(|b| Arg { name: b.name.to_string(), doc: describe(b, sizes) })
+            .collect();
+        let outputs: Vec<Arg> = p.outputs.iter().map(|b| Arg { name: b.name.to_string(), doc: describe(b, sizes) }).collect();
+        let filled: Vec<String> = p
+            .inputs
+            .iter()
+            .filter_map(|b| match b.source {
+                BufferSource::SizeValue(i) => Some(format!("`{}` (holds {})", b.name, sizes[i])),
+                BufferSource::Data => None,
+            })
+            .collect();
+        let mut doc = format!(
+            "`{}`: {} -> {}",
+            k.name,
+            args.iter().map(|a| format!("{} {}", a.name, a.doc)).collect::<Vec<_>>().join(", "),
+            outputs.iter().map(|a| format!("{} {}", a.name, a.doc)).collect::<Vec<_>>().join(", ")
+        );
+        if !filled.is_empty() {
+            doc.push_str(&format!("; the launcher fills {}", filled.join(", ")));
+        }
+        let method = MethodView {
+            name: p.part.unwrap_or("launch").to_string(),
+            kernel: k.name.clone(),
+            static_name: k.name.to_uppercase(),
+            doc,
+            outputs_struct: (outputs.len() > 1).then(|| format!("{}Outputs", camel(&k.name))),
+            args,
+            outputs,
+        };
+        match out.iter_mut().find(|l| l.type_name == type_name) {
+            Some(l) => l.methods.push(method),
+            None => {
+                let mut doc: Vec<String> = k.variant.values.iter().map(|(a, v)| format!("{a} {v}")).collect();
+                doc.insert(0, format!("geometry {}", k.geometry));
+                out.push(LauncherView { type_name, doc: format!("{} kernels for {}", k.family.name(), doc.join(", ")), methods: vec![method] });
+            }
+        }
+    }
+    out
+}
+
 /// The Rust module for one spec's kernels.
 pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel]) -> Result<String, RenderError> {
     let views: Vec<KernelView> = kernels
@@ -115,6 +214,7 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel]) -> R
     let mut ctx = Context::new();
     ctx.insert("origin", origin);
     ctx.insert("kernels", &views);
+    ctx.insert("launchers", &launchers(kernels));
     r.render_template("launchers.rs.tera", &ctx)
 }
 
