@@ -369,7 +369,6 @@ enum State {
 struct Fiber {
     sp: *mut u8,
     state: State,
-    info: ThreadInfo,
     lane: *mut c_void,
     coll: Option<CollFn>,
     op: u32,
@@ -397,8 +396,13 @@ struct SanReport {
 struct Sched {
     sched_sp: *mut u8,
     fibers: Vec<Fiber>,
+    infos: Vec<ThreadInfo>,
     cur: usize,
     in_fiber: bool,
+    /// The run order of this threadgroup and the position in the current round.
+    order: *const u32,
+    order_len: usize,
+    round_pos: usize,
     thread_fn: ThreadFn,
     bufs: *const *mut u8,
     fault: Option<RawFault>,
@@ -430,38 +434,77 @@ unsafe fn switch_to(s: *mut Sched, i: usize) {
         if let Some(a) = (*s).asan {
             (a.start_switch)(&mut (*s).sched_fake, (*f).stack_lo as *const c_void, (*f).stack_size);
         }
+        (*s).switches += 1;
         kgemu_rt_switch(&mut (*s).sched_sp, (*f).sp);
         if let Some(a) = (*s).asan {
             (a.finish_switch)((*s).sched_fake, null_mut(), null_mut());
         }
         (*s).in_fiber = false;
-        (*s).switches += 1;
     }
 }
 
-/// From a fiber: give control back to the scheduler; returns when resumed.
+/// The next fiber of the current round that is ready to run.
+#[inline(always)]
+unsafe fn next_ready(s: *mut Sched) -> Option<usize> {
+    unsafe {
+        if (*s).report.is_some() || (*s).abort.is_some() {
+            return None;
+        }
+        while (*s).round_pos < (*s).order_len {
+            let i = *(*s).order.add((*s).round_pos) as usize;
+            (*s).round_pos += 1;
+            if (*(*s).fibers.as_ptr().add(i)).state == State::Ready {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+/// From a fiber: run the next ready fiber of the round directly (or return to the
+/// scheduler when the round is over); returns when this fiber is resumed. Switching fiber
+/// to fiber from one call site keeps the return-address predictor in step.
 unsafe fn yield_fiber(s: *mut Sched) {
     unsafe {
         let f = (*s).fibers.as_mut_ptr().add((*s).cur);
+        let (to, lo, size) = match next_ready(s) {
+            Some(j) => {
+                (*s).cur = j;
+                let t = (*s).fibers.as_mut_ptr().add(j);
+                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+            }
+            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
+        };
         if let Some(a) = (*s).asan {
-            (a.start_switch)(&mut (*f).fake, (*s).os_stack_bottom, (*s).os_stack_size);
+            (a.start_switch)(&mut (*f).fake, lo, size);
         }
-        kgemu_rt_switch(&mut (*f).sp, (*s).sched_sp);
+        (*s).switches += 1;
+        kgemu_rt_switch(&mut (*f).sp, to);
         if let Some(a) = (*s).asan {
-            (a.finish_switch)((*f).fake, &mut (*s).os_stack_bottom, &mut (*s).os_stack_size);
+            (a.finish_switch)((*f).fake, null_mut(), null_mut());
         }
     }
 }
 
-/// From a fiber: end it for good and return to the scheduler.
+/// From a fiber: end it for good and move on (next fiber or the scheduler).
 unsafe fn exit_fiber(s: *mut Sched) -> ! {
     unsafe {
         let f = (*s).fibers.as_mut_ptr().add((*s).cur);
         (*f).state = State::Exited;
+        let (to, lo, size) = match next_ready(s) {
+            Some(j) => {
+                (*s).cur = j;
+                let t = (*s).fibers.as_mut_ptr().add(j);
+                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+            }
+            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
+        };
         if let Some(a) = (*s).asan {
-            (a.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
+            (a.start_switch)(null_mut(), lo, size);
         }
-        kgemu_rt_switch(&mut (*f).sp, (*s).sched_sp);
+        (*s).switches += 1;
+        let mut dead: *mut u8 = null_mut();
+        kgemu_rt_switch(&mut dead, to);
         std::process::abort();
     }
 }
@@ -470,9 +513,10 @@ extern "C" fn fiber_entry(f: *mut Fiber) -> ! {
     unsafe {
         let s = cur_sched();
         if let Some(a) = (*s).asan {
-            (a.finish_switch)(null_mut(), &mut (*s).os_stack_bottom, &mut (*s).os_stack_size);
+            (a.finish_switch)(null_mut(), null_mut(), null_mut());
         }
-        ((*s).thread_fn)((*s).bufs, &(*f).info);
+        let idx = f.offset_from((*s).fibers.as_ptr()) as usize;
+        ((*s).thread_fn)((*s).bufs, (*s).infos.as_ptr().add(idx));
         exit_fiber(s)
     }
 }
@@ -710,8 +754,12 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     let mut sched = Box::new(Sched {
         sched_sp: null_mut(),
         fibers: Vec::with_capacity(MAX_THREADS),
+        infos: Vec::with_capacity(MAX_THREADS),
         cur: 0,
         in_fiber: false,
+        order: std::ptr::null(),
+        order_len: 0,
+        round_pos: 0,
         thread_fn: a.object.entries[a.entry],
         bufs: buf_ptrs.as_ptr(),
         fault: None,
@@ -730,6 +778,20 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
         site_list: Vec::new(),
     });
     let s: *mut Sched = &mut *sched;
+    if asan.is_some() {
+        // the OS thread's stack, for ASan's fiber-switch annotations
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                let mut addr: *mut c_void = null_mut();
+                let mut size: usize = 0;
+                libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+                libc::pthread_attr_destroy(&mut attr);
+                (*s).os_stack_bottom = addr;
+                (*s).os_stack_size = size;
+            }
+        }
+    }
     let prev = CURRENT.with(|c| c.replace(s));
     let _cur_guard = CurrentGuard(prev);
 
@@ -866,6 +928,7 @@ unsafe fn run_threadgroup(
         };
         let fibers = &mut (*s).fibers;
         fibers.clear();
+        (*s).infos.clear();
         for t in 0..n {
             let local = [
                 t as u32 % actual[0],
@@ -881,10 +944,10 @@ unsafe fn run_threadgroup(
             base.thread_index_in_quadgroup = (t % 4) as u32;
             base.quadgroup_index_in_threadgroup = (t / 4) as u32;
             let st = &stacks[t];
+            (*s).infos.push(base);
             fibers.push(Fiber {
                 sp: null_mut(),
                 state: State::Ready,
-                info: base,
                 lane: null_mut(),
                 coll: None,
                 op: 0,
@@ -896,7 +959,10 @@ unsafe fn run_threadgroup(
         }
         for t in 0..n {
             let f = fibers.as_mut_ptr().add(t);
-            let top = stacks[t].top();
+            // Stagger the stack tops so that the fibers' frames do not all map to the same
+            // cache sets (every stack top is page-aligned).
+            let color = (t * 1088) % 4096 & !63;
+            let top = stacks[t].top().sub(color);
             let sp = top.sub(56) as *mut usize;
             // r15 r14 r13 r12 rbx rbp ret
             *sp.add(0) = 0;
@@ -917,14 +983,16 @@ unsafe fn run_threadgroup(
         order_into(order, n, run_order, salt.wrapping_add(1));
         let file_name: &str = &ctx.a.file_name;
         let waiter = move |i: usize| -> Waiter { waiter_of(s, file_name, i) };
+        (*s).order = order.as_ptr();
+        (*s).order_len = order.len();
         loop {
-            for &i in order.iter() {
-                if (*s).fibers[i as usize].state == State::Ready {
-                    switch_to(s, i as usize);
-                    if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
-                        return Err(fault_error(s, ctx, tgid));
-                    }
-                }
+            // one round: every ready fiber runs (fibers hand over to each other directly)
+            (*s).round_pos = 0;
+            if let Some(i) = next_ready(s) {
+                switch_to(s, i);
+            }
+            if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
+                return Err(fault_error(s, ctx, tgid));
             }
             let fibers: &mut Vec<Fiber> = &mut *std::ptr::addr_of_mut!((*s).fibers);
             if fibers.iter().all(|f| f.state == State::Exited) {
@@ -1070,7 +1138,7 @@ unsafe fn waiter_of(s: *mut Sched, file_name: &str, i: usize) -> Waiter {
             State::Exited => "return".to_string(),
             State::Ready => "running".to_string(),
         };
-        let p = f.info.thread_position_in_grid;
+        let p = (*s).infos[i].thread_position_in_grid;
         Waiter {
             thread_position_in_grid: [p[0], p[1], p[2]],
             at,
@@ -1129,7 +1197,7 @@ unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
 unsafe fn fault_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -> EmuError {
     unsafe {
         let pos = |fiber: usize| {
-            let p = (*s).fibers[fiber].info.thread_position_in_grid;
+            let p = (*s).infos[fiber].thread_position_in_grid;
             [p[0], p[1], p[2]]
         };
         if let Some(f) = (*s).fault {

@@ -36,7 +36,7 @@ KG_INLINE float bits_to_float(uint32_t b) { float f; __builtin_memcpy(&f, &b, 4)
 KG_INLINE uint32_t float_to_bits(float f) { uint32_t b; __builtin_memcpy(&b, &f, 4); return b; }
 
 // IEEE binary16 <-> binary32, round to nearest even; NaN keeps its sign and top payload
-// bits and becomes quiet (the same results as the Rust `half` crate).
+// bits and becomes quiet (both directions) (the same results as the Rust `half` crate).
 KG_INLINE float f16_to_f32(uint16_t h) {
 #if defined(__F16C__)
   typedef short v8hi __attribute__((vector_size(16)));
@@ -45,7 +45,7 @@ KG_INLINE float f16_to_f32(uint16_t h) {
 #else
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (man << 13));
+  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (man ? 0x00400000u : 0u) | (man << 13));
   if (exp == 0) {
     float f = (float)man * 5.9604644775390625e-8f;
     return sign ? -f : f;
@@ -83,7 +83,11 @@ KG_INLINE uint16_t f32_to_f16(float f) {
 #endif
 }
 
-KG_INLINE float bf16_to_f32(uint16_t b) { return bits_to_float((uint32_t)b << 16); }
+KG_INLINE float bf16_to_f32(uint16_t b) {
+  // A NaN becomes quiet (as the Rust `half` crate does); everything else is exact.
+  uint32_t q = (b & 0x7fffu) > 0x7f80u ? 0x0040u : 0u;
+  return bits_to_float((uint32_t)(b | q) << 16);
+}
 KG_INLINE uint16_t f32_to_bf16(float f) {
   uint32_t x = float_to_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
