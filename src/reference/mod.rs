@@ -533,10 +533,11 @@ pub(crate) fn recip_one_plus_exp<R: Element>(a: f64) -> Tracked {
     Tracked::exact(1.0).div(d).round_op::<R>()
 }
 
-/// A small deterministic generator (SplitMix64) for the data helpers; the
+/// A small deterministic generator (SplitMix64) for the data helpers and
+/// `kernelgen verify`'s inputs; the
 /// library has no dependency on `rand`.
 #[derive(Clone, Debug)]
-pub(crate) struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {

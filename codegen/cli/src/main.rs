@@ -3,7 +3,10 @@
 //!
 //! Exit codes: 0 success, 1 a check found differences, 2 bad spec or usage.
 
+mod catalog;
 mod codegen_cmds;
+mod npy;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -48,6 +51,23 @@ enum Command {
         #[command(flatten)]
         specs: SpecArgs,
     },
+    /// Build every generated kernel (or those matching --filter), run it in
+    /// the emulator on seeded random inputs, and compare with the family's
+    /// references: bit for bit against the replay model, within the stated
+    /// bound against the f64 model. Exit 1 on any failure.
+    Verify {
+        #[command(flatten)]
+        specs: SpecArgs,
+        /// Only kernels whose name matches this glob (e.g. `tiny_*`).
+        #[arg(long, value_name = "GLOB")]
+        filter: Option<String>,
+        /// Build the kernels with AddressSanitizer and UBSan.
+        #[arg(long)]
+        sanitize: bool,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -56,6 +76,7 @@ fn main() -> ExitCode {
         Command::Generate { specs, out } => codegen_cmds::generate(&specs.specs, &out),
         Command::Check { specs, out } => codegen_cmds::check(&specs.specs, &out),
         Command::List { specs } => codegen_cmds::list(&specs.specs),
+        Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs.specs, filter.as_deref(), sanitize, seed),
     };
     match result {
         Ok(code) => code,
