@@ -12,7 +12,7 @@
 
 MLX_LANE_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))..)
 
-MLX_CARGO ?= cargo
+MLX_CARGO ?= $(or $(CARGO),cargo)
 # Extra cargo arguments (e.g. --release, -j1) and arguments for the test binaries.
 MLX_CARGO_ARGS ?=
 MLX_TEST_ARGS ?=

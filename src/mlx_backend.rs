@@ -19,7 +19,7 @@ use std::sync::{Mutex, OnceLock};
 use mlx_rs::fast::{MetalKernel, MetalKernelApplyOptions, MetalKernelOptions, MetalKernelOutput};
 use mlx_rs::{Array, Device, Stream};
 
-use crate::contract::{BufferDef, Dtype, KernelDef};
+use crate::contract::{BufferDef, Dtype, KernelDef, Source};
 
 /// What MLX was doing when it failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,22 +185,67 @@ fn show_shape(shape: &[i32]) -> String {
     format!("{shape:?}")
 }
 
-/// Launches `def` on `inputs` at the run-time `sizes` and returns its outputs,
-/// evaluated.
+/// The array MLX gets for a [`Source::SizeValue`] input: run-time size
+/// `sizes[i]` as a one-element i32 (or u32) of the buffer's shape.
+fn size_value(
+    def: &KernelDef,
+    b: &BufferDef,
+    i: usize,
+    sizes: &[u64],
+) -> Result<Array, MlxLaunchError> {
+    let shape = shape_i32(def, b, sizes)?;
+    if shape.iter().product::<i32>() != 1 {
+        return Err(contract(
+            def,
+            b.name,
+            "a one-element size buffer",
+            show_shape(&shape),
+        ));
+    }
+    let value = *sizes
+        .get(i)
+        .ok_or_else(|| contract(def, b.name, format!("run-time size #{i}"), "no such size"))?;
+    let name = || {
+        format!(
+            "{} (size {})",
+            b.name,
+            def.sizes.get(i).copied().unwrap_or("?")
+        )
+    };
+    match b.dtype {
+        Dtype::I32 => Ok(Array::from_slice(&[to_i32(def, name(), value)?], &shape)),
+        Dtype::U32 => {
+            let v = u32::try_from(value)
+                .map_err(|_| contract(def, name(), "a value that fits u32", value))?;
+            Ok(Array::from_slice(&[v], &shape))
+        }
+        other => Err(contract(def, b.name, "an i32 or u32 size buffer", other)),
+    }
+}
+
+/// Launches `def` at the run-time `sizes` and returns its outputs, evaluated.
 ///
-/// `inputs` follow `def.inputs` (a [`Source::SizeValue`](crate::Source)
-/// input included: the launcher fills it); `sizes` follow `def.sizes`. The
-/// count of each, every input's dtype and exact shape at `sizes`, and every
-/// extent MLX takes as `i32` are checked here as a backstop
-/// ([`MlxLaunchError::Contract`]); the typed launcher layer checks all of that
-/// and the rest of each [`BufferDef`]'s preconditions (regions, alignment, size
-/// values) before calling, and reports them as its own errors.
+/// `inputs` are the arrays of `def`'s [`Source::Data`] inputs, in contract
+/// order; the [`Source::SizeValue`] inputs are not passed: they are made here
+/// from `sizes` (which follow `def.sizes`). This is the convention of
+/// `Backend::run_unchecked`. The counts, every input's dtype and exact shape at
+/// `sizes`, and every extent MLX takes as `i32` are checked here as a backstop
+/// ([`MlxLaunchError::Contract`], before anything reaches MLX); the typed
+/// launcher layer checks all of that and the rest of each [`BufferDef`]'s
+/// preconditions (regions, alignment, row-contiguity) before calling, and
+/// reports them as its own errors.
 ///
-/// The kernel is built once per `def.name`; MLX compiles it on first use
-/// (`ensure_row_contiguous` is on, so strided inputs are copied first).
-/// Errors from MLX at any stage, including "no Metal back-end" on machines
-/// without Metal, come back as [`MlxLaunchError::Mlx`].
-pub fn apply(def: &KernelDef, inputs: &[&Array], sizes: &[u64]) -> Result<Vec<Array>, MlxLaunchError> {
+/// The kernel is built once per `def.name` and cached for the process; MLX
+/// compiles it on first use (`ensure_row_contiguous` is on, so strided inputs
+/// are copied first). Without a scoped stream it runs on MLX's GPU stream, or,
+/// in an MLX without a GPU, on the default device's stream. Errors from MLX at
+/// any stage, including "No Metal back-end" on machines without Metal, come
+/// back as [`MlxLaunchError::Mlx`].
+pub fn apply(
+    def: &KernelDef,
+    inputs: &[&Array],
+    sizes: &[u64],
+) -> Result<Vec<Array>, MlxLaunchError> {
     if sizes.len() != def.sizes.len() {
         return Err(contract(
             def,
@@ -209,23 +254,51 @@ pub fn apply(def: &KernelDef, inputs: &[&Array], sizes: &[u64]) -> Result<Vec<Ar
             sizes.len(),
         ));
     }
-    if inputs.len() != def.inputs.len() {
+    let data: Vec<&BufferDef> = def
+        .inputs
+        .iter()
+        .filter(|b| b.source == Source::Data)
+        .collect();
+    if inputs.len() != data.len() {
+        let names: Vec<&str> = data.iter().map(|b| b.name).collect();
         return Err(contract(
             def,
             "inputs",
-            format!("{} ({})", def.inputs.len(), def.input_names().join(", ")),
+            format!("{} data inputs ({})", data.len(), names.join(", ")),
             inputs.len(),
         ));
     }
-    for (b, a) in def.inputs.iter().zip(inputs) {
+    for (b, a) in data.iter().zip(inputs) {
         let want = shape_i32(def, b, sizes)?;
         if a.dtype() != to_mlx_dtype(b.dtype) {
             return Err(contract(def, b.name, b.dtype, format!("{:?}", a.dtype())));
         }
         if a.shape() != want.as_slice() {
-            return Err(contract(def, b.name, show_shape(&want), show_shape(a.shape())));
+            return Err(contract(
+                def,
+                b.name,
+                show_shape(&want),
+                show_shape(a.shape()),
+            ));
         }
     }
+    let size_values: Vec<Array> = def
+        .inputs
+        .iter()
+        .filter_map(|b| match b.source {
+            Source::SizeValue(i) => Some(size_value(def, b, i, sizes)),
+            Source::Data => None,
+        })
+        .collect::<Result<_, _>>()?;
+    let (mut given, mut made) = (inputs.iter(), size_values.iter());
+    let all_inputs: Vec<&Array> = def
+        .inputs
+        .iter()
+        .map(|b| match b.source {
+            Source::Data => *given.next().expect("counted above"),
+            Source::SizeValue(_) => made.next().expect("made above"),
+        })
+        .collect();
     let outputs = def
         .outputs
         .iter()
@@ -251,7 +324,9 @@ pub fn apply(def: &KernelDef, inputs: &[&Array], sizes: &[u64]) -> Result<Vec<Ar
         to_i32(def, "threadgroup z".into(), tg[2].into())?,
     );
 
-    let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut cache = cache()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let cached = match cache.get(def.name) {
         Some(c) if c.header == def.header && c.body == def.body => c,
         Some(_) => {
@@ -292,14 +367,14 @@ pub fn apply(def: &KernelDef, inputs: &[&Array], sizes: &[u64]) -> Result<Vec<Ar
     // every launch that satisfies `def`'s contract. Callers (the typed
     // launchers) validate every BufferDef with contract checks before calling:
     // dtype, rank and every dimension, byte lengths, regions inside packed
-    // slots, alignment and size values; counts, dtypes, exact shapes and i32
-    // ranges are checked again above. Outputs get exactly `def`'s shapes and
+    // slots and alignment; counts, dtypes, exact shapes and i32 ranges are
+    // checked again above, and the size values are made from `sizes` here. Outputs get exactly `def`'s shapes and
     // dtypes, the grid and threadgroup are `def`'s at `sizes`, and
     // `ensure_row_contiguous` makes every input row-contiguous as the body
     // assumes.
     let launch = || unsafe {
         cached.kernel.apply(
-            inputs,
+            &all_inputs,
             &outputs,
             grid,
             threadgroup,

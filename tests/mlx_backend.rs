@@ -8,7 +8,10 @@ use kernelgen::mlx_backend::{self, MlxLaunchError, MlxStage};
 use kernelgen::{BufferDef, Dim, Dtype, KernelDef, Source};
 use mlx_rs::Array;
 
-const M: Dim = Dim { coeff: 1, sizes: &[0] };
+const M: Dim = Dim {
+    coeff: 1,
+    sizes: &[0],
+};
 
 const X: BufferDef = BufferDef {
     name: "x",
@@ -70,7 +73,16 @@ fn a_launch_inside_a_cpu_stream_scope_is_an_error_too() {
     })
     .expect_err("custom Metal kernels never run on the CPU");
     eprintln!("MLX said: {err}");
-    assert!(matches!(err, MlxLaunchError::Mlx { stage: MlxStage::Apply, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            MlxLaunchError::Mlx {
+                stage: MlxStage::Apply,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -93,11 +105,50 @@ fn calls_that_break_the_contract_never_reach_mlx() {
     }
     let as_i32 = Array::from_slice(&[0i32; 64], &[64]);
     let err = mlx_backend::apply(&def, &[&as_i32], &[64]).unwrap_err();
-    assert!(matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "x"), "{err:?}");
+    assert!(
+        matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "x"),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("expected f32"), "{err}");
     let rank2 = Array::from_slice(&[0f32; 64], &[8, 8]);
     let err = mlx_backend::apply(&def, &[&rank2], &[64]).unwrap_err();
-    assert!(err.to_string().contains("expected [64], got [8, 8]"), "{err}");
+    assert!(
+        err.to_string().contains("expected [64], got [8, 8]"),
+        "{err}"
+    );
+}
+
+/// y[i] = x[i] for i < n, where n is the run-time size M, handed to the
+/// kernel in a one-element i32 buffer the backend fills.
+const N_VALUE: BufferDef = BufferDef {
+    name: "n",
+    dtype: Dtype::I32,
+    shape: &[Dim::fixed(1)],
+    source: Source::SizeValue(0),
+    regions: &[],
+    align: 4,
+};
+
+const COPY_N: KernelDef = KernelDef {
+    name: "mlx_test_copy_n",
+    header: "",
+    body: "uint i = thread_position_in_grid.x;\nif (i < uint(n[0])) y[i] = x[i];\n",
+    inputs: &[X, N_VALUE],
+    ..scale2("", "")
+};
+
+#[test]
+fn size_values_are_made_by_the_backend() {
+    let input = x(64);
+    let err = mlx_backend::apply(&COPY_N, &[&input], &[64]).unwrap_err();
+    assert!(err.is_no_metal(), "{err}");
+    // Only data inputs are passed: the size value is not the caller's.
+    let n = Array::from_slice(&[64i32], &[1]);
+    let err = mlx_backend::apply(&COPY_N, &[&input, &n], &[64]).unwrap_err();
+    assert!(
+        matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "inputs"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -110,9 +161,15 @@ fn one_definition_per_kernel_name() {
     let again = mlx_backend::apply(&first, &[&input], &[64]).unwrap_err();
     assert!(again.is_no_metal(), "{again}");
     // ... and another body under the same name is refused.
-    let other = scale2("mlx_test_scale2_twice", "uint i = thread_position_in_grid.x; y[i] = x[i];");
+    let other = scale2(
+        "mlx_test_scale2_twice",
+        "uint i = thread_position_in_grid.x; y[i] = x[i];",
+    );
     let err = mlx_backend::apply(&other, &[&input], &[64]).unwrap_err();
-    assert!(matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "kernel name"), "{err:?}");
+    assert!(
+        matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "kernel name"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -121,8 +178,9 @@ fn launches_from_many_threads_share_the_cache() {
         for _ in 0..4 {
             s.spawn(|| {
                 let input = x(64);
-                let err = mlx_backend::apply(&scale2("mlx_test_scale2_threads", BODY), &[&input], &[64])
-                    .unwrap_err();
+                let err =
+                    mlx_backend::apply(&scale2("mlx_test_scale2_threads", BODY), &[&input], &[64])
+                        .unwrap_err();
                 assert!(err.is_no_metal(), "{err}");
             });
         }

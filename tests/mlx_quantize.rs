@@ -50,7 +50,11 @@ fn check(bits: usize, seed: u64) {
     deq.eval().unwrap();
     assert_eq!(deq.shape(), &[N as i32, K as i32]);
 
-    let (wq, scales, biases) = (wq.as_slice::<u32>(), scales.as_slice::<f32>(), biases.as_slice::<f32>());
+    let (wq, scales, biases) = (
+        wq.as_slice::<u32>(),
+        scales.as_slice::<f32>(),
+        biases.as_slice::<f32>(),
+    );
     let (w, deq) = (w.as_slice::<f32>(), deq.as_slice::<f32>());
     let words = K * bits / 32;
     let mut levels = vec![0usize; 1 << bits];
@@ -74,12 +78,19 @@ fn check(bits: usize, seed: u64) {
             // within about a step (MLX snaps one end of each group's range to
             // an exact code, which can clip the other end a little).
             let err = (w[n * K + k] - theirs).abs();
-            assert!(err <= s.abs() * 2.0, "bits {bits}, [{n}, {k}]: {} -> {theirs}", w[n * K + k]);
+            assert!(
+                err <= s.abs() * 2.0,
+                "bits {bits}, [{n}, {k}]: {} -> {theirs}",
+                w[n * K + k]
+            );
             worst = worst.max(err / s.abs());
         }
     }
     // Every code is used, so a misread bit position could not hide.
-    assert!(levels.iter().all(|&c| c > 0), "bits {bits}: codes used {levels:?}");
+    assert!(
+        levels.iter().all(|&c| c > 0),
+        "bits {bits}: codes used {levels:?}"
+    );
     eprintln!("bits {bits}: worst |w - dequantize| = {worst:.3} steps; code counts {levels:?}");
 }
 
