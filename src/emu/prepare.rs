@@ -704,10 +704,12 @@ fn entry(sym: &str, callee: &str, params: &[ParsedParam]) -> String {
             Binding::Buffer(i) if p.is_reference && !p.is_pointer => format!("kgemu::BufRef{{kg_b[{i}]}}"),
             Binding::Buffer(i) => format!("kgemu::BufPtr{{kg_b[{i}]}}"),
             Binding::Attribute(a) => {
+                // grid_size is threads_per_grid under another name
+                let field = if a == Attribute::GridSize { "threads_per_grid" } else { a.name() };
                 if a.is_vector() {
-                    format!("kgemu::Attr3{{kg_t->{}}}", a.name())
+                    format!("kgemu::Attr3{{kg_t->{field}}}")
                 } else {
-                    format!("kgemu::Attr1{{kg_t->{}}}", a.name())
+                    format!("kgemu::Attr1{{kg_t->{field}}}")
                 }
             }
         })
