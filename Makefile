@@ -14,14 +14,17 @@ generate:
 check:
 	$(KERNELGEN) check
 
-## Build tools the emulator needs (g++ compiles the Metal kernels as C++).
+## What the build and tests need beyond Rust: g++ (the emulator compiles Metal as C++),
+## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`).
 deps:
 	@command -v g++ >/dev/null || (apt-get update && apt-get install -y g++)
+	@python3 -c "import numpy, pytest" 2>/dev/null || python3 -m pip install --quiet numpy pytest
 
 ## Unit, snapshot, CLI and emulator tests, then every kernel verified in the emulator.
 test: deps
 	$(KERNELGEN) check
 	$(CARGO) test --workspace
+	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
 	$(KERNELGEN) verify
 
 ## The same kernels built with AddressSanitizer and UBSan.

@@ -5,6 +5,7 @@
 
 mod catalog;
 mod codegen_cmds;
+mod exec_cmds;
 mod npy;
 mod verify;
 
@@ -68,6 +69,50 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Run one generated kernel in the emulator on .npy inputs and write each
+    /// output as DIR/<name>.npy. Shapes and dtypes are checked against the
+    /// kernel's contract before anything runs; bf16 travels as uint16 bits.
+    Run {
+        /// Kernel name, as `kernelgen list` shows it.
+        kernel: String,
+        /// An input: NAME=FILE.npy (repeatable; every input is required).
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
+        /// A run-time size: NAME=VALUE (optional: sizes follow from the input
+        /// shapes, and a given one must agree with them).
+        #[arg(long = "size", value_name = "NAME=VALUE")]
+        sizes: Vec<String>,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[command(flatten)]
+        specs: SpecArgs,
+    },
+    /// Run any Metal kernel file (kernelgen's or hand-written, MLX-style
+    /// templated kernels included) in the emulator.
+    Emu {
+        /// The .metal file.
+        file: PathBuf,
+        /// Kernel (function or host_name); needed when the file has several.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Threads in the grid, X,Y,Z (MLX semantics: threads, not threadgroups).
+        #[arg(long, value_name = "X,Y,Z")]
+        grid: String,
+        #[arg(long, value_name = "X,Y,Z")]
+        threadgroup: String,
+        /// An input buffer: INDEX=FILE.npy (repeatable).
+        #[arg(long = "buffer", value_name = "INDEX=FILE.npy")]
+        buffers: Vec<String>,
+        /// An output buffer: INDEX=DTYPE:SHAPE, e.g. 2=float32:4,128 (repeatable);
+        /// filled with 0xFF bytes before the kernel runs.
+        #[arg(long = "output", value_name = "INDEX=DTYPE:SHAPE")]
+        outputs: Vec<String>,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Build with AddressSanitizer and UBSan.
+        #[arg(long)]
+        sanitize: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -77,6 +122,17 @@ fn main() -> ExitCode {
         Command::Check { specs, out } => codegen_cmds::check(&specs.specs, &out),
         Command::List { specs } => codegen_cmds::list(&specs.specs),
         Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs.specs, filter.as_deref(), sanitize, seed),
+        Command::Run { kernel, inputs, sizes, out, specs } => exec_cmds::run(&specs.specs, &kernel, &inputs, &sizes, &out),
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize } => exec_cmds::emu(exec_cmds::EmuArgs {
+            file: &file,
+            kernel: kernel.as_deref(),
+            grid: &grid,
+            threadgroup: &threadgroup,
+            buffers: &buffers,
+            outputs: &outputs,
+            out: &out,
+            sanitize,
+        }),
     };
     match result {
         Ok(code) => code,
