@@ -96,7 +96,9 @@
 //! with the kernel, the thread's `thread_position_in_grid` and
 //! `threadgroup_position_in_grid`, what was accessed (which buffer, how far past its end,
 //! or which gap), and the `.metal` line, found from the faulting instruction with
-//! `addr2line` on the object's line tables (`-g1`).
+//! `addr2line` on the object's line tables (`-g1`). With `-O2` a load can be folded into
+//! the instruction that uses it, so the line is occasionally the one of that use (for
+//! example `v = x[i]; y = v * 2` may report the second line).
 //!
 //! **Sanitize mode** (`EmuOptions::sanitize`) builds with
 //! `-fsanitize=address,undefined -fsanitize-recover=address,undefined
