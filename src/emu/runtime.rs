@@ -586,8 +586,15 @@ unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, na
 unsafe extern "C" fn rt_asan_note(addr: usize, size: u64, is_write: u32, pc: usize) {
     unsafe {
         let s = cur_sched();
-        if s.is_null() || (*s).report.is_some() {
+        if s.is_null() {
             return;
+        }
+        // An ASan report (it knows the address) replaces a UBSan report of the same
+        // access (UBSan's bounds check fires first on `a[32]` of a `float a[32]`).
+        if let Some(r) = &(*s).report {
+            if r.addr.is_some() || r.fiber != (*s).cur {
+                return;
+            }
         }
         let what = if is_write != 0 { "invalid write" } else { "invalid read" };
         (*s).report = Some(SanReport {
@@ -1174,8 +1181,8 @@ unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
                 }
                 if off >= site.offset + site.size && off < site.offset + site.size + TG_REDZONE {
                     return format!(
-                        "{} byte(s) past the end of threadgroup array `{}` ({} bytes, declared at {}:{})",
-                        off - site.offset - site.size + 1,
+                        "byte {} of threadgroup array `{}`, past its end ({} bytes, declared at {}:{})",
+                        off - site.offset,
                         site.name,
                         site.size,
                         ctx.a.file_name,
@@ -1224,7 +1231,7 @@ unsafe fn fault_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -> EmuError 
             let mut what = r.what.clone();
             let head = &(*s).asan_headline;
             let hl = head.iter().position(|&c| c == 0).unwrap_or(head.len());
-            if hl > 0 {
+            if hl > 0 && r.addr.is_some() {
                 let h = String::from_utf8_lossy(&head[..hl]).trim().to_string();
                 what = format!("{h}; {}", what.trim_start_matches("AddressSanitizer: "));
             }
