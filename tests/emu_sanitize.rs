@@ -146,3 +146,28 @@ fn sanitize_read_past_end_within_alignment_slack() {
         }
     });
 }
+
+/// `reexec_with_sanitizer_if_needed` re-executes the binary with the sanitizer
+/// environment: checked in a child (so the re-exec replaces only the child).
+#[test]
+fn reexec_enters_sanitize_mode() {
+    const STAGE: &str = "KGEMU_TEST_REEXEC_STAGE";
+    if std::env::var_os(STAGE).is_some() {
+        // the child: re-exec itself unless already sanitized, then prove it is
+        reexec_with_sanitizer_if_needed().expect("re-exec");
+        assert!(sanitizer_active());
+        println!("REEXEC-SANITIZED");
+        return;
+    }
+    if sanitizer_active() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["reexec_enters_sanitize_mode", "--exact", "--nocapture", "--test-threads=1"])
+        .env(STAGE, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("REEXEC-SANITIZED"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+}
