@@ -1,7 +1,9 @@
 //! The emulator backend: runs a generated kernel's `.metal` on the CPU
 //! (`crate::emu`), with guard pages after every buffer, poisoned gaps
 //! between the declared regions of packed buffers, and outputs filled with
-//! poison so an element the kernel fails to write shows up.
+//! poison so an element the kernel fails to write shows up. Each buffer is
+//! aligned to what its kernel relies on (its contract's `align`), so its end
+//! sits flush against the guard page: one element past the end faults.
 
 use super::Backend;
 use crate::contract::{KernelDef, Source};
@@ -65,7 +67,7 @@ impl Backend for EmuBackend {
                 Source::Data => given.next().expect("checked: one array per data input").data.clone(),
                 Source::SizeValue(_) => size_value_bytes(def, b, sizes),
             };
-            let mut buf = DeviceBuffer::from_bytes_aligned(&bytes, b.align.max(16) as usize);
+            let mut buf = DeviceBuffer::from_bytes_aligned(&bytes, b.align as usize);
             if !b.regions.is_empty() {
                 let regions: Vec<std::ops::Range<usize>> =
                     b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
@@ -76,7 +78,7 @@ impl Backend for EmuBackend {
         for b in def.outputs {
             let elements = b.elements(sizes).expect("checked: outputs fit");
             let bytes = vec![OUTPUT_POISON; elements as usize * b.dtype.size()];
-            buffers.push(DeviceBuffer::from_bytes_aligned(&bytes, b.align.max(16) as usize));
+            buffers.push(DeviceBuffer::from_bytes_aligned(&bytes, b.align as usize));
         }
         let grid = def.grid_at(sizes).expect("checked: the grid fits");
         let grid = [grid[0] as u32, grid[1] as u32, grid[2] as u32];
