@@ -158,3 +158,43 @@ fn integer_division_by_zero_is_a_fault() {
         other => panic!("expected a fault, got {other}"),
     }
 }
+
+#[test]
+fn a_thread_stack_overflow_is_a_fault() {
+    let p = program();
+    let mut out = DeviceBuffer::zeroed(16);
+    let e = p.dispatch("stack_hog", &mut [&mut out], [4, 1, 1], [4, 1, 1]).unwrap_err();
+    match &e {
+        EmuError::Fault { kernel, what, .. } => {
+            assert_eq!(kernel, "stack_hog");
+            assert!(what.contains("stack overflow"), "{what}");
+        }
+        other => panic!("expected a fault, got {other}"),
+    }
+}
+
+#[test]
+fn threadgroup_memory_over_32_kib_is_refused() {
+    let p = program();
+    let mut out = DeviceBuffer::zeroed(64);
+    let e = p.dispatch("tg_too_big", &mut [&mut out], [16, 1, 1], [16, 1, 1]).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, EmuError::Launch { .. }), "{msg}");
+    assert!(msg.contains("32 KiB") && msg.contains("`huge`") && msg.contains(&format!("bugs.metal:{}", line_of(SRC, "@tg-huge"))), "{msg}");
+}
+
+#[test]
+fn a_write_into_a_small_gap_is_corruption() {
+    let p = program();
+    let mut slot = DeviceBuffer::zeroed(48 * 4);
+    slot.set_regions(&[0..96, 128..192]);
+    let e = p.dispatch("write_gap", &mut [&mut slot], [48, 1, 1], [16, 1, 1]).unwrap_err();
+    match &e {
+        EmuError::Corruption { kernel, what, threadgroup_position_in_grid, .. } => {
+            assert_eq!(kernel, "write_gap");
+            assert!(what.contains("byte 96 of buffer(0) `slot`") && what.contains("poisoned gap 96..128"), "{what}");
+            assert_eq!(*threadgroup_position_in_grid, [1, 0, 0], "threads 16..32 write offsets 64..128");
+        }
+        other => panic!("expected corruption, got {other}"),
+    }
+}

@@ -367,14 +367,14 @@ pub enum EmuError {
         threadgroup_position_in_grid: [u32; 3],
     },
     /// Live threads of a threadgroup wait at different barriers.
-    Barrier { kernel: String, threadgroup_position_in_grid: [u32; 3], first: Waiter, second: Waiter },
+    Barrier { kernel: String, threadgroup_position_in_grid: [u32; 3], first: Box<Waiter>, second: Box<Waiter> },
     /// Lanes of one SIMD-group wait at different collectives (or a collective and a barrier).
     Divergence {
         kernel: String,
         threadgroup_position_in_grid: [u32; 3],
         simdgroup: u32,
-        first: Waiter,
-        second: Waiter,
+        first: Box<Waiter>,
+        second: Box<Waiter>,
     },
     /// Memory outside what a threadgroup or a buffer owns was found overwritten after a
     /// threadgroup ran (a threadgroup array's redzone, or a buffer's poisoned gap).
@@ -571,12 +571,6 @@ impl Program {
                 want,
                 buffers.len()
             )));
-        }
-        let mut used = vec![false; want];
-        for p in &sig.params {
-            if let Binding::Buffer(i) = p.binding {
-                used[i as usize] = true;
-            }
         }
         runtime::dispatch(runtime::DispatchArgs {
             object: &self.inner.object,

@@ -76,9 +76,8 @@ fn tokenize(src: &str) -> Vec<Tok> {
             i += 1;
             while i < b.len() {
                 let d = b[i];
-                if (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P') && !is_hex(&src[start..i]) {
-                    i += 1;
-                } else if d.is_ascii_alphanumeric() || d == b'_' || d == b'.' {
+                let exponent_sign = (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P') && !is_hex(&src[start..i]);
+                if exponent_sign || d.is_ascii_alphanumeric() || d == b'_' || d == b'.' {
                     i += 1;
                 } else {
                     break;

@@ -968,7 +968,7 @@ unsafe fn run_threadgroup(
             let f = fibers.as_mut_ptr().add(t);
             // Stagger the stack tops so that the fibers' frames do not all map to the same
             // cache sets (every stack top is page-aligned).
-            let color = (t * 1088) % 4096 & !63;
+            let color = ((t * 1088) % 4096) & !63;
             let top = stacks[t].top().sub(color);
             let sp = top.sub(56) as *mut usize;
             // r15 r14 r13 r12 rbx rbp ret
@@ -1029,8 +1029,8 @@ unsafe fn run_threadgroup(
                                             kernel: ctx.a.kernel.clone(),
                                             threadgroup_position_in_grid: tgid,
                                             simdgroup: sg as u32,
-                                            first: waiter(j),
-                                            second: waiter(i),
+                                            first: Box::new(waiter(j)),
+                                            second: Box::new(waiter(i)),
                                         });
                                     }
                                 }
@@ -1052,8 +1052,8 @@ unsafe fn run_threadgroup(
                             kernel: ctx.a.kernel.clone(),
                             threadgroup_position_in_grid: tgid,
                             simdgroup: sg as u32,
-                            first: waiter(c),
-                            second: waiter(first_other.unwrap_or(c)),
+                            first: Box::new(waiter(c)),
+                            second: Box::new(waiter(first_other.unwrap_or(c))),
                         });
                     }
                     let mut lanes = [null_mut::<c_void>(); SIMD];
@@ -1079,8 +1079,8 @@ unsafe fn run_threadgroup(
                             return Err(EmuError::Barrier {
                                 kernel: ctx.a.kernel.clone(),
                                 threadgroup_position_in_grid: tgid,
-                                first: waiter(b0),
-                                second: waiter(i),
+                                first: Box::new(waiter(b0)),
+                                second: Box::new(waiter(i)),
                             });
                         }
                     }
@@ -1102,8 +1102,8 @@ unsafe fn run_threadgroup(
                         return Err(EmuError::Barrier {
                             kernel: ctx.a.kernel.clone(),
                             threadgroup_position_in_grid: tgid,
-                            first: waiter(first),
-                            second: waiter(i),
+                            first: Box::new(waiter(first)),
+                            second: Box::new(waiter(i)),
                         });
                     }
                 }

@@ -77,3 +77,22 @@ using namespace metal;
 [[kernel]] void div_zero(const device int* d [[buffer(0)]], device int* out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
   out[i] = 1000 / d[i];  // @div-zero
 }
+
+// Too much thread-private memory for a GPU thread's stack.
+[[kernel]] void stack_hog(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  thread float big[200000];
+  for (uint k = 0; k < 200000u; k += 1024u) big[k] = float(k + i);
+  out[i] = big[(i * 4096u) % 200000u];
+}
+
+// More threadgroup memory than an Apple GPU has (32 KiB).
+[[kernel]] void tg_too_big(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  threadgroup float huge[9000];  // @tg-huge
+  huge[i] = 1.0f;
+  out[i] = huge[i];
+}
+
+// Writes every float of a packed buffer, including its gap.
+[[kernel]] void write_gap(device float* slot [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  slot[i] = 1.0f;
+}
