@@ -198,3 +198,26 @@ fn a_write_into_a_small_gap_is_corruption() {
         other => panic!("expected corruption, got {other}"),
     }
 }
+
+#[test]
+fn faults_and_clean_dispatches_on_several_threads_at_once() {
+    let p = program();
+    std::thread::scope(|sc| {
+        for t in 0..4 {
+            let p = p.clone();
+            sc.spawn(move || {
+                for _ in 0..25 {
+                    let mut x = f32_buf(&[1.5; 100]);
+                    let mut y = DeviceBuffer::zeroed(128 * 4);
+                    if t % 2 == 0 {
+                        let e = p.dispatch("read_past_end", &mut [&mut x, &mut y], [128, 1, 1], [64, 1, 1]).unwrap_err();
+                        assert!(matches!(e, EmuError::Fault { thread_position_in_grid: [100, 0, 0], .. }), "{e}");
+                    } else {
+                        p.dispatch("read_past_end", &mut [&mut x, &mut y], [100, 1, 1], [64, 1, 1]).unwrap();
+                        assert!(f32s(&y)[..100].iter().all(|&v| v == 3.0));
+                    }
+                }
+            });
+        }
+    });
+}

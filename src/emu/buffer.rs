@@ -248,6 +248,9 @@ impl DeviceBuffer {
     /// The first byte of a gap (outside protected pages) or of the slack that no longer
     /// holds poison: `(offset from the data start, description)`.
     pub(crate) fn find_overwrite(&self) -> Option<(usize, String)> {
+        if self.gaps.is_empty() && self.len % self.align == 0 {
+            return None; // no gap, no slack: nothing to check
+        }
         let base = self.data as usize;
         let protected: &[Range<usize>] = self.armed.as_ref().map(|a| a.protected.as_slice()).unwrap_or(&[]);
         let asan: &[Range<usize>] = self.armed.as_ref().map(|a| a.asan.as_slice()).unwrap_or(&[]);
