@@ -98,7 +98,7 @@ fn sanitize_misaligned_uint32_load() {
         match &e {
             EmuError::Fault { kernel, what, metal_line, thread_position_in_grid, .. } => {
                 assert_eq!(kernel, "misaligned");
-                assert!(what.contains("UndefinedBehaviorSanitizer: misaligned access"), "{what}");
+                assert!(what.contains("UndefinedBehaviorSanitizer: misaligned access of 'const uint32_t'") && what.contains("needs 4-byte alignment") && what.contains("buffer(0) `bytes` at offset 1"), "{what}");
                 assert_eq!(metal_line.as_ref().unwrap(), &(FILE.to_string(), line_of(SRC, "@misaligned")), "{e}");
                 assert_eq!(*thread_position_in_grid, [0, 0, 0]);
             }

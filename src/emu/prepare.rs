@@ -167,6 +167,18 @@ pub(crate) fn prepare(source: &str, file_name: &str) -> Result<Prepared, PrepErr
     let mut insts: Vec<Instantiation> = Vec::new();
     let mut tg_site = 0u32;
 
+    // brace depth before each token (threadgroup variables live in functions only)
+    let mut depth_at = Vec::with_capacity(toks.len());
+    let mut depth = 0i32;
+    for t in &toks {
+        depth_at.push(depth);
+        match &source[t.start..t.end] {
+            "{" => depth += 1,
+            "}" => depth -= 1,
+            _ => {}
+        }
+    }
+
     let mut i = 0;
     while i < toks.len() {
         let t = toks[i];
@@ -209,6 +221,12 @@ pub(crate) fn prepare(source: &str, file_name: &str) -> Result<Prepared, PrepErr
                 let s = text(&t);
                 if s == "threadgroup" {
                     if let Some(edit) = threadgroup_decl(&toks, source, i, &mut tg_site)? {
+                        if depth_at[i] <= 0 {
+                            return Err(PrepError {
+                                line: t.line,
+                                message: "threadgroup variables must be declared inside a function".into(),
+                            });
+                        }
                         edits.push(edit);
                     }
                 } else if s == "template" && is(i + 1, "[") && is(i + 2, "[") && is(i + 3, "host_name") {
@@ -747,6 +765,12 @@ mod tests {
         assert!(p.kernels[0].params[0].is_const);
         assert!(p.cpp.contains("f<1, float>(kgemu::BufPtr{kg_b[0]}"));
         assert!(p.cpp.contains("template decltype(f<1, float>) f<1, float>;"));
+    }
+
+    #[test]
+    fn program_scope_threadgroup_variables_are_rejected() {
+        let e = prepare("#include <metal_stdlib>\nthreadgroup float shared[32];\n", "p.metal").err().unwrap();
+        assert_eq!(e.line, 2);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::buffer::POISON;
 use super::sanitize::{self, AsanFns};
 use super::{Binding, DeviceBuffer, DispatchStats, EmuError, KernelSignature, RunOrder, Waiter};
 
-const ABI_VERSION: u32 = 3;
+const ABI_VERSION: u32 = 4;
 const SIMD: usize = 32;
 const MAX_THREADS: usize = 1024;
 const TG_LIMIT: usize = 32 * 1024;
@@ -110,7 +110,7 @@ struct Rt {
     barrier: unsafe extern "C" fn(u32, u32),
     tg_alloc: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
     asan_note: unsafe extern "C" fn(usize, u64, u32, usize),
-    ubsan_note: unsafe extern "C" fn(*const c_char, *const c_char, u32, u32, usize),
+    ubsan_note: unsafe extern "C" fn(*const c_char, *const c_char, u32, u32, usize, *const c_char, usize, u32),
 }
 
 static RT: Rt = Rt {
@@ -607,19 +607,35 @@ unsafe extern "C" fn rt_asan_note(addr: usize, size: u64, is_write: u32, pc: usi
     }
 }
 
-unsafe extern "C" fn rt_ubsan_note(what: *const c_char, file: *const c_char, line: u32, _col: u32, pc: usize) {
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn rt_ubsan_note(
+    what: *const c_char,
+    file: *const c_char,
+    line: u32,
+    _col: u32,
+    pc: usize,
+    type_name: *const c_char,
+    ptr: usize,
+    align: u32,
+) {
     unsafe {
         let s = cur_sched();
         if s.is_null() || (*s).report.is_some() {
             return;
         }
-        let what = if what.is_null() { "undefined behaviour".into() } else { CStr::from_ptr(what).to_string_lossy().into_owned() };
-        let file = if file.is_null() { None } else { Some(CStr::from_ptr(file).to_string_lossy().into_owned()) };
+        let text = |p: *const c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+        let mut what = text(what).unwrap_or_else(|| "undefined behaviour".into());
+        if let Some(t) = text(type_name) {
+            what = format!("{what} of {t} at {ptr:#x}");
+            if align > 1 {
+                what = format!("{what} (needs {align}-byte alignment)");
+            }
+        }
         (*s).report = Some(SanReport {
             what: format!("UndefinedBehaviorSanitizer: {what}"),
-            file_line: file.map(|f| (f, line)),
+            file_line: text(file).map(|f| (f, line)),
             pc: pc.saturating_sub(1),
-            addr: None,
+            addr: (ptr != 0).then_some((ptr, 0, false)),
             fiber: (*s).cur,
         });
     }
@@ -1231,7 +1247,7 @@ unsafe fn fault_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -> EmuError 
             let mut what = r.what.clone();
             let head = &(*s).asan_headline;
             let hl = head.iter().position(|&c| c == 0).unwrap_or(head.len());
-            if hl > 0 && r.addr.is_some() {
+            if hl > 0 && r.what.starts_with("AddressSanitizer") {
                 let h = String::from_utf8_lossy(&head[..hl]).trim().to_string();
                 what = format!("{h}; {}", what.trim_start_matches("AddressSanitizer: "));
             }

@@ -22,7 +22,7 @@
 #include <dlfcn.h>
 #endif
 
-#define KGEMU_ABI_VERSION 3u
+#define KGEMU_ABI_VERSION 4u
 #define KG_INLINE inline __attribute__((always_inline))
 
 namespace kgemu {
@@ -657,7 +657,8 @@ struct Rt {
   void (*barrier)(uint32_t kind, uint32_t line);
   void* (*tg_alloc)(uint32_t site, uint64_t size, uint64_t align, uint32_t line, const char* name);
   void (*asan_note)(uintptr_t addr, uint64_t size, uint32_t is_write, uintptr_t pc);
-  void (*ubsan_note)(const char* what, const char* file, uint32_t line, uint32_t col, uintptr_t pc);
+  void (*ubsan_note)(const char* what, const char* file, uint32_t line, uint32_t col, uintptr_t pc,
+                     const char* type_name, uintptr_t ptr, uint32_t align);
 };
 
 __attribute__((visibility("hidden"))) inline Rt rt;
@@ -939,9 +940,10 @@ namespace kgemu {
 struct UbLoc { const char* file; uint32_t line; uint32_t column; };
 struct UbTypeDesc { uint16_t kind; uint16_t info; char name[1]; };
 struct UbTypeMismatch { UbLoc loc; const UbTypeDesc* type; unsigned char log_alignment; unsigned char check_kind; };
-KG_INLINE void ub_note(const char* what, void* data, uintptr_t pc) {
+KG_INLINE void ub_note(const char* what, void* data, uintptr_t pc, const char* type_name = nullptr,
+                       uintptr_t ptr = 0, uint32_t align = 0) {
   const UbLoc* loc = (const UbLoc*)data;
-  rt.ubsan_note(what, loc->file, loc->line, loc->column, pc);
+  rt.ubsan_note(what, loc->file, loc->line, loc->column, pc, type_name, ptr, align);
 }
 }  // namespace kgemu
 extern "C" __attribute__((visibility("hidden"), noinline))
@@ -951,7 +953,8 @@ void __ubsan_handle_type_mismatch_v1(void* data, uintptr_t ptr) {
   const char* what = ptr == 0 ? "null pointer use"
                      : (align > 1 && (ptr & (align - 1)) != 0) ? "misaligned access"
                                                                : "access to an object of insufficient size";
-  kgemu::ub_note(what, data, (uintptr_t)__builtin_return_address(0));
+  kgemu::ub_note(what, data, (uintptr_t)__builtin_return_address(0), d->type ? d->type->name : nullptr, ptr,
+                 (uint32_t)align);
   static auto real = kgemu::real_fn<void (*)(void*, uintptr_t)>("__ubsan_handle_type_mismatch_v1");
   if (real) real(data, ptr);
 }
