@@ -18,3 +18,9 @@ pub mod kernels;
 pub mod mlx_backend;
 
 pub use contract::{BufferDef, Dim, Dtype, KernelDef, Region, Source};
+/// Specs at compile time (feature `macros`, off by default so the runtime crate
+/// does not depend on syn, tera or toml): `kernels! { ... }` for a spec in Rust
+/// syntax, `include_specs!("specs/file.toml")` for a TOML spec; both expand to
+/// the typed launchers `generated/` would hold for the spec.
+#[cfg(feature = "macros")]
+pub use kernelgen_macros::{include_specs, kernels};
