@@ -312,15 +312,19 @@ fn number(input: ParseStream, out: &mut Synthetic, minus: Option<Span>) -> syn::
         if !lit.suffix().is_empty() {
             return Err(syntax(lit.span(), format!("remove the suffix `{}`: spec values are untyped", lit.suffix())));
         }
-        let n: i128 = lit.base10_parse::<u64>().map_err(|_| syntax(lit.span(), "integer out of range"))? as i128;
+        let range = || syntax(lit.span(), "integer out of range for a 64-bit signed integer");
+        let n: i128 = lit.base10_parse().map_err(|_| range())?;
         let n = if minus.is_some() { -n } else { n };
         if i64::try_from(n).is_err() {
-            return Err(syntax(lit.span(), "integer out of range for a 64-bit signed integer"));
+            return Err(range());
         }
-        if let Some(m) = minus {
-            out.token("-", m);
+        match minus {
+            Some(m) => {
+                out.token("-", m);
+                out.token(&n.unsigned_abs().to_string(), lit.span());
+            }
+            None => out.token(&n.to_string(), lit.span()),
         }
-        out.token(&n.abs().to_string(), lit.span());
     } else {
         let lit: LitFloat = input.parse()?;
         if !lit.suffix().is_empty() {
