@@ -129,3 +129,59 @@ fn half_operator_rules() {
 fn bfloat_operator_rules() {
     check_ops("ops_bfloat", bf16::from_f32, bf16::to_f32, bf16::to_bits, bf16::from_bits);
 }
+
+/// The shim's software conversions (used when the CPU has no F16C) against the crate:
+/// a small C++ program built from the shim header with `-mno-f16c`.
+#[test]
+fn software_conversions_without_f16c() {
+    let dir = std::env::temp_dir().join(format!("kgemu-nof16c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cpp = dir.join("conv.cpp");
+    std::fs::write(
+        &cpp,
+        r#"#include "kgemu_shim.h"
+#undef device
+#undef constant
+#undef thread
+#undef threadgroup
+#undef kernel
+extern "C" int write(int, const void*, unsigned long);
+static uint32_t buf[65536 * 3];
+int main() {
+#if defined(__F16C__)
+  return 2;
+#endif
+  for (uint32_t b = 0; b < 65536; ++b) {
+    buf[b] = kgemu::float_to_bits(kgemu::f16_to_f32((uint16_t)b));
+    buf[65536 + b] = kgemu::f32_to_f16(kgemu::bits_to_float(b * 65537u + (b >> 3)));
+    buf[131072 + b] = kgemu::f32_to_f16(kgemu::bits_to_float((b << 16) | (b & 0x3ffu) << 3 | 0x1000u));
+  }
+  write(1, buf, sizeof(buf));
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("conv");
+    let shim = concat!(env!("CARGO_MANIFEST_DIR"), "/src/emu/shim");
+    let st = std::process::Command::new("g++")
+        .args(["-std=c++17", "-O2", "-mno-f16c", "-ffp-contract=off", "-I", shim])
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&exe)
+        .env_remove("LD_PRELOAD")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = std::process::Command::new(&exe).env_remove("LD_PRELOAD").output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let v: Vec<u32> = out.stdout.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(v.len(), 65536 * 3);
+    for b in 0..65536u32 {
+        assert_eq!(v[b as usize], f16::from_bits(b as u16).to_f32().to_bits(), "f16 {b:#06x}");
+        for (k, x) in [(1, b.wrapping_mul(65537).wrapping_add(b >> 3)), (2, (b << 16) | (b & 0x3ff) << 3 | 0x1000)] {
+            assert_eq!(v[k * 65536 + b as usize], f16::from_f32(f32::from_bits(x)).to_bits() as u32, "float {x:#010x}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
