@@ -346,3 +346,19 @@ fn a_cache_hit_does_not_compile() {
     assert_eq!(f32s(&x), [2.0; 4]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn atomics_and_threadgroup_pointers() {
+    let p = load(SEM, "semantics.metal");
+    let mut acc = DeviceBuffer::zeroed(4);
+    let mut count = DeviceBuffer::zeroed(8);
+    p.dispatch("atomics", &mut [&mut acc, &mut count], [100, 1, 1], [32, 1, 1]).unwrap();
+    assert_eq!(f32s(&acc), [4950.0]);
+    assert_eq!(u32s(&count), [100, 99]);
+    let mut out = DeviceBuffer::zeroed(64 * 4);
+    p.dispatch_with_order("tg_pointer", &mut [&mut out], [64, 1, 1], [64, 1, 1], RunOrder::Reverse).unwrap();
+    let o = f32s(&out);
+    for t in 0..64 {
+        assert_eq!(o[t], (32 + t % 32) as f32 + (63 - t) as f32, "thread {t}");
+    }
+}

@@ -121,3 +121,21 @@ using namespace metal;
   threadgroup float scratch[64];
   out[i] = scratch[i % 64u];
 }
+
+// MLX's atomic outputs.
+[[kernel]] void atomics(device atomic<float>* acc [[buffer(0)]], device atomic_uint* count [[buffer(1)]],
+                        uint i [[thread_position_in_grid]]) {
+  atomic_fetch_add_explicit(acc, float(i), memory_order_relaxed);
+  atomic_fetch_add_explicit(count, 1u, memory_order_relaxed);
+  atomic_fetch_max_explicit(count + 1, i, memory_order_relaxed);
+}
+
+// Pointers into threadgroup arrays.
+[[kernel]] void tg_pointer(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float xs[64];
+  threadgroup float* p = xs + 32;
+  xs[tid] = float(tid);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const threadgroup float* q = p;
+  out[tid] = q[tid % 32u] + xs[63u - tid];
+}
