@@ -64,7 +64,7 @@ fn compiler_id() -> Result<String, EmuError> {
         }
         Ok(format!("{cxx} {}", String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ")))
     });
-    r.clone().map_err(|m| EmuError::Io { context: m, source: std::io::Error::other("compiler unavailable") })
+    r.clone().map_err(|m| EmuError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, m)))
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -124,7 +124,7 @@ fn tmp_name(dir: &Path, stem: &str, ext: &str) -> PathBuf {
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> EmuError {
-    move |source| EmuError::Io { context, source }
+    move |source| EmuError::Io(std::io::Error::new(source.kind(), format!("{context}: {source}")))
 }
 
 /// Write `bytes` to `path` atomically (temp file + rename) unless it already holds them.

@@ -406,7 +406,8 @@ pub enum EmuError {
     Launch { kernel: String, message: String },
     /// Sanitize mode requested but the sanitizer runtime is not loaded in this process.
     Sanitizer { message: String },
-    Io { context: String, source: std::io::Error },
+    /// A file or process operation failed (the message says which and why).
+    Io(std::io::Error),
 }
 
 impl fmt::Display for EmuError {
@@ -438,7 +439,7 @@ impl fmt::Display for EmuError {
             ),
             EmuError::Launch { kernel, message } => write!(f, "cannot dispatch kernel `{kernel}`: {message}"),
             EmuError::Sanitizer { message } => write!(f, "sanitize mode unavailable: {message}"),
-            EmuError::Io { context, source } => write!(f, "{context}: {source}"),
+            EmuError::Io(e) => write!(f, "MSL emulator: {e}"),
         }
     }
 }
@@ -446,7 +447,7 @@ impl fmt::Display for EmuError {
 impl std::error::Error for EmuError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            EmuError::Io { source, .. } => Some(source),
+            EmuError::Io(e) => Some(e),
             _ => None,
         }
     }
@@ -454,7 +455,7 @@ impl std::error::Error for EmuError {
 
 impl From<std::io::Error> for EmuError {
     fn from(e: std::io::Error) -> Self {
-        EmuError::Io { context: "emulator I/O".into(), source: e }
+        EmuError::Io(e)
     }
 }
 
