@@ -148,7 +148,7 @@ pub fn expand_inline_as(spec: &InlineSpec, origin: &str) -> syn::Result<TokenStr
 fn inline_message(d: &Diagnostic) -> String {
     // The tokens reached the TOML front end as synthetic text: its syntax
     // errors (a key defined twice) are the user's syntax errors.
-    let message = d.message.strip_prefix("TOML syntax error: ").map_or(d.message.clone(), |m| format!("syntax error: {m}"));
+    let message = d.message.strip_prefix("TOML syntax error: ").unwrap_or(&d.message);
     with_help(format!("{}: {message}", d.field), d)
 }
 
