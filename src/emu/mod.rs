@@ -143,8 +143,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use buffer::DeviceBuffer;
-pub use sanitize::{reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
+pub use buffer::{DeviceBuffer, POISON};
+pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 
 /// Options of an [`Emulator`].
 #[derive(Clone, Debug)]
