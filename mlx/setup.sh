@@ -58,8 +58,10 @@ patch_hash="$(sha256sum "$PATCH" | cut -d' ' -f1)"
 stamp="$SYS_DIR/.kernelgen-patch"
 if [[ ! -f $stamp || $(cat "$stamp") != "$patch_hash" ]]; then
     # Without the opt-in configuration this also puts Cargo.lock back on the
-    # registry's mlx-sys if a previous patched build rewrote it.
-    "$CARGO" fetch --quiet
+    # registry's mlx-sys if a previous patched build rewrote it. Only the
+    # host's packages: the lock also names every other platform's.
+    host="$(rustc -vV | sed -n 's/^host: //p')"
+    "$CARGO" fetch --quiet --target "$host"
     cargo_home="${CARGO_HOME:-$HOME/.cargo}"
     src=""
     for dir in "$cargo_home"/registry/src/*/mlx-sys-"$MLX_SYS_VERSION"; do
