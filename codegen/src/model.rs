@@ -96,6 +96,7 @@ impl Dtype {
 pub enum AxisValue {
     Str(String),
     Int(i64),
+    Bool(bool),
 }
 
 impl fmt::Display for AxisValue {
@@ -103,6 +104,7 @@ impl fmt::Display for AxisValue {
         match self {
             AxisValue::Str(s) => f.write_str(s),
             AxisValue::Int(i) => write!(f, "{i}"),
+            AxisValue::Bool(b) => write!(f, "{b}"),
         }
     }
 }
@@ -127,14 +129,21 @@ impl Variant {
     pub fn str(&self, axis: &str) -> &str {
         match self.get(axis) {
             AxisValue::Str(s) => s,
-            AxisValue::Int(_) => panic!("family bug: axis `{axis}` is not a string axis"),
+            _ => panic!("family bug: axis `{axis}` is not a string axis"),
         }
     }
 
     pub fn int(&self, axis: &str) -> i64 {
         match self.get(axis) {
             AxisValue::Int(i) => *i,
-            AxisValue::Str(_) => panic!("family bug: axis `{axis}` is not an integer axis"),
+            _ => panic!("family bug: axis `{axis}` is not an integer axis"),
+        }
+    }
+
+    pub fn bool(&self, axis: &str) -> bool {
+        match self.get(axis) {
+            AxisValue::Bool(b) => *b,
+            _ => panic!("family bug: axis `{axis}` is not a boolean axis"),
         }
     }
 

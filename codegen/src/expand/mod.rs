@@ -99,7 +99,10 @@ pub fn kernel_name(family: &dyn Family, g: &Geometry, v: &Variant, part: Option<
     let mut parts = vec![g.name.clone(), family.name().to_string()];
     for (axis, value) in &v.values {
         let def = family.axes().iter().find(|a| a.name == *axis).expect("variant axes come from the family");
-        parts.push(def.spell(value));
+        let spelled = def.spell(value);
+        if !spelled.is_empty() {
+            parts.push(spelled);
+        }
     }
     parts.extend(part.map(str::to_string));
     parts.join("_")

@@ -5,10 +5,22 @@
 
 use crate::model::{AxisValue, Geometry, KernelPlan, Variant, Violation};
 
+pub mod affine;
+pub mod delta;
+pub mod delta_state;
 pub mod expert;
+pub mod gated_rms_norm;
+pub mod silu_rms_heads;
 
 /// Every family kernelgen knows, by spec name.
-pub static FAMILIES: &[&dyn Family] = &[&expert::Expert];
+pub static FAMILIES: &[&dyn Family] = &[
+    &expert::Expert,
+    &affine::Affine,
+    &delta::Delta,
+    &delta_state::DeltaState,
+    &silu_rms_heads::SiluRmsHeads,
+    &gated_rms_norm::GatedRmsNorm,
+];
 
 pub fn find(name: &str) -> Option<&'static dyn Family> {
     FAMILIES.iter().copied().find(|f| f.name() == name)
@@ -21,6 +33,9 @@ pub enum AxisKind {
     Choice(&'static [&'static str]),
     /// An integer in `min..=max`.
     Int { min: i64, max: i64 },
+    /// `true` or `false`; kernel names spell `true` as the axis's
+    /// `name_prefix` and leave `false` out (`..._masked` and `...`).
+    Bool,
 }
 
 /// A variant axis: a spec lists the values it wants, and every combination
@@ -32,7 +47,8 @@ pub struct Axis {
     pub kind: AxisKind,
     /// Used when a spec does not list the axis.
     pub default: &'static [AxisLit],
-    /// How a value is spelled in kernel names: `r` makes `4` read `r4`.
+    /// How a value is spelled in kernel names: `r` makes `4` read `r4`; for
+    /// a boolean axis, the word that `true` adds (`false` adds nothing).
     pub name_prefix: &'static str,
 }
 
@@ -41,6 +57,7 @@ pub struct Axis {
 pub enum AxisLit {
     Str(&'static str),
     Int(i64),
+    Bool(bool),
 }
 
 impl AxisLit {
@@ -48,6 +65,7 @@ impl AxisLit {
         match self {
             AxisLit::Str(s) => AxisValue::Str(s.to_string()),
             AxisLit::Int(i) => AxisValue::Int(i),
+            AxisLit::Bool(b) => AxisValue::Bool(b),
         }
     }
 }
@@ -58,6 +76,7 @@ impl Axis {
         match (self.kind, value) {
             (AxisKind::Choice(names), AxisValue::Str(s)) => names.contains(&s.as_str()),
             (AxisKind::Int { min, max }, AxisValue::Int(i)) => (min..=max).contains(i),
+            (AxisKind::Bool, AxisValue::Bool(_)) => true,
             _ => false,
         }
     }
@@ -67,12 +86,17 @@ impl Axis {
         match self.kind {
             AxisKind::Choice(names) => names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", "),
             AxisKind::Int { min, max } => format!("an integer from {min} to {max}"),
+            AxisKind::Bool => "true, false".into(),
         }
     }
 
-    /// The value as it appears in kernel names.
+    /// The value as it appears in kernel names (empty: left out).
     pub fn spell(&self, value: &AxisValue) -> String {
-        format!("{}{}", self.name_prefix, value)
+        match value {
+            AxisValue::Bool(true) => self.name_prefix.to_string(),
+            AxisValue::Bool(false) => String::new(),
+            _ => format!("{}{}", self.name_prefix, value),
+        }
     }
 }
 

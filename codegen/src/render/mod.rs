@@ -15,6 +15,11 @@ use tera::{Context, Tera};
 /// working directory. One per family, plus the launcher module.
 const TEMPLATES: &[(&str, &str)] = &[
     ("expert.metal.tera", include_str!("../../../templates/expert.metal.tera")),
+    ("affine.metal.tera", include_str!("../../../templates/affine.metal.tera")),
+    ("delta.metal.tera", include_str!("../../../templates/delta.metal.tera")),
+    ("delta_state.metal.tera", include_str!("../../../templates/delta_state.metal.tera")),
+    ("silu_rms_heads.metal.tera", include_str!("../../../templates/silu_rms_heads.metal.tera")),
+    ("gated_rms_norm.metal.tera", include_str!("../../../templates/gated_rms_norm.metal.tera")),
     ("launchers.rs.tera", include_str!("../../../templates/launchers.rs.tera")),
 ];
 

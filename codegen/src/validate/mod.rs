@@ -141,6 +141,7 @@ fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option
     let value = match &node.value {
         Value::Str(s) => AxisValue::Str(s.clone()),
         Value::Int(i) => AxisValue::Int(*i),
+        Value::Bool(b) => AxisValue::Bool(*b),
         other => {
             r.error(node.span.clone(), field, format!("expected an axis value, found {}", other.kind()), Some(format!("one of: {}", axis.allowed())));
             return None;
@@ -156,6 +157,7 @@ fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option
     let shown = match &value {
         AxisValue::Str(s) => format!("\"{s}\""),
         AxisValue::Int(i) => i.to_string(),
+        AxisValue::Bool(b) => b.to_string(),
     };
     r.error(node.span.clone(), field, format!("{shown} is not a value of axis `{}` ({})", axis.name, axis.doc), Some(format!("use {}{hint}", axis.allowed())));
     None
