@@ -2,10 +2,49 @@
 
 //! Every generated kernel, one module per spec.
 
+pub mod affine;
+pub mod affine_dtypes;
+pub mod delta;
+pub mod delta_dtypes;
+pub mod delta_state;
 pub mod experts;
+pub mod gated_rms_norm;
+pub mod gated_rms_norm_dtypes;
+pub mod silu_rms_heads;
+pub mod silu_rms_heads_dtypes;
 
 /// Every generated kernel, in spec and expansion order.
 pub static CATALOG: &[&::kernelgen::KernelDef] = &[
+    &affine::K5120_N10240_AFFINE_Q3_BF16,
+    &affine::K5120_N10240_AFFINE_Q4_BF16,
+    &affine::K5120_N6144_AFFINE_Q3_BF16,
+    &affine::K5120_N6144_AFFINE_Q4_BF16,
+    &affine::K6144_N5120_AFFINE_Q3_BF16,
+    &affine::K6144_N5120_AFFINE_Q4_BF16,
+    &affine::HEAD_AFFINE_Q3_BF16,
+    &affine::HEAD_AFFINE_Q4_BF16,
+    &affine::K1024_N12288_AFFINE_Q3_BF16,
+    &affine::K1024_N12288_AFFINE_Q4_BF16,
+    &affine::SMALL_AFFINE_Q3_BF16,
+    &affine::SMALL_AFFINE_Q4_BF16,
+    &affine_dtypes::SMALL2_AFFINE_Q3_F16,
+    &affine_dtypes::SMALL2_AFFINE_Q3_F32,
+    &affine_dtypes::SMALL2_AFFINE_Q4_F16,
+    &affine_dtypes::SMALL2_AFFINE_Q4_F32,
+    &delta::QWEN35_DELTA_BF16_F32,
+    &delta::QWEN35_DELTA_MASKED_BF16_F32,
+    &delta::SMALL_DELTA_BF16_F32,
+    &delta::SMALL_DELTA_MASKED_BF16_F32,
+    &delta_dtypes::SMALL2_DELTA_F16_F32,
+    &delta_dtypes::SMALL2_DELTA_F32_F32,
+    &delta_dtypes::SMALL2_DELTA_MASKED_F16_F32,
+    &delta_dtypes::SMALL2_DELTA_MASKED_F32_F32,
+    &delta_state::QWEN35_DELTA_STATE_BF16_F32,
+    &delta_state::QWEN35_DELTA_STATE_F16_F32,
+    &delta_state::QWEN35_DELTA_STATE_F32_F32,
+    &delta_state::SMALL_DELTA_STATE_BF16_F32,
+    &delta_state::SMALL_DELTA_STATE_F16_F32,
+    &delta_state::SMALL_DELTA_STATE_F32_F32,
     &experts::GLM52_EXPERT_Q4_BF16_R4_GATE_UP,
     &experts::GLM52_EXPERT_Q4_BF16_R4_DOWN,
     &experts::GLM52_EXPERT_Q4_F32_R4_GATE_UP,
@@ -30,4 +69,15 @@ pub static CATALOG: &[&::kernelgen::KernelDef] = &[
     &experts::TINY_EXPERT_Q8_BF16_R4_DOWN,
     &experts::TINY_EXPERT_Q8_F32_R4_GATE_UP,
     &experts::TINY_EXPERT_Q8_F32_R4_DOWN,
+    &gated_rms_norm::HEAD128_GATED_RMS_NORM_BF16,
+    &gated_rms_norm::WIDE4096_GATED_RMS_NORM_BF16,
+    &gated_rms_norm::ODD200_GATED_RMS_NORM_BF16,
+    &gated_rms_norm_dtypes::HEAD128X_GATED_RMS_NORM_F16,
+    &gated_rms_norm_dtypes::HEAD128X_GATED_RMS_NORM_F32,
+    &gated_rms_norm_dtypes::ODD1000_GATED_RMS_NORM_F16,
+    &gated_rms_norm_dtypes::ODD1000_GATED_RMS_NORM_F32,
+    &silu_rms_heads::QWEN35_SILU_RMS_HEADS_BF16,
+    &silu_rms_heads::SMALL_SILU_RMS_HEADS_BF16,
+    &silu_rms_heads_dtypes::SMALL2_SILU_RMS_HEADS_F16,
+    &silu_rms_heads_dtypes::SMALL2_SILU_RMS_HEADS_F32,
 ];
