@@ -9,14 +9,26 @@ fn source(display: &str, text: String) -> SpecSource {
     SpecSource { display: display.to_string(), origin: format!("specs/{stem}.toml"), stem, text }
 }
 
+/// Every spec under `tests/fixtures/` (one small instance of each family),
+/// generated on its own: the list of files, then each file.
 #[test]
 fn fixture_spec_renders() {
-    let text = std::fs::read_to_string("tests/fixtures/fixture.toml").unwrap();
-    let generated = generate(vec![source("tests/fixtures/fixture.toml", text)]).unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<&str> = generated.files.keys().map(String::as_str).collect();
-    insta::assert_debug_snapshot!("fixture_files", names);
-    for (path, text) in &generated.files {
-        insta::assert_snapshot!(format!("fixture__{}", path.replace('/', "__")), text);
+    let mut fixtures: Vec<std::path::PathBuf> = std::fs::read_dir("tests/fixtures")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    fixtures.sort();
+    assert!(!fixtures.is_empty());
+    for path in fixtures {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let generated = generate(vec![source(&format!("tests/fixtures/{stem}.toml"), text)]).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = generated.files.keys().map(String::as_str).collect();
+        insta::assert_debug_snapshot!(format!("{stem}_files"), names);
+        for (file, text) in &generated.files {
+            insta::assert_snapshot!(format!("{stem}__{}", file.replace('/', "__")), text);
+        }
     }
 }
 
