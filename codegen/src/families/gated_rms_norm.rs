@@ -152,4 +152,18 @@ mod tests {
         }
         assert_eq!(eps_literal(eps_f32(1e-6).to_bits()), "as_type<float>(0x358637bdu)");
     }
+
+    /// The rendered kernel carries exactly those bits, and the plan exposes
+    /// them as the seed's `EPS` template value.
+    #[test]
+    fn rendered_msl_holds_the_eps_bits() {
+        let text = "family = \"gated_rms_norm\"\n[geometry.a]\nD = 200\neps = 1e-5\n[geometry.b]\nD = 64\neps = 3.3e-7\n";
+        let source = crate::spec::SpecSource { display: "t.toml".into(), origin: "specs/t.toml".into(), stem: "t".into(), text: text.into() };
+        let generated = crate::generate(vec![source]).unwrap_or_else(|e| panic!("{e}"));
+        for (rk, eps) in generated.kernels.iter().zip([1e-5f64, 3.3e-7]) {
+            let bits = (eps as f32).to_bits();
+            assert!(rk.body.contains(&format!("as_type<float>(0x{bits:08x}u)")), "{}", rk.body);
+            assert_eq!(rk.kernel.plan.params["EPS"].as_u64(), Some(u64::from(bits)));
+        }
+    }
 }
