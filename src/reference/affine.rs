@@ -108,14 +108,38 @@ pub fn pack(q: &[u8], bits: Bits) -> Vec<u32> {
 pub fn unpack(w: &[u32], count: usize, bits: Bits) -> Vec<u8> {
     let b = bits.bits();
     assert!(count * b <= w.len() * 32, "unpack: stream too short");
+    let mask = (1u64 << b) - 1;
     (0..count)
         .map(|i| {
-            (0..b).fold(0u8, |v, j| {
-                let bit = i * b + j;
-                v | ((((w[bit / 32] >> (bit % 32)) & 1) as u8) << j)
-            })
+            // A value straddles at most two words: read both as one u64.
+            let bit = i * b;
+            let lo = u64::from(w[bit / 32]);
+            let hi = w.get(bit / 32 + 1).map_or(0, |&x| u64::from(x));
+            (((lo | (hi << 32)) >> (bit % 32)) & mask) as u8
         })
         .collect()
+}
+
+/// `f(row)` for every row, on every core, in row order (each row is
+/// independent, so the result does not depend on the split).
+fn per_row<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(n.max(1));
+    let chunk = n.div_ceil(workers.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| {
+                let f = &f;
+                scope.spawn(move || (start..(start + chunk).min(n)).map(f).collect::<Vec<R>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a reference worker panicked"))
+            .collect()
+    })
 }
 
 /// MLX's affine quantiser (the Metal `affine_quantize` kernel's arithmetic,
@@ -206,7 +230,10 @@ impl<T: Element> Quantized<T> {
     }
 
     fn check(&self) {
-        assert!(self.k % STEP == 0, "affine row: K must be a multiple of 512");
+        assert!(
+            self.k % STEP == 0,
+            "affine row: K must be a multiple of 512"
+        );
         assert_eq!(self.w.len(), self.n * self.bits.words_per_row(self.k));
         assert_eq!(self.scales.len(), self.n * self.k / GROUP_SIZE);
         assert_eq!(self.biases.len(), self.n * self.k / GROUP_SIZE);
@@ -286,30 +313,30 @@ pub fn affine_row_replay<T: Element>(x: &[T], w: &Quantized<T>) -> Vec<T> {
     assert_eq!(x.len(), w.k, "affine row: x must be [K]");
     let (k, bits) = (w.k, w.bits);
     let groups = k / GROUP_SIZE;
-    let row_bytes = k * bits.bits() / 8;
     let lane_bytes = 2 * bits.bits();
-    let wb = bytes(&w.w);
+    let words = bits.words_per_row(k);
     // load_vector of every lane chunk (the same for every row).
     let chunks: Vec<([f32; 16], f32)> = x
         .chunks_exact(VALUES_PER_LANE)
         .map(|c| load_vector(c, bits))
         .collect();
-    (0..w.n)
-        .map(|row| {
-            let mut partial = [0.0f32; SIMD_WIDTH];
-            for (lane, result) in partial.iter_mut().enumerate() {
-                for step in 0..k / STEP {
-                    let kk = step * STEP + lane * VALUES_PER_LANE;
-                    let (xt, sum) = &chunks[kk / VALUES_PER_LANE];
-                    let s = w.scales[row * groups + kk / GROUP_SIZE].to_f32();
-                    let b = w.biases[row * groups + kk / GROUP_SIZE].to_f32();
-                    let at = row * row_bytes + kk * bits.bits() / 8;
-                    *result += qdot(&wb[at..at + lane_bytes], xt, s, b, *sum, bits);
-                }
+    per_row(w.n, |row| {
+        // One row's bytes at a time: the head matrix is far larger than
+        // any one row.
+        let wb = bytes(&w.w[row * words..(row + 1) * words]);
+        let mut partial = [0.0f32; SIMD_WIDTH];
+        for (lane, result) in partial.iter_mut().enumerate() {
+            for step in 0..k / STEP {
+                let kk = step * STEP + lane * VALUES_PER_LANE;
+                let (xt, sum) = &chunks[kk / VALUES_PER_LANE];
+                let s = w.scales[row * groups + kk / GROUP_SIZE].to_f32();
+                let b = w.biases[row * groups + kk / GROUP_SIZE].to_f32();
+                let at = kk * bits.bits() / 8;
+                *result += qdot(&wb[at..at + lane_bytes], xt, s, b, *sum, bits);
             }
-            T::from_f32(simd_sum(&partial))
-        })
-        .collect()
+        }
+        T::from_f32(simd_sum(&partial))
+    })
 }
 
 // ------------------------------------------------------------------- f64
@@ -322,8 +349,7 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
     let (k, bits) = (w.k, w.bits);
     let groups = k / GROUP_SIZE;
     let xf: Vec<f64> = x.iter().map(|v| f64::from(v.to_f32())).collect();
-    let deq = w.dequantize();
-    let q = w.values();
+    let words = bits.words_per_row(k);
     let accum_depth = match bits {
         Bits::Three => 21,
         Bits::Four => 8,
@@ -351,10 +377,17 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
             sum
         })
         .collect();
-    let mut value = Vec::with_capacity(w.n);
-    let mut tol = Vec::with_capacity(w.n);
-    for row in 0..w.n {
-        let exact: f64 = (0..k).map(|c| xf[c] * deq[row * k + c]).sum();
+    let rows = per_row(w.n, |row| {
+        // One row dequantized at a time (the head matrix has 1.3e9 values).
+        let q = unpack(&w.w[row * words..(row + 1) * words], k, bits);
+        let exact: f64 = (0..k)
+            .map(|c| {
+                let g = row * groups + c / GROUP_SIZE;
+                let deq = f64::from(w.scales[g].to_f32()) * f64::from(q[c])
+                    + f64::from(w.biases[g].to_f32());
+                xf[c] * deq
+            })
+            .sum();
         let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
             let c0 = chunk * VALUES_PER_LANE;
             let g = row * groups + c0 / GROUP_SIZE;
@@ -362,7 +395,7 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
             let b = Tracked::exact(f64::from(w.biases[g].to_f32()));
             let accum = f32_sum(
                 (c0..c0 + VALUES_PER_LANE).map(|c| Tracked {
-                    v: f64::from(q[row * k + c]) * xf[c],
+                    v: f64::from(q[c]) * xf[c],
                     e: tiny,
                 }),
                 accum_depth,
@@ -372,10 +405,10 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
             scaled.add(biased).round_f32()
         });
         let y = f32_sum(qdots, k / STEP + 5).round_to::<T>();
-        value.push(exact);
         // y.v is the same real number summed in another order.
-        tol.push(y.e + (y.v - exact).abs());
-    }
+        (exact, y.e + (y.v - exact).abs())
+    });
+    let (value, tol) = rows.into_iter().unzip();
     Exact { value, tol }
 }
 
@@ -520,7 +553,11 @@ mod tests {
         let (xt, sum) = load_vector(&x, Bits::Three);
         assert_eq!(sum, 136.0);
         let got = qdot(&b[..6], &xt, 1.0, 0.0, sum, Bits::Three);
-        let want: f32 = q[..16].iter().zip(&x).map(|(&q, &x)| f32::from(q) * x).sum();
+        let want: f32 = q[..16]
+            .iter()
+            .zip(&x)
+            .map(|(&q, &x)| f32::from(q) * x)
+            .sum();
         assert_eq!(got, want);
         let q4: Vec<u8> = (0..16).map(|i| ((i * 7 + 1) % 16) as u8).collect();
         let b4 = bytes(&pack(&q4, Bits::Four));

@@ -161,7 +161,10 @@ pub fn from_f32_slice<T: Element>(xs: &[f32]) -> Vec<T> {
 /// contribute `-0.0`. Then for `off` = 16, 8, 4, 2, 1: `v[i] = v[i] + v[i + off]`
 /// for `i < off` (f32 additions); the result (every lane's) is `v[0]`.
 pub fn simd_sum(lanes: &[f32]) -> f32 {
-    assert!(lanes.len() <= SIMD_WIDTH, "simd_sum over more than 32 lanes");
+    assert!(
+        lanes.len() <= SIMD_WIDTH,
+        "simd_sum over more than 32 lanes"
+    );
     let mut v = [-0.0f32; SIMD_WIDTH];
     v[..lanes.len()].copy_from_slice(lanes);
     let mut off = SIMD_WIDTH / 2;
@@ -198,7 +201,8 @@ pub fn ulp<T: Element>(x: f64) -> f64 {
     } else {
         exponent(x).max(T::MIN_NORMAL_EXP)
     };
-    2f64.powi(e - (T::PRECISION - 1))
+    // 2^(e - p + 1) built from its bits (always a normal f64 here).
+    f64::from_bits(((e - (T::PRECISION - 1) + 1023) as u64) << 52)
 }
 
 /// The error of `got` against an exact value, in units of `T`'s ulp at the
@@ -230,7 +234,11 @@ fn ordinal<T: Element>(x: T) -> i64 {
     let bits = u64::from(x.to_bits());
     let sign = 1u64 << (T::BITS - 1);
     let magnitude = (bits & (sign - 1)) as i64;
-    if bits & sign != 0 { -magnitude } else { magnitude }
+    if bits & sign != 0 {
+        -magnitude
+    } else {
+        magnitude
+    }
 }
 
 /// How many representable `T` values lie between `a` and `b` (0 when equal,
@@ -238,7 +246,11 @@ fn ordinal<T: Element>(x: T) -> i64 {
 /// NaN. This is the bit-exactness measure between a kernel and its replay.
 pub fn ulp_distance<T: Element>(a: T, b: T) -> u64 {
     if a.to_f32().is_nan() || b.to_f32().is_nan() {
-        return if a.to_bits() == b.to_bits() { 0 } else { u64::MAX };
+        return if a.to_bits() == b.to_bits() {
+            0
+        } else {
+            u64::MAX
+        };
     }
     ordinal(a).abs_diff(ordinal(b))
 }
@@ -503,10 +515,7 @@ pub(crate) fn f32_sum(terms: impl IntoIterator<Item = Tracked>, depth: usize) ->
         mag += t.hi();
         n += 1;
     }
-    let e = e
-        + gamma(depth) * mag
-        + (n + depth) as f64 * UNDERFLOW
-        + (n as f64) * F64_SLACK * mag;
+    let e = e + gamma(depth) * mag + (n + depth) as f64 * UNDERFLOW + (n as f64) * F64_SLACK * mag;
     Tracked { v, e }
 }
 
@@ -636,7 +645,10 @@ mod tests {
     fn element_rounds_to_nearest_even() {
         // 1 + 2^-8 is halfway between bf16 1 and 1 + 2^-7: ties to even (1).
         assert_eq!(bf16::round(1.0 + 2f32.powi(-8)), 1.0);
-        assert_eq!(bf16::round(1.0 + 3.0 * 2f32.powi(-8)), 1.0 + 2.0 * 2f32.powi(-7));
+        assert_eq!(
+            bf16::round(1.0 + 3.0 * 2f32.powi(-8)),
+            1.0 + 2.0 * 2f32.powi(-7)
+        );
         assert_eq!(f16::round(1.0 + 2f32.powi(-11)), 1.0);
         assert_eq!(<f32 as Element>::round(0.1), 0.1);
         assert_eq!(<bf16 as Element>::from_bits(0x3f80).to_f32(), 1.0);
@@ -668,7 +680,10 @@ mod tests {
         let mut terms = vec![1.0f32];
         terms.extend(std::iter::repeat_n(U32 as f32 * 0.75, 100));
         let got = terms.iter().fold(0.0f32, |a, &x| a + x);
-        let t = f32_sum(terms.iter().map(|&x| Tracked::exact(f64::from(x))), terms.len());
+        let t = f32_sum(
+            terms.iter().map(|&x| Tracked::exact(f64::from(x))),
+            terms.len(),
+        );
         assert!((f64::from(got) - t.v).abs() <= t.e);
         assert!((f64::from(got) - t.v).abs() > 0.0);
     }
