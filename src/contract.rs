@@ -120,7 +120,10 @@ pub struct Dim {
 
 impl Dim {
     pub const fn fixed(n: u64) -> Dim {
-        Dim { coeff: n, sizes: &[] }
+        Dim {
+            coeff: n,
+            sizes: &[],
+        }
     }
 
     /// The value at the given run-time sizes; `None` on overflow.

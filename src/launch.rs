@@ -56,8 +56,20 @@ impl fmt::Display for LaunchError {
 impl std::error::Error for LaunchError {}
 
 impl LaunchError {
-    pub fn new(def: &KernelDef, argument: Option<&str>, kind: ErrorKind, expected: impl Into<String>, given: impl Into<String>) -> Self {
-        LaunchError { kernel: def.name.to_string(), argument: argument.map(str::to_string), kind, expected: expected.into(), given: given.into() }
+    pub fn new(
+        def: &KernelDef,
+        argument: Option<&str>,
+        kind: ErrorKind,
+        expected: impl Into<String>,
+        given: impl Into<String>,
+    ) -> Self {
+        LaunchError {
+            kernel: def.name.to_string(),
+            argument: argument.map(str::to_string),
+            kind,
+            expected: expected.into(),
+            given: given.into(),
+        }
     }
 
     pub fn backend(def: &KernelDef, message: impl Into<String>) -> Self {
@@ -87,30 +99,62 @@ pub fn data_inputs(def: &KernelDef) -> impl Iterator<Item = &'static BufferDef> 
 }
 
 fn shape_text(b: &BufferDef, names: &[&str]) -> String {
-    format!("[{}]", b.shape.iter().map(|d| d.describe(names)).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        b.shape
+            .iter()
+            .map(|d| d.describe(names))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn shown(shape: &[u64]) -> String {
-    format!("[{}]", shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        shape
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Checks the caller's inputs (in the order of [`data_inputs`]) against the
 /// contract and derives the run-time sizes from their shapes. `given_sizes`
 /// (from a command line, say) must agree with what the shapes imply.
-pub fn check_inputs(def: &KernelDef, args: &[ArgInfo], given_sizes: &[(String, u64)]) -> Result<Vec<u64>, LaunchError> {
+pub fn check_inputs(
+    def: &KernelDef,
+    args: &[ArgInfo],
+    given_sizes: &[(String, u64)],
+) -> Result<Vec<u64>, LaunchError> {
     let expected: Vec<&BufferDef> = data_inputs(def).collect();
     if args.len() != expected.len() {
         return Err(LaunchError::new(
             def,
             None,
             ErrorKind::ArgumentCount,
-            format!("{} inputs ({})", expected.len(), expected.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")),
+            format!(
+                "{} inputs ({})",
+                expected.len(),
+                expected
+                    .iter()
+                    .map(|b| b.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             format!("{}", args.len()),
         ));
     }
     for (name, _) in given_sizes {
         if !def.sizes.contains(&name.as_str()) {
-            return Err(LaunchError::new(def, Some(name), ErrorKind::Size, format!("one of the run-time sizes [{}]", def.sizes.join(", ")), format!("`{name}`")));
+            return Err(LaunchError::new(
+                def,
+                Some(name),
+                ErrorKind::Size,
+                format!("one of the run-time sizes [{}]", def.sizes.join(", ")),
+                format!("`{name}`"),
+            ));
         }
     }
     // Each run-time size is taken from the first dimension that is exactly
@@ -118,11 +162,22 @@ pub fn check_inputs(def: &KernelDef, args: &[ArgInfo], given_sizes: &[(String, u
     let mut sizes: Vec<Option<(u64, String)>> = def
         .sizes
         .iter()
-        .map(|n| given_sizes.iter().find(|(g, _)| g == n).map(|(_, v)| (*v, "given".to_string())))
+        .map(|n| {
+            given_sizes
+                .iter()
+                .find(|(g, _)| g == n)
+                .map(|(_, v)| (*v, "given".to_string()))
+        })
         .collect();
     for (b, a) in expected.iter().zip(args) {
         if a.dtype != b.dtype {
-            return Err(LaunchError::new(def, Some(b.name), ErrorKind::Dtype, format!("dtype {}", b.dtype), format!("dtype {}", a.dtype)));
+            return Err(LaunchError::new(
+                def,
+                Some(b.name),
+                ErrorKind::Dtype,
+                format!("dtype {}", b.dtype),
+                format!("dtype {}", a.dtype),
+            ));
         }
         if a.shape.len() != b.shape.len() {
             return Err(LaunchError::new(
@@ -145,42 +200,97 @@ pub fn check_inputs(def: &KernelDef, args: &[ArgInfo], given_sizes: &[(String, u
     for (i, s) in sizes.iter().enumerate() {
         let name = def.sizes[i];
         let Some((v, _)) = s else {
-            return Err(LaunchError::new(def, Some(name), ErrorKind::Size, "a value implied by the input shapes", "none"));
+            return Err(LaunchError::new(
+                def,
+                Some(name),
+                ErrorKind::Size,
+                "a value implied by the input shapes",
+                "none",
+            ));
         };
         if *v == 0 || *v > MAX_ELEMENTS {
-            return Err(LaunchError::new(def, Some(name), ErrorKind::Size, format!("{name} from 1 to {MAX_ELEMENTS}"), format!("{name} = {v}")));
+            return Err(LaunchError::new(
+                def,
+                Some(name),
+                ErrorKind::Size,
+                format!("{name} from 1 to {MAX_ELEMENTS}"),
+                format!("{name} = {v}"),
+            ));
         }
         values.push(*v);
     }
     for (b, a) in expected.iter().zip(args) {
-        let want = b.shape_at(&values).filter(|s| s.iter().all(|&d| d <= MAX_ELEMENTS));
+        let want = b
+            .shape_at(&values)
+            .filter(|s| s.iter().all(|&d| d <= MAX_ELEMENTS));
         let Some(want) = want else {
-            return Err(LaunchError::new(def, Some(b.name), ErrorKind::Size, format!("dimensions up to {MAX_ELEMENTS}"), format!("shape {} overflows", shape_text(b, def.sizes))));
+            return Err(LaunchError::new(
+                def,
+                Some(b.name),
+                ErrorKind::Size,
+                format!("dimensions up to {MAX_ELEMENTS}"),
+                format!("shape {} overflows", shape_text(b, def.sizes)),
+            ));
         };
         if want != a.shape {
-            let at: Vec<String> = def.sizes.iter().zip(&values).zip(&sizes).map(|((n, v), s)| format!("{n} = {v} {}", s.as_ref().map_or("", |x| x.1.as_str()))).collect();
+            let at: Vec<String> = def
+                .sizes
+                .iter()
+                .zip(&values)
+                .zip(&sizes)
+                .map(|((n, v), s)| format!("{n} = {v} {}", s.as_ref().map_or("", |x| x.1.as_str())))
+                .collect();
             return Err(LaunchError::new(
                 def,
                 Some(b.name),
                 ErrorKind::Dim,
-                format!("shape {} = {} (with {})", shape_text(b, def.sizes), shown(&want), at.join(", ")),
+                format!(
+                    "shape {} = {} (with {})",
+                    shape_text(b, def.sizes),
+                    shown(&want),
+                    at.join(", ")
+                ),
                 format!("shape {}", shown(&a.shape)),
             ));
         }
         let elements: u64 = want.iter().product();
         if elements > MAX_ELEMENTS {
-            return Err(LaunchError::new(def, Some(b.name), ErrorKind::Size, format!("at most {MAX_ELEMENTS} elements"), format!("{elements}")));
+            return Err(LaunchError::new(
+                def,
+                Some(b.name),
+                ErrorKind::Size,
+                format!("at most {MAX_ELEMENTS} elements"),
+                format!("{elements}"),
+            ));
         }
         let bytes = elements * b.dtype.size() as u64;
         if a.bytes != bytes {
-            return Err(LaunchError::new(def, Some(b.name), ErrorKind::ByteLength, format!("{bytes} bytes"), format!("{} bytes", a.bytes)));
+            return Err(LaunchError::new(
+                def,
+                Some(b.name),
+                ErrorKind::ByteLength,
+                format!("{bytes} bytes"),
+                format!("{} bytes", a.bytes),
+            ));
         }
         if !a.row_contiguous {
-            return Err(LaunchError::new(def, Some(b.name), ErrorKind::Layout, "a row-contiguous array", "a strided view (make it contiguous first)"));
+            return Err(LaunchError::new(
+                def,
+                Some(b.name),
+                ErrorKind::Layout,
+                "a row-contiguous array",
+                "a strided view (make it contiguous first)",
+            ));
         }
         if let Some(addr) = a.address {
             if b.align > 1 && addr % b.align as usize != 0 {
-                return Err(LaunchError::new(def, Some(b.name), ErrorKind::Alignment, format!("data aligned to {} bytes", b.align), format!("address {addr:#x}")));
+                return Err(LaunchError::new(
+                    def,
+                    Some(b.name),
+                    ErrorKind::Alignment,
+                    format!("data aligned to {} bytes", b.align),
+                    format!("address {addr:#x}"),
+                ));
             }
         }
     }
@@ -206,7 +316,13 @@ fn check_outputs_and_grid(def: &KernelDef, sizes: &[u64]) -> Result<(), LaunchEr
     }
     match def.grid_at(sizes) {
         Some(g) if g.iter().all(|&x| x <= MAX_ELEMENTS) => Ok(()),
-        _ => Err(LaunchError::new(def, None, ErrorKind::Size, format!("grid extents up to {MAX_ELEMENTS}"), "a larger grid")),
+        _ => Err(LaunchError::new(
+            def,
+            None,
+            ErrorKind::Size,
+            format!("grid extents up to {MAX_ELEMENTS}"),
+            "a larger grid",
+        )),
     }
 }
 

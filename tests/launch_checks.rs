@@ -3,10 +3,10 @@
 //! nothing. A recording backend stands in for a real one, so arguments can
 //! be fabricated with any dtype, shape, byte length, layout or address.
 
-use kernelgen::backend::{launch, Backend};
+use kernelgen::backend::{Backend, launch};
 use kernelgen::contract::{BufferDef, KernelDef, Source};
-use kernelgen::launch::{data_inputs, ArgInfo, ErrorKind, LaunchError, MAX_ELEMENTS};
-use kernelgen::{kernels, Dtype};
+use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, MAX_ELEMENTS, data_inputs};
+use kernelgen::{Dtype, kernels};
 use std::cell::Cell;
 
 /// Arrays are their descriptions; `run_unchecked` only counts launches.
@@ -22,14 +22,25 @@ impl Backend for Recorder {
         a.clone()
     }
 
-    unsafe fn run_unchecked(&self, def: &'static KernelDef, _: &[&ArgInfo], sizes: &[u64]) -> Result<Vec<ArgInfo>, LaunchError> {
+    unsafe fn run_unchecked(
+        &self,
+        def: &'static KernelDef,
+        _: &[&ArgInfo],
+        sizes: &[u64],
+    ) -> Result<Vec<ArgInfo>, LaunchError> {
         self.launches.set(self.launches.get() + 1);
         Ok(def
             .outputs
             .iter()
             .map(|b| {
                 let shape = b.shape_at(sizes).unwrap();
-                ArgInfo { dtype: b.dtype, bytes: shape.iter().product::<u64>() * b.dtype.size() as u64, shape, row_contiguous: true, address: Some(0x10000) }
+                ArgInfo {
+                    dtype: b.dtype,
+                    bytes: shape.iter().product::<u64>() * b.dtype.size() as u64,
+                    shape,
+                    row_contiguous: true,
+                    address: Some(0x10000),
+                }
             })
             .collect())
     }
@@ -41,7 +52,13 @@ fn valid(def: &KernelDef, n: u64) -> Vec<ArgInfo> {
     data_inputs(def)
         .map(|b| {
             let shape = b.shape_at(&sizes).unwrap();
-            ArgInfo { dtype: b.dtype, bytes: shape.iter().product::<u64>() * b.dtype.size() as u64, shape, row_contiguous: true, address: Some(0x10000) }
+            ArgInfo {
+                dtype: b.dtype,
+                bytes: shape.iter().product::<u64>() * b.dtype.size() as u64,
+                shape,
+                row_contiguous: true,
+                address: Some(0x10000),
+            }
         })
         .collect()
 }
@@ -54,21 +71,36 @@ fn run(def: &'static KernelDef, args: &[ArgInfo]) -> (Result<Vec<ArgInfo>, Launc
 }
 
 /// Asserts a rejection of the given kind naming `argument`, with nothing launched.
-fn rejected(def: &'static KernelDef, args: &[ArgInfo], kind: ErrorKind, argument: Option<&str>, what: &str) {
+fn rejected(
+    def: &'static KernelDef,
+    args: &[ArgInfo],
+    kind: ErrorKind,
+    argument: Option<&str>,
+    what: &str,
+) {
     let (result, launches) = run(def, args);
-    let e = result.err().unwrap_or_else(|| panic!("{}: {what} was accepted", def.name));
+    let e = result
+        .err()
+        .unwrap_or_else(|| panic!("{}: {what} was accepted", def.name));
     assert_eq!(launches, 0, "{}: {what} launched", def.name);
     assert_eq!(e.kind, kind, "{}: {what}: {e}", def.name);
     assert_eq!(e.kernel, def.name);
     if let Some(a) = argument {
         assert_eq!(e.argument.as_deref(), Some(a), "{}: {what}: {e}", def.name);
         let text = e.to_string();
-        assert!(text.contains(def.name) && text.contains(&format!("`{a}`")), "{text}");
+        assert!(
+            text.contains(def.name) && text.contains(&format!("`{a}`")),
+            "{text}"
+        );
     }
 }
 
 fn other_dtype(d: Dtype) -> Dtype {
-    if d == Dtype::F32 { Dtype::F16 } else { Dtype::F32 }
+    if d == Dtype::F32 {
+        Dtype::F16
+    } else {
+        Dtype::F32
+    }
 }
 
 #[test]
@@ -96,10 +128,22 @@ fn wrong_argument_count() {
     for def in kernels::CATALOG {
         let mut args = valid(def, 2);
         args.pop();
-        rejected(def, &args, ErrorKind::ArgumentCount, None, "one argument too few");
+        rejected(
+            def,
+            &args,
+            ErrorKind::ArgumentCount,
+            None,
+            "one argument too few",
+        );
         let mut args = valid(def, 2);
         args.push(args[0].clone());
-        rejected(def, &args, ErrorKind::ArgumentCount, None, "one argument too many");
+        rejected(
+            def,
+            &args,
+            ErrorKind::ArgumentCount,
+            None,
+            "one argument too many",
+        );
     }
 }
 
@@ -125,10 +169,22 @@ fn wrong_rank() {
     each_input(|def, i, b| {
         let mut args = valid(def, 2);
         args[i].shape.push(1);
-        rejected(def, &args, ErrorKind::Rank, Some(b.name), "an extra dimension");
+        rejected(
+            def,
+            &args,
+            ErrorKind::Rank,
+            Some(b.name),
+            "an extra dimension",
+        );
         let mut args = valid(def, 2);
         args[i].shape.remove(0);
-        rejected(def, &args, ErrorKind::Rank, Some(b.name), "a missing dimension");
+        rejected(
+            def,
+            &args,
+            ErrorKind::Rank,
+            Some(b.name),
+            "a missing dimension",
+        );
     });
 }
 
@@ -142,7 +198,13 @@ fn wrong_fixed_dimension() {
             let mut args = valid(def, 2);
             args[i].shape[axis] += 1;
             args[i].bytes = args[i].shape.iter().product::<u64>() * b.dtype.size() as u64;
-            rejected(def, &args, ErrorKind::Dim, Some(b.name), &format!("dimension {axis} of `{}` one too large", b.name));
+            rejected(
+                def,
+                &args,
+                ErrorKind::Dim,
+                Some(b.name),
+                &format!("dimension {axis} of `{}` one too large", b.name),
+            );
         }
     });
 }
@@ -154,14 +216,26 @@ fn run_time_sizes_that_disagree_between_arguments() {
         for size in 0..def.sizes.len() {
             let carriers: Vec<(usize, usize)> = data_inputs(def)
                 .enumerate()
-                .flat_map(|(i, b)| b.shape.iter().enumerate().filter(move |(_, d)| d.sizes.contains(&size)).map(move |(axis, _)| (i, axis)))
+                .flat_map(|(i, b)| {
+                    b.shape
+                        .iter()
+                        .enumerate()
+                        .filter(move |(_, d)| d.sizes.contains(&size))
+                        .map(move |(axis, _)| (i, axis))
+                })
                 .collect();
             if let [_, .., (i, axis)] = carriers[..] {
                 let mut args = valid(def, 2);
                 args[i].shape[axis] *= 2;
                 args[i].bytes *= 2;
                 let name = data_inputs(def).nth(i).unwrap().name;
-                rejected(def, &args, ErrorKind::Dim, Some(name), "a run-time size that disagrees");
+                rejected(
+                    def,
+                    &args,
+                    ErrorKind::Dim,
+                    Some(name),
+                    "a run-time size that disagrees",
+                );
             }
         }
     }
@@ -185,7 +259,12 @@ fn zero_and_oversized_run_time_sizes() {
                     a.shape[axis] = d.coeff * (MAX_ELEMENTS / d.coeff.max(1) + 1);
                 }
             }
-            a.bytes = a.shape.iter().map(|&x| x as u128).product::<u128>().min(u64::MAX as u128) as u64;
+            a.bytes = a
+                .shape
+                .iter()
+                .map(|&x| x as u128)
+                .product::<u128>()
+                .min(u64::MAX as u128) as u64;
         }
         let (result, launches) = run(def, &args);
         let e = result.expect_err("an oversized launch was accepted");
@@ -200,7 +279,13 @@ fn wrong_byte_length() {
         for delta in [-1i64, 1] {
             let mut args = valid(def, 2);
             args[i].bytes = (args[i].bytes as i64 + delta) as u64;
-            rejected(def, &args, ErrorKind::ByteLength, Some(b.name), "a byte length that disagrees with the shape");
+            rejected(
+                def,
+                &args,
+                ErrorKind::ByteLength,
+                Some(b.name),
+                "a byte length that disagrees with the shape",
+            );
         }
     });
 }
@@ -210,7 +295,13 @@ fn strided_argument() {
     each_input(|def, i, b| {
         let mut args = valid(def, 2);
         args[i].row_contiguous = false;
-        rejected(def, &args, ErrorKind::Layout, Some(b.name), "a strided view");
+        rejected(
+            def,
+            &args,
+            ErrorKind::Layout,
+            Some(b.name),
+            "a strided view",
+        );
     });
 }
 
@@ -222,14 +313,24 @@ fn misaligned_argument() {
         }
         let mut args = valid(def, 2);
         args[i].address = Some(0x10000 + b.align as usize / 2);
-        rejected(def, &args, ErrorKind::Alignment, Some(b.name), "a misaligned address");
+        rejected(
+            def,
+            &args,
+            ErrorKind::Alignment,
+            Some(b.name),
+            "a misaligned address",
+        );
     });
 }
 
 #[test]
 fn size_values_are_filled_by_the_launcher_not_passed() {
     for def in kernels::CATALOG {
-        let filled = def.inputs.iter().filter(|b| matches!(b.source, Source::SizeValue(_))).count();
+        let filled = def
+            .inputs
+            .iter()
+            .filter(|b| matches!(b.source, Source::SizeValue(_)))
+            .count();
         assert_eq!(data_inputs(def).count() + filled, def.inputs.len());
     }
 }

@@ -4,10 +4,10 @@
 //! they reject would have read out of bounds or had the wrong shape.
 
 use half::bf16;
-use kernelgen::backend::emu::EmuBackend;
 use kernelgen::backend::Backend;
+use kernelgen::backend::emu::EmuBackend;
 use kernelgen::host::HostArray;
-use kernelgen::kernels::experts::{TinyExpertQ4Bf16R4, TINY_EXPERT_Q4_BF16_R4_GATE_UP};
+use kernelgen::kernels::experts::{TINY_EXPERT_Q4_BF16_R4_GATE_UP, TinyExpertQ4Bf16R4};
 use kernelgen::launch::{ErrorKind, LaunchError};
 use kernelgen::reference::expert::{self, ExpertGeometry, ExpertWeights, Quant};
 use proptest::prelude::*;
@@ -42,7 +42,14 @@ fn slot() -> Vec<u8> {
 }
 
 fn activations(n: usize, seed: u32) -> Vec<bf16> {
-    (0..n).map(|i| bf16::from_f32((((i as u32).wrapping_mul(2654435761).wrapping_add(seed)) % 2001) as f32 / 1000.0 - 1.0)).collect()
+    (0..n)
+        .map(|i| {
+            bf16::from_f32(
+                (((i as u32).wrapping_mul(2654435761).wrapping_add(seed)) % 2001) as f32 / 1000.0
+                    - 1.0,
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -51,12 +58,31 @@ fn typed_launchers_match_the_reference() {
     let x = activations(m * H, 5);
     let slot = slot();
     let emu = backend();
-    let mid = TinyExpertQ4Bf16R4::gate_up(emu, &HostArray::from_bf16(vec![m as u64, H as u64], &x), &HostArray::from_u8(vec![SLOT as u64], slot.clone())).unwrap();
-    assert_eq!((mid.dtype, mid.shape.clone()), (kernelgen::Dtype::Bf16, vec![m as u64, I as u64]));
+    let mid = TinyExpertQ4Bf16R4::gate_up(
+        emu,
+        &HostArray::from_bf16(vec![m as u64, H as u64], &x),
+        &HostArray::from_u8(vec![SLOT as u64], slot.clone()),
+    )
+    .unwrap();
+    assert_eq!(
+        (mid.dtype, mid.shape.clone()),
+        (kernelgen::Dtype::Bf16, vec![m as u64, I as u64])
+    );
     let want = expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m);
     assert_eq!(mid, HostArray::from_bf16(vec![m as u64, I as u64], &want));
-    let out = TinyExpertQ4Bf16R4::down(emu, &mid, &HostArray::from_u8(vec![SLOT as u64], slot.clone())).unwrap();
-    assert_eq!(out, HostArray::from_bf16(vec![m as u64, H as u64], &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m)));
+    let out = TinyExpertQ4Bf16R4::down(
+        emu,
+        &mid,
+        &HostArray::from_u8(vec![SLOT as u64], slot.clone()),
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        HostArray::from_bf16(
+            vec![m as u64, H as u64],
+            &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m)
+        )
+    );
 }
 
 #[test]
@@ -65,12 +91,21 @@ fn typed_launchers_reject_bad_arguments() {
     let slot = HostArray::from_u8(vec![SLOT as u64], slot());
     let f32_x = HostArray::from_f32(vec![1, H as u64], &vec![0.0; H]);
     let e: LaunchError = TinyExpertQ4Bf16R4::gate_up(emu, &f32_x, &slot).unwrap_err();
-    assert_eq!((e.kind, e.argument.as_deref()), (ErrorKind::Dtype, Some("x")));
-    assert_eq!(e.to_string(), "kernel `tiny_expert_q4_bf16_r4_gate_up`, argument `x`: expected dtype bf16, given dtype f32");
+    assert_eq!(
+        (e.kind, e.argument.as_deref()),
+        (ErrorKind::Dtype, Some("x"))
+    );
+    assert_eq!(
+        e.to_string(),
+        "kernel `tiny_expert_q4_bf16_r4_gate_up`, argument `x`: expected dtype bf16, given dtype f32"
+    );
     let short_slot = HostArray::from_u8(vec![SLOT as u64 - 4], vec![0; SLOT - 4]);
     let x = HostArray::from_bf16(vec![1, H as u64], &activations(H, 1));
     let e = TinyExpertQ4Bf16R4::gate_up(emu, &x, &short_slot).unwrap_err();
-    assert_eq!((e.kind, e.argument.as_deref()), (ErrorKind::Dim, Some("slot")));
+    assert_eq!(
+        (e.kind, e.argument.as_deref()),
+        (ErrorKind::Dim, Some("slot"))
+    );
 }
 
 proptest! {

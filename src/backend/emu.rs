@@ -9,7 +9,7 @@ use super::Backend;
 use crate::contract::{KernelDef, Source};
 use crate::emu::{DeviceBuffer, EmuError, EmuOptions, Emulator, Program};
 use crate::host::HostArray;
-use crate::launch::{size_value_bytes, ArgInfo, LaunchError};
+use crate::launch::{ArgInfo, LaunchError, size_value_bytes};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -24,7 +24,10 @@ pub struct EmuBackend {
 
 impl EmuBackend {
     pub fn new(options: EmuOptions) -> Result<Self, EmuError> {
-        Ok(EmuBackend { emulator: Emulator::new(options)?, programs: Mutex::new(HashMap::new()) })
+        Ok(EmuBackend {
+            emulator: Emulator::new(options)?,
+            programs: Mutex::new(HashMap::new()),
+        })
     }
 
     /// An emulator with default options (cache under the build directory).
@@ -54,23 +57,42 @@ impl Backend for EmuBackend {
     fn describe(&self, a: &HostArray) -> ArgInfo {
         // Host arrays are dense and row-major by construction; the emulator
         // copies them into aligned device buffers, so no address is given.
-        ArgInfo { dtype: a.dtype, shape: a.shape.clone(), bytes: a.data.len() as u64, row_contiguous: true, address: None }
+        ArgInfo {
+            dtype: a.dtype,
+            shape: a.shape.clone(),
+            bytes: a.data.len() as u64,
+            row_contiguous: true,
+            address: None,
+        }
     }
 
-    unsafe fn run_unchecked(&self, def: &'static KernelDef, inputs: &[&HostArray], sizes: &[u64]) -> Result<Vec<HostArray>, LaunchError> {
+    unsafe fn run_unchecked(
+        &self,
+        def: &'static KernelDef,
+        inputs: &[&HostArray],
+        sizes: &[u64],
+    ) -> Result<Vec<HostArray>, LaunchError> {
         let failed = |e: EmuError| LaunchError::backend(def, e.to_string());
         let program = self.program(def).map_err(failed)?;
         let mut given = inputs.iter();
-        let mut buffers: Vec<DeviceBuffer> = Vec::with_capacity(def.inputs.len() + def.outputs.len());
+        let mut buffers: Vec<DeviceBuffer> =
+            Vec::with_capacity(def.inputs.len() + def.outputs.len());
         for b in def.inputs {
             let bytes = match b.source {
-                Source::Data => given.next().expect("checked: one array per data input").data.clone(),
+                Source::Data => given
+                    .next()
+                    .expect("checked: one array per data input")
+                    .data
+                    .clone(),
                 Source::SizeValue(_) => size_value_bytes(def, b, sizes),
             };
             let mut buf = DeviceBuffer::from_bytes_aligned(&bytes, b.align as usize);
             if !b.regions.is_empty() {
-                let regions: Vec<std::ops::Range<usize>> =
-                    b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
+                let regions: Vec<std::ops::Range<usize>> = b
+                    .regions
+                    .iter()
+                    .map(|r| r.offset as usize..(r.offset + r.bytes) as usize)
+                    .collect();
                 buf.set_regions(&regions);
             }
             buffers.push(buf);
@@ -83,13 +105,21 @@ impl Backend for EmuBackend {
         let grid = def.grid_at(sizes).expect("checked: the grid fits");
         let grid = [grid[0] as u32, grid[1] as u32, grid[2] as u32];
         let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
-        program.dispatch(def.mlx_name, &mut refs, grid, def.threadgroup).map_err(failed)?;
+        program
+            .dispatch(def.mlx_name, &mut refs, grid, def.threadgroup)
+            .map_err(failed)?;
         let outputs = buffers.split_off(def.inputs.len());
         Ok(def
             .outputs
             .iter()
             .zip(outputs)
-            .map(|(b, buf)| HostArray::new(b.dtype, b.shape_at(sizes).expect("checked"), buf.as_bytes().to_vec()))
+            .map(|(b, buf)| {
+                HostArray::new(
+                    b.dtype,
+                    b.shape_at(sizes).expect("checked"),
+                    buf.as_bytes().to_vec(),
+                )
+            })
             .collect())
     }
 }

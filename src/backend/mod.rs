@@ -5,7 +5,7 @@
 pub mod emu;
 
 use crate::contract::KernelDef;
-use crate::launch::{check_inputs, ArgInfo, LaunchError};
+use crate::launch::{ArgInfo, LaunchError, check_inputs};
 
 /// Something that can run generated kernels.
 pub trait Backend {
@@ -21,12 +21,21 @@ pub trait Backend {
     /// # Safety
     /// The inputs must have passed `check_inputs(def, ..)` giving `sizes`:
     /// the kernel reads and writes within its buffers only under that contract.
-    unsafe fn run_unchecked(&self, def: &'static KernelDef, inputs: &[&Self::Array], sizes: &[u64]) -> Result<Vec<Self::Array>, LaunchError>;
+    unsafe fn run_unchecked(
+        &self,
+        def: &'static KernelDef,
+        inputs: &[&Self::Array],
+        sizes: &[u64],
+    ) -> Result<Vec<Self::Array>, LaunchError>;
 }
 
 /// Checks every precondition of `def` on `inputs` (in contract order, size
 /// values excluded), then runs it. Nothing runs when a check fails.
-pub fn launch<B: Backend>(backend: &B, def: &'static KernelDef, inputs: &[&B::Array]) -> Result<Vec<B::Array>, LaunchError> {
+pub fn launch<B: Backend>(
+    backend: &B,
+    def: &'static KernelDef,
+    inputs: &[&B::Array],
+) -> Result<Vec<B::Array>, LaunchError> {
     let infos: Vec<ArgInfo> = inputs.iter().map(|a| backend.describe(a)).collect();
     let sizes = check_inputs(def, &infos, &[])?;
     // SAFETY: `check_inputs` accepted every input and derived `sizes`.
@@ -35,8 +44,17 @@ pub fn launch<B: Backend>(backend: &B, def: &'static KernelDef, inputs: &[&B::Ar
 
 /// [`launch`] with the outputs as an array of the contract's length (what
 /// the generated typed launchers destructure).
-pub fn launch_outputs<B: Backend, const N: usize>(backend: &B, def: &'static KernelDef, inputs: &[&B::Array]) -> Result<[B::Array; N], LaunchError> {
+pub fn launch_outputs<B: Backend, const N: usize>(
+    backend: &B,
+    def: &'static KernelDef,
+    inputs: &[&B::Array],
+) -> Result<[B::Array; N], LaunchError> {
     let outputs = launch(backend, def, inputs)?;
     let n = outputs.len();
-    outputs.try_into().map_err(|_| LaunchError::backend(def, format!("the backend returned {n} outputs where the contract has {N}")))
+    outputs.try_into().map_err(|_| {
+        LaunchError::backend(
+            def,
+            format!("the backend returned {n} outputs where the contract has {N}"),
+        )
+    })
 }
