@@ -114,11 +114,22 @@ pub fn from_mlx_dtype(dtype: mlx_rs::Dtype) -> Option<Dtype> {
     })
 }
 
-/// A built kernel and the definition it was built from.
+/// A built kernel and what it was built from.
 struct Cached {
     kernel: MetalKernel,
     header: &'static str,
     body: &'static str,
+    inputs: Vec<&'static str>,
+    outputs: Vec<&'static str>,
+}
+
+impl Cached {
+    fn built_from(&self, def: &KernelDef) -> bool {
+        self.header == def.header
+            && self.body == def.body
+            && self.inputs == def.input_names()
+            && self.outputs == def.output_names()
+    }
 }
 
 // SAFETY: a `MetalKernel` owns a heap object of mlx-c's (a name, sources and a
@@ -328,13 +339,13 @@ pub fn apply(
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let cached = match cache.get(def.name) {
-        Some(c) if c.header == def.header && c.body == def.body => c,
+        Some(c) if c.built_from(def) => c,
         Some(_) => {
             return Err(contract(
                 def,
                 "kernel name",
                 "one definition per name",
-                "a second definition with another header or body",
+                "a second definition with another header, body or buffer names",
             ));
         }
         None => {
@@ -354,24 +365,26 @@ pub fn apply(
                 kernel,
                 header: def.header,
                 body: def.body,
+                inputs: def.input_names(),
+                outputs: def.output_names(),
             })
         }
     };
 
     // SAFETY: `MetalKernel::apply` requires that, for these inputs, outputs and
-    // launch configuration, the kernel stays inside its buffers, never writes an
-    // input, writes every output element (no init_value is set) with values
+    // launch configuration, the kernel stays inside its buffers, never writes
+    // an input, writes every output element (no init_value is set) with values
     // valid for its dtype, and has no data races. The kernel body is generated
-    // from the same spec as `def`, and the generator's verification
-    // (`kernelgen verify`, the emulator with guard pages) establishes these for
-    // every launch that satisfies `def`'s contract. Callers (the typed
-    // launchers) validate every BufferDef with contract checks before calling:
-    // dtype, rank and every dimension, byte lengths, regions inside packed
-    // slots and alignment; counts, dtypes, exact shapes and i32 ranges are
-    // checked again above, and the size values are made from `sizes` here. Outputs get exactly `def`'s shapes and
-    // dtypes, the grid and threadgroup are `def`'s at `sizes`, and
-    // `ensure_row_contiguous` makes every input row-contiguous as the body
-    // assumes.
+    // from the same spec as `def`, and the generator's verification (`kernelgen
+    // verify`: the emulator with guard pages) establishes these for every
+    // launch that satisfies `def`'s contract. Callers (the typed launchers)
+    // validate every BufferDef with contract checks before calling: dtype, rank
+    // and every dimension, byte lengths, regions inside packed slots,
+    // alignment. Counts, dtypes, exact shapes and i32 ranges are checked again
+    // above, and the size values are made here from `sizes`. The outputs get
+    // exactly `def`'s shapes and dtypes, the grid and threadgroup are `def`'s
+    // at `sizes`, and `ensure_row_contiguous` makes every input row-contiguous,
+    // as the body assumes.
     let launch = || unsafe {
         cached.kernel.apply(
             &all_inputs,
