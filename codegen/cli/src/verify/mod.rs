@@ -7,7 +7,10 @@
 //!
 //! A family gets a verifier by adding a module here that builds a [`Case`].
 
+mod affine;
+mod delta;
 mod expert;
+mod norms;
 
 use crate::catalog;
 use globset::Glob;
@@ -54,6 +57,10 @@ pub struct Outcome {
 pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     match r.kernel.family.name() {
         "expert" => Ok(expert::case(r, seed)),
+        "affine" => Ok(affine::case(r, seed)),
+        "delta" | "delta_state" => delta::case(r, seed),
+        "silu_rms_heads" => Ok(norms::silu_rms_heads(r, seed)),
+        "gated_rms_norm" => Ok(norms::gated_rms_norm(r, seed)),
         other => Err(format!("no verifier for family `{other}`: add one in codegen/cli/src/verify/")),
     }
 }
