@@ -49,7 +49,8 @@ fn generated(stem: &str) -> TokenStream {
 /// Where two token strings first differ, with some context.
 fn first_difference(got: &str, want: &str) -> String {
     let at = got.bytes().zip(want.bytes()).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-    let context = |s: &str| String::from_utf8_lossy(&s.as_bytes()[at.saturating_sub(120)..(at + 120).min(s.len())]).into_owned();
+    let context =
+        |s: &str| String::from_utf8_lossy(&s.as_bytes()[at.saturating_sub(120)..(at + 120).min(s.len())]).into_owned();
     format!("at byte {at}:\n  expansion: ...{}...\n  generated: ...{}...", context(got), context(want))
 }
 
@@ -63,7 +64,10 @@ fn include_specs_expands_to_generated_for_every_bundled_spec() {
         let got = match expand_include(&manifest_dir(), &lit, false) {
             Ok(tokens) => tokens.to_string(),
             Err(e) => {
-                differences.push(format!("{stem}: include_specs! failed: {}", e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")));
+                differences.push(format!(
+                    "{stem}: include_specs! failed: {}",
+                    e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+                ));
                 continue;
             }
         };
@@ -81,7 +85,11 @@ fn include_specs_expands_to_generated_for_every_bundled_spec() {
             differences.push(format!("{stem}: {}", first_difference(&got, &want)));
         }
     }
-    assert!(differences.is_empty(), "include_specs! and generated/ disagree (run `make generate`?):\n{}", differences.join("\n"));
+    assert!(
+        differences.is_empty(),
+        "include_specs! and generated/ disagree (run `make generate`?):\n{}",
+        differences.join("\n")
+    );
 }
 
 /// A TOML tree written as the body of `kernels!`.
@@ -176,7 +184,10 @@ fn value(n: &Node) -> TokenStream {
 fn shape(n: &Node) -> String {
     match &n.value {
         Value::Table(entries) => {
-            format!("{{{}}}", entries.iter().map(|e| format!("{}: {}", e.key, shape(&e.node))).collect::<Vec<_>>().join(", "))
+            format!(
+                "{{{}}}",
+                entries.iter().map(|e| format!("{}: {}", e.key, shape(&e.node))).collect::<Vec<_>>().join(", ")
+            )
         }
         Value::Array(items) => format!("[{}]", items.iter().map(shape).collect::<Vec<_>>().join(", ")),
         other => format!("{other:?}"),
@@ -193,7 +204,11 @@ fn kernels_syntax_reads_every_bundled_spec_to_the_same_tree_and_module() {
         let spec = syntax::parse(tokens.clone()).unwrap_or_else(|e| panic!("{stem}: {e}\n{tokens}"));
         let tree = kernelgen_codegen::spec::toml::parse(&spec.text.text).unwrap();
         if shape(&tree) != shape(&toml_tree) {
-            differences.push(format!("{stem}: trees differ:\n  kernels!: {}\n  TOML:     {}", shape(&tree), shape(&toml_tree)));
+            differences.push(format!(
+                "{stem}: trees differ:\n  kernels!: {}\n  TOML:     {}",
+                shape(&tree),
+                shape(&toml_tree)
+            ));
             continue;
         }
         let got = match expand_inline_as(&spec, &format!("specs/{stem}.toml")) {
@@ -235,8 +250,10 @@ fn include_specs_reports_file_line_col_at_the_literal() {
     );
     assert_eq!(
         include_errors("tests/specs/unknown_dtype.toml"),
-        ["tests/specs/unknown_dtype.toml:3:18: axes.dtype: \"f64\" is not a value of axis `dtype` (activation dtype T of x, mid and out)\n\
-          help: use \"bf16\", \"f16\", \"f32\"; did you mean `f16`?"]
+        [
+            "tests/specs/unknown_dtype.toml:3:18: axes.dtype: \"f64\" is not a value of axis `dtype` (activation dtype T of x, mid and out)\n\
+          help: use \"bf16\", \"f16\", \"f32\"; did you mean `f16`?"
+        ]
     );
     let syntax = include_errors("tests/specs/bad_syntax.toml");
     assert_eq!(syntax.len(), 1);

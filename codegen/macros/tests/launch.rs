@@ -72,13 +72,21 @@ fn kernels_macro_launches_gate_up_and_down_through_the_emulator() {
     let slot_array = HostArray::from_u8(vec![SLOT as u64], slot.clone());
     let emu = backend();
 
-    let mid = small_inline::SmallExpertQ4Bf16R4::gate_up(emu, &HostArray::from_bf16(vec![m as u64, H as u64], &x), &slot_array).unwrap();
+    let mid = small_inline::SmallExpertQ4Bf16R4::gate_up(
+        emu,
+        &HostArray::from_bf16(vec![m as u64, H as u64], &x),
+        &slot_array,
+    )
+    .unwrap();
     assert_eq!((mid.dtype, mid.shape.clone()), (kernelgen::Dtype::Bf16, vec![m as u64, I as u64]));
     let want = expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m);
     assert_eq!(mid, HostArray::from_bf16(vec![m as u64, I as u64], &want));
 
     let out = small_inline::SmallExpertQ4Bf16R4::down(emu, &mid, &slot_array).unwrap();
-    assert_eq!(out, HostArray::from_bf16(vec![m as u64, H as u64], &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m)));
+    assert_eq!(
+        out,
+        HostArray::from_bf16(vec![m as u64, H as u64], &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m))
+    );
 }
 
 #[test]
@@ -86,19 +94,35 @@ fn kernels_macro_launchers_check_their_arguments() {
     let x = HostArray::from_f32(vec![1, H as u64], &[0.0; H]);
     let slot = HostArray::from_u8(vec![SLOT as u64], vec![0; SLOT]);
     let e = small_inline::SmallExpertQ4Bf16R4::gate_up(backend(), &x, &slot).unwrap_err();
-    assert_eq!(e.to_string(), "kernel `small_expert_q4_bf16_r4_gate_up`, argument `x`: expected dtype bf16, given dtype f32");
+    assert_eq!(
+        e.to_string(),
+        "kernel `small_expert_q4_bf16_r4_gate_up`, argument `x`: expected dtype bf16, given dtype f32"
+    );
 }
 
 #[test]
 fn inline_and_included_specs_give_the_same_kernels() {
     assert_eq!(small_inline::KERNELS.len(), 2);
     for (a, b) in small_inline::KERNELS.iter().zip(small::KERNELS) {
-        assert_eq!((a.name, a.metal, a.body, a.mlx_name, a.grid, a.threadgroup), (b.name, b.metal.replace("specs/small.toml", "kernels!(small_inline)").leak() as &str, b.body, b.mlx_name, b.grid, b.threadgroup));
+        assert_eq!(
+            (a.name, a.metal, a.body, a.mlx_name, a.grid, a.threadgroup),
+            (
+                b.name,
+                b.metal.replace("specs/small.toml", "kernels!(small_inline)").leak() as &str,
+                b.body,
+                b.mlx_name,
+                b.grid,
+                b.threadgroup
+            )
+        );
         assert_eq!(format!("{:?}", a.inputs), format!("{:?}", b.inputs));
     }
     assert_eq!(small_inline::KERNELS[0].spec, "kernels!(small_inline)");
     assert_eq!(small::KERNELS[0].spec, "specs/small.toml");
-    assert_eq!(small_q8::KERNELS.iter().map(|k| k.name).collect::<Vec<_>>(), ["small8_expert_q8_f32_r4_gate_up", "small8_expert_q8_f32_r4_down"]);
+    assert_eq!(
+        small_q8::KERNELS.iter().map(|k| k.name).collect::<Vec<_>>(),
+        ["small8_expert_q8_f32_r4_gate_up", "small8_expert_q8_f32_r4_down"]
+    );
 }
 
 #[test]
@@ -106,6 +130,14 @@ fn included_spec_launches_through_the_emulator() {
     let m = 2;
     let x = activations(m * H);
     let slot = ExpertWeights::random(Quant::Q4, H, I, 3).pack(Quant::Q4, &geometry());
-    let mid = small::SmallExpertQ4Bf16R4::gate_up(backend(), &HostArray::from_bf16(vec![m as u64, H as u64], &x), &HostArray::from_u8(vec![SLOT as u64], slot.clone())).unwrap();
-    assert_eq!(mid, HostArray::from_bf16(vec![m as u64, I as u64], &expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m)));
+    let mid = small::SmallExpertQ4Bf16R4::gate_up(
+        backend(),
+        &HostArray::from_bf16(vec![m as u64, H as u64], &x),
+        &HostArray::from_u8(vec![SLOT as u64], slot.clone()),
+    )
+    .unwrap();
+    assert_eq!(
+        mid,
+        HostArray::from_bf16(vec![m as u64, I as u64], &expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m))
+    );
 }

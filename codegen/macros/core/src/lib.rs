@@ -162,7 +162,8 @@ fn with_help(mut s: String, d: &Diagnostic) -> String {
 
 /// An error covering the tokens from `first` to `last`.
 fn spanning(first: Span, last: Span, message: String) -> syn::Error {
-    let tokens: TokenStream = [TokenTree::Ident(Ident::new("a", first)), TokenTree::Ident(Ident::new("b", last))].into_iter().collect();
+    let tokens: TokenStream =
+        [TokenTree::Ident(Ident::new("a", first)), TokenTree::Ident(Ident::new("b", last))].into_iter().collect();
     syn::Error::new_spanned(tokens, message)
 }
 
@@ -182,8 +183,9 @@ pub fn module_text(source: SpecSource) -> Result<String, Error> {
 }
 
 fn lex(text: &str, span: Span) -> syn::Result<TokenStream> {
-    text.parse::<TokenStream>()
-        .map_err(|e| syn::Error::new(span, format!("the generated launcher module does not lex (a kernelgen bug): {e}")))
+    text.parse::<TokenStream>().map_err(|e| {
+        syn::Error::new(span, format!("the generated launcher module does not lex (a kernelgen bug): {e}"))
+    })
 }
 
 /// The arguments of `include_specs!`: paths, then optionally `debug`.
@@ -265,7 +267,10 @@ pub fn expand_include(manifest_dir: &Path, lit: &LitStr, debug: bool) -> syn::Re
     let cannot = |message: String| {
         syn::Error::new(
             lit.span(),
-            format!("{written}: cannot read the spec ({}): {message}\nhelp: the path is relative to the crate's manifest directory", path.display()),
+            format!(
+                "{written}: cannot read the spec ({}): {message}\nhelp: the path is relative to the crate's manifest directory",
+                path.display()
+            ),
         )
     };
     if path.is_dir() {
@@ -290,7 +295,9 @@ pub fn expand_include(manifest_dir: &Path, lit: &LitStr, debug: bool) -> syn::Re
     let name = module_ident(&stem, lit.span());
     let absolute = path.canonicalize().unwrap_or(path).display().to_string();
     if debug {
-        eprintln!("include_specs! debug: the expansion of {written}:\npub mod {stem} {{\n{module}const _: &str = include_str!({absolute:?});\n}}\n");
+        eprintln!(
+            "include_specs! debug: the expansion of {written}:\npub mod {stem} {{\n{module}const _: &str = include_str!({absolute:?});\n}}\n"
+        );
     }
     Ok(quote! {
         pub mod #name {
@@ -305,5 +312,63 @@ fn module_ident(stem: &str, span: Span) -> Ident {
     match syn::parse_str::<Ident>(stem) {
         Ok(_) => Ident::new(stem, span),
         Err(_) => Ident::new_raw(stem, span),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(body: TokenStream) -> InlineSpec {
+        syntax::parse(body).unwrap()
+    }
+
+    #[test]
+    fn module_takes_the_attributes_and_visibility_written() {
+        let s = spec(quote! {
+            #[allow(dead_code)]
+            pub(crate) mod small;
+            family = expert;
+            axes { quant = [q4] }
+            geometry small { hidden = 64, intermediate = 32 }
+        });
+        assert_eq!(inline_origin(&s), "kernels!(small)");
+        let file: syn::File = syn::parse2(expand_inline(&s).unwrap()).unwrap();
+        let [syn::Item::Mod(m)] = &file.items[..] else { panic!("one module") };
+        assert_eq!(m.ident, "small");
+        assert!(matches!(m.vis, syn::Visibility::Restricted(_)));
+        assert_eq!(m.attrs.iter().filter(|a| a.path().is_ident("allow")).count(), 1);
+        let text = quote!(#m).to_string();
+        assert!(text.contains("SMALL_EXPERT_Q4_BF16_R4_GATE_UP"), "{}", &text[..200]);
+        assert!(text.contains("\"kernels!(small)\""));
+    }
+
+    #[test]
+    fn every_problem_is_one_error() {
+        let s = spec(quote! {
+            mod bad;
+            family = expert;
+            axes { dtype = [f64], quant = [q5] }
+            geometry g { hidden = 250 }
+        });
+        let messages: Vec<String> = expand_inline(&s).unwrap_err().into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:#?}");
+        assert!(messages[0].starts_with("axes.quant: \"q5\" is not a value of axis `quant`"), "{messages:#?}");
+        assert!(messages[1].starts_with("axes.dtype: \"f64\" is not a value of axis `dtype`"), "{messages:#?}");
+        assert!(
+            messages[2].starts_with("geometry.g.intermediate: missing required field `intermediate`"),
+            "{messages:#?}"
+        );
+        assert!(messages[2].contains("\nhelp: add `intermediate = ...`"), "{messages:#?}");
+    }
+
+    #[test]
+    fn debug_flag_and_include_arguments() {
+        assert!(spec(quote! { debug, mod a; }).debug);
+        assert!(!spec(quote! { mod a; debug = 1; }).debug);
+        let err = include_specs_in(quote!(debug), Path::new(".")).to_string();
+        assert!(err.contains("name a spec file"), "{err}");
+        let err = include_specs_in(quote!("a.toml", verbose), Path::new(".")).to_string();
+        assert!(err.contains("expected a spec path (a string) or `debug`"), "{err}");
     }
 }

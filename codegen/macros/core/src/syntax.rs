@@ -71,11 +71,7 @@ impl Synthetic {
         if self.map.is_empty() {
             return None;
         }
-        let first = self
-            .map
-            .iter()
-            .position(|(r, _)| r.end > range.start)
-            .unwrap_or(self.map.len() - 1);
+        let first = self.map.iter().position(|(r, _)| r.end > range.start).unwrap_or(self.map.len() - 1);
         let end = range.end.max(range.start + 1);
         let last = self.map.iter().rposition(|(r, _)| r.start < end).unwrap_or(first).max(first);
         Some((self.map[first].1, self.map[last].1))
@@ -103,7 +99,10 @@ impl Parse for InlineSpec {
                 let name: Ident = input.parse()?;
                 input.parse::<Token![;]>()?;
                 if header.is_some() {
-                    return Err(syn::Error::new(kw.span, "(syntax): the module is already named; a `kernels!` block holds one spec"));
+                    return Err(syn::Error::new(
+                        kw.span,
+                        "(syntax): the module is already named; a `kernels!` block holds one spec",
+                    ));
                 }
                 header = Some((attrs, vis, name));
                 continue;
@@ -139,7 +138,8 @@ impl Parse for InlineSpec {
 /// `debug` followed by a separator or the end: the flag, not a key.
 fn is_debug_flag(input: ParseStream) -> bool {
     let f = input.fork();
-    matches!(f.call(Ident::parse_any), Ok(i) if i == "debug") && (f.is_empty() || f.peek(Token![;]) || f.peek(Token![,]))
+    matches!(f.call(Ident::parse_any), Ok(i) if i == "debug")
+        && (f.is_empty() || f.peek(Token![;]) || f.peek(Token![,]))
 }
 
 fn syntax(span: Span, message: impl std::fmt::Display) -> syn::Error {
