@@ -77,7 +77,7 @@ fn include_specs_expands_to_generated_for_every_bundled_spec() {
         let want = quote! {
             pub mod #name {
                 #body
-                const _: &str = include_str!(#absolute);
+                const _: &str = ::core::include_str!(#absolute);
             }
         }
         .to_string();

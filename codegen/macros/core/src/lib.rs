@@ -51,7 +51,7 @@
 //! Each TOML spec, relative to the calling crate's `CARGO_MANIFEST_DIR`,
 //! expands to `pub mod <file stem> { ... }`, exactly the tokens of
 //! `generated/rust/<stem>.rs` for the same spec, plus
-//! `const _: &str = include_str!("<absolute path>");` so the crate rebuilds
+//! `const _: &str = ::core::include_str!("<absolute path>");` so the crate rebuilds
 //! when the file changes. A trailing `debug` argument prints the expansion.
 //!
 //! # Errors
@@ -258,7 +258,7 @@ pub fn include_specs_in(input: TokenStream, manifest_dir: &Path) -> TokenStream 
 }
 
 /// One TOML spec file, `lit` relative to `manifest_dir`: `pub mod <stem> {
-/// <generated/rust/<stem>.rs> const _: &str = include_str!("<abs>"); }`.
+/// <generated/rust/<stem>.rs> const _: &str = ::core::include_str!("<abs>"); }`.
 /// Every problem is an error at `lit`, its message starting with
 /// `<lit>:line:col`.
 pub fn expand_include(manifest_dir: &Path, lit: &LitStr, debug: bool) -> syn::Result<TokenStream> {
@@ -296,13 +296,13 @@ pub fn expand_include(manifest_dir: &Path, lit: &LitStr, debug: bool) -> syn::Re
     let absolute = path.canonicalize().unwrap_or(path).display().to_string();
     if debug {
         eprintln!(
-            "include_specs! debug: the expansion of {written}:\npub mod {stem} {{\n{module}const _: &str = include_str!({absolute:?});\n}}\n"
+            "include_specs! debug: the expansion of {written}:\npub mod {stem} {{\n{module}const _: &str = ::core::include_str!({absolute:?});\n}}\n"
         );
     }
     Ok(quote! {
         pub mod #name {
             #body
-            const _: &str = include_str!(#absolute);
+            const _: &str = ::core::include_str!(#absolute);
         }
     })
 }
