@@ -5,7 +5,8 @@
 //! read, parse, validate, expand, render, lex. `generate_only` and `lex_only`
 //! split it. Lexing here is proc-macro2's own lexer; inside the compiler the
 //! macro uses rustc's. `kernels_small` is `kernels!` on a one-geometry spec
-//! (the Rust-syntax front end included).
+//! (the Rust-syntax front end included). `renderer_new` is the fixed cost
+//! every expansion pays inside `generate` (tera compiling every template).
 
 use kernelgen_macros_core::{expand_include, kernels, module_text};
 use proc_macro2::{Span, TokenStream};
