@@ -176,6 +176,9 @@ pub struct BufferDef {
     pub regions: &'static [Region],
     /// Alignment in bytes the kernel relies on for the buffer's start.
     pub align: u64,
+    /// Every element must be at most run-time size `sizes[i]`: a count the
+    /// kernel loops over (DeltaNet's kept lengths). Checked before launch.
+    pub at_most: Option<usize>,
 }
 
 impl BufferDef {

@@ -24,6 +24,9 @@ pub enum ErrorKind {
     Layout,
     /// An argument's data is not aligned as the kernel's loads need.
     Alignment,
+    /// An argument holds a value the kernel cannot take (a count above the
+    /// run-time size it loops over).
+    Value,
     /// The backend failed (compile error, fault, no Metal device).
     Backend,
 }
@@ -332,4 +335,24 @@ pub fn size_value_bytes(def: &KernelDef, b: &BufferDef, sizes: &[u64]) -> Vec<u8
         Source::SizeValue(i) => (sizes[i] as i32).to_le_bytes().to_vec(),
         Source::Data => panic!("kernel {}: `{}` is not a size value", def.name, b.name),
     }
+}
+
+/// Checks the values of the arguments whose contract bounds them
+/// (`BufferDef::at_most`), given as integers in contract order of
+/// [`data_inputs`] (`None` for unbounded arguments).
+pub fn check_values(def: &KernelDef, values: &[Option<Vec<i64>>], sizes: &[u64]) -> Result<(), LaunchError> {
+    for (b, v) in data_inputs(def).zip(values) {
+        let (Some(i), Some(v)) = (b.at_most, v) else { continue };
+        let limit = sizes[i];
+        if let Some((at, x)) = v.iter().enumerate().find(|(_, x)| **x > limit as i64) {
+            return Err(LaunchError::new(
+                def,
+                Some(b.name),
+                ErrorKind::Value,
+                format!("every value at most {} = {limit}", def.sizes[i]),
+                format!("{x} at index {at}"),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -9,13 +9,14 @@ pub mod backend;
 pub mod contract;
 pub mod emu;
 pub mod host;
-pub mod launch;
-pub mod reference;
 /// Every generated kernel, one module per spec (`generated/rust/`).
+#[cfg(feature = "kernels")]
 #[path = "../generated/rust/mod.rs"]
 pub mod kernels;
+pub mod launch;
 #[cfg(feature = "mlx")]
 pub mod mlx_backend;
+pub mod reference;
 
 pub use contract::{BufferDef, Dim, Dtype, KernelDef, Region, Source};
 /// Specs at compile time (feature `macros`, off by default so the runtime crate

@@ -9,63 +9,78 @@ use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, MAX_ELEMENTS, data_inpu
 use kernelgen::{Dtype, kernels};
 use std::cell::Cell;
 
-/// Arrays are their descriptions; `run_unchecked` only counts launches.
+/// Arrays are their descriptions (plus integer contents for the arguments
+/// whose values are bounded); `run_unchecked` only counts launches.
 #[derive(Default)]
 struct Recorder {
     launches: Cell<usize>,
 }
 
-impl Backend for Recorder {
-    type Array = ArgInfo;
+#[derive(Clone, Debug)]
+struct Arg {
+    info: ArgInfo,
+    ints: Option<Vec<i64>>,
+}
 
-    fn describe(&self, a: &ArgInfo) -> ArgInfo {
-        a.clone()
+impl std::ops::Deref for Arg {
+    type Target = ArgInfo;
+    fn deref(&self) -> &ArgInfo {
+        &self.info
+    }
+}
+
+impl std::ops::DerefMut for Arg {
+    fn deref_mut(&mut self) -> &mut ArgInfo {
+        &mut self.info
+    }
+}
+
+impl Backend for Recorder {
+    type Array = Arg;
+
+    fn describe(&self, a: &Arg) -> ArgInfo {
+        a.info.clone()
+    }
+
+    fn read_ints(&self, a: &Arg) -> Option<Vec<i64>> {
+        a.ints.clone()
     }
 
     unsafe fn run_unchecked(
         &self,
         def: &'static KernelDef,
-        _: &[&ArgInfo],
+        _: &[&Arg],
         sizes: &[u64],
-    ) -> Result<Vec<ArgInfo>, LaunchError> {
+    ) -> Result<Vec<Arg>, LaunchError> {
         self.launches.set(self.launches.get() + 1);
-        Ok(def
-            .outputs
-            .iter()
-            .map(|b| {
-                let shape = b.shape_at(sizes).unwrap();
-                ArgInfo {
-                    dtype: b.dtype,
-                    bytes: shape.iter().product::<u64>() * b.dtype.size() as u64,
-                    shape,
-                    row_contiguous: true,
-                    address: Some(0x10000),
-                }
-            })
-            .collect())
+        let sizes = sizes.to_vec();
+        Ok(def.outputs.iter().map(|b| arg(b, &sizes)).collect())
     }
 }
 
-/// Valid arguments for `def` with every run-time size set to `n`.
-fn valid(def: &KernelDef, n: u64) -> Vec<ArgInfo> {
-    let sizes = vec![n; def.sizes.len()];
-    data_inputs(def)
-        .map(|b| {
-            let shape = b.shape_at(&sizes).unwrap();
-            ArgInfo {
-                dtype: b.dtype,
-                bytes: shape.iter().product::<u64>() * b.dtype.size() as u64,
-                shape,
-                row_contiguous: true,
-                address: Some(0x10000),
-            }
-        })
-        .collect()
+/// A well-formed argument for `b` at `sizes` (bounded values at their bound).
+fn arg(b: &BufferDef, sizes: &[u64]) -> Arg {
+    let shape = b.shape_at(sizes).unwrap();
+    let elements: u64 = shape.iter().product();
+    let info = ArgInfo {
+        dtype: b.dtype,
+        bytes: elements * b.dtype.size() as u64,
+        shape,
+        row_contiguous: true,
+        address: Some(0x10000),
+    };
+    Arg { info, ints: b.at_most.map(|i| vec![sizes[i] as i64; elements as usize]) }
 }
 
-fn run(def: &'static KernelDef, args: &[ArgInfo]) -> (Result<Vec<ArgInfo>, LaunchError>, usize) {
+/// Valid arguments for `def` with every run-time size set to `n`.
+fn valid(def: &KernelDef, n: u64) -> Vec<Arg> {
+    let sizes = vec![n; def.sizes.len()];
+    data_inputs(def).map(|b| arg(b, &sizes)).collect()
+}
+
+fn run(def: &'static KernelDef, args: &[Arg]) -> (Result<Vec<Arg>, LaunchError>, usize) {
     let backend = Recorder::default();
-    let refs: Vec<&ArgInfo> = args.iter().collect();
+    let refs: Vec<&Arg> = args.iter().collect();
     let result = launch(&backend, def, &refs);
     (result, backend.launches.get())
 }
@@ -73,7 +88,7 @@ fn run(def: &'static KernelDef, args: &[ArgInfo]) -> (Result<Vec<ArgInfo>, Launc
 /// Asserts a rejection of the given kind naming `argument`, with nothing launched.
 fn rejected(
     def: &'static KernelDef,
-    args: &[ArgInfo],
+    args: &[Arg],
     kind: ErrorKind,
     argument: Option<&str>,
     what: &str,
@@ -321,6 +336,25 @@ fn misaligned_argument() {
             "a misaligned address",
         );
     });
+}
+
+#[test]
+fn bounded_values_above_their_size() {
+    let mut covered = 0;
+    each_input(|def, i, b| {
+        let Some(size) = b.at_most else { return };
+        covered += 1;
+        let mut args = valid(def, 3);
+        if let Some(v) = args[i].ints.as_mut() {
+            v[0] = 4;
+        }
+        rejected(def, &args, ErrorKind::Value, Some(b.name), &format!("a value above {}", def.sizes[size]));
+        // A backend that cannot read the values cannot vouch for them.
+        let mut args = valid(def, 3);
+        args[i].ints = None;
+        rejected(def, &args, ErrorKind::Value, Some(b.name), "unreadable bounded values");
+    });
+    assert!(covered > 0, "no bundled kernel bounds a value (DeltaNet's prefix state should)");
 }
 
 #[test]

@@ -20,6 +20,7 @@ const X: BufferDef = BufferDef {
     source: Source::Data,
     regions: &[],
     align: 4,
+    at_most: None,
 };
 
 const Y: BufferDef = BufferDef { name: "y", ..X };
@@ -127,6 +128,7 @@ const N_VALUE: BufferDef = BufferDef {
     source: Source::SizeValue(0),
     regions: &[],
     align: 4,
+    at_most: None,
 };
 
 const COPY_N: KernelDef = KernelDef {

@@ -258,12 +258,15 @@ pub struct BufferPlan {
     pub source: BufferSource,
     pub regions: Vec<RegionPlan>,
     pub align: u64,
+    /// Every element must be at most run-time size `sizes[i]`: a count the
+    /// kernel loops over (DeltaNet's kept lengths), checked before launch.
+    pub at_most: Option<usize>,
 }
 
 impl BufferPlan {
     /// An ordinary array argument aligned to its element size.
     pub fn array(name: &'static str, dtype: Dtype, shape: Vec<DimExpr>) -> Self {
-        BufferPlan { name, dtype, shape, source: BufferSource::Data, regions: Vec::new(), align: dtype.size() }
+        BufferPlan { name, dtype, shape, source: BufferSource::Data, regions: Vec::new(), align: dtype.size(), at_most: None }
     }
 
     /// Elements when every dimension is fixed.

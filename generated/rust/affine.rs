@@ -208,6 +208,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -216,6 +217,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -224,6 +226,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -232,6 +235,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -242,6 +246,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -426,6 +431,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -434,6 +440,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -442,6 +449,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -450,6 +458,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -460,6 +469,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -668,6 +678,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -676,6 +687,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -684,6 +696,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -692,6 +705,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -702,6 +716,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -886,6 +901,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -894,6 +910,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -902,6 +919,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -910,6 +928,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -920,6 +939,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -1128,6 +1148,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -1136,6 +1157,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -1144,6 +1166,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -1152,6 +1175,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1162,6 +1186,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -1346,6 +1371,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -1354,6 +1380,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -1362,6 +1389,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -1370,6 +1398,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1380,6 +1409,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -1588,6 +1618,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -1596,6 +1627,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -1604,6 +1636,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -1612,6 +1645,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1622,6 +1656,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -1806,6 +1841,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -1814,6 +1850,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -1822,6 +1859,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -1830,6 +1868,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1840,6 +1879,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -2048,6 +2088,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -2056,6 +2097,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -2064,6 +2106,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -2072,6 +2115,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2082,6 +2126,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -2266,6 +2311,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -2274,6 +2320,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -2282,6 +2329,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -2290,6 +2338,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2300,6 +2349,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -2508,6 +2558,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -2516,6 +2567,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -2524,6 +2576,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -2532,6 +2585,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2542,6 +2596,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -2726,6 +2781,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -2734,6 +2790,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -2742,6 +2799,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -2750,6 +2808,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2760,6 +2819,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],

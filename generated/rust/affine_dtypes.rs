@@ -208,6 +208,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -216,6 +217,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -224,6 +226,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -232,6 +235,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -242,6 +246,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -450,6 +455,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -458,6 +464,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -466,6 +473,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -474,6 +482,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -484,6 +493,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -668,6 +678,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -676,6 +687,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -684,6 +696,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -692,6 +705,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -702,6 +716,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &[],
@@ -886,6 +901,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "w",
@@ -894,6 +910,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "scales",
@@ -902,6 +919,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "biases",
@@ -910,6 +928,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -920,6 +939,7 @@ inline float mlxq_qdot(const device uint8_t* w, const threadgroup float* x_threa
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &[],

@@ -184,6 +184,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -192,6 +193,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -200,6 +202,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -208,6 +211,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -216,6 +220,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -224,6 +229,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -232,6 +238,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -242,6 +249,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -250,6 +258,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -446,6 +455,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -454,6 +464,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -462,6 +473,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -470,6 +482,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -478,6 +491,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -486,6 +500,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -494,6 +509,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "mask",
@@ -502,6 +518,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 1,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -512,6 +529,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -520,6 +538,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -705,6 +724,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -713,6 +733,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -721,6 +742,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -729,6 +751,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -737,6 +760,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -745,6 +769,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -753,6 +778,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -763,6 +789,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -771,6 +798,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -967,6 +995,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -975,6 +1004,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -983,6 +1013,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -991,6 +1022,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -999,6 +1031,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -1007,6 +1040,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -1015,6 +1049,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "mask",
@@ -1023,6 +1058,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 1,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1033,6 +1069,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -1041,6 +1078,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],

@@ -185,6 +185,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -193,6 +194,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -201,6 +203,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -209,6 +212,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -217,6 +221,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -225,6 +230,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -233,6 +239,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -243,6 +250,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -251,6 +259,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -436,6 +445,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -444,6 +454,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -452,6 +463,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -460,6 +472,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -468,6 +481,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -476,6 +490,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -484,6 +499,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -494,6 +510,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -502,6 +519,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -698,6 +716,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -706,6 +725,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -714,6 +734,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -722,6 +743,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -730,6 +752,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -738,6 +761,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -746,6 +770,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "mask",
@@ -754,6 +779,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 1,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -764,6 +790,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -772,6 +799,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -968,6 +996,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "k",
@@ -976,6 +1005,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -984,6 +1014,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -992,6 +1023,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -1000,6 +1032,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -1008,6 +1041,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -1016,6 +1050,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "mask",
@@ -1024,6 +1059,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 1,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1034,6 +1070,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "state_out",
@@ -1042,6 +1079,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],

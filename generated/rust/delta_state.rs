@@ -133,6 +133,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -141,6 +142,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -149,6 +151,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -157,6 +160,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -165,6 +169,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -173,6 +178,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "lengths",
@@ -181,6 +187,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: Some(1),
     },
 ],
     outputs: &[
@@ -191,6 +198,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -324,6 +332,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -332,6 +341,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -340,6 +350,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -348,6 +359,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -356,6 +368,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -364,6 +377,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "lengths",
@@ -372,6 +386,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: Some(1),
     },
 ],
     outputs: &[
@@ -382,6 +397,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -515,6 +531,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -523,6 +540,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -531,6 +549,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -539,6 +558,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -547,6 +567,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -555,6 +576,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "lengths",
@@ -563,6 +585,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: Some(1),
     },
 ],
     outputs: &[
@@ -573,6 +596,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -706,6 +730,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -714,6 +739,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -722,6 +748,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -730,6 +757,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -738,6 +766,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -746,6 +775,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "lengths",
@@ -754,6 +784,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: Some(1),
     },
 ],
     outputs: &[
@@ -764,6 +795,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -897,6 +929,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -905,6 +938,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -913,6 +947,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -921,6 +956,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -929,6 +965,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -937,6 +974,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "lengths",
@@ -945,6 +983,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: Some(1),
     },
 ],
     outputs: &[
@@ -955,6 +994,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],
@@ -1088,6 +1128,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "v",
@@ -1096,6 +1137,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "g",
@@ -1104,6 +1146,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "beta",
@@ -1112,6 +1155,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "state_in",
@@ -1120,6 +1164,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "Tin",
@@ -1128,6 +1173,7 @@ using namespace metal;
         source: Source::SizeValue(1),
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "lengths",
@@ -1136,6 +1182,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: Some(1),
     },
 ],
     outputs: &[
@@ -1146,6 +1193,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["B", "T"],

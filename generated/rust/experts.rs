@@ -135,6 +135,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -148,6 +149,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 18882560, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -158,6 +160,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -255,6 +258,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -266,6 +270,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 18890752, bytes: 24576, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -276,6 +281,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -411,6 +417,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -424,6 +431,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 18882560, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -434,6 +442,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -531,6 +540,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -542,6 +552,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 18890752, bytes: 24576, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -552,6 +563,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -667,6 +679,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -680,6 +693,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 37756928, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -690,6 +704,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -773,6 +788,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -784,6 +800,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 37765120, bytes: 24576, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -794,6 +811,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -909,6 +927,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -922,6 +941,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 37756928, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -932,6 +952,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1015,6 +1036,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1026,6 +1048,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 37765120, bytes: 24576, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1036,6 +1059,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1171,6 +1195,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1184,6 +1209,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 2362368, bytes: 3072, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1194,6 +1220,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1291,6 +1318,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1302,6 +1330,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 2365440, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1312,6 +1341,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1447,6 +1477,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1460,6 +1491,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 2362368, bytes: 3072, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1470,6 +1502,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1567,6 +1600,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1578,6 +1612,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 2365440, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1588,6 +1623,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1703,6 +1739,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1716,6 +1753,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 4721664, bytes: 3072, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1726,6 +1764,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1809,6 +1848,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1820,6 +1860,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 4724736, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1830,6 +1871,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -1945,6 +1987,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -1958,6 +2001,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 4721664, bytes: 3072, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -1968,6 +2012,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2051,6 +2096,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2062,6 +2108,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 4724736, bytes: 8192, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2072,6 +2119,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2207,6 +2255,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2220,6 +2269,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 65536, bytes: 512, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2230,6 +2280,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2327,6 +2378,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2338,6 +2390,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 69632, bytes: 1024, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2348,6 +2401,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2483,6 +2537,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2496,6 +2551,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 65536, bytes: 512, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2506,6 +2562,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2603,6 +2660,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2614,6 +2672,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 69632, bytes: 1024, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2624,6 +2683,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2739,6 +2799,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2752,6 +2813,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 114688, bytes: 512, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2762,6 +2824,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2845,6 +2908,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2856,6 +2920,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 118784, bytes: 1024, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -2866,6 +2931,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -2981,6 +3047,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -2994,6 +3061,7 @@ using namespace metal;
             Region { name: "up_scales", offset: 114688, bytes: 512, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -3004,6 +3072,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],
@@ -3087,6 +3156,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "slot",
@@ -3098,6 +3168,7 @@ using namespace metal;
             Region { name: "down_scales", offset: 118784, bytes: 1024, align: 4 },
         ],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -3108,6 +3179,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["M"],

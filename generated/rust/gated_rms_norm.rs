@@ -95,6 +95,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -103,6 +104,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -111,6 +113,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -121,6 +124,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["R"],
@@ -247,6 +251,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -255,6 +260,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -263,6 +269,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -273,6 +280,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["R"],
@@ -399,6 +407,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -407,6 +416,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -415,6 +425,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -425,6 +436,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["R"],

@@ -95,6 +95,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -103,6 +104,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -111,6 +113,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -121,6 +124,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["R"],
@@ -216,6 +220,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -224,6 +229,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -232,6 +238,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -242,6 +249,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["R"],
@@ -368,6 +376,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -376,6 +385,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -384,6 +394,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -394,6 +405,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 2,
+        at_most: None,
     },
 ],
     sizes: &["R"],
@@ -520,6 +532,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "gate",
@@ -528,6 +541,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
     BufferDef {
         name: "weight",
@@ -536,6 +550,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     outputs: &[
@@ -546,6 +561,7 @@ using namespace metal;
         source: Source::Data,
         regions: &[],
         align: 4,
+        at_most: None,
     },
 ],
     sizes: &["R"],

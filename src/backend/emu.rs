@@ -6,7 +6,7 @@
 //! sits flush against the guard page: one element past the end faults.
 
 use super::Backend;
-use crate::contract::{KernelDef, Source};
+use crate::contract::{Dtype, KernelDef, Source};
 use crate::emu::{DeviceBuffer, EmuError, EmuOptions, Emulator, Program};
 use crate::host::HostArray;
 use crate::launch::{ArgInfo, LaunchError, size_value_bytes};
@@ -64,6 +64,18 @@ impl Backend for EmuBackend {
             row_contiguous: true,
             address: None,
         }
+    }
+
+    fn read_ints(&self, a: &HostArray) -> Option<Vec<i64>> {
+        let d = &a.data;
+        Some(match a.dtype {
+            Dtype::I32 => d.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
+            Dtype::U32 => d.chunks_exact(4).map(|c| i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
+            Dtype::U16 => d.chunks_exact(2).map(|c| i64::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
+            Dtype::I8 => d.iter().map(|&b| i64::from(b as i8)).collect(),
+            Dtype::U8 | Dtype::Bool => d.iter().map(|&b| i64::from(b)).collect(),
+            Dtype::F32 | Dtype::F16 | Dtype::Bf16 => return None,
+        })
     }
 
     unsafe fn run_unchecked(

@@ -43,6 +43,7 @@ fn buffer(b: &BufferPlan) -> BufferDef {
         },
         regions: leak(b.regions.iter().map(|r| Region { name: r.name, offset: r.offset, bytes: r.bytes, align: r.align }).collect()),
         align: b.align,
+        at_most: b.at_most,
     }
 }
 
@@ -67,6 +68,7 @@ pub fn def(r: &RenderedKernel) -> &'static KernelDef {
         threadgroup_memory_bytes: p.threadgroup_memory_bytes as u32,
     }))
 }
+
 
 #[cfg(test)]
 mod tests {

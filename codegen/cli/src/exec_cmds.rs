@@ -5,7 +5,7 @@ use kernelgen::backend::emu::{EmuBackend, OUTPUT_POISON};
 use kernelgen::backend::Backend;
 use kernelgen::emu::{Binding, DeviceBuffer, EmuOptions, Emulator};
 use kernelgen::host::HostArray;
-use kernelgen::launch::{check_inputs, data_inputs, ArgInfo};
+use kernelgen::launch::data_inputs;
 use kernelgen::Dtype;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -53,10 +53,9 @@ pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String],
         given_sizes.push((name.to_string(), v));
     }
     let backend = EmuBackend::with_defaults().map_err(|e| format!("error: {e}"))?;
-    let infos: Vec<ArgInfo> = arrays.iter().map(|a| backend.describe(a)).collect();
-    let sizes = check_inputs(def, &infos, &given_sizes).map_err(|e| format!("error: {e}"))?;
     let refs: Vec<&HostArray> = arrays.iter().collect();
-    // SAFETY: check_inputs accepted the inputs and derived `sizes`.
+    let sizes = kernelgen::backend::check(&backend, def, &refs, &given_sizes).map_err(|e| format!("error: {e}"))?;
+    // SAFETY: `check` accepted the inputs and derived `sizes`.
     let outputs = unsafe { backend.run_unchecked(def, &refs, &sizes) }.map_err(|e| format!("error: {e}"))?;
     create_out(out)?;
     for (b, a) in def.outputs.iter().zip(&outputs) {

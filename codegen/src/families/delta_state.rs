@@ -76,7 +76,8 @@ impl Family for DeltaState {
                 BufferPlan::array("beta", dtype, per_step(h.hv)),
                 BufferPlan::array("state_in", state, state_shape(h)),
                 tin(),
-                BufferPlan::array("lengths", Dtype::I32, vec![DimExpr::size(0)]),
+                // Kept lengths are loop counts over T: a larger one reads past the inputs.
+                BufferPlan { at_most: Some(1), ..BufferPlan::array("lengths", Dtype::I32, vec![DimExpr::size(0)]) },
             ],
             outputs: vec![BufferPlan::array("state_out", state, state_shape(h))],
             grid,

@@ -238,6 +238,7 @@ impl Family for Expert {
                 .map(|&(name, offset, bytes, align)| RegionPlan { name, offset: offset as u64, bytes: bytes as u64, align: align as u64 })
                 .collect(),
             align: 4,
+            at_most: None,
         };
         // M, the sample count, is the only run-time size: the grid's z extent.
         let m = DimExpr::size(0);

@@ -41,6 +41,8 @@ struct Buffer {
     holds_size: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     regions: Vec<Region>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values_at_most: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -60,6 +62,7 @@ fn buffer(b: &BufferPlan, sizes: &[&'static str]) -> Buffer {
             BufferSource::Data => None,
         },
         regions: b.regions.iter().map(|r| Region { name: r.name, offset: r.offset, bytes: r.bytes }).collect(),
+        values_at_most: b.at_most.map(|i| sizes[i]),
     }
 }
 

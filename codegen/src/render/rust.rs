@@ -44,11 +44,12 @@ fn buffer(b: &BufferPlan) -> String {
         format!("&[\n{}        ]", items.concat())
     };
     format!(
-        "BufferDef {{\n        name: \"{}\",\n        dtype: Dtype::{},\n        shape: &[{}],\n        source: {source},\n        regions: {regions},\n        align: {},\n    }}",
+        "BufferDef {{\n        name: \"{}\",\n        dtype: Dtype::{},\n        shape: &[{}],\n        source: {source},\n        regions: {regions},\n        align: {},\n        at_most: {},\n    }}",
         b.name,
         b.dtype.rust_variant(),
         shape.join(", "),
-        b.align
+        b.align,
+        b.at_most.map_or("None".to_string(), |i| format!("Some({i})"))
     )
 }
 
