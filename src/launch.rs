@@ -90,6 +90,9 @@ pub struct ArgInfo {
     pub row_contiguous: bool,
     /// Address of the data, when the backend knows it (alignment check).
     pub address: Option<usize>,
+    /// The backend's name for a dtype outside [`Dtype`] (MLX's float64, say),
+    /// which no contract accepts; `dtype` is then meaningless.
+    pub unsupported_dtype: Option<String>,
 }
 
 /// Kernels index with 32-bit integers and MLX's shapes and grids are int32:
@@ -173,6 +176,9 @@ pub fn check_inputs(
         })
         .collect();
     for (b, a) in expected.iter().zip(args) {
+        if let Some(name) = &a.unsupported_dtype {
+            return Err(LaunchError::new(def, Some(b.name), ErrorKind::Dtype, format!("dtype {}", b.dtype), format!("dtype {name}")));
+        }
         if a.dtype != b.dtype {
             return Err(LaunchError::new(
                 def,

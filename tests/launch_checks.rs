@@ -68,6 +68,7 @@ fn arg(b: &BufferDef, sizes: &[u64]) -> Arg {
         shape,
         row_contiguous: true,
         address: Some(0x10000),
+        unsupported_dtype: None,
     };
     Arg { info, ints: b.at_most.map(|i| vec![sizes[i] as i64; elements as usize]) }
 }

@@ -63,6 +63,7 @@ impl Backend for EmuBackend {
             bytes: a.data.len() as u64,
             row_contiguous: true,
             address: None,
+            unsupported_dtype: None,
         }
     }
 

@@ -3,6 +3,8 @@
 //! (`crate::launch`), then hand them to the backend.
 
 pub mod emu;
+#[cfg(feature = "mlx")]
+pub mod mlx;
 
 use crate::contract::KernelDef;
 use crate::launch::{ArgInfo, ErrorKind, LaunchError, check_inputs, check_values, data_inputs};

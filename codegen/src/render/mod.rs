@@ -99,8 +99,9 @@ impl Renderer {
         let small = mlx::small_runtime_inputs(&k.plan.inputs);
         if !small.is_empty() {
             metal.push_str(&format!(
-                "// At launch sizes that give {} fewer than 8 elements, MLX declares it `const constant` instead of `const device`.\n",
-                small.join(", ")
+                "// At launch sizes that give {} fewer than 8 elements, MLX declares {} `const constant` instead of `const device`.\n",
+                small.join(", "),
+                if small.len() == 1 { "it" } else { "each such input" }
             ));
         }
         metal.push_str("#include <metal_stdlib>\nusing namespace metal;\n");
