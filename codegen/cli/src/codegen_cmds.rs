@@ -92,5 +92,14 @@ pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
         line(row.iter().map(String::as_str).collect());
     }
     println!("{} kernels", rows.len());
+    let mut families: Vec<&'static dyn kernelgen_codegen::families::Family> = Vec::new();
+    for r in &generated.kernels {
+        if !families.iter().any(|f| f.name() == r.kernel.family.name()) {
+            families.push(r.kernel.family);
+        }
+    }
+    for f in families {
+        println!("  {}: {}", f.name(), f.info().summary);
+    }
     Ok(ExitCode::SUCCESS)
 }

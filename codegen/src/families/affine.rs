@@ -25,7 +25,7 @@
 //! [32, 16, 1]. Template: `templates/affine.metal.tera` (a header with the
 //! `load_vector` and `qdot` helpers, then the body).
 
-use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind};
+use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
 use crate::model::{multiples_near, BufferPlan, DimExpr, Dtype, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
@@ -76,29 +76,17 @@ pub fn staged_bytes(k: i64) -> i64 {
     (k + k / 16) * 4
 }
 
+static INFO: FamilyInfo = FamilyInfo {
+    name: "affine",
+    summary: "one-row matmul over MLX affine 3/4-bit group-64 weights, bit for bit affine_qmv_fast",
+    axes: AXES,
+    fields: FIELDS,
+    has_header: true,
+};
+
 impl Family for Affine {
-    fn name(&self) -> &'static str {
-        "affine"
-    }
-
-    fn summary(&self) -> &'static str {
-        "one-row matmul over MLX affine 3/4-bit group-64 weights, bit for bit affine_qmv_fast"
-    }
-
-    fn template(&self) -> &'static str {
-        "affine.metal.tera"
-    }
-
-    fn has_header(&self) -> bool {
-        true
-    }
-
-    fn axes(&self) -> &'static [Axis] {
-        AXES
-    }
-
-    fn fields(&self) -> &'static [Field] {
-        FIELDS
+    fn info(&self) -> &'static FamilyInfo {
+        &INFO
     }
 
     fn plan(&self, v: &Variant, g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {

@@ -26,7 +26,7 @@
 //!
 //! Template: `templates/delta.metal.tera`.
 
-use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind};
+use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
 use crate::model::{multiples_near, BufferPlan, BufferSource, DimExpr, Dtype, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
@@ -155,25 +155,17 @@ pub fn launch(h: Heads) -> ([DimExpr; 3], [u64; 3]) {
     )
 }
 
+static INFO: FamilyInfo = FamilyInfo {
+    name: "delta",
+    summary: "gated DeltaNet recurrence step (mlx-lm gated_delta_step), unmasked or masked, T at run time",
+    axes: AXES,
+    fields: FIELDS,
+    has_header: false,
+};
+
 impl Family for Delta {
-    fn name(&self) -> &'static str {
-        "delta"
-    }
-
-    fn summary(&self) -> &'static str {
-        "gated DeltaNet recurrence step (mlx-lm gated_delta_step), unmasked or masked, T at run time"
-    }
-
-    fn template(&self) -> &'static str {
-        "delta.metal.tera"
-    }
-
-    fn axes(&self) -> &'static [Axis] {
-        AXES
-    }
-
-    fn fields(&self) -> &'static [Field] {
-        FIELDS
+    fn info(&self) -> &'static FamilyInfo {
+        &INFO
     }
 
     fn plan(&self, v: &Variant, g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {

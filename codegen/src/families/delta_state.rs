@@ -16,7 +16,7 @@
 //! multiple of 4. Template: `templates/delta_state.metal.tera`.
 
 use super::delta::{bthd, heads, launch, params, state_shape, tin, FIELDS, SIZES};
-use super::{Axis, AxisKind, AxisLit, Family, Field};
+use super::{Axis, AxisKind, AxisLit, Family, FamilyInfo};
 use crate::model::{BufferPlan, DimExpr, Dtype, Geometry, KernelPlan, Variant, Violation};
 
 pub struct DeltaState;
@@ -38,25 +38,17 @@ const AXES: &[Axis] = &[
     },
 ];
 
+static INFO: FamilyInfo = FamilyInfo {
+    name: "delta_state",
+    summary: "gated DeltaNet prefix state: replays the first lengths[b] steps, writes the state only",
+    axes: AXES,
+    fields: FIELDS,
+    has_header: false,
+};
+
 impl Family for DeltaState {
-    fn name(&self) -> &'static str {
-        "delta_state"
-    }
-
-    fn summary(&self) -> &'static str {
-        "gated DeltaNet prefix state: replays the first lengths[b] steps, writes the state only"
-    }
-
-    fn template(&self) -> &'static str {
-        "delta_state.metal.tera"
-    }
-
-    fn axes(&self) -> &'static [Axis] {
-        AXES
-    }
-
-    fn fields(&self) -> &'static [Field] {
-        FIELDS
+    fn info(&self) -> &'static FamilyInfo {
+        &INFO
     }
 
     fn plan(&self, v: &Variant, g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {

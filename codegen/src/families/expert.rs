@@ -4,7 +4,7 @@
 //! (x -> mid = silu(gate) * up) and `down` (mid -> out).
 //! Template: `templates/expert.metal.tera`.
 
-use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind};
+use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
 use crate::model::{
     multiples_near, BufferPlan, BufferSource, DimExpr, Dtype, Geometry, KernelPlan, Params, RegionPlan, Variant,
     Violation,
@@ -152,25 +152,17 @@ fn check_layout(quant: &str, l: &Layout, out: &mut Vec<Violation>) {
     }
 }
 
+static INFO: FamilyInfo = FamilyInfo {
+    name: "expert",
+    summary: "routed SwiGLU expert over a packed Q4/Q8 residency slot (gate_up, down)",
+    axes: AXES,
+    fields: FIELDS,
+    has_header: false,
+};
+
 impl Family for Expert {
-    fn name(&self) -> &'static str {
-        "expert"
-    }
-
-    fn summary(&self) -> &'static str {
-        "routed SwiGLU expert over a packed Q4/Q8 residency slot (gate_up, down)"
-    }
-
-    fn template(&self) -> &'static str {
-        "expert.metal.tera"
-    }
-
-    fn axes(&self) -> &'static [Axis] {
-        AXES
-    }
-
-    fn fields(&self) -> &'static [Field] {
-        FIELDS
+    fn info(&self) -> &'static FamilyInfo {
+        &INFO
     }
 
     fn plan(&self, v: &Variant, g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {

@@ -17,7 +17,7 @@
 //! Constraints: eps positive and finite as an f32.
 //! Template: `templates/gated_rms_norm.metal.tera`.
 
-use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind};
+use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
 use crate::model::{BufferPlan, DimExpr, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
@@ -52,25 +52,17 @@ const FIELDS: &[Field] = &[
     Field { name: "eps", doc: "epsilon added to the mean square, as an f32", kind: FieldKind::Float, required: true },
 ];
 
+static INFO: FamilyInfo = FamilyInfo {
+    name: "gated_rms_norm",
+    summary: "RMS norm then a float32 SiLU gate (Qwen RMSNormGated), epsilon as exact f32 bits",
+    axes: AXES,
+    fields: FIELDS,
+    has_header: false,
+};
+
 impl Family for GatedRmsNorm {
-    fn name(&self) -> &'static str {
-        "gated_rms_norm"
-    }
-
-    fn summary(&self) -> &'static str {
-        "RMS norm then a float32 SiLU gate (Qwen RMSNormGated), epsilon as exact f32 bits"
-    }
-
-    fn template(&self) -> &'static str {
-        "gated_rms_norm.metal.tera"
-    }
-
-    fn axes(&self) -> &'static [Axis] {
-        AXES
-    }
-
-    fn fields(&self) -> &'static [Field] {
-        FIELDS
+    fn info(&self) -> &'static FamilyInfo {
+        &INFO
     }
 
     fn plan(&self, v: &Variant, g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {

@@ -121,22 +121,38 @@ pub struct Field {
     pub required: bool,
 }
 
-/// One kernel family: everything but the MSL text, which lives in its template.
-pub trait Family: Sync {
-    /// The name specs use (`family = "expert"`) and kernel names spell.
-    fn name(&self) -> &'static str;
+/// What a family is, as data: everything but its constraints and plans.
+#[derive(Clone, Copy, Debug)]
+pub struct FamilyInfo {
+    /// The name specs use (`family = "expert"`) and kernel names spell; the
+    /// template is `templates/<name>.metal.tera`.
+    pub name: &'static str,
     /// One line on what the family computes.
-    fn summary(&self) -> &'static str;
-    /// Template file under `templates/`.
-    fn template(&self) -> &'static str;
+    pub summary: &'static str,
+    pub axes: &'static [Axis],
+    pub fields: &'static [Field],
     /// Whether the template renders a header (helpers MLX places before the
     /// kernel) when `section == "header"`.
-    fn has_header(&self) -> bool {
-        false
-    }
-    fn axes(&self) -> &'static [Axis];
-    fn fields(&self) -> &'static [Field];
+    pub has_header: bool,
+}
+
+/// One kernel family: everything but the MSL text, which lives in its template.
+pub trait Family: Sync {
+    fn info(&self) -> &'static FamilyInfo;
+
     /// Checks one variant at one geometry and plans its kernels (one per part),
     /// or says every constraint it violates.
     fn plan(&self, variant: &Variant, geometry: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>>;
+
+    fn name(&self) -> &'static str {
+        self.info().name
+    }
+
+    fn axes(&self) -> &'static [Axis] {
+        self.info().axes
+    }
+
+    fn fields(&self) -> &'static [Field] {
+        self.info().fields
+    }
 }

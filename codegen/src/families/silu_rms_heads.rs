@@ -17,7 +17,7 @@
 //! row-contiguous) and writes eps as the literal `1e-6f`.
 //! Template: `templates/silu_rms_heads.metal.tera`.
 
-use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind};
+use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
 use crate::model::{BufferPlan, DimExpr, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
@@ -47,25 +47,17 @@ const FIELDS: &[Field] = &[
     },
 ];
 
+static INFO: FamilyInfo = FamilyInfo {
+    name: "silu_rms_heads",
+    summary: "SiLU then RMS norm that splits a convolved row into scaled Q, K heads and V heads",
+    axes: AXES,
+    fields: FIELDS,
+    has_header: false,
+};
+
 impl Family for SiluRmsHeads {
-    fn name(&self) -> &'static str {
-        "silu_rms_heads"
-    }
-
-    fn summary(&self) -> &'static str {
-        "SiLU then RMS norm that splits a convolved row into scaled Q, K heads and V heads"
-    }
-
-    fn template(&self) -> &'static str {
-        "silu_rms_heads.metal.tera"
-    }
-
-    fn axes(&self) -> &'static [Axis] {
-        AXES
-    }
-
-    fn fields(&self) -> &'static [Field] {
-        FIELDS
+    fn info(&self) -> &'static FamilyInfo {
+        &INFO
     }
 
     fn plan(&self, v: &Variant, g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {

@@ -73,7 +73,8 @@ impl Renderer {
     }
 
     pub fn render_kernel(&self, k: &Kernel) -> Result<RenderedKernel, RenderError> {
-        let template = k.family.template();
+        let template = format!("{}.metal.tera", k.family.name());
+        let template = template.as_str();
         let fail = |message: String| RenderError { kernel: k.name.clone(), template: template.to_string(), message };
         let section = |name: &str| -> Result<String, RenderError> {
             let mut ctx = Context::from_value(serde_json::Value::Object(k.plan.params.clone())).map_err(|e| fail(error_chain(&e)))?;
@@ -82,7 +83,7 @@ impl Renderer {
             let text = self.tera.render(template, &ctx).map_err(|e| fail(error_chain(&e)))?;
             Ok(tidy(&text))
         };
-        let header = if k.family.has_header() { section("header")? + "\n" } else { String::new() };
+        let header = if k.family.info().has_header { section("header")? + "\n" } else { String::new() };
         let body = section("body")?;
         lint(&header).and(lint(&body)).map_err(fail)?;
 
