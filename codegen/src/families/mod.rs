@@ -1,26 +1,36 @@
-//! Kernel families. A family is one Rust type implementing [`Family`] (its
-//! axes, geometry fields, constraints, buffers and launch geometry) plus one
-//! template, `templates/<name>.metal.tera`. Adding a family: write both,
-//! register it in [`FAMILIES`], and add a spec under `specs/`.
+//! Kernel families. A family is one Rust module here implementing [`Family`]
+//! (its axes, geometry fields, constraints, buffers and launch geometry) plus
+//! one template, `templates/<module>.metal.tera`. Adding a family: write both,
+//! add one line to the `families!` list below, and add a spec under `specs/`.
 
 use crate::model::{AxisValue, Geometry, KernelPlan, Variant, Violation};
 
-pub mod affine;
-pub mod delta;
-pub mod delta_state;
-pub mod expert;
-pub mod gated_rms_norm;
-pub mod silu_rms_heads;
+/// Declares the family modules and registers each family with its template
+/// (compiled in), from one list: a module, its family's spec name and its
+/// template all share one name.
+macro_rules! families {
+    ($($module:ident: $family:ident),* $(,)?) => {
+        $(pub mod $module;)*
 
-/// Every family kernelgen knows, by spec name.
-pub static FAMILIES: &[&dyn Family] = &[
-    &expert::Expert,
-    &affine::Affine,
-    &delta::Delta,
-    &delta_state::DeltaState,
-    &silu_rms_heads::SiluRmsHeads,
-    &gated_rms_norm::GatedRmsNorm,
-];
+        /// Every family kernelgen knows, by spec name.
+        pub static FAMILIES: &[&dyn Family] = &[$(&$module::$family),*];
+
+        /// Each family's template: `(file name, text)`.
+        pub static TEMPLATES: &[(&str, &str)] = &[$((
+            concat!(stringify!($module), ".metal.tera"),
+            include_str!(concat!("../../../templates/", stringify!($module), ".metal.tera")),
+        )),*];
+    };
+}
+
+families! {
+    expert: Expert,
+    affine: Affine,
+    delta: Delta,
+    delta_state: DeltaState,
+    silu_rms_heads: SiluRmsHeads,
+    gated_rms_norm: GatedRmsNorm,
+}
 
 pub fn find(name: &str) -> Option<&'static dyn Family> {
     FAMILIES.iter().copied().find(|f| f.name() == name)
@@ -154,5 +164,15 @@ pub trait Family: Sync {
 
     fn fields(&self) -> &'static [Field] {
         self.info().fields
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_family_is_named_after_its_module_and_template() {
+        for (family, (template, _)) in super::FAMILIES.iter().zip(super::TEMPLATES) {
+            assert_eq!(format!("{}.metal.tera", family.name()), *template);
+        }
     }
 }

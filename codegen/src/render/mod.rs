@@ -11,17 +11,10 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use tera::{Context, Tera};
 
-/// Templates compiled into the generator, so it never depends on the
-/// working directory. One per family, plus the launcher module.
-const TEMPLATES: &[(&str, &str)] = &[
-    ("expert.metal.tera", include_str!("../../../templates/expert.metal.tera")),
-    ("affine.metal.tera", include_str!("../../../templates/affine.metal.tera")),
-    ("delta.metal.tera", include_str!("../../../templates/delta.metal.tera")),
-    ("delta_state.metal.tera", include_str!("../../../templates/delta_state.metal.tera")),
-    ("silu_rms_heads.metal.tera", include_str!("../../../templates/silu_rms_heads.metal.tera")),
-    ("gated_rms_norm.metal.tera", include_str!("../../../templates/gated_rms_norm.metal.tera")),
-    ("launchers.rs.tera", include_str!("../../../templates/launchers.rs.tera")),
-];
+/// The launcher module's template; the families' own come from
+/// `families::TEMPLATES`. All are compiled in, so the generator never depends
+/// on the working directory.
+const LAUNCHERS: (&str, &str) = ("launchers.rs.tera", include_str!("../../../templates/launchers.rs.tera"));
 
 /// A kernel with its text.
 #[derive(Clone)]
@@ -64,7 +57,7 @@ impl Renderer {
         let mut tera = Tera::default();
         // MSL and Rust are not HTML.
         tera.autoescape_on(vec![]);
-        tera.add_raw_templates(TEMPLATES.iter().copied()).map_err(|e| RenderError {
+        tera.add_raw_templates(crate::families::TEMPLATES.iter().copied().chain([LAUNCHERS])).map_err(|e| RenderError {
             kernel: String::new(),
             template: "(all)".into(),
             message: error_chain(&e),
