@@ -196,6 +196,12 @@ impl BufferDef {
 }
 
 /// Everything a backend needs to launch one generated kernel.
+///
+/// A `KernelDef` is trusted data: launches are safe because the checks in
+/// `crate::launch` hold the arguments to this contract *and* the kernel was
+/// generated from the same spec and verified against it (`kernelgen verify`,
+/// with guard pages). A hand-written `KernelDef` is its author's
+/// responsibility.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelDef {
     /// kernelgen's name: `<geometry>_<family>_<axis values>[_<part>]`.
