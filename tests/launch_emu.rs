@@ -141,3 +141,24 @@ proptest! {
         }
     }
 }
+
+/// MLX compiles a new library for any change of template value or source;
+/// the sample count M is neither (it is the grid's z extent), so every M runs
+/// the one compiled kernel.
+#[test]
+fn a_new_sample_count_does_not_recompile() {
+    let def = &TINY_EXPERT_Q4_BF16_R4_GATE_UP;
+    // No template arguments: MLX would append them to the kernel name.
+    assert!(def.mlx_name.ends_with("_bfloat16_t_uint8_t_bfloat16_t") && !def.mlx_name.contains("__"));
+    assert!(!def.body.contains("template") && !def.metal.contains("host_name"));
+    let emu = EmuBackend::with_defaults().unwrap();
+    let slot = HostArray::from_u8(vec![SLOT as u64], slot());
+    let mut objects = Vec::new();
+    for m in [1usize, 2, 7] {
+        let x = HostArray::from_bf16(vec![m as u64, H as u64], &activations(m * H, m as u32));
+        let mid = TinyExpertQ4Bf16R4::gate_up(&emu, &x, &slot).unwrap();
+        assert_eq!(mid.shape, vec![m as u64, I as u64]);
+        objects.push(emu.program(def).unwrap().object_path().to_path_buf());
+    }
+    assert!(objects.windows(2).all(|w| w[0] == w[1]), "{objects:?}");
+}
