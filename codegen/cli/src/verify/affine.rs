@@ -7,15 +7,7 @@ use kernelgen::reference::affine::{affine_row_f64, affine_row_replay, Bits, Quan
 use kernelgen::reference::{Element, SplitMix64};
 use kernelgen_codegen::render::RenderedKernel;
 
-pub fn case(r: &RenderedKernel, seed: u64) -> Case {
-    match r.kernel.variant.str("dtype") {
-        "f32" => typed::<f32>(r, seed),
-        "f16" => typed::<half::f16>(r, seed),
-        _ => typed::<half::bf16>(r, seed),
-    }
-}
-
-fn typed<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     let (k, n) = (param(r, "K"), param(r, "N"));
     let bits = if param(r, "bits") == 3 { Bits::Three } else { Bits::Four };
     let mut rng = SplitMix64::new(seed);

@@ -11,17 +11,6 @@ use kernelgen_codegen::render::RenderedKernel;
 const B: usize = 2;
 const T: usize = 3;
 
-pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
-    if r.kernel.variant.str("state_dtype") != "f32" {
-        return Err(format!("the DeltaNet references keep an f32 state; no verifier for state_dtype {}", r.kernel.variant.str("state_dtype")));
-    }
-    Ok(match r.kernel.variant.str("dtype") {
-        "f32" => typed::<f32>(r, seed),
-        "f16" => typed::<half::f16>(r, seed),
-        _ => typed::<half::bf16>(r, seed),
-    })
-}
-
 struct Data<T> {
     q: Vec<T>,
     k: Vec<T>,
@@ -45,7 +34,10 @@ fn data<T: Element>(geom: &DeltaGeometry, seed: u64) -> Data<T> {
     Data { q, k, v, g, beta, state }
 }
 
-fn typed<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
+    if r.kernel.variant.str("state_dtype") != "f32" {
+        return Err(format!("the DeltaNet references keep an f32 state; no verifier for state_dtype {}", r.kernel.variant.str("state_dtype")));
+    }
     let geom = DeltaGeometry { b: B, t: T, hk: param(r, "Hk"), hv: param(r, "Hv"), dk: param(r, "Dk"), dv: param(r, "Dv") };
     let d = data::<T>(&geom, seed);
     let (b, t, hk, hv, dk, dv) = (B as u64, T as u64, geom.hk as u64, geom.hv as u64, geom.dk as u64, geom.dv as u64);
@@ -68,7 +60,7 @@ fn typed<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
         let inp = DeltaStateInputs { k: &d.k, v: &d.v, g: &d.g, beta: &d.beta, state: &d.state, lengths: &lengths };
         let mut inputs = head_inputs(false);
         inputs.push(HostArray::from_i32(vec![b], &lengths));
-        return Case {
+        return Ok(Case {
             sizes: format!("B={B},T={T}"),
             inputs,
             expected: vec![Expected {
@@ -76,7 +68,7 @@ fn typed<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
                 replay: host(state_shape, &delta::delta_state_replay(&geom, &inp)),
                 exact: delta::delta_state_f64(&geom, &inp),
             }],
-        };
+        });
     }
     let masked = r.kernel.variant.bool("masked");
     // Batch 0 skips its middle step, batch 1 runs every step.
@@ -88,12 +80,12 @@ fn typed<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     }
     let replay = delta::delta_replay(&geom, &inp);
     let exact = delta::delta_f64(&geom, &inp);
-    Case {
+    Ok(Case {
         sizes: format!("B={B},T={T}"),
         inputs,
         expected: vec![
             Expected { name: "y", replay: host(vec![b, t, hv, dv], &replay.y), exact: exact.y },
             Expected { name: "state_out", replay: host(state_shape, &replay.state), exact: exact.state },
         ],
-    }
+    })
 }

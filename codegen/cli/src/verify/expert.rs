@@ -9,16 +9,7 @@ use kernelgen_codegen::render::RenderedKernel;
 
 const M: usize = 2;
 
-pub fn case(r: &RenderedKernel, seed: u64) -> Case {
-    let v = &r.kernel.variant;
-    match v.str("dtype") {
-        "f32" => typed::<f32>(r, seed),
-        "f16" => typed::<half::f16>(r, seed),
-        _ => typed::<half::bf16>(r, seed),
-    }
-}
-
-fn typed<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     let quant = if r.kernel.variant.str("quant") == "q4" { Quant::Q4 } else { Quant::Q8 };
     let slot_bytes = r.kernel.plan.inputs[1].shape[0].coeff as usize;
     let g = ExpertGeometry {

@@ -53,14 +53,25 @@ pub struct Outcome {
     pub failure: Option<String>,
 }
 
-/// Builds the case for a kernel of a family kernelgen can verify.
+/// Builds the case for a kernel of a family kernelgen can verify, with the
+/// references instantiated at the element type of the kernel's `dtype` axis.
 pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
+    macro_rules! by_dtype {
+        ($($f:ident)::+) => {
+            match r.kernel.variant.str("dtype") {
+                "f32" => $($f)::+::<f32>(r, seed),
+                "f16" => $($f)::+::<half::f16>(r, seed),
+                "bf16" => $($f)::+::<half::bf16>(r, seed),
+                other => return Err(format!("no verifier for dtype {other}")),
+            }
+        };
+    }
     match r.kernel.family.name() {
-        "expert" => Ok(expert::case(r, seed)),
-        "affine" => Ok(affine::case(r, seed)),
-        "delta" | "delta_state" => delta::case(r, seed),
-        "silu_rms_heads" => Ok(norms::silu_rms_heads(r, seed)),
-        "gated_rms_norm" => Ok(norms::gated_rms_norm(r, seed)),
+        "expert" => Ok(by_dtype!(expert::case)),
+        "affine" => Ok(by_dtype!(affine::case)),
+        "delta" | "delta_state" => by_dtype!(delta::case),
+        "silu_rms_heads" => Ok(by_dtype!(norms::silu_rms_heads)),
+        "gated_rms_norm" => Ok(by_dtype!(norms::gated_rms_norm)),
         other => Err(format!("no verifier for family `{other}`: add one in codegen/cli/src/verify/")),
     }
 }

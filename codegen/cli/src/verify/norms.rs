@@ -7,15 +7,7 @@ use kernelgen::reference::silu_rms_heads::{silu_rms_heads_f64, silu_rms_heads_re
 use kernelgen::reference::{Element, SplitMix64};
 use kernelgen_codegen::render::RenderedKernel;
 
-pub fn silu_rms_heads(r: &RenderedKernel, seed: u64) -> Case {
-    match r.kernel.variant.str("dtype") {
-        "f32" => heads::<f32>(r, seed),
-        "f16" => heads::<half::f16>(r, seed),
-        _ => heads::<half::bf16>(r, seed),
-    }
-}
-
-fn heads<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+pub fn silu_rms_heads<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     const B: usize = 2;
     const S: usize = 3;
     let geom = HeadsGeometry { rows: B * S, hk: param(r, "Hk"), hv: param(r, "Hv"), dk: param(r, "Dk"), dv: param(r, "Dv") };
@@ -38,15 +30,7 @@ fn heads<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     }
 }
 
-pub fn gated_rms_norm(r: &RenderedKernel, seed: u64) -> Case {
-    match r.kernel.variant.str("dtype") {
-        "f32" => gated::<f32>(r, seed),
-        "f16" => gated::<half::f16>(r, seed),
-        _ => gated::<half::bf16>(r, seed),
-    }
-}
-
-fn gated<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+pub fn gated_rms_norm<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     const R: usize = 3;
     let d = param(r, "D");
     let eps = f32::from_bits(param(r, "EPS") as u32);
