@@ -4,7 +4,8 @@ use kernelgen_codegen::{emit, read_specs, Generated};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
+/// Reads and generates every spec in memory; every command starts here.
+pub fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
     let sources = read_specs(specs).map_err(|e| e.to_string())?;
     if sources.is_empty() {
         return Err(format!(

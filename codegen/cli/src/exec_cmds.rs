@@ -23,8 +23,7 @@ fn create_out(out: &Path) -> Result<(), String> {
 }
 
 pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String], out: &Path) -> Result<ExitCode, String> {
-    let sources = kernelgen_codegen::read_specs(specs).map_err(|e| e.to_string())?;
-    let generated = kernelgen_codegen::generate(sources).map_err(|e| e.to_string())?;
+    let generated = crate::codegen_cmds::run_pipeline(specs)?;
     let Some(rendered) = generated.kernels.iter().find(|r| r.kernel.name == kernel) else {
         let mut near: Vec<&str> = generated.kernels.iter().map(|r| r.kernel.name.as_str()).filter(|n| n.starts_with(kernel.split('_').next().unwrap_or(""))).collect();
         near.truncate(8);

@@ -80,7 +80,11 @@ fn files_under(dir: &Path) -> Result<BTreeMap<String, PathBuf>, EmitError> {
 
 /// What differs between `dir` and `tree`. Never writes.
 pub fn check(dir: &Path, tree: &Tree) -> Result<Vec<Difference>, EmitError> {
-    let on_disk = files_under(dir)?;
+    differences(&files_under(dir)?, tree)
+}
+
+/// What differs between the files found on disk and `tree`.
+fn differences(on_disk: &BTreeMap<String, PathBuf>, tree: &Tree) -> Result<Vec<Difference>, EmitError> {
     let mut diffs = Vec::new();
     for (rel, text) in tree {
         match on_disk.get(rel) {
@@ -109,7 +113,7 @@ pub fn write(dir: &Path, tree: &Tree) -> Result<Vec<Difference>, EmitError> {
             message: format!("refusing to write: the directory is not empty and has no {MARKER}, so kernelgen did not create it"),
         });
     }
-    let changes = check(dir, tree)?;
+    let changes = differences(&on_disk, tree)?;
     if changes.is_empty() {
         return Ok(changes);
     }

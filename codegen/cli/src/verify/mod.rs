@@ -172,8 +172,7 @@ pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64
     if sanitize {
         kernelgen::emu::reexec_with_sanitizer_if_needed().map_err(|e| format!("error: cannot start under the sanitizer runtime: {e}"))?;
     }
-    let sources = kernelgen_codegen::read_specs(specs).map_err(|e| e.to_string())?;
-    let generated = kernelgen_codegen::generate(sources).map_err(|e| e.to_string())?;
+    let generated = crate::codegen_cmds::run_pipeline(specs)?;
     let matcher = match filter {
         Some(f) => Some(Glob::new(f).map_err(|e| format!("error: --filter {f}: {e}"))?.compile_matcher()),
         None => None,
