@@ -1,14 +1,19 @@
-//! kernelgen: ahead-of-time generated MLX Metal kernels with typed launchers,
-//! and an emulator that runs Metal Shading Language on a Linux CPU.
+//! kernelgen: typed launchers for ahead-of-time generated MLX Metal kernels.
+//!
+//! This is the crate users import. It builds on every target and holds only
+//! what a launch needs: the kernel contracts ([`contract`]), the checks every
+//! launch passes ([`launch`]), the [`Backend`](backend::Backend) trait with the
+//! MLX backend behind the `mlx` feature, and the generated catalog
+//! ([`kernels`], feature `kernels`). The MSL CPU emulator and its backend are
+//! the `kernelgen-emu` crate; the reference models are `kernelgen-reference`.
 
 // Generated code names this crate `::kernelgen`, inside and outside it alike,
 // so the proc-macro's expansion and `generated/` are the same text.
 extern crate self as kernelgen;
 
 pub mod backend;
-pub mod contract;
-pub mod emu;
-pub mod host;
+/// The kernel contract types, shared with the generator (`kernelgen-contract`).
+pub use kernelgen_contract as contract;
 /// Every generated kernel, one module per spec (`generated/rust/`).
 #[cfg(feature = "kernels")]
 #[path = "../generated/rust/mod.rs"]
@@ -16,7 +21,6 @@ pub mod kernels;
 pub mod launch;
 #[cfg(feature = "mlx")]
 pub mod mlx_backend;
-pub mod reference;
 
 pub use contract::{BufferDef, Dim, Dtype, KernelDef, Region, Source};
 /// Specs at compile time (feature `macros`, off by default so the runtime crate

@@ -6,11 +6,11 @@
 //! emulator, matching MLX's own dequantize-then-matmul in f32.
 #![cfg(feature = "mlx")]
 
-use kernelgen::backend::emu::EmuBackend;
+use kernelgen_emu::EmuBackend;
 use kernelgen::backend::mlx::MlxBackend;
 use kernelgen::backend::{launch, Backend};
 use kernelgen::contract::KernelDef;
-use kernelgen::host::HostArray;
+use kernelgen_emu::HostArray;
 use kernelgen::kernels::{self, affine_dtypes};
 use kernelgen::launch::{check_inputs, data_inputs, ArgInfo, ErrorKind};
 use kernelgen::Dtype;

@@ -2,7 +2,6 @@
 //! them: describe the arguments, check them against the kernel's contract
 //! (`crate::launch`), then hand them to the backend.
 
-pub mod emu;
 #[cfg(feature = "mlx")]
 pub mod mlx;
 

@@ -1,0 +1,40 @@
+//! The streamed expert: random Q4/Q8 weights packed into a slot at the
+//! spec's layout (gaps filled with the reference's fill byte), random
+//! activations, M = 2 samples.
+
+use super::{host, param, random, Case, Expected};
+use kernelgen_reference::expert::{self, ExpertGeometry, ExpertWeights, Quant};
+use kernelgen_reference::{Element, SplitMix64};
+use kernelgen_codegen::render::RenderedKernel;
+
+const M: usize = 2;
+
+pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+    let quant = if r.kernel.variant.str("quant") == "q4" { Quant::Q4 } else { Quant::Q8 };
+    let slot_bytes = r.kernel.plan.inputs[1].shape[0].coeff as usize;
+    let g = ExpertGeometry {
+        hidden: param(r, "H"),
+        intermediate: param(r, "I"),
+        gate_weights: param(r, "gate_weights"),
+        up_weights: param(r, "up_weights"),
+        down_weights: param(r, "down_weights"),
+        gate_scales: param(r, "gate_scales"),
+        up_scales: param(r, "up_scales"),
+        down_scales: param(r, "down_scales"),
+        slot_bytes,
+    };
+    let slot = ExpertWeights::random(quant, g.hidden, g.intermediate, seed).pack(quant, &g);
+    let mut rng = SplitMix64::new(seed ^ 0x5eed);
+    let (input, width, out_width) = if r.kernel.plan.part == Some("gate_up") { ("x", g.hidden, g.intermediate) } else { ("mid", g.intermediate, g.hidden) };
+    let x: Vec<T> = random(&mut rng, M * width);
+    let (replay, exact, name) = if input == "x" {
+        (expert::gate_up_replay(&x, &slot, &g, quant, M), expert::gate_up_f64(&x, &slot, &g, quant, M), "mid")
+    } else {
+        (expert::down_replay(&x, &slot, &g, quant, M), expert::down_f64(&x, &slot, &g, quant, M), "out")
+    };
+    Case {
+        sizes: format!("M={M}"),
+        inputs: vec![host(vec![M as u64, width as u64], &x), kernelgen_emu::host::HostArray::from_u8(vec![slot_bytes as u64], slot)],
+        expected: vec![Expected { name, replay: host(vec![M as u64, out_width as u64], &replay), exact }],
+    }
+}

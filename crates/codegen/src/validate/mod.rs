@@ -1,0 +1,341 @@
+//! Stage 2: check a spec tree against its family's schema and produce the
+//! typed model. Every problem is collected; nothing stops at the first one.
+//!
+//! A spec (TOML form):
+//! ```toml
+//! family = "expert"            # which family (crates/codegen/src/families/)
+//! description = "..."          # optional
+//! [axes]                       # optional: each axis's values; unlisted axes take the family default
+//! quant = ["q4", "q8"]
+//! exclude = [{ quant = "q8", dtype = "f32" }]   # optional, top level: combinations to skip
+//! [geometry.glm52]             # one or more named model geometries
+//! hidden = 6144
+//! ```
+
+use crate::diag::{Diagnostics, Reporter};
+use crate::families::{self, Axis, Family, Field, FieldKind};
+use crate::model::{AxisValue, FieldValue, Geometry};
+use crate::spec::{Entry, Node, Span, SpecSource, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The values a spec chose for one axis.
+#[derive(Clone, Debug)]
+pub struct AxisChoice {
+    pub axis: &'static Axis,
+    pub values: Vec<(AxisValue, Span)>,
+}
+
+/// A validated spec.
+pub struct SpecModel {
+    pub source: Arc<SpecSource>,
+    pub family: &'static dyn Family,
+    pub family_span: Span,
+    /// In the family's axis order.
+    pub axes: Vec<AxisChoice>,
+    pub excludes: Vec<Vec<(&'static str, AxisValue)>>,
+    pub geometries: Vec<Geometry>,
+}
+
+const TOP_KEYS: &[&str] = &["family", "description", "axes", "exclude", "geometry"];
+
+/// Checks one parsed spec. The model comes back whenever the family is
+/// known, with the invalid parts left out, so the later stages can report
+/// their problems in the same run.
+pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Diagnostics) {
+    let mut r = Reporter::new(source.clone());
+    let whole = 0..source.text.len().min(1);
+    let entries = root.as_table().unwrap_or(&[]);
+    unknown_keys(&mut r, entries, TOP_KEYS, "");
+
+    let family = match root.get("family") {
+        None => {
+            r.error(whole.clone(), "family", "the spec names no kernel family", Some(format!("add `family = \"...\"` with one of: {}", family_names())));
+            None
+        }
+        Some(e) => match e.node.as_str() {
+            None => {
+                r.error(e.node.span.clone(), "family", format!("expected a string, found {}", e.node.value.kind()), Some(format!("one of: {}", family_names())));
+                None
+            }
+            Some(name) => match families::find(name) {
+                Some(f) => Some((f, e.node.span.clone())),
+                None => {
+                    r.error(
+                        e.node.span.clone(),
+                        "family",
+                        format!("unknown family \"{name}\""),
+                        Some(format!("use one of: {}{}", family_names(), suggest(name, families::FAMILIES.iter().map(|f| f.name())))),
+                    );
+                    None
+                }
+            },
+        },
+    };
+    if let Some(e) = root.get("description") {
+        if e.node.as_str().is_none() {
+            r.error(e.node.span.clone(), "description", format!("expected a string, found {}", e.node.value.kind()), None);
+        }
+    }
+    let Some((family, family_span)) = family else {
+        return (None, r.diagnostics);
+    };
+
+    let axes = read_axes(&mut r, family, root.get("axes"));
+    let excludes = read_excludes(&mut r, family, &axes, root.get("exclude"));
+    let geometries = read_geometries(&mut r, family, root.get("geometry"), whole);
+
+    (Some(SpecModel { source, family, family_span, axes, excludes, geometries }), r.diagnostics)
+}
+
+fn family_names() -> String {
+    families::FAMILIES.iter().map(|f| format!("\"{}\"", f.name())).collect::<Vec<_>>().join(", ")
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
+}
+
+/// Reports every key of `entries` not in `allowed`.
+fn unknown_keys(r: &mut Reporter, entries: &[Entry], allowed: &[&str], prefix: &str) {
+    for e in entries {
+        if !allowed.contains(&e.key.as_str()) {
+            r.error(
+                e.key_span.clone(),
+                join(prefix, &e.key),
+                format!("unknown key `{}`", e.key),
+                Some(format!(
+                    "expected one of: {}{}",
+                    allowed.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+                    suggest(&e.key, allowed.iter().copied())
+                )),
+            );
+        }
+    }
+}
+
+/// ", did you mean `x`?" when a close name exists.
+fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    candidates
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min()
+        .map(|(_, c)| format!("; did you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option<AxisValue> {
+    let value = match &node.value {
+        Value::Str(s) => AxisValue::Str(s.clone()),
+        Value::Int(i) => AxisValue::Int(*i),
+        Value::Bool(b) => AxisValue::Bool(*b),
+        other => {
+            r.error(node.span.clone(), field, format!("expected an axis value, found {}", other.kind()), Some(format!("one of: {}", axis.allowed())));
+            return None;
+        }
+    };
+    if axis.allows(&value) {
+        return Some(value);
+    }
+    let hint = match (&value, axis.kind) {
+        (AxisValue::Str(s), families::AxisKind::Choice(names)) => suggest(s, names.iter().copied()),
+        _ => String::new(),
+    };
+    let shown = match &value {
+        AxisValue::Str(s) => format!("\"{s}\""),
+        AxisValue::Int(i) => i.to_string(),
+        AxisValue::Bool(b) => b.to_string(),
+    };
+    r.error(node.span.clone(), field, format!("{shown} is not a value of axis `{}` ({})", axis.name, axis.doc), Some(format!("use {}{hint}", axis.allowed())));
+    None
+}
+
+fn read_axes(r: &mut Reporter, family: &'static dyn Family, node: Option<&Entry>) -> Vec<AxisChoice> {
+    let listed: &[Entry] = match node {
+        None => &[],
+        Some(e) => match e.node.as_table() {
+            Some(t) => t,
+            None => {
+                r.error(e.node.span.clone(), "axes", format!("expected a table of axis lists, found {}", e.node.value.kind()), None);
+                &[]
+            }
+        },
+    };
+    let names: Vec<&str> = family.axes().iter().map(|a| a.name).collect();
+    unknown_keys(r, listed, &names, "axes");
+    let mut choices = Vec::new();
+    for axis in family.axes() {
+        let field = format!("axes.{}", axis.name);
+        let Some(e) = listed.iter().find(|e| e.key == axis.name) else {
+            let span = node.map_or(0..0, |e| e.key_span.clone());
+            choices.push(AxisChoice { axis, values: axis.default.iter().map(|l| (l.value(), span.clone())).collect() });
+            continue;
+        };
+        let Some(items) = e.node.as_array() else {
+            r.error(e.node.span.clone(), field, format!("expected a list of values, found {}", e.node.value.kind()), Some(format!("write a list, e.g. [{}]", axis.allowed())));
+            continue;
+        };
+        if items.is_empty() {
+            r.error(e.node.span.clone(), field.clone(), "the list is empty, so no kernel would be generated", Some(format!("list at least one of: {}", axis.allowed())));
+        }
+        let mut values: Vec<(AxisValue, Span)> = Vec::new();
+        for item in items {
+            if let Some(v) = axis_value(r, axis, item, &field) {
+                if values.iter().any(|(seen, _)| *seen == v) {
+                    r.error(item.span.clone(), field.clone(), format!("value {v} is listed twice"), Some("list each value once".into()));
+                } else {
+                    values.push((v, item.span.clone()));
+                }
+            }
+        }
+        choices.push(AxisChoice { axis, values });
+    }
+    choices
+}
+
+fn read_excludes(r: &mut Reporter, family: &'static dyn Family, axes: &[AxisChoice], node: Option<&Entry>) -> Vec<Vec<(&'static str, AxisValue)>> {
+    let Some(e) = node else { return Vec::new() };
+    let Some(items) = e.node.as_array() else {
+        r.error(e.node.span.clone(), "exclude", format!("expected a list of tables, found {}", e.node.value.kind()), Some("write exclude = [{ quant = \"q8\", dtype = \"f32\" }]".into()));
+        return Vec::new();
+    };
+    let names: Vec<&str> = family.axes().iter().map(|a| a.name).collect();
+    let mut out = Vec::new();
+    for item in items {
+        let Some(entries) = item.as_table() else {
+            r.error(item.span.clone(), "exclude", format!("expected a table of axis values, found {}", item.value.kind()), Some("write { axis = value, ... }".into()));
+            continue;
+        };
+        if entries.is_empty() {
+            r.error(item.span.clone(), "exclude", "an empty exclusion would exclude every kernel", Some("name at least one axis value".into()));
+        }
+        unknown_keys(r, entries, &names, "exclude");
+        let mut pattern = Vec::new();
+        for entry in entries {
+            let Some(choice) = axes.iter().find(|c| c.axis.name == entry.key) else { continue };
+            let field = format!("exclude.{}", entry.key);
+            if let Some(v) = axis_value(r, choice.axis, &entry.node, &field) {
+                if !choice.values.iter().any(|(x, _)| *x == v) {
+                    r.error(entry.node.span.clone(), field, format!("{v} is not among the values listed for axis `{}`, so this exclusion matches nothing", entry.key), Some("exclude a listed value or remove the exclusion".into()));
+                }
+                pattern.push((choice.axis.name, v));
+            }
+        }
+        out.push(pattern);
+    }
+    out
+}
+
+fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&Entry>, whole: Span) -> Vec<Geometry> {
+    let Some(e) = node else {
+        r.error(whole, "geometry", "the spec has no geometry", Some("add at least one [geometry.<name>] table with the model's sizes".into()));
+        return Vec::new();
+    };
+    let Some(entries) = e.node.as_table() else {
+        r.error(e.node.span.clone(), "geometry", format!("expected a table of named geometries, found {}", e.node.value.kind()), None);
+        return Vec::new();
+    };
+    if entries.is_empty() {
+        r.error(e.node.span.clone(), "geometry", "no geometry is defined", Some("add a [geometry.<name>] table".into()));
+    }
+    let mut out = Vec::new();
+    for g in entries {
+        let field = format!("geometry.{}", g.key);
+        if !is_identifier(&g.key) {
+            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+        }
+        let Some(body) = g.node.as_table() else {
+            r.error(g.node.span.clone(), field, format!("expected a table of sizes, found {}", g.node.value.kind()), None);
+            continue;
+        };
+        let mut fields = BTreeMap::new();
+        let before = r.diagnostics.0.len();
+        read_fields(r, family, body, family.fields(), &field, "", g.key_span.clone(), &mut fields);
+        // A geometry with a bad field is not planned: its constraints would
+        // be checked against values that are not there.
+        if r.diagnostics.0.len() == before {
+            out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
+        }
+    }
+    out
+}
+
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_fields(
+    r: &mut Reporter,
+    family: &'static dyn Family,
+    entries: &[Entry],
+    schema: &'static [Field],
+    field_prefix: &str,
+    path_prefix: &str,
+    table_span: Span,
+    out: &mut BTreeMap<String, (FieldValue, Span)>,
+) {
+    let names: Vec<&str> = schema.iter().map(|f| f.name).collect();
+    unknown_keys(r, entries, &names, field_prefix);
+    for f in schema {
+        let field = join(field_prefix, f.name);
+        let path = join(path_prefix, f.name);
+        let Some(e) = entries.iter().find(|e| e.key == f.name) else {
+            if f.required {
+                r.error(table_span.clone(), field, format!("missing required field `{}` ({})", f.name, f.doc), Some(format!("add `{} = ...`", f.name)));
+            }
+            continue;
+        };
+        let span = e.node.span.clone();
+        match f.kind {
+            FieldKind::Int { min, max } => match e.node.value {
+                Value::Int(i) if (min..=max).contains(&i) => {
+                    out.insert(path, (FieldValue::Int(i), span));
+                }
+                Value::Int(i) => r.error(span, field, format!("{i} is out of range for {} ({})", f.name, f.doc), Some(format!("use an integer from {min} to {max}"))),
+                ref other => r.error(span, field, format!("expected an integer, found {}", other.kind()), Some(format!("{} is {}", f.name, f.doc))),
+            },
+            FieldKind::Float => match e.node.value {
+                Value::Float(x) if x.is_finite() => {
+                    out.insert(path, (FieldValue::Float(x), span));
+                }
+                Value::Int(i) => {
+                    out.insert(path, (FieldValue::Float(i as f64), span));
+                }
+                ref other => r.error(span, field, format!("expected a finite number, found {}", other.kind()), Some(format!("{} is {}", f.name, f.doc))),
+            },
+            FieldKind::PerAxisValue { axis, fields } => {
+                let Some(sub) = e.node.as_table() else {
+                    r.error(span, field, format!("expected a table keyed by `{axis}` values, found {}", e.node.value.kind()), None);
+                    continue;
+                };
+                let axis_def = family.axes().iter().find(|a| a.name == axis).expect("family bug: PerAxisValue names an unknown axis");
+                for s in sub {
+                    let sub_field = join(&field, &s.key);
+                    if !axis_def.allows(&AxisValue::Str(s.key.clone())) {
+                        r.error(s.key_span.clone(), sub_field, format!("`{}` is not a value of axis `{axis}`", s.key), Some(format!("key the table by one of: {}", axis_def.allowed())));
+                        continue;
+                    }
+                    match s.node.as_table() {
+                        Some(t) => read_fields(r, family, t, fields, &sub_field, &join(&path, &s.key), s.key_span.clone(), out),
+                        None => r.error(s.node.span.clone(), sub_field, format!("expected a table, found {}", s.node.value.kind()), None),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Compilation of prepared sources with g++ into cached shared objects.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use super::EmuError;
+
+pub(crate) const SHIM: &str = include_str!("shim/kgemu_shim.h");
+
+/// Headers a source may include; each resolves to the shim.
+const METAL_HEADERS: [&str; 9] = [
+    "metal_stdlib",
+    "metal_simdgroup",
+    "metal_math",
+    "metal_integer",
+    "metal_atomic",
+    "metal_compute",
+    "metal_common",
+    "metal_relational",
+    "metal_geometric",
+];
+
+pub(crate) struct Builder {
+    cache: PathBuf,
+    flags: Vec<String>,
+    shim_dir: PathBuf,
+    key_prefix: Vec<u8>,
+}
+
+pub(crate) struct Built {
+    pub so_path: PathBuf,
+    pub compiled: bool,
+}
+
+fn compiler() -> String {
+    std::env::var("KERNELGEN_EMU_CXX").unwrap_or_else(|_| "g++".to_string())
+}
+
+/// A command without the sanitizer preload: compilers and tools never get it.
+fn tool(program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.env_remove("LD_PRELOAD").env_remove("ASAN_OPTIONS").env_remove("UBSAN_OPTIONS");
+    c
+}
+
+pub(crate) fn tool_command(program: &str) -> Command {
+    tool(program)
+}
+
+fn compiler_id() -> Result<String, EmuError> {
+    static ID: OnceLock<Result<String, String>> = OnceLock::new();
+    let r = ID.get_or_init(|| {
+        let cxx = compiler();
+        let out = tool(&cxx)
+            .args(["-dumpfullversion", "-dumpmachine"])
+            .output()
+            .map_err(|e| format!("cannot run `{cxx}` (the emulator compiles kernels with g++): {e}"))?;
+        if !out.status.success() {
+            return Err(format!("`{cxx} -dumpfullversion` failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(format!("{cxx} {}", String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ")))
+    });
+    r.clone().map_err(|m| EmuError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, m)))
+}
+
+fn default_cache_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("KERNELGEN_EMU_CACHE") {
+        return PathBuf::from(p);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        let mut dir = exe.parent();
+        while let Some(d) = dir {
+            if d.file_name().is_some_and(|n| n == "target") {
+                return d.join("kernelgen-emu");
+            }
+            dir = d.parent();
+        }
+    }
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("kernelgen-emu-{uid}"))
+}
+
+pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
+    let mut f: Vec<String> = [
+        "-std=c++17",
+        "-O2",
+        "-ffp-contract=off",
+        "-fno-strict-aliasing",
+        "-fno-fast-math",
+        "-Wno-attributes",
+        "-fvisibility=hidden",
+        "-fPIC",
+        "-fno-exceptions",
+        "-g1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("fma") {
+            f.push("-mfma".into());
+        }
+        if std::arch::is_x86_feature_detected!("f16c") {
+            f.push("-mf16c".into());
+        }
+    }
+    if sanitize {
+        f.extend(
+            ["-fsanitize=address,undefined", "-fsanitize-recover=address,undefined", "-fno-omit-frame-pointer"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
+    f
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn tmp_name(dir: &Path, stem: &str, ext: &str) -> PathBuf {
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{stem}.{}.{n}.tmp{ext}", std::process::id()))
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> EmuError {
+    move |source| EmuError::Io(std::io::Error::new(source.kind(), format!("{context}: {source}")))
+}
+
+/// Write `bytes` to `path` atomically (temp file + rename) unless it already holds them.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EmuError> {
+    if std::fs::read(path).is_ok_and(|b| b == bytes) {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = tmp_name(dir, stem, "");
+    std::fs::write(&tmp, bytes).map_err(io(format!("cannot write {}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(io(format!("cannot rename into {}", path.display())))
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Builder {
+    pub fn new(cache_dir: Option<PathBuf>, sanitize: bool) -> Result<Builder, EmuError> {
+        let cache = cache_dir.unwrap_or_else(default_cache_dir);
+        std::fs::create_dir_all(&cache).map_err(io(format!("cannot create the emulator cache {}", cache.display())))?;
+        let flags = base_flags(sanitize);
+        let cid = compiler_id()?;
+        let mut h = Sha256::new();
+        h.update(b"kgemu-shim-v1\0");
+        h.update(SHIM.as_bytes());
+        h.update(flags.join(" ").as_bytes());
+        h.update(cid.as_bytes());
+        let shim_hash = hex(&h.finalize());
+        let shim_dir = cache.join(format!("shim-{}", &shim_hash[..16]));
+        std::fs::create_dir_all(&shim_dir).map_err(io(format!("cannot create {}", shim_dir.display())))?;
+        write_atomic(&shim_dir.join("kgemu_shim.h"), SHIM.as_bytes())?;
+        for name in METAL_HEADERS {
+            write_atomic(&shim_dir.join(name), b"#pragma once\n#include \"kgemu_shim.h\"\n")?;
+        }
+        let gch = shim_dir.join("kgemu_shim.h.gch");
+        if !gch.exists() {
+            // The precompiled shim only speeds compiles up: if it cannot be built, g++
+            // reads the header text instead.
+            let tmp = tmp_name(&shim_dir, "kgemu_shim.h.gch", "");
+            let ok = tool(&compiler())
+                .args(&flags)
+                .arg("-x")
+                .arg("c++-header")
+                .arg(shim_dir.join("kgemu_shim.h"))
+                .arg("-o")
+                .arg(&tmp)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+            if ok {
+                let _ = std::fs::rename(&tmp, &gch);
+            } else {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        let mut key_prefix = Vec::new();
+        key_prefix.extend_from_slice(b"kgemu-object-v1\0");
+        key_prefix.extend_from_slice(shim_hash.as_bytes());
+        Ok(Builder { cache, flags, shim_dir, key_prefix })
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache
+    }
+
+    pub fn build(&self, cpp: &str, file_name: &str) -> Result<Built, EmuError> {
+        let mut h = Sha256::new();
+        h.update(&self.key_prefix);
+        h.update(cpp.as_bytes());
+        let key = hex(&h.finalize());
+        let so_path = self.cache.join(format!("{key}.so"));
+        if so_path.exists() {
+            return Ok(Built { so_path, compiled: false });
+        }
+        let cpp_path = self.cache.join(format!("{key}.cpp"));
+        write_atomic(&cpp_path, cpp.as_bytes())?;
+        let tmp = tmp_name(&self.cache, &key, ".so");
+        let out = tool(&compiler())
+            .args(&self.flags)
+            .arg("-shared")
+            .arg("-I")
+            .arg(&self.shim_dir)
+            .arg("-x")
+            .arg("c++")
+            .arg(&cpp_path)
+            .arg("-o")
+            .arg(&tmp)
+            .output()
+            .map_err(io(format!("cannot run {}", compiler())))?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&tmp);
+            let mut msg = String::from_utf8_lossy(&out.stderr).into_owned();
+            let shim_prefix = format!("{}/", self.shim_dir.display());
+            msg = msg.replace(&shim_prefix, "");
+            let cpp_prefix = format!("{}", cpp_path.display());
+            msg = msg.replace(&cpp_prefix, &format!("{file_name} (prepared)"));
+            const MAX: usize = 12_000;
+            if msg.len() > MAX {
+                let mut cut = MAX;
+                while !msg.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                msg.truncate(cut);
+                msg.push_str("\n[... more diagnostics cut ...]");
+            }
+            return Err(EmuError::Compile { file: file_name.to_string(), message: msg.trim_end().to_string() });
+        }
+        std::fs::rename(&tmp, &so_path).map_err(io(format!("cannot rename into {}", so_path.display())))?;
+        Ok(Built { so_path, compiled: true })
+    }
+}

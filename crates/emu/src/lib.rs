@@ -1,0 +1,624 @@
+//! The MSL CPU emulator: runs Metal Shading Language compute kernels on Linux x86-64.
+//!
+//! A `.metal` source is rewritten (line-preserving, in Rust: `translate.rs`), compiled as
+//! C++17 by g++ against our own stand-in for `<metal_stdlib>` (`crates/emu/src/shim/`), loaded
+//! with libloading and run by a fiber scheduler written in Rust: every GPU thread of a
+//! threadgroup is a fiber on the calling OS thread.
+//!
+//! ```no_run
+//! use kernelgen_emu::{DeviceBuffer, EmuOptions, Emulator};
+//! let emu = Emulator::new(EmuOptions::default())?;
+//! let prog = emu.load(
+//!     "[[kernel]] void twice(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] *= 2.0f; }",
+//!     "twice.metal",
+//! )?;
+//! let mut x = DeviceBuffer::from_bytes(&[0u8; 64]);
+//! prog.dispatch("twice", &mut [&mut x], [16, 1, 1], [16, 1, 1])?;
+//! # Ok::<(), kernelgen_emu::EmuError>(())
+//! ```
+//!
+//! # Semantics (contracts that bit-exact reference models rely on)
+//!
+//! **Dispatch** follows MLX: `grid` counts threads (dispatchThreads); the threadgroup is
+//! clamped per dimension to the grid; edge threadgroups may be partial; the product of the
+//! *unclamped* threadgroup must be at most 1024 (else [`EmuError::Launch`]). A grid with a
+//! zero dimension runs nothing. `buffers[i]` is `[[buffer(i)]]`, whatever its address space
+//! (`device T*`, `constant T*`, `constant T&`); the number of buffers must be exactly one
+//! more than the largest buffer index of the kernel.
+//!
+//! **Attributes** get their Metal values: `thread_position_in_grid`,
+//! `threadgroup_position_in_grid`, `thread_position_in_threadgroup`, `threads_per_grid` and
+//! `grid_size` (the grid), `threadgroups_per_grid` (ceil(grid / threadgroup)),
+//! `dispatch_threads_per_threadgroup` (the clamped threadgroup), `threads_per_threadgroup`
+//! (the size of *this* threadgroup, smaller at a partial edge), `grid_origin` (0),
+//! `thread_index_in_threadgroup` (x + y·w + z·w·h with this threadgroup's w, h),
+//! `thread_index_in_simdgroup` (that index % 32), `simdgroup_index_in_threadgroup`
+//! (index / 32), `threads_per_simdgroup` and `thread_execution_width` (32),
+//! `simdgroups_per_threadgroup` (ceil(threads of this threadgroup / 32)),
+//! `dispatch_simdgroups_per_threadgroup` (the same for the clamped size), and the quad
+//! attributes (width 4). Position attributes may be declared `uint3`, `uint2`, `uint`,
+//! `ushort*` or `int`.
+//!
+//! **SIMD-groups** are 32 lanes: lane = linear thread index in the threadgroup % 32. A
+//! collective (`simd_sum`, `simd_product`, `simd_max`, `simd_min`, `simd_and/or/xor`,
+//! `simd_broadcast(_first)`, `simd_shuffle(_down/_up/_xor)`, `simd_prefix_*`,
+//! `simd_any/all`, `simd_is_first`, `simd_ballot`) runs over the *active* lanes, i.e. the
+//! lanes of the SIMD-group that have not returned. Reductions use ONE fixed order:
+//! inactive lanes contribute the identity (`-0.0` for sums, `1` for products, -inf/+inf or
+//! the integer limits for max/min), then for `off = 16, 8, 4, 2, 1`:
+//! `v[i] = v[i] op v[i + off]` for `i < off`; every active lane receives `v[0]`. For
+//! `half`/`bfloat` each `op` is the type's own (rounded) operation. Float `max`/`min` are
+//! fmax/fmin (a NaN operand yields the other). Prefix sums run in lane order over the
+//! active lanes. `simd_shuffle*` reading an inactive or out-of-range lane yields zero,
+//! except `simd_shuffle_down/up`, whose lanes past the edge keep their own value.
+//!
+//! **Scheduling.** A fiber runs until it reaches a collective, a barrier, or returns. When
+//! every live fiber of the threadgroup is blocked, each SIMD-group whose live lanes all wait
+//! at the same collective call site is released (the collective is evaluated); lanes of one
+//! SIMD-group at different collective call sites, or some at a collective and others at a
+//! barrier, are an [`EmuError::Divergence`]. `simdgroup_barrier` releases when every live
+//! lane of the SIMD-group is at the same call site; `threadgroup_barrier` releases when
+//! every live thread of the threadgroup is at the same call site; live threads waiting at
+//! different barriers are an [`EmuError::Barrier`]. A call site is the `.metal` line
+//! (`__builtin_LINE()`, g++ 12 has no `__builtin_COLUMN`): two collectives on one line
+//! share a call site. Fibers of one threadgroup and the threadgroups themselves run in
+//! [`RunOrder`]: forward, reverse, or a seeded shuffle, so a missing barrier shows as
+//! order-dependent results or poison reads. Code that relies on implicit SIMD lockstep
+//! without a barrier behaves as a race, and spin-waiting on atomics hangs (documented
+//! limits).
+//!
+//! **half and bfloat** (`half`, `float16_t`, `bfloat`, `bfloat16_t`) are 16-bit structs
+//! that compute in float and round back (to nearest even) after every operation:
+//! `T op T -> T`; `T op float -> float`; `float op T -> float`; `T op integer -> T` (the
+//! integer converted to `T` first); comparisons in float. Conversions to and from float are
+//! exact RNE (NaN stays NaN, made quiet); from integers via float. `metal::exp`, `abs`,
+//! ... on `T` compute in float and round once. `cond ? half : float` is ambiguous in C++
+//! (both convert implicitly): cast one side.
+//!
+//! **Math.** `metal::exp`, `metal::precise::exp` and `metal::fast::exp` all call
+//! `__builtin_expf` (glibc `expf`); `rsqrt`/`precise::rsqrt` = `1.0f / __builtin_sqrtf(x)`;
+//! `fma` = `__builtin_fmaf` (compiled with `-mfma` when the CPU has FMA: same result, an
+//! FMA is exact); the rest via builtins. Flags: `-O2 -std=c++17 -ffp-contract=off
+//! -fno-strict-aliasing -fno-fast-math -Wno-attributes -fvisibility=hidden`. Unsuffixed
+//! literals are `double` in C++ (suffix them with `f`).
+//!
+//! **Threadgroup memory.** `threadgroup T x[N];` becomes a reference into a per-threadgroup
+//! allocation made by the runtime; each declaration gets its own block (16-byte aligned)
+//! followed by a 64-byte redzone. Blocks are filled with the poison byte `0xFF` before each
+//! threadgroup runs (an uninitialised float reads as NaN). After each threadgroup the
+//! redzones are checked ([`EmuError::Corruption`] if a write ran past an array); under
+//! `sanitize` they are ASan-poisoned, so the faulting write itself is reported. The total
+//! must stay within Apple's 32 KiB.
+//!
+//! **Buffers and faults.** See [`DeviceBuffer`]: a `PROT_NONE` guard page follows every
+//! buffer, declared regions poison their gaps. SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU
+//! thread are caught (on an alternate signal stack) and reported as [`EmuError::Fault`]
+//! with the kernel, the thread's `thread_position_in_grid` and
+//! `threadgroup_position_in_grid`, what was accessed (which buffer, how far past its end,
+//! or which gap), and the `.metal` line, found from the faulting instruction with
+//! `addr2line` on the object's line tables (`-g1`). With `-O2` a load can be folded into
+//! the instruction that uses it, so the line is occasionally the one of that use (for
+//! example `v = x[i]; y = v * 2` may report the second line).
+//!
+//! **Sanitize mode** (`EmuOptions::sanitize`) builds with
+//! `-fsanitize=address,undefined -fsanitize-recover=address,undefined
+//! -fno-omit-frame-pointer` (a separate cache entry). The process must have the ASan
+//! runtime preloaded: see [`sanitizer_env`] and [`reexec_with_sanitizer_if_needed`]. The
+//! first sanitizer report of a dispatch becomes an [`EmuError::Fault`] with the GPU thread
+//! and the `.metal` line (the sanitizer's own report is printed to stderr as well).
+//!
+//! **The sanitizer lane.** `cargo test --test emu_sanitize` (part of `cargo test
+//! --workspace`) runs the sanitize-mode tests: each test re-runs itself as a child process
+//! of the test binary with [`sanitizer_env`], so nothing has to be set up by hand. A
+//! program that wants sanitize mode calls [`reexec_with_sanitizer_if_needed`] first thing
+//! (it re-executes itself with that environment), or is started with it, e.g.
+//! `LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)
+//! ASAN_OPTIONS=detect_leaks=0:halt_on_error=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0
+//! prog`. ASan is told about every fiber switch (`__sanitizer_start/finish_switch_fiber`);
+//! threadgroup redzones, buffer gaps and alignment slack are ASan-poisoned while a
+//! dispatch runs.
+//!
+//! **Limits.** x86-64 Linux and g++ only. No simdgroup matrices, textures, samplers,
+//! function constants, `[[threadgroup(n)]]` parameters, quad-group collectives or
+//! `rgba` swizzles. One threadgroup variable per declaration statement. A kernel that
+//! never returns (a spin-wait on an atomic) hangs the dispatch. Fibers serialise the lanes
+//! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
+//! race. Threadgroups run one after another on the calling thread.
+//!
+//! **Build cache.** The object is `<cache>/<sha256>.so` over (prepared source, shim, flags,
+//! g++ version); a hit does no compile. Cache dir: [`EmuOptions::cache_dir`], else
+//! `$KERNELGEN_EMU_CACHE`, else `kernelgen-emu/` under the nearest ancestor of the current
+//! executable named `target`, else a temp dir. Objects are written atomically (temp name +
+//! rename) so concurrent processes are safe. The shim is precompiled once per flag set.
+
+pub mod backend;
+mod buffer;
+mod compile;
+pub mod host;
+// The fiber scheduler's context switch and fault handling are written for x86-64
+// Linux; elsewhere a stand-in answers every load with `EmuError::Unsupported`.
+#[cfg_attr(not(all(target_arch = "x86_64", target_os = "linux")), path = "runtime_unsupported.rs")]
+mod runtime;
+mod sanitize;
+mod translate;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use backend::EmuBackend;
+pub use buffer::{DeviceBuffer, POISON};
+pub use host::HostArray;
+pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
+
+/// Options of an [`Emulator`].
+#[derive(Clone, Debug)]
+pub struct EmuOptions {
+    /// Where compiled objects are cached (see the module docs for the default).
+    pub cache_dir: Option<PathBuf>,
+    /// Build with AddressSanitizer and UBSan (needs the runtime preloaded: [`sanitizer_env`]).
+    pub sanitize: bool,
+    /// Order in which fibers of a threadgroup, and the threadgroups, run.
+    pub order: RunOrder,
+    /// Keep the `PROT_NONE` guard pages and gap protection armed during dispatch (default true).
+    pub guard_pages: bool,
+}
+
+impl Default for EmuOptions {
+    fn default() -> Self {
+        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true }
+    }
+}
+
+/// Run order of the fibers of a threadgroup (in every scheduling round) and of the
+/// threadgroups of a grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunOrder {
+    Forward,
+    Reverse,
+    /// A permutation drawn from this seed (per threadgroup for fibers).
+    Shuffle(u64),
+}
+
+/// Metal thread attributes a kernel parameter can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Attribute {
+    ThreadPositionInGrid,
+    ThreadgroupPositionInGrid,
+    ThreadPositionInThreadgroup,
+    ThreadsPerThreadgroup,
+    ThreadsPerGrid,
+    ThreadgroupsPerGrid,
+    GridSize,
+    GridOrigin,
+    DispatchThreadsPerThreadgroup,
+    ThreadIndexInSimdgroup,
+    SimdgroupIndexInThreadgroup,
+    ThreadIndexInThreadgroup,
+    ThreadsPerSimdgroup,
+    SimdgroupsPerThreadgroup,
+    DispatchSimdgroupsPerThreadgroup,
+    ThreadExecutionWidth,
+    ThreadIndexInQuadgroup,
+    QuadgroupIndexInThreadgroup,
+    QuadgroupsPerThreadgroup,
+    DispatchQuadgroupsPerThreadgroup,
+}
+
+impl Attribute {
+    pub const ALL: [Attribute; 20] = [
+        Attribute::ThreadPositionInGrid,
+        Attribute::ThreadgroupPositionInGrid,
+        Attribute::ThreadPositionInThreadgroup,
+        Attribute::ThreadsPerThreadgroup,
+        Attribute::ThreadsPerGrid,
+        Attribute::ThreadgroupsPerGrid,
+        Attribute::GridSize,
+        Attribute::GridOrigin,
+        Attribute::DispatchThreadsPerThreadgroup,
+        Attribute::ThreadIndexInSimdgroup,
+        Attribute::SimdgroupIndexInThreadgroup,
+        Attribute::ThreadIndexInThreadgroup,
+        Attribute::ThreadsPerSimdgroup,
+        Attribute::SimdgroupsPerThreadgroup,
+        Attribute::DispatchSimdgroupsPerThreadgroup,
+        Attribute::ThreadExecutionWidth,
+        Attribute::ThreadIndexInQuadgroup,
+        Attribute::QuadgroupIndexInThreadgroup,
+        Attribute::QuadgroupsPerThreadgroup,
+        Attribute::DispatchQuadgroupsPerThreadgroup,
+    ];
+
+    /// The Metal attribute name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attribute::ThreadPositionInGrid => "thread_position_in_grid",
+            Attribute::ThreadgroupPositionInGrid => "threadgroup_position_in_grid",
+            Attribute::ThreadPositionInThreadgroup => "thread_position_in_threadgroup",
+            Attribute::ThreadsPerThreadgroup => "threads_per_threadgroup",
+            Attribute::ThreadsPerGrid => "threads_per_grid",
+            Attribute::ThreadgroupsPerGrid => "threadgroups_per_grid",
+            Attribute::GridSize => "grid_size",
+            Attribute::GridOrigin => "grid_origin",
+            Attribute::DispatchThreadsPerThreadgroup => "dispatch_threads_per_threadgroup",
+            Attribute::ThreadIndexInSimdgroup => "thread_index_in_simdgroup",
+            Attribute::SimdgroupIndexInThreadgroup => "simdgroup_index_in_threadgroup",
+            Attribute::ThreadIndexInThreadgroup => "thread_index_in_threadgroup",
+            Attribute::ThreadsPerSimdgroup => "threads_per_simdgroup",
+            Attribute::SimdgroupsPerThreadgroup => "simdgroups_per_threadgroup",
+            Attribute::DispatchSimdgroupsPerThreadgroup => "dispatch_simdgroups_per_threadgroup",
+            Attribute::ThreadExecutionWidth => "thread_execution_width",
+            Attribute::ThreadIndexInQuadgroup => "thread_index_in_quadgroup",
+            Attribute::QuadgroupIndexInThreadgroup => "quadgroup_index_in_threadgroup",
+            Attribute::QuadgroupsPerThreadgroup => "quadgroups_per_threadgroup",
+            Attribute::DispatchQuadgroupsPerThreadgroup => "dispatch_quadgroups_per_threadgroup",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Attribute> {
+        Attribute::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// Whether Metal declares it as a `uint3` (positions and sizes) rather than a `uint`.
+    pub fn is_vector(self) -> bool {
+        matches!(
+            self,
+            Attribute::ThreadPositionInGrid
+                | Attribute::ThreadgroupPositionInGrid
+                | Attribute::ThreadPositionInThreadgroup
+                | Attribute::ThreadsPerThreadgroup
+                | Attribute::ThreadsPerGrid
+                | Attribute::ThreadgroupsPerGrid
+                | Attribute::GridSize
+                | Attribute::GridOrigin
+                | Attribute::DispatchThreadsPerThreadgroup
+        )
+    }
+}
+
+/// Where a kernel parameter's value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Binding {
+    /// `[[buffer(i)]]`: bound to `buffers[i]` of [`Program::dispatch`].
+    Buffer(u32),
+    Attribute(Attribute),
+}
+
+/// Metal address spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AddressSpace {
+    Device,
+    Constant,
+    Threadgroup,
+    /// Also what attribute parameters (plain values) report.
+    Thread,
+}
+
+/// One kernel parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub binding: Binding,
+    /// The pointee (or value) C type as written, e.g. `float`, `uint32_t`, `uint3`;
+    /// template parameters are replaced by the instantiation's arguments.
+    pub type_name: String,
+    pub address_space: AddressSpace,
+    pub is_const: bool,
+    /// `constant T& x` (a reference), as opposed to a pointer.
+    pub is_reference: bool,
+}
+
+/// A kernel of a loaded program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSignature {
+    /// The name `dispatch` takes: the function name, or the `host_name` of an explicit
+    /// instantiation of a templated kernel.
+    pub name: String,
+    /// The C++ callee (`f` or `f<1, float>`).
+    pub function: String,
+    /// Line of the declaration (or of the instantiation) in the `.metal` file.
+    pub metal_line: u32,
+    pub params: Vec<Param>,
+}
+
+impl KernelSignature {
+    /// Number of buffers `dispatch` expects (largest buffer index + 1).
+    pub fn buffer_count(&self) -> usize {
+        self.params
+            .iter()
+            .filter_map(|p| match p.binding {
+                Binding::Buffer(i) => Some(i as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Counters of one dispatch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DispatchStats {
+    pub threads: u64,
+    pub threadgroups: u64,
+    /// Fiber context switches into GPU threads.
+    pub switches: u64,
+    pub elapsed: Duration,
+}
+
+/// One waiting GPU thread, as reported by barrier and divergence errors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    pub thread_position_in_grid: [u32; 3],
+    /// `threadgroup_barrier`, `simdgroup_barrier`, `simd_sum`, ...
+    pub at: String,
+    pub metal_line: Option<(String, u32)>,
+}
+
+impl fmt::Display for Waiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "thread {} waits at {}", ids(self.thread_position_in_grid), self.at)?;
+        if let Some((file, line)) = &self.metal_line {
+            write!(f, " ({file}:{line})")?;
+        }
+        Ok(())
+    }
+}
+
+fn ids(v: [u32; 3]) -> String {
+    format!("({}, {}, {})", v[0], v[1], v[2])
+}
+
+fn line_of(l: &Option<(String, u32)>) -> String {
+    match l {
+        Some((f, n)) => format!("at {f}:{n}"),
+        None => "at an unknown line".into(),
+    }
+}
+
+/// Everything that can go wrong. `Display` gives a one-paragraph report.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EmuError {
+    /// The source did not prepare or compile; `message` has g++'s diagnostics (already
+    /// pointing at `file` lines).
+    Compile { file: String, message: String },
+    /// A GPU thread faulted (guard page, poisoned gap, sanitizer report, trap).
+    Fault {
+        kernel: String,
+        what: String,
+        metal_line: Option<(String, u32)>,
+        thread_position_in_grid: [u32; 3],
+        threadgroup_position_in_grid: [u32; 3],
+    },
+    /// Live threads of a threadgroup wait at different barriers.
+    Barrier { kernel: String, threadgroup_position_in_grid: [u32; 3], first: Box<Waiter>, second: Box<Waiter> },
+    /// Lanes of one SIMD-group wait at different collectives (or a collective and a barrier).
+    Divergence {
+        kernel: String,
+        threadgroup_position_in_grid: [u32; 3],
+        simdgroup: u32,
+        first: Box<Waiter>,
+        second: Box<Waiter>,
+    },
+    /// Memory outside what a threadgroup or a buffer owns was found overwritten after a
+    /// threadgroup ran (a threadgroup array's redzone, or a buffer's poisoned gap).
+    Corruption {
+        kernel: String,
+        what: String,
+        metal_line: Option<(String, u32)>,
+        threadgroup_position_in_grid: [u32; 3],
+    },
+    /// Bad dispatch: unknown kernel, bad grid or threadgroup, wrong buffer count, limits.
+    Launch { kernel: String, message: String },
+    /// Sanitize mode requested but the sanitizer runtime is not loaded in this process.
+    Sanitizer { message: String },
+    /// A file or process operation failed (the message says which and why).
+    Io(std::io::Error),
+    /// The emulator's fiber runtime has not been ported to this target.
+    Unsupported { target: String },
+}
+
+impl fmt::Display for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmuError::Compile { file, message } => write!(f, "{file} does not compile for the MSL emulator:\n{message}"),
+            EmuError::Fault { kernel, what, metal_line, thread_position_in_grid, threadgroup_position_in_grid } => write!(
+                f,
+                "kernel `{kernel}` faulted {}: {what}; GPU thread_position_in_grid {}, threadgroup_position_in_grid {}",
+                line_of(metal_line),
+                ids(*thread_position_in_grid),
+                ids(*threadgroup_position_in_grid)
+            ),
+            EmuError::Barrier { kernel, threadgroup_position_in_grid, first, second } => write!(
+                f,
+                "kernel `{kernel}`: barrier mismatch in threadgroup {}: {first}, while {second}; every live thread of a threadgroup must reach the same barrier",
+                ids(*threadgroup_position_in_grid)
+            ),
+            EmuError::Divergence { kernel, threadgroup_position_in_grid, simdgroup, first, second } => write!(
+                f,
+                "kernel `{kernel}`: divergent SIMD-group {simdgroup} in threadgroup {}: {first}, while {second}; all live lanes of a SIMD-group must reach the same collective",
+                ids(*threadgroup_position_in_grid)
+            ),
+            EmuError::Corruption { kernel, what, metal_line, threadgroup_position_in_grid } => write!(
+                f,
+                "kernel `{kernel}` corrupted memory in threadgroup {} ({}): {what}",
+                ids(*threadgroup_position_in_grid),
+                line_of(metal_line).trim_start_matches("at ")
+            ),
+            EmuError::Launch { kernel, message } => write!(f, "cannot dispatch kernel `{kernel}`: {message}"),
+            EmuError::Sanitizer { message } => write!(f, "sanitize mode unavailable: {message}"),
+            EmuError::Io(e) => write!(f, "MSL emulator: {e}"),
+            EmuError::Unsupported { target } => write!(
+                f,
+                "the MSL emulator runs on x86-64 Linux (with g++); this is {target}: run emulator commands on such a machine or in CI"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EmuError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EmuError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for EmuError {
+    fn from(e: std::io::Error) -> Self {
+        EmuError::Io(e)
+    }
+}
+
+/// Compiles and caches kernel objects.
+pub struct Emulator {
+    opts: EmuOptions,
+    builder: compile::Builder,
+}
+
+impl Emulator {
+    #[allow(unreachable_code)]
+    pub fn new(opts: EmuOptions) -> Result<Emulator, EmuError> {
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        return Err(runtime::unsupported());
+        if opts.sanitize && !sanitizer_active() {
+            return Err(EmuError::Sanitizer {
+                message: "the AddressSanitizer runtime is not preloaded in this process; start it with \
+                          kernelgen_emu::sanitizer_env() (or call reexec_with_sanitizer_if_needed() first thing)"
+                    .into(),
+            });
+        }
+        let builder = compile::Builder::new(opts.cache_dir.clone(), opts.sanitize)?;
+        Ok(Emulator { opts, builder })
+    }
+
+    pub fn options(&self) -> &EmuOptions {
+        &self.opts
+    }
+
+    /// The cache directory in use.
+    pub fn cache_dir(&self) -> &std::path::Path {
+        self.builder.cache_dir()
+    }
+
+    /// Compile (or take from cache) one full .metal source. `file_name` is used for
+    /// `#line` and messages.
+    pub fn load(&self, source: &str, file_name: &str) -> Result<Program, EmuError> {
+        let prepared = translate::translate(source, file_name).map_err(|e| EmuError::Compile {
+            file: file_name.to_string(),
+            message: format!("{file_name}:{}: error: {}", e.line, e.message),
+        })?;
+        let built = self.builder.build(&prepared.cpp, file_name)?;
+        let object = runtime::Object::load(&built.so_path, &prepared.symbols, file_name)?;
+        let by_name = prepared.kernels.iter().enumerate().map(|(i, k)| (k.name.clone(), i)).collect();
+        Ok(Program {
+            inner: Arc::new(ProgramInner {
+                kernels: prepared.kernels,
+                by_name,
+                object,
+                file_name: file_name.to_string(),
+                opts: self.opts.clone(),
+                so_path: built.so_path,
+                compiled: built.compiled,
+            }),
+        })
+    }
+}
+
+struct ProgramInner {
+    kernels: Vec<KernelSignature>,
+    by_name: HashMap<String, usize>,
+    object: runtime::Object,
+    file_name: String,
+    opts: EmuOptions,
+    so_path: PathBuf,
+    compiled: bool,
+}
+
+/// A loaded `.metal` file.
+#[derive(Clone)]
+pub struct Program {
+    inner: Arc<ProgramInner>,
+}
+
+impl Program {
+    /// Every `[[kernel]]` (and `host_name` instantiation) in the file; templated kernels
+    /// themselves are not listed, only their instantiations.
+    pub fn kernels(&self) -> &[KernelSignature] {
+        &self.inner.kernels
+    }
+
+    /// The signature of one kernel.
+    pub fn kernel(&self, name: &str) -> Option<&KernelSignature> {
+        self.inner.by_name.get(name).map(|&i| &self.inner.kernels[i])
+    }
+
+    /// Path of the compiled object.
+    pub fn object_path(&self) -> &std::path::Path {
+        &self.inner.so_path
+    }
+
+    /// Whether `load` compiled (false: the object came from the cache).
+    pub fn was_compiled(&self) -> bool {
+        self.inner.compiled
+    }
+
+    /// Run `kernel` over `grid` threads in threadgroups of `threadgroup` (MLX semantics).
+    pub fn dispatch(
+        &self,
+        kernel: &str,
+        buffers: &mut [&mut DeviceBuffer],
+        grid: [u32; 3],
+        threadgroup: [u32; 3],
+    ) -> Result<DispatchStats, EmuError> {
+        self.dispatch_with_order(kernel, buffers, grid, threadgroup, self.inner.opts.order)
+    }
+
+    /// [`Program::dispatch`] with a run order other than the emulator's.
+    pub fn dispatch_with_order(
+        &self,
+        kernel: &str,
+        buffers: &mut [&mut DeviceBuffer],
+        grid: [u32; 3],
+        threadgroup: [u32; 3],
+        order: RunOrder,
+    ) -> Result<DispatchStats, EmuError> {
+        let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
+        let Some(&idx) = self.inner.by_name.get(kernel) else {
+            let names: Vec<&str> = self.inner.kernels.iter().map(|k| k.name.as_str()).collect();
+            return Err(launch(format!("no such kernel in {}; kernels: {}", self.inner.file_name, names.join(", "))));
+        };
+        let sig = &self.inner.kernels[idx];
+        if threadgroup.contains(&0) {
+            return Err(launch(format!("threadgroup {threadgroup:?} has a zero dimension")));
+        }
+        let total: u64 = threadgroup.iter().map(|&t| t as u64).product();
+        if total > 1024 {
+            return Err(launch(format!("threadgroup {threadgroup:?} has {total} threads; at most 1024")));
+        }
+        let want = sig.buffer_count();
+        if buffers.len() != want {
+            return Err(launch(format!(
+                "kernel binds buffers 0..{} ({} expected) but {} were given",
+                want,
+                want,
+                buffers.len()
+            )));
+        }
+        runtime::dispatch(runtime::DispatchArgs {
+            object: &self.inner.object,
+            entry: idx,
+            kernel: sig,
+            file_name: &self.inner.file_name,
+            buffers,
+            grid,
+            threadgroup,
+            order,
+            sanitize: self.inner.opts.sanitize,
+            guard_pages: self.inner.opts.guard_pages,
+        })
+    }
+}

@@ -1,0 +1,1313 @@
+//! The fiber runtime: every GPU thread of a threadgroup is a fiber on the calling OS
+//! thread, switched by a hand-written x86-64 context switch (callee-saved registers and
+//! the stack pointer; no system call). Collectives, barriers and threadgroup allocations
+//! reach this module through the `Rt` table handed to each kernel object at load.
+//!
+//! The scheduler state is reached through a raw pointer (from the signal handler and from
+//! the fibers' callbacks alike); short-lived references through it are intended.
+#![allow(dangerous_implicit_autorefs)]
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::ptr::null_mut;
+use std::sync::Once;
+use std::time::Instant;
+
+use super::buffer::POISON;
+use super::sanitize::{self, AsanFns};
+use super::{Binding, DeviceBuffer, DispatchStats, EmuError, KernelSignature, RunOrder, Waiter};
+
+const ABI_VERSION: u32 = 4;
+const SIMD: usize = 32;
+const MAX_THREADS: usize = 1024;
+const TG_LIMIT: usize = 32 * 1024;
+const TG_REDZONE: usize = 64;
+const TG_ARENA: usize = 256 * 1024;
+const CANARY: u8 = 0xA5;
+
+
+// ------------------------------------------------------------------ context switch
+std::arch::global_asm!(
+    ".text",
+    ".p2align 4",
+    ".globl kgemu_rt_switch",
+    ".hidden kgemu_rt_switch",
+    "kgemu_rt_switch:",
+    "push rbp",
+    "push rbx",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "mov [rdi], rsp",
+    "mov rsp, rsi",
+    ".globl kgemu_rt_resume",
+    ".hidden kgemu_rt_resume",
+    "kgemu_rt_resume:",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop rbx",
+    "pop rbp",
+    "ret",
+    ".p2align 4",
+    ".globl kgemu_rt_trampoline",
+    ".hidden kgemu_rt_trampoline",
+    "kgemu_rt_trampoline:",
+    "mov rdi, r12",
+    "call rbx",
+    "ud2",
+);
+
+unsafe extern "C" {
+    /// Save callee-saved registers on the current stack, store the stack pointer in
+    /// `*save`, switch to `to` and restore the registers saved there.
+    fn kgemu_rt_switch(save: *mut *mut u8, to: *mut u8);
+    fn kgemu_rt_resume();
+    fn kgemu_rt_trampoline();
+}
+
+// ------------------------------------------------------------------ ABI with the shim
+/// Mirrors `kgemu::ThreadInfo` in the shim.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct ThreadInfo {
+    thread_position_in_grid: [u32; 4],
+    threadgroup_position_in_grid: [u32; 4],
+    thread_position_in_threadgroup: [u32; 4],
+    threads_per_threadgroup: [u32; 4],
+    threads_per_grid: [u32; 4],
+    threadgroups_per_grid: [u32; 4],
+    dispatch_threads_per_threadgroup: [u32; 4],
+    grid_origin: [u32; 4],
+    thread_index_in_simdgroup: u32,
+    simdgroup_index_in_threadgroup: u32,
+    thread_index_in_threadgroup: u32,
+    threads_per_simdgroup: u32,
+    simdgroups_per_threadgroup: u32,
+    dispatch_simdgroups_per_threadgroup: u32,
+    thread_execution_width: u32,
+    thread_index_in_quadgroup: u32,
+    quadgroup_index_in_threadgroup: u32,
+    quadgroups_per_threadgroup: u32,
+    dispatch_quadgroups_per_threadgroup: u32,
+    pad: [u32; 1],
+}
+
+type CollFn = unsafe extern "C" fn(*const *mut c_void, u32);
+type ThreadFn = unsafe extern "C" fn(*const *mut u8, *const ThreadInfo);
+
+/// Mirrors `kgemu::Rt` in the shim.
+#[repr(C)]
+struct Rt {
+    abi: u32,
+    thread_info_size: u32,
+    collective: unsafe extern "C" fn(*mut c_void, CollFn, u32, u32),
+    barrier: unsafe extern "C" fn(u32, u32),
+    tg_alloc: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
+    asan_note: unsafe extern "C" fn(usize, u64, u32, usize),
+    ubsan_note: unsafe extern "C" fn(*const c_char, *const c_char, u32, u32, usize, *const c_char, usize, u32),
+}
+
+static RT: Rt = Rt {
+    abi: ABI_VERSION,
+    thread_info_size: std::mem::size_of::<ThreadInfo>() as u32,
+    collective: rt_collective,
+    barrier: rt_barrier,
+    tg_alloc: rt_tg_alloc,
+    asan_note: rt_asan_note,
+    ubsan_note: rt_ubsan_note,
+};
+
+/// Names of the collective operation ids (`kgemu::Op` in the shim).
+fn op_name(op: u32) -> &'static str {
+    const NAMES: [&str; 22] = [
+        "?",
+        "simd_sum",
+        "simd_product",
+        "simd_max",
+        "simd_min",
+        "simd_and",
+        "simd_or",
+        "simd_xor",
+        "simd_broadcast",
+        "simd_broadcast_first",
+        "simd_shuffle",
+        "simd_shuffle_down",
+        "simd_shuffle_up",
+        "simd_shuffle_xor",
+        "simd_any",
+        "simd_all",
+        "simd_prefix_inclusive_sum",
+        "simd_prefix_exclusive_sum",
+        "simd_is_first",
+        "simd_prefix_inclusive_product",
+        "simd_prefix_exclusive_product",
+        "simd_ballot",
+    ];
+    NAMES.get(op as usize).copied().unwrap_or("a collective")
+}
+
+// ------------------------------------------------------------------ loaded objects
+pub(crate) struct Object {
+    _lib: libloading::os::unix::Library,
+    entries: Vec<ThreadFn>,
+    path: PathBuf,
+}
+
+unsafe impl Send for Object {}
+unsafe impl Sync for Object {}
+
+impl Object {
+    pub fn load(path: &Path, symbols: &[String], file_name: &str) -> Result<Object, EmuError> {
+        let lib = unsafe {
+            libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
+        }
+        .map_err(|e| EmuError::Compile {
+            file: file_name.to_string(),
+            message: format!("the compiled object {} does not load: {e}", path.display()),
+        })?;
+        let bad = |what: String| EmuError::Compile { file: file_name.to_string(), message: what };
+        unsafe {
+            let init: libloading::os::unix::Symbol<unsafe extern "C" fn(*const Rt) -> u32> =
+                lib.get(b"kgemu_init\0").map_err(|e| bad(format!("object has no kgemu_init: {e}")))?;
+            if init(&RT) != ABI_VERSION {
+                return Err(bad("the compiled object was built against a different shim ABI".into()));
+            }
+            let mut entries = Vec::new();
+            for s in symbols {
+                let f: libloading::os::unix::Symbol<ThreadFn> =
+                    lib.get(s.as_bytes()).map_err(|e| bad(format!("object has no entry {s}: {e}")))?;
+                entries.push(*f);
+            }
+            Ok(Object { _lib: lib, entries, path: path.to_path_buf() })
+        }
+    }
+}
+
+// ------------------------------------------------------------------ fiber stacks
+struct Stack {
+    map: *mut u8,
+    len: usize,
+}
+
+impl Stack {
+    fn new(size: usize) -> Stack {
+        let page = 4096;
+        let len = size + page;
+        let map = unsafe {
+            libc::mmap(
+                null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            panic!("emulator: cannot map a fiber stack: {}", std::io::Error::last_os_error());
+        }
+        unsafe { libc::mprotect(map, page, libc::PROT_NONE) };
+        Stack { map: map as *mut u8, len }
+    }
+    fn lo(&self) -> *mut u8 {
+        unsafe { self.map.add(4096) }
+    }
+    fn size(&self) -> usize {
+        self.len - 4096
+    }
+    fn top(&self) -> *mut u8 {
+        unsafe { self.map.add(self.len) }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.map as *mut c_void, self.len) };
+    }
+}
+
+struct AltStack {
+    mem: Vec<u8>,
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        let ss = libc::stack_t { ss_sp: null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+        unsafe { libc::sigaltstack(&ss, null_mut()) };
+        let _ = self.mem.len();
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*mut Sched> = const { Cell::new(null_mut()) };
+    static STACKS: RefCell<(usize, Vec<Stack>)> = const { RefCell::new((0, Vec::new())) };
+    static ALT: RefCell<Option<AltStack>> = const { RefCell::new(None) };
+}
+
+fn ensure_altstack() {
+    let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::sigaltstack(null_mut(), &mut old) };
+    if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= 16 * 1024 {
+        return;
+    }
+    ALT.with(|a| {
+        let mut a = a.borrow_mut();
+        let mem = vec![0u8; 256 * 1024];
+        let ss = libc::stack_t { ss_sp: mem.as_ptr() as *mut c_void, ss_flags: 0, ss_size: mem.len() };
+        unsafe { libc::sigaltstack(&ss, null_mut()) };
+        *a = Some(AltStack { mem });
+    });
+}
+
+// ------------------------------------------------------------------ signals
+const SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL];
+static mut OLD_ACTIONS: [Option<libc::sigaction>; 4] = [None; 4];
+static INSTALL: Once = Once::new();
+
+fn handler_addr() -> usize {
+    on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
+}
+
+fn install_handlers() {
+    INSTALL.call_once(|| unsafe {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler_addr();
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, &sa, &mut old);
+            OLD_ACTIONS[i] = Some(old);
+        }
+    });
+    // Someone (a sanitizer runtime, a test harness) may have replaced ours since.
+    unsafe {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut cur);
+            if cur.sa_sigaction != handler_addr() {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = handler_addr();
+                sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+                OLD_ACTIONS[i] = Some(cur);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RawFault {
+    sig: c_int,
+    addr: usize,
+    pc: usize,
+    write: bool,
+    fiber: usize,
+}
+
+extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    unsafe {
+        let s = CURRENT.with(|c| c.get());
+        if !s.is_null() && (*s).in_fiber {
+            let uc = ctx as *mut libc::ucontext_t;
+            let gregs = &mut (*uc).uc_mcontext.gregs;
+            let pc = gregs[libc::REG_RIP as usize] as usize;
+            let err = gregs[libc::REG_ERR as usize] as usize;
+            let addr = (*info).si_addr() as usize;
+            let cur = (*s).cur;
+            if (*s).fault.is_none() {
+                (*s).fault = Some(RawFault { sig, addr, pc, write: err & 2 != 0, fiber: cur });
+            }
+            (*(*s).fibers.as_mut_ptr().add(cur)).state = State::Exited;
+            if let Some(f) = (*s).asan {
+                (f.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
+            }
+            // Resume the scheduler as if the fiber had switched back to it.
+            gregs[libc::REG_RSP as usize] = (*s).sched_sp as i64;
+            gregs[libc::REG_RIP as usize] = kgemu_rt_resume as *const () as usize as i64;
+            return;
+        }
+        // Not ours: hand over to the previous handler (or the default action).
+        let i = SIGNALS.iter().position(|&x| x == sig).unwrap_or(0);
+        let old = *std::ptr::addr_of!(OLD_ACTIONS[i]);
+        match old {
+            Some(o) if o.sa_sigaction != libc::SIG_DFL && o.sa_sigaction != libc::SIG_IGN => {
+                if o.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = std::mem::transmute(o.sa_sigaction);
+                    f(sig, info, ctx);
+                } else {
+                    let f: extern "C" fn(c_int) = std::mem::transmute(o.sa_sigaction);
+                    f(sig);
+                }
+            }
+            _ => {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ scheduler state
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Ready,
+    Coll,
+    /// 1: threadgroup_barrier, 2: simdgroup_barrier
+    Barrier(u32),
+    Exited,
+}
+
+struct Fiber {
+    sp: *mut u8,
+    state: State,
+    lane: *mut c_void,
+    coll: Option<CollFn>,
+    op: u32,
+    line: u32,
+    fake: *mut c_void,
+    stack_lo: *mut u8,
+    stack_size: usize,
+}
+
+struct TgSite {
+    offset: usize,
+    size: usize,
+    line: u32,
+    name: String,
+}
+
+struct SanReport {
+    what: String,
+    file_line: Option<(String, u32)>,
+    pc: usize,
+    addr: Option<(usize, u64, bool)>,
+    fiber: usize,
+}
+
+struct Sched {
+    sched_sp: *mut u8,
+    fibers: Vec<Fiber>,
+    infos: Vec<ThreadInfo>,
+    cur: usize,
+    in_fiber: bool,
+    /// The run order of this threadgroup and the position in the current round.
+    order: *const u32,
+    order_len: usize,
+    round_pos: usize,
+    thread_fn: ThreadFn,
+    bufs: *const *mut u8,
+    fault: Option<RawFault>,
+    report: Option<SanReport>,
+    asan_headline: [u8; 200],
+    abort: Option<(String, u32, usize)>, // (message, line, fiber)
+    asan: Option<&'static AsanFns>,
+    os_stack_bottom: *const c_void,
+    os_stack_size: usize,
+    sched_fake: *mut c_void,
+    switches: u64,
+    arena: *mut u8,
+    arena_used: usize,
+    tg_data: usize,
+    sites: Vec<Option<usize>>, // site id -> index into site_list
+    site_list: Vec<TgSite>,
+}
+
+#[inline(always)]
+fn cur_sched() -> *mut Sched {
+    CURRENT.with(|c| c.get())
+}
+
+unsafe fn switch_to(s: *mut Sched, i: usize) {
+    unsafe {
+        (*s).cur = i;
+        let f = (*s).fibers.as_mut_ptr().add(i);
+        (*s).in_fiber = true;
+        if let Some(a) = (*s).asan {
+            (a.start_switch)(&mut (*s).sched_fake, (*f).stack_lo as *const c_void, (*f).stack_size);
+        }
+        (*s).switches += 1;
+        kgemu_rt_switch(&mut (*s).sched_sp, (*f).sp);
+        if let Some(a) = (*s).asan {
+            (a.finish_switch)((*s).sched_fake, null_mut(), null_mut());
+        }
+        (*s).in_fiber = false;
+    }
+}
+
+/// The next fiber of the current round that is ready to run.
+#[inline(always)]
+unsafe fn next_ready(s: *mut Sched) -> Option<usize> {
+    unsafe {
+        if (*s).report.is_some() || (*s).abort.is_some() {
+            return None;
+        }
+        while (*s).round_pos < (*s).order_len {
+            let i = *(*s).order.add((*s).round_pos) as usize;
+            (*s).round_pos += 1;
+            if (*(*s).fibers.as_ptr().add(i)).state == State::Ready {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+/// From a fiber: run the next ready fiber of the round directly (or return to the
+/// scheduler when the round is over); returns when this fiber is resumed. Switching fiber
+/// to fiber from one call site keeps the return-address predictor in step.
+unsafe fn yield_fiber(s: *mut Sched) {
+    unsafe {
+        let f = (*s).fibers.as_mut_ptr().add((*s).cur);
+        let (to, lo, size) = match next_ready(s) {
+            Some(j) => {
+                (*s).cur = j;
+                let t = (*s).fibers.as_mut_ptr().add(j);
+                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+            }
+            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
+        };
+        if let Some(a) = (*s).asan {
+            (a.start_switch)(&mut (*f).fake, lo, size);
+        }
+        (*s).switches += 1;
+        kgemu_rt_switch(&mut (*f).sp, to);
+        if let Some(a) = (*s).asan {
+            (a.finish_switch)((*f).fake, null_mut(), null_mut());
+        }
+    }
+}
+
+/// From a fiber: end it for good and move on (next fiber or the scheduler).
+unsafe fn exit_fiber(s: *mut Sched) -> ! {
+    unsafe {
+        let f = (*s).fibers.as_mut_ptr().add((*s).cur);
+        (*f).state = State::Exited;
+        let (to, lo, size) = match next_ready(s) {
+            Some(j) => {
+                (*s).cur = j;
+                let t = (*s).fibers.as_mut_ptr().add(j);
+                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+            }
+            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
+        };
+        if let Some(a) = (*s).asan {
+            (a.start_switch)(null_mut(), lo, size);
+        }
+        (*s).switches += 1;
+        let mut dead: *mut u8 = null_mut();
+        kgemu_rt_switch(&mut dead, to);
+        std::process::abort();
+    }
+}
+
+extern "C" fn fiber_entry(f: *mut Fiber) -> ! {
+    unsafe {
+        let s = cur_sched();
+        if let Some(a) = (*s).asan {
+            (a.finish_switch)(null_mut(), null_mut(), null_mut());
+        }
+        let idx = f.offset_from((*s).fibers.as_ptr()) as usize;
+        ((*s).thread_fn)((*s).bufs, (*s).infos.as_ptr().add(idx));
+        exit_fiber(s)
+    }
+}
+
+unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: u32) {
+    unsafe {
+        let s = cur_sched();
+        let fib = (*s).fibers.as_mut_ptr().add((*s).cur);
+        (*fib).state = State::Coll;
+        (*fib).lane = lane;
+        (*fib).coll = Some(f);
+        (*fib).op = op;
+        (*fib).line = line;
+        yield_fiber(s);
+    }
+}
+
+unsafe extern "C" fn rt_barrier(kind: u32, line: u32) {
+    unsafe {
+        let s = cur_sched();
+        let fib = (*s).fibers.as_mut_ptr().add((*s).cur);
+        (*fib).state = State::Barrier(kind);
+        (*fib).line = line;
+        yield_fiber(s);
+    }
+}
+
+unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, name: *const c_char) -> *mut c_void {
+    unsafe {
+        let s = cur_sched();
+        let site = site as usize;
+        if let Some(Some(k)) = (*s).sites.get(site) {
+            return (*s).arena.add((*s).site_list[*k].offset) as *mut c_void;
+        }
+        let name = if name.is_null() { String::from("?") } else { CStr::from_ptr(name).to_string_lossy().into_owned() };
+        let size = size as usize;
+        let align = (align as usize).max(16);
+        let offset = (*s).arena_used.div_ceil(align) * align;
+        if (*s).tg_data + size > TG_LIMIT || offset + size + TG_REDZONE > TG_ARENA {
+            (*s).abort = Some((
+                format!(
+                    "threadgroup memory exceeds Apple's 32 KiB: `{name}` needs {size} bytes with {} already declared",
+                    (*s).tg_data
+                ),
+                line,
+                (*s).cur,
+            ));
+            exit_fiber(s);
+        }
+        let p = (*s).arena.add(offset);
+        std::ptr::write_bytes(p, POISON, size);
+        std::ptr::write_bytes(p.add(size), CANARY, TG_REDZONE);
+        if (*s).asan.is_some() {
+            sanitize::asan_poison(p as usize + size, TG_REDZONE);
+        }
+        (*s).arena_used = offset + size + TG_REDZONE;
+        (*s).tg_data += size;
+        if (*s).sites.len() <= site {
+            (*s).sites.resize(site + 1, None);
+        }
+        (*s).sites[site] = Some((*s).site_list.len());
+        (*s).site_list.push(TgSite { offset, size, line, name });
+        p as *mut c_void
+    }
+}
+
+unsafe extern "C" fn rt_asan_note(addr: usize, size: u64, is_write: u32, pc: usize) {
+    unsafe {
+        let s = cur_sched();
+        if s.is_null() {
+            return;
+        }
+        // An ASan report (it knows the address) replaces a UBSan report of the same
+        // access (UBSan's bounds check fires first on `a[32]` of a `float a[32]`).
+        if let Some(r) = &(*s).report {
+            if r.addr.is_some() || r.fiber != (*s).cur {
+                return;
+            }
+        }
+        let what = if is_write != 0 { "invalid write" } else { "invalid read" };
+        (*s).report = Some(SanReport {
+            what: format!("AddressSanitizer: {what} of {size} byte(s) at {addr:#x}"),
+            file_line: None,
+            pc: pc.saturating_sub(1),
+            addr: Some((addr, size, is_write != 0)),
+            fiber: (*s).cur,
+        });
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn rt_ubsan_note(
+    what: *const c_char,
+    file: *const c_char,
+    line: u32,
+    _col: u32,
+    pc: usize,
+    type_name: *const c_char,
+    ptr: usize,
+    align: u32,
+) {
+    unsafe {
+        let s = cur_sched();
+        if s.is_null() || (*s).report.is_some() {
+            return;
+        }
+        let text = |p: *const c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+        let mut what = text(what).unwrap_or_else(|| "undefined behaviour".into());
+        if let Some(t) = text(type_name) {
+            what = format!("{what} of {t} at {ptr:#x}");
+            if align > 1 {
+                what = format!("{what} (needs {align}-byte alignment)");
+            }
+        }
+        (*s).report = Some(SanReport {
+            what: format!("UndefinedBehaviorSanitizer: {what}"),
+            file_line: text(file).map(|f| (f, line)),
+            pc: pc.saturating_sub(1),
+            addr: (ptr != 0).then_some((ptr, 0, false)),
+            fiber: (*s).cur,
+        });
+    }
+}
+
+/// ASan's report callback: keep the headline for the error message.
+unsafe extern "C" fn asan_report_callback(report: *const c_char) {
+    unsafe {
+        let s = cur_sched();
+        if s.is_null() || report.is_null() {
+            return;
+        }
+        let text = CStr::from_ptr(report).to_bytes();
+        let key = b"ERROR: AddressSanitizer: ";
+        if let Some(pos) = text.windows(key.len()).position(|w| w == key) {
+            let rest = &text[pos + 7..];
+            let mut end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+            if let Some(p) = rest[..end].windows(4).position(|w| w == b" on ") {
+                end = p;
+            }
+            let line = &rest[..end.min((*s).asan_headline.len() - 1)];
+            if (*s).asan_headline[0] == 0 {
+                (*s).asan_headline[..line.len()].copy_from_slice(line);
+            }
+        }
+    }
+}
+
+fn register_asan_callback(a: &AsanFns) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if let Some(set) = a.set_report_callback {
+            unsafe { set(Some(asan_report_callback)) };
+        }
+    });
+}
+
+// ------------------------------------------------------------------ dispatch
+pub(crate) struct DispatchArgs<'a, 'b> {
+    pub object: &'a Object,
+    pub entry: usize,
+    pub kernel: &'a KernelSignature,
+    pub file_name: &'a str,
+    pub buffers: &'a mut [&'b mut DeviceBuffer],
+    pub grid: [u32; 3],
+    pub threadgroup: [u32; 3],
+    pub order: RunOrder,
+    pub sanitize: bool,
+    pub guard_pages: bool,
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn order_into(out: &mut Vec<u32>, n: usize, order: RunOrder, salt: u64) {
+    out.clear();
+    out.extend(0..n as u32);
+    match order {
+        RunOrder::Forward => {}
+        RunOrder::Reverse => out.reverse(),
+        RunOrder::Shuffle(seed) => {
+            let mut st = seed ^ salt.wrapping_mul(0xD605_BBB5_8C8A_BBD5);
+            for i in (1..n).rev() {
+                let j = (splitmix(&mut st) % (i as u64 + 1)) as usize;
+                out.swap(i, j);
+            }
+        }
+    }
+}
+
+struct Armed<'a, 'b> {
+    buffers: &'a mut [&'b mut DeviceBuffer],
+}
+
+impl Drop for Armed<'_, '_> {
+    fn drop(&mut self) {
+        for b in self.buffers.iter_mut() {
+            b.disarm();
+        }
+    }
+}
+
+struct CurrentGuard(*mut Sched);
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+struct ArenaGuard {
+    ptr: *mut u8,
+}
+impl Drop for ArenaGuard {
+    fn drop(&mut self) {
+        sanitize::asan_unpoison(self.ptr as usize, TG_ARENA);
+        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()) };
+    }
+}
+
+pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
+    let start = Instant::now();
+    let grid = a.grid;
+    if grid.contains(&0) {
+        return Ok(DispatchStats { elapsed: start.elapsed(), ..Default::default() });
+    }
+    let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
+    let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
+    let n_tg = tgs[0] as u64 * tgs[1] as u64 * tgs[2] as u64;
+    let asan = if a.sanitize { sanitize::fns() } else { None };
+    if a.sanitize && asan.is_none() {
+        return Err(EmuError::Sanitizer { message: "the AddressSanitizer runtime is not loaded in this process".into() });
+    }
+    if let Some(f) = asan {
+        register_asan_callback(f);
+    }
+    install_handlers();
+    ensure_altstack();
+
+    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.data_ptr()).collect();
+    let mut meta = a_meta(&a);
+    for b in a.buffers.iter_mut() {
+        b.arm(a.sanitize, a.guard_pages);
+    }
+    let armed = Armed { buffers: a.buffers };
+    let tg_threads = (tg[0] * tg[1] * tg[2]) as usize;
+    let stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
+
+    let arena = unsafe { std::alloc::alloc(std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()) };
+    if arena.is_null() {
+        std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap());
+    }
+    let _arena_guard = ArenaGuard { ptr: arena };
+
+    let mut sched = Box::new(Sched {
+        sched_sp: null_mut(),
+        fibers: Vec::with_capacity(MAX_THREADS),
+        infos: Vec::with_capacity(MAX_THREADS),
+        cur: 0,
+        in_fiber: false,
+        order: std::ptr::null(),
+        order_len: 0,
+        round_pos: 0,
+        thread_fn: a.object.entries[a.entry],
+        bufs: buf_ptrs.as_ptr(),
+        fault: None,
+        report: None,
+        asan_headline: [0; 200],
+        abort: None,
+        asan,
+        os_stack_bottom: std::ptr::null(),
+        os_stack_size: 0,
+        sched_fake: null_mut(),
+        switches: 0,
+        arena,
+        arena_used: 0,
+        tg_data: 0,
+        sites: Vec::new(),
+        site_list: Vec::new(),
+    });
+    let s: *mut Sched = &mut *sched;
+    if asan.is_some() {
+        // the OS thread's stack, for ASan's fiber-switch annotations
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                let mut addr: *mut c_void = null_mut();
+                let mut size: usize = 0;
+                libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+                libc::pthread_attr_destroy(&mut attr);
+                (*s).os_stack_bottom = addr;
+                (*s).os_stack_size = size;
+            }
+        }
+    }
+    let prev = CURRENT.with(|c| c.replace(s));
+    let _cur_guard = CurrentGuard(prev);
+
+    let result = STACKS.with(|st| {
+        let mut st = st.borrow_mut();
+        if st.0 != stack_size {
+            st.1.clear();
+            st.0 = stack_size;
+        }
+        while st.1.len() < tg_threads {
+            st.1.push(Stack::new(stack_size));
+        }
+        let stacks = &st.1;
+        meta.stacks = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect();
+        let ctx = Ctx { a: &meta, tg, tgs, grid };
+        let mut tg_order = Vec::new();
+        order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
+        let mut fiber_order = Vec::new();
+        for &lin in &tg_order {
+            let lin = lin as u64;
+            let tgid = [
+                (lin % tgs[0] as u64) as u32,
+                ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
+                (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
+            ];
+            unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, a.order, lin)? };
+            // memory the kernel must not have written
+            for (i, b) in armed.buffers.iter().enumerate() {
+                if let Some((off, what)) = b.find_overwrite() {
+                    return Err(EmuError::Corruption {
+                        kernel: ctx.a.kernel.clone(),
+                        what: format!("byte {off} of buffer({i}){} was written: it lies in {what}", ctx.a.buffer_name(i)),
+                        metal_line: None,
+                        threadgroup_position_in_grid: tgid,
+                    });
+                }
+            }
+        }
+        Ok(())
+    });
+    if a.sanitize {
+        // stacks abandoned by a fault may keep stale ASan poison
+        STACKS.with(|st| {
+            for stk in st.borrow().1.iter() {
+                sanitize::asan_unpoison(stk.lo() as usize, stk.size());
+            }
+        });
+    }
+    drop(armed);
+    result?;
+    Ok(DispatchStats {
+        threads: grid.iter().map(|&g| g as u64).product(),
+        threadgroups: n_tg,
+        switches: sched.switches,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// What error reports need to know about the dispatch.
+struct Meta {
+    kernel: String,
+    file_name: String,
+    so_path: PathBuf,
+    buffer_names: Vec<String>,
+    stacks: Vec<(usize, usize)>,
+    buffers: Vec<*const DeviceBuffer>,
+}
+
+impl Meta {
+    fn buffer_name(&self, i: usize) -> String {
+        self.buffer_names.get(i).filter(|n| !n.is_empty()).map(|n| format!(" `{n}`")).unwrap_or_default()
+    }
+}
+
+fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
+    let n = a.buffers.len();
+    let mut names = vec![String::new(); n];
+    for p in &a.kernel.params {
+        if let Binding::Buffer(i) = p.binding {
+            if (i as usize) < n {
+                names[i as usize] = p.name.clone();
+            }
+        }
+    }
+    Meta {
+        kernel: a.kernel.name.clone(),
+        file_name: a.file_name.to_string(),
+        so_path: a.object.path.clone(),
+        buffer_names: names,
+        stacks: Vec::new(),
+        buffers: a.buffers.iter().map(|b| &**b as *const DeviceBuffer).collect(),
+    }
+}
+
+struct Ctx<'m> {
+    a: &'m Meta,
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    grid: [u32; 3],
+}
+
+unsafe fn run_threadgroup(
+    s: *mut Sched,
+    ctx: &Ctx<'_>,
+    tgid: [u32; 3],
+    stacks: &[Stack],
+    order: &mut Vec<u32>,
+    run_order: RunOrder,
+    salt: u64,
+) -> Result<(), EmuError> {
+    unsafe {
+        let tg = ctx.tg;
+        let actual = [
+            tg[0].min(ctx.grid[0] - tgid[0] * tg[0]),
+            tg[1].min(ctx.grid[1] - tgid[1] * tg[1]),
+            tg[2].min(ctx.grid[2] - tgid[2] * tg[2]),
+        ];
+        let n = (actual[0] * actual[1] * actual[2]) as usize;
+        let n_sg = n.div_ceil(SIMD) as u32;
+        let disp_n = (tg[0] * tg[1] * tg[2]) as usize;
+        let mut base = ThreadInfo {
+            threadgroup_position_in_grid: [tgid[0], tgid[1], tgid[2], 0],
+            threads_per_threadgroup: [actual[0], actual[1], actual[2], 0],
+            threads_per_grid: [ctx.grid[0], ctx.grid[1], ctx.grid[2], 0],
+            threadgroups_per_grid: [ctx.tgs[0], ctx.tgs[1], ctx.tgs[2], 0],
+            dispatch_threads_per_threadgroup: [tg[0], tg[1], tg[2], 0],
+            threads_per_simdgroup: SIMD as u32,
+            simdgroups_per_threadgroup: n_sg,
+            dispatch_simdgroups_per_threadgroup: disp_n.div_ceil(SIMD) as u32,
+            thread_execution_width: SIMD as u32,
+            quadgroups_per_threadgroup: n.div_ceil(4) as u32,
+            dispatch_quadgroups_per_threadgroup: disp_n.div_ceil(4) as u32,
+            ..Default::default()
+        };
+        let fibers = &mut (*s).fibers;
+        fibers.clear();
+        (*s).infos.clear();
+        for t in 0..n {
+            let local = [
+                t as u32 % actual[0],
+                (t as u32 / actual[0]) % actual[1],
+                t as u32 / (actual[0] * actual[1]),
+            ];
+            base.thread_position_in_threadgroup = [local[0], local[1], local[2], 0];
+            base.thread_position_in_grid =
+                [tgid[0] * tg[0] + local[0], tgid[1] * tg[1] + local[1], tgid[2] * tg[2] + local[2], 0];
+            base.thread_index_in_threadgroup = t as u32;
+            base.thread_index_in_simdgroup = (t % SIMD) as u32;
+            base.simdgroup_index_in_threadgroup = (t / SIMD) as u32;
+            base.thread_index_in_quadgroup = (t % 4) as u32;
+            base.quadgroup_index_in_threadgroup = (t / 4) as u32;
+            let st = &stacks[t];
+            (*s).infos.push(base);
+            fibers.push(Fiber {
+                sp: null_mut(),
+                state: State::Ready,
+                lane: null_mut(),
+                coll: None,
+                op: 0,
+                line: 0,
+                fake: null_mut(),
+                stack_lo: st.lo(),
+                stack_size: st.size(),
+            });
+        }
+        for t in 0..n {
+            let f = fibers.as_mut_ptr().add(t);
+            // Stagger the stack tops so that the fibers' frames do not all map to the same
+            // cache sets (every stack top is page-aligned).
+            let color = ((t * 1088) % 4096) & !63;
+            let top = stacks[t].top().sub(color);
+            let sp = top.sub(56) as *mut usize;
+            // r15 r14 r13 r12 rbx rbp ret
+            *sp.add(0) = 0;
+            *sp.add(1) = 0;
+            *sp.add(2) = 0;
+            *sp.add(3) = f as usize; // r12: argument
+            *sp.add(4) = fiber_entry as *const () as usize; // rbx: entry
+            *sp.add(5) = 0;
+            *sp.add(6) = kgemu_rt_trampoline as *const () as usize;
+            (*f).sp = sp as *mut u8;
+        }
+        // threadgroup memory: fresh for each threadgroup
+        (*s).arena_used = 0;
+        (*s).tg_data = 0;
+        (*s).sites.iter_mut().for_each(|x| *x = None);
+        (*s).site_list.clear();
+
+        order_into(order, n, run_order, salt.wrapping_add(1));
+        let file_name: &str = &ctx.a.file_name;
+        let waiter = move |i: usize| -> Waiter { waiter_of(s, file_name, i) };
+        (*s).order = order.as_ptr();
+        (*s).order_len = order.len();
+        loop {
+            // one round: every ready fiber runs (fibers hand over to each other directly)
+            (*s).round_pos = 0;
+            if let Some(i) = next_ready(s) {
+                switch_to(s, i);
+            }
+            if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
+                return Err(fault_error(s, ctx, tgid));
+            }
+            let fibers: &mut Vec<Fiber> = &mut *std::ptr::addr_of_mut!((*s).fibers);
+            if fibers.iter().all(|f| f.state == State::Exited) {
+                break;
+            }
+            let mut progress = false;
+            for sg in 0..n_sg as usize {
+                let lo = sg * SIMD;
+                let hi = (lo + SIMD).min(n);
+                let mut first_coll: Option<usize> = None;
+                let mut first_other: Option<usize> = None;
+                let mut first_sgb: Option<usize> = None;
+                let mut n_coll = 0;
+                let mut n_sgb = 0;
+                let mut n_live = 0;
+                for i in lo..hi {
+                    match fibers[i].state {
+                        State::Exited | State::Ready => {}
+                        State::Coll => {
+                            n_live += 1;
+                            n_coll += 1;
+                            match first_coll {
+                                None => first_coll = Some(i),
+                                Some(j) => {
+                                    if (fibers[j].op, fibers[j].line) != (fibers[i].op, fibers[i].line) {
+                                        return Err(EmuError::Divergence {
+                                            kernel: ctx.a.kernel.clone(),
+                                            threadgroup_position_in_grid: tgid,
+                                            simdgroup: sg as u32,
+                                            first: Box::new(waiter(j)),
+                                            second: Box::new(waiter(i)),
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                        State::Barrier(k) => {
+                            n_live += 1;
+                            if k == 2 {
+                                n_sgb += 1;
+                                first_sgb.get_or_insert(i);
+                            }
+                            first_other.get_or_insert(i);
+                        }
+                    }
+                }
+                if let Some(c) = first_coll {
+                    if n_coll != n_live {
+                        return Err(EmuError::Divergence {
+                            kernel: ctx.a.kernel.clone(),
+                            threadgroup_position_in_grid: tgid,
+                            simdgroup: sg as u32,
+                            first: Box::new(waiter(c)),
+                            second: Box::new(waiter(first_other.unwrap_or(c))),
+                        });
+                    }
+                    let mut lanes = [null_mut::<c_void>(); SIMD];
+                    let mut active = 0u32;
+                    for i in lo..hi {
+                        if fibers[i].state == State::Coll {
+                            lanes[i - lo] = fibers[i].lane;
+                            active |= 1 << (i - lo);
+                        }
+                    }
+                    let f = fibers[c].coll.expect("collective function");
+                    f(lanes.as_ptr(), active);
+                    for fib in &mut fibers[lo..hi] {
+                        if fib.state == State::Coll {
+                            fib.state = State::Ready;
+                        }
+                    }
+                    progress = true;
+                } else if let Some(b0) = first_sgb {
+                    for i in lo..hi {
+                        let st = fibers[i].state;
+                        if st != State::Exited && (st != State::Barrier(2) || fibers[i].line != fibers[b0].line) {
+                            return Err(EmuError::Barrier {
+                                kernel: ctx.a.kernel.clone(),
+                                threadgroup_position_in_grid: tgid,
+                                first: Box::new(waiter(b0)),
+                                second: Box::new(waiter(i)),
+                            });
+                        }
+                    }
+                    let _ = n_sgb;
+                    for fib in &mut fibers[lo..hi] {
+                        if fib.state == State::Barrier(2) {
+                            fib.state = State::Ready;
+                        }
+                    }
+                    progress = true;
+                }
+            }
+            if !progress {
+                // every live thread waits at a threadgroup barrier
+                let first = fibers.iter().position(|f| f.state != State::Exited).expect("a live thread");
+                for i in 0..n {
+                    let st = fibers[i].state;
+                    if st != State::Exited && fibers[i].line != fibers[first].line {
+                        return Err(EmuError::Barrier {
+                            kernel: ctx.a.kernel.clone(),
+                            threadgroup_position_in_grid: tgid,
+                            first: Box::new(waiter(first)),
+                            second: Box::new(waiter(i)),
+                        });
+                    }
+                }
+                for fib in fibers.iter_mut() {
+                    if fib.state == State::Barrier(1) {
+                        fib.state = State::Ready;
+                    }
+                }
+            }
+        }
+        // threadgroup arrays must not have been written past their end
+        for site in &(*s).site_list {
+            let rz = (*s).arena.add(site.offset + site.size);
+            sanitize::asan_unpoison(rz as usize, TG_REDZONE);
+            let bytes = std::slice::from_raw_parts(rz, TG_REDZONE);
+            if let Some(k) = bytes.iter().position(|&c| c != CANARY) {
+                return Err(EmuError::Corruption {
+                    kernel: ctx.a.kernel.clone(),
+                    what: format!(
+                        "a write ran past the end of threadgroup array `{}` ({} bytes): byte {} after its end was overwritten",
+                        site.name, site.size, k
+                    ),
+                    metal_line: Some((ctx.a.file_name.clone(), site.line)),
+                    threadgroup_position_in_grid: tgid,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+unsafe fn waiter_of(s: *mut Sched, file_name: &str, i: usize) -> Waiter {
+    unsafe {
+        let f = &*(*s).fibers.as_ptr().add(i);
+        let at = match f.state {
+            State::Coll => op_name(f.op).to_string(),
+            State::Barrier(1) => "threadgroup_barrier".to_string(),
+            State::Barrier(_) => "simdgroup_barrier".to_string(),
+            State::Exited => "return".to_string(),
+            State::Ready => "running".to_string(),
+        };
+        let p = (*s).infos[i].thread_position_in_grid;
+        Waiter {
+            thread_position_in_grid: [p[0], p[1], p[2]],
+            at,
+            metal_line: (f.line > 0).then(|| (file_name.to_string(), f.line)),
+        }
+    }
+}
+
+fn sig_name(sig: c_int) -> &'static str {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        _ => "signal",
+    }
+}
+
+/// Where an address lies: a buffer, threadgroup memory, a fiber stack guard.
+unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
+    unsafe {
+        for (i, b) in ctx.a.buffers.iter().enumerate() {
+            if let Some(d) = (**b).describe(addr) {
+                return format!("buffer({i}){} at {d}", ctx.a.buffer_name(i));
+            }
+        }
+        let arena = (*s).arena as usize;
+        if addr >= arena && addr < arena + TG_ARENA {
+            let off = addr - arena;
+            for site in &(*s).site_list {
+                if off >= site.offset && off < site.offset + site.size {
+                    return format!("threadgroup array `{}` at byte {}", site.name, off - site.offset);
+                }
+                if off >= site.offset + site.size && off < site.offset + site.size + TG_REDZONE {
+                    return format!(
+                        "byte {} of threadgroup array `{}`, past its end ({} bytes, declared at {}:{})",
+                        off - site.offset,
+                        site.name,
+                        site.size,
+                        ctx.a.file_name,
+                        site.line
+                    );
+                }
+            }
+            return "threadgroup memory outside every declared array".into();
+        }
+        for (lo, _) in &ctx.a.stacks {
+            if addr >= lo - 4096 && addr < *lo {
+                return "the guard page of the GPU thread's stack (stack overflow: too much thread memory)".into();
+            }
+        }
+        if addr < 65536 { "a null pointer".to_string() } else { "memory outside every buffer".to_string() }
+    }
+}
+
+unsafe fn fault_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -> EmuError {
+    unsafe {
+        let pos = |fiber: usize| {
+            let p = (*s).infos[fiber].thread_position_in_grid;
+            [p[0], p[1], p[2]]
+        };
+        if let Some(f) = (*s).fault {
+            let what = match f.sig {
+                libc::SIGSEGV | libc::SIGBUS => format!(
+                    "invalid {} at {:#x}, {} ({})",
+                    if f.write { "write" } else { "read" },
+                    f.addr,
+                    describe_addr(s, ctx, f.addr),
+                    sig_name(f.sig)
+                ),
+                libc::SIGFPE => "arithmetic exception: integer division by zero or overflow (SIGFPE)".to_string(),
+                _ => "illegal instruction: a trap (unreachable code, __builtin_trap) was executed (SIGILL)".to_string(),
+            };
+            return EmuError::Fault {
+                kernel: ctx.a.kernel.clone(),
+                what,
+                metal_line: metal_line(&ctx.a.so_path, f.pc, &ctx.a.file_name),
+                thread_position_in_grid: pos(f.fiber),
+                threadgroup_position_in_grid: tgid,
+            };
+        }
+        if let Some(r) = &(*s).report {
+            let mut what = r.what.clone();
+            let head = &(*s).asan_headline;
+            let hl = head.iter().position(|&c| c == 0).unwrap_or(head.len());
+            if hl > 0 && r.what.starts_with("AddressSanitizer") {
+                let h = String::from_utf8_lossy(&head[..hl]).trim().to_string();
+                what = format!("{h}; {}", what.trim_start_matches("AddressSanitizer: "));
+            }
+            if let Some((addr, _, _)) = r.addr {
+                what = format!("{what}, {}", describe_addr(s, ctx, addr));
+            }
+            let line = match &r.file_line {
+                Some((f, l)) if f.ends_with(&ctx.a.file_name) || *f == ctx.a.file_name => Some((ctx.a.file_name.clone(), *l)),
+                _ => metal_line(&ctx.a.so_path, r.pc, &ctx.a.file_name),
+            };
+            return EmuError::Fault {
+                kernel: ctx.a.kernel.clone(),
+                what,
+                metal_line: line,
+                thread_position_in_grid: pos(r.fiber),
+                threadgroup_position_in_grid: tgid,
+            };
+        }
+        let (msg, line, fiber) = (*s).abort.clone().unwrap_or_default();
+        EmuError::Launch {
+            kernel: ctx.a.kernel.clone(),
+            message: format!(
+                "{msg} ({}:{line}, GPU thread {:?}, threadgroup {:?})",
+                ctx.a.file_name,
+                pos(fiber),
+                tgid
+            ),
+        }
+    }
+}
+
+/// The `.metal` line of a program counter inside the kernel object, from its line
+/// tables: the innermost inlined frame that lies in the `.metal` file.
+fn metal_line(so: &Path, pc: usize, file_name: &str) -> Option<(String, u32)> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    if unsafe { libc::dladdr(pc as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    let fname = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+    let same = std::fs::canonicalize(&fname).ok() == std::fs::canonicalize(so).ok();
+    if !same {
+        return None;
+    }
+    let off = pc - info.dli_fbase as usize;
+    let out = super::compile::tool_command("addr2line")
+        .arg("-e")
+        .arg(so)
+        .arg("-i")
+        .arg(format!("{off:#x}"))
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    for l in text.lines() {
+        let l = l.split(" (discriminator").next().unwrap_or(l);
+        let Some((file, line)) = l.rsplit_once(':') else { continue };
+        if file.ends_with(file_name) {
+            if let Ok(n) = line.trim().parse::<u32>() {
+                if n > 0 {
+                    return Some((file_name.to_string(), n));
+                }
+            }
+        }
+    }
+    None
+}

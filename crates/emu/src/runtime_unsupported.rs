@@ -1,0 +1,41 @@
+//! Stands in for the fiber runtime (`runtime.rs`) on targets it has not been ported
+//! to: its context switch and fault handling are x86-64 Linux code. Everything else of
+//! the emulator builds, so tools that embed it (the `kernelgen` CLI) build everywhere
+//! and say in one line what the emulator needs.
+
+use std::path::Path;
+
+use super::{DeviceBuffer, DispatchStats, EmuError, KernelSignature, RunOrder};
+
+/// The one-line answer on this target.
+pub(crate) fn unsupported() -> EmuError {
+    EmuError::Unsupported {
+        target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+    }
+}
+
+pub(crate) struct Object;
+
+impl Object {
+    pub fn load(_path: &Path, _symbols: &[String], _file_name: &str) -> Result<Object, EmuError> {
+        Err(unsupported())
+    }
+}
+
+#[allow(dead_code)]
+pub(crate) struct DispatchArgs<'a, 'b> {
+    pub object: &'a Object,
+    pub entry: usize,
+    pub kernel: &'a KernelSignature,
+    pub file_name: &'a str,
+    pub buffers: &'a mut [&'b mut DeviceBuffer],
+    pub grid: [u32; 3],
+    pub threadgroup: [u32; 3],
+    pub order: RunOrder,
+    pub sanitize: bool,
+    pub guard_pages: bool,
+}
+
+pub(crate) fn dispatch(_a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
+    Err(unsupported())
+}

@@ -1,0 +1,1013 @@
+// kgemu_shim.h: kernelgen's stand-in for <metal_stdlib>, compiled by g++ as C++17.
+//
+// Everything a Metal compute kernel sees (scalar and vector types, half and bfloat,
+// math, SIMD-group collectives, barriers, atomics, address-space keywords) is defined
+// here; the fiber scheduler that gives collectives and barriers their meaning lives in
+// the Rust runtime (crates/emu/src/runtime.rs) and is reached through the `kgemu::Rt` table
+// that `kgemu_init` receives when the kernel object is loaded.
+//
+// Rules (documented in crates/emu/src/lib.rs):
+// - never include <cmath>/<math.h>/<stdlib.h>: they put abs, exp, ... into the global
+//   namespace and clash with `using namespace metal`; math goes through builtins;
+// - half and bfloat are 16-bit structs that compute in float and round back (RNE);
+// - the keyword macros (device, constant, thread, threadgroup, kernel) come last, so
+//   nothing in this file depends on them.
+#pragma once
+#ifndef KGEMU_SHIM_H
+#define KGEMU_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+#endif
+
+#define KGEMU_ABI_VERSION 4u
+#define KG_INLINE inline __attribute__((always_inline))
+
+namespace kgemu {
+template <bool B, class T = void> struct enable_if {};
+template <class T> struct enable_if<true, T> { typedef T type; };
+template <class A, class B> struct is_same { static constexpr bool value = false; };
+template <class A> struct is_same<A, A> { static constexpr bool value = true; };
+template <class T> T&& declval();
+
+KG_INLINE float bits_to_float(uint32_t b) { float f; __builtin_memcpy(&f, &b, 4); return f; }
+KG_INLINE uint32_t float_to_bits(float f) { uint32_t b; __builtin_memcpy(&b, &f, 4); return b; }
+
+// IEEE binary16 <-> binary32, round to nearest even; NaN keeps its sign and top payload
+// bits and becomes quiet (both directions) (the same results as the Rust `half` crate).
+KG_INLINE float f16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+  typedef short v8hi __attribute__((vector_size(16)));
+  v8hi v = {(short)h, 0, 0, 0, 0, 0, 0, 0};
+  return __builtin_ia32_vcvtph2ps(v)[0];
+#else
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (man ? 0x00400000u : 0u) | (man << 13));
+  if (exp == 0) {
+    float f = (float)man * 5.9604644775390625e-8f;
+    return sign ? -f : f;
+  }
+  return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+#endif
+}
+
+KG_INLINE uint16_t f32_to_f16(float f) {
+#if defined(__F16C__)
+  typedef float v4sf __attribute__((vector_size(16)));
+  v4sf v = {f, 0.0f, 0.0f, 0.0f};
+  return (uint16_t)__builtin_ia32_vcvtps2ph(v, 0)[0];
+#else
+  uint32_t x = float_to_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = x & 0x7f800000u, man = x & 0x007fffffu;
+  if (exp == 0x7f800000u) {
+    uint32_t nan_bit = man == 0 ? 0u : 0x0200u;
+    return (uint16_t)(sign | 0x7c00u | nan_bit | (man >> 13));
+  }
+  int half_exp = (int)(exp >> 23) - 127 + 15;
+  if (half_exp >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+  if (half_exp <= 0) {
+    if (14 - half_exp > 24) return (uint16_t)sign;
+    man |= 0x00800000u;
+    uint32_t half_man = man >> (14 - half_exp);
+    uint32_t round_bit = 1u << (13 - half_exp);
+    if ((man & round_bit) != 0 && (man & (3u * round_bit - 1u)) != 0) half_man += 1;
+    return (uint16_t)(sign | half_man);
+  }
+  uint32_t he = (uint32_t)half_exp << 10, half_man = man >> 13, round_bit = 0x1000u;
+  if ((man & round_bit) != 0 && (man & (3u * round_bit - 1u)) != 0)
+    return (uint16_t)((sign | he | half_man) + 1u);
+  return (uint16_t)(sign | he | half_man);
+#endif
+}
+
+KG_INLINE float bf16_to_f32(uint16_t b) {
+  // A NaN becomes quiet (as the Rust `half` crate does); everything else is exact.
+  uint32_t q = (b & 0x7fffu) > 0x7f80u ? 0x0040u : 0u;
+  return bits_to_float((uint32_t)(b | q) << 16);
+}
+KG_INLINE uint16_t f32_to_bf16(float f) {
+  uint32_t x = float_to_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+}  // namespace kgemu
+
+namespace metal {
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+typedef unsigned long ulong;
+
+// ---------------------------------------------------------------- half and bfloat
+struct bfloat;
+struct half {
+  uint16_t bits_;
+  half() = default;
+  KG_INLINE half(float f) : bits_(kgemu::f32_to_f16(f)) {}
+  KG_INLINE half(double d) : bits_(kgemu::f32_to_f16((float)d)) {}
+  KG_INLINE half(int i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(uint i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(long i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(ulong i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(short i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(ushort i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(char i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(signed char i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(uchar i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_INLINE half(bool b) : bits_(b ? 0x3c00u : 0u) {}
+  explicit half(bfloat b);
+  KG_INLINE operator float() const { return kgemu::f16_to_f32(bits_); }
+  static KG_INLINE half from_bits(uint16_t b) { half h; h.bits_ = b; return h; }
+};
+
+struct bfloat {
+  uint16_t bits_;
+  bfloat() = default;
+  KG_INLINE bfloat(float f) : bits_(kgemu::f32_to_bf16(f)) {}
+  KG_INLINE bfloat(double d) : bits_(kgemu::f32_to_bf16((float)d)) {}
+  KG_INLINE bfloat(int i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(uint i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(long i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(ulong i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(short i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(ushort i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(char i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(signed char i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(uchar i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_INLINE bfloat(bool b) : bits_(b ? 0x3f80u : 0u) {}
+  explicit bfloat(half h);
+  KG_INLINE operator float() const { return kgemu::bf16_to_f32(bits_); }
+  static KG_INLINE bfloat from_bits(uint16_t b) { bfloat h; h.bits_ = b; return h; }
+};
+KG_INLINE half::half(bfloat b) : bits_(kgemu::f32_to_f16(float(b))) {}
+KG_INLINE bfloat::bfloat(half h) : bits_(kgemu::f32_to_bf16(float(h))) {}
+
+typedef half float16_t;
+typedef bfloat bfloat16_t;
+
+// Operator rules: T op T -> T (rounded); T op float -> float; float op T -> float;
+// T op integer -> T (the integer converted to T first); T op double -> float;
+// comparisons in float.
+#define KG_H_ARITH(T, op)                                                              \
+  KG_INLINE T operator op(T a, T b) { return T(float(a) op float(b)); }                \
+  KG_INLINE float operator op(T a, float b) { return float(a) op b; }                  \
+  KG_INLINE float operator op(float a, T b) { return a op float(b); }                  \
+  KG_INLINE float operator op(T a, double b) { return float(a) op (float)b; }          \
+  KG_INLINE float operator op(double a, T b) { return (float)a op float(b); }          \
+  KG_INLINE T operator op(T a, int b) { return a op T(b); }                            \
+  KG_INLINE T operator op(int a, T b) { return T(a) op b; }                            \
+  KG_INLINE T operator op(T a, uint b) { return a op T(b); }                           \
+  KG_INLINE T operator op(uint a, T b) { return T(a) op b; }                           \
+  KG_INLINE T operator op(T a, long b) { return a op T(b); }                           \
+  KG_INLINE T operator op(long a, T b) { return T(a) op b; }                           \
+  KG_INLINE T operator op(T a, ulong b) { return a op T(b); }                          \
+  KG_INLINE T operator op(ulong a, T b) { return T(a) op b; }                          \
+  template <class X> KG_INLINE T& operator op##=(T & a, X b) { a = T(a op b); return a; }
+
+#define KG_H_CMP(T, op)                                                                \
+  KG_INLINE bool operator op(T a, T b) { return float(a) op float(b); }                \
+  KG_INLINE bool operator op(T a, float b) { return float(a) op b; }                   \
+  KG_INLINE bool operator op(float a, T b) { return a op float(b); }                   \
+  KG_INLINE bool operator op(T a, double b) { return float(a) op (float)b; }           \
+  KG_INLINE bool operator op(double a, T b) { return (float)a op float(b); }           \
+  KG_INLINE bool operator op(T a, int b) { return float(a) op float(T(b)); }           \
+  KG_INLINE bool operator op(int a, T b) { return float(T(a)) op float(b); }           \
+  KG_INLINE bool operator op(T a, uint b) { return float(a) op float(T(b)); }          \
+  KG_INLINE bool operator op(uint a, T b) { return float(T(a)) op float(b); }          \
+  KG_INLINE bool operator op(T a, long b) { return float(a) op float(T(b)); }          \
+  KG_INLINE bool operator op(long a, T b) { return float(T(a)) op float(b); }          \
+  KG_INLINE bool operator op(T a, ulong b) { return float(a) op float(T(b)); }         \
+  KG_INLINE bool operator op(ulong a, T b) { return float(T(a)) op float(b); }
+
+#define KG_H_TYPE(T)                                                                   \
+  KG_H_ARITH(T, +) KG_H_ARITH(T, -) KG_H_ARITH(T, *) KG_H_ARITH(T, /)                  \
+  KG_H_CMP(T, ==) KG_H_CMP(T, !=) KG_H_CMP(T, <) KG_H_CMP(T, >) KG_H_CMP(T, <=)        \
+  KG_H_CMP(T, >=)                                                                      \
+  KG_INLINE T operator-(T a) { return T::from_bits((uint16_t)(a.bits_ ^ 0x8000u)); }   \
+  KG_INLINE T operator+(T a) { return a; }                                             \
+  KG_INLINE T& operator++(T& a) { a = a + T(1); return a; }                            \
+  KG_INLINE T& operator--(T& a) { a = a - T(1); return a; }                            \
+  KG_INLINE T operator++(T& a, int) { T o = a; a = a + T(1); return o; }               \
+  KG_INLINE T operator--(T& a, int) { T o = a; a = a - T(1); return o; }               \
+  KG_INLINE bool operator!(T a) { return !float(a); }
+
+KG_H_TYPE(half)
+KG_H_TYPE(bfloat)
+#undef KG_H_TYPE
+#undef KG_H_CMP
+#undef KG_H_ARITH
+
+// Mixed half/bfloat arithmetic computes in float.
+#define KG_HB(op)                                                                      \
+  KG_INLINE float operator op(half a, bfloat b) { return float(a) op float(b); }       \
+  KG_INLINE float operator op(bfloat a, half b) { return float(a) op float(b); }
+KG_HB(+) KG_HB(-) KG_HB(*) KG_HB(/)
+#undef KG_HB
+
+// ---------------------------------------------------------------- vectors
+template <class T, int N> struct vec;
+template <class T, int N> struct vec_storage;
+template <class T> struct alignas(sizeof(T) * 2) vec_storage<T, 2> {
+  union { struct { T x, y; }; T c_[2]; };
+};
+template <class T> struct alignas(sizeof(T) * 4) vec_storage<T, 3> {
+  union { struct { T x, y, z; }; T c_[4]; };
+};
+template <class T> struct alignas(sizeof(T) * 4) vec_storage<T, 4> {
+  union { struct { T x, y, z, w; }; T c_[4]; };
+};
+
+template <class X> struct vcount { static constexpr int value = 1; };
+template <class U, int M> struct vcount<vec<U, M>> { static constexpr int value = M; };
+template <class... A> struct vsum { static constexpr int value = 0; };
+template <class A0, class... A> struct vsum<A0, A...> {
+  static constexpr int value = vcount<A0>::value + vsum<A...>::value;
+};
+template <class X> struct is_vec { static constexpr bool value = false; };
+template <class U, int M> struct is_vec<vec<U, M>> { static constexpr bool value = true; };
+
+template <class T, int N, int... I> struct swizzle_ref;
+
+template <class T, int N> struct vec : vec_storage<T, N> {
+  using vec_storage<T, N>::c_;
+  typedef T value_type;
+  vec() = default;
+  KG_INLINE vec(T s) { for (int i = 0; i < N; ++i) c_[i] = s; }
+  template <class U, class = typename kgemu::enable_if<!kgemu::is_same<U, T>::value>::type>
+  KG_INLINE explicit vec(const vec<U, N>& o) {
+    for (int i = 0; i < N; ++i) c_[i] = T(o.c_[i]);
+  }
+  template <class A0, class A1, class... As,
+            class = typename kgemu::enable_if<vsum<A0, A1, As...>::value == N>::type>
+  KG_INLINE vec(const A0& a0, const A1& a1, const As&... as) {
+    int k = 0;
+    put(k, a0);
+    put(k, a1);
+    int dummy[] = {0, (put(k, as), 0)...};
+    (void)dummy;
+  }
+  template <class U> KG_INLINE void put(int& k, const U& s) { c_[k++] = T(s); }
+  template <class U, int M> KG_INLINE void put(int& k, const vec<U, M>& v) {
+    for (int i = 0; i < M; ++i) c_[k++] = T(v.c_[i]);
+  }
+  KG_INLINE T& operator[](int i) { return c_[i]; }
+  KG_INLINE const T& operator[](int i) const { return c_[i]; }
+  KG_INLINE T& operator[](uint i) { return c_[i]; }
+  KG_INLINE const T& operator[](uint i) const { return c_[i]; }
+  KG_INLINE T& operator[](ulong i) { return c_[i]; }
+  KG_INLINE const T& operator[](ulong i) const { return c_[i]; }
+
+  // Swizzles: the source rewrite turns `v.xy` into `v.kg_swz<0, 1>()` and the write
+  // form `v.xy = e` into `v.kg_swz_ref<0, 1>() = e`.
+  template <int... I> KG_INLINE vec<T, sizeof...(I)> kg_swz() const {
+    static_assert(((I < N) && ...), "swizzle component out of range for this vector");
+    return vec<T, sizeof...(I)>(c_[I]...);
+  }
+  template <int... I> KG_INLINE swizzle_ref<T, N, I...> kg_swz_ref() {
+    static_assert(((I < N) && ...), "swizzle component out of range for this vector");
+    return swizzle_ref<T, N, I...>{*this};
+  }
+
+#define KG_VBIN(op)                                                                    \
+  friend KG_INLINE vec operator op(const vec& a, const vec& b) {                       \
+    vec r; for (int i = 0; i < N; ++i) r.c_[i] = a.c_[i] op b.c_[i]; return r; }       \
+  friend KG_INLINE vec operator op(const vec& a, T b) {                                \
+    vec r; for (int i = 0; i < N; ++i) r.c_[i] = a.c_[i] op b; return r; }             \
+  friend KG_INLINE vec operator op(T a, const vec& b) {                                \
+    vec r; for (int i = 0; i < N; ++i) r.c_[i] = a op b.c_[i]; return r; }             \
+  KG_INLINE vec& operator op##=(const vec& b) {                                        \
+    for (int i = 0; i < N; ++i) c_[i] = c_[i] op b.c_[i]; return *this; }              \
+  KG_INLINE vec& operator op##=(T b) {                                                 \
+    for (int i = 0; i < N; ++i) c_[i] = c_[i] op b; return *this; }
+  KG_VBIN(+) KG_VBIN(-) KG_VBIN(*) KG_VBIN(/) KG_VBIN(%) KG_VBIN(&) KG_VBIN(|)
+  KG_VBIN(^) KG_VBIN(<<) KG_VBIN(>>)
+#undef KG_VBIN
+#define KG_VCMP(op)                                                                    \
+  friend KG_INLINE vec<bool, N> operator op(const vec& a, const vec& b) {              \
+    vec<bool, N> r; for (int i = 0; i < N; ++i) r.c_[i] = a.c_[i] op b.c_[i]; return r; } \
+  friend KG_INLINE vec<bool, N> operator op(const vec& a, T b) {                       \
+    vec<bool, N> r; for (int i = 0; i < N; ++i) r.c_[i] = a.c_[i] op b; return r; }    \
+  friend KG_INLINE vec<bool, N> operator op(T a, const vec& b) {                       \
+    vec<bool, N> r; for (int i = 0; i < N; ++i) r.c_[i] = a op b.c_[i]; return r; }
+  KG_VCMP(==) KG_VCMP(!=) KG_VCMP(<) KG_VCMP(>) KG_VCMP(<=) KG_VCMP(>=) KG_VCMP(&&)
+  KG_VCMP(||)
+#undef KG_VCMP
+  friend KG_INLINE vec operator-(const vec& a) {
+    vec r; for (int i = 0; i < N; ++i) r.c_[i] = -a.c_[i]; return r; }
+  friend KG_INLINE vec operator+(const vec& a) { return a; }
+  friend KG_INLINE vec operator~(const vec& a) {
+    vec r; for (int i = 0; i < N; ++i) r.c_[i] = ~a.c_[i]; return r; }
+  friend KG_INLINE vec<bool, N> operator!(const vec& a) {
+    vec<bool, N> r; for (int i = 0; i < N; ++i) r.c_[i] = !a.c_[i]; return r; }
+};
+
+template <class T, int N, int... I> struct swizzle_ref {
+  vec<T, N>& v;
+  typedef vec<T, sizeof...(I)> V;
+  KG_INLINE operator V() const { return V(v.c_[I]...); }
+  KG_INLINE swizzle_ref& operator=(const V& o) {
+    int k = 0;
+    int dummy[] = {(v.c_[I] = o.c_[k++], 0)...};
+    (void)dummy;
+    return *this;
+  }
+#define KG_SWOP(op)                                                                    \
+  KG_INLINE swizzle_ref& operator op##=(const V& o) { return *this = V(*this) op o; }  \
+  KG_INLINE swizzle_ref& operator op##=(T o) { return *this = V(*this) op o; }
+  KG_SWOP(+) KG_SWOP(-) KG_SWOP(*) KG_SWOP(/)
+#undef KG_SWOP
+};
+
+#define KG_VEC_NAMES(T, name)                                                          \
+  typedef vec<T, 2> name##2;                                                           \
+  typedef vec<T, 3> name##3;                                                           \
+  typedef vec<T, 4> name##4;
+KG_VEC_NAMES(float, float)
+KG_VEC_NAMES(half, half)
+KG_VEC_NAMES(bfloat, bfloat)
+KG_VEC_NAMES(int, int)
+KG_VEC_NAMES(uint, uint)
+KG_VEC_NAMES(short, short)
+KG_VEC_NAMES(ushort, ushort)
+KG_VEC_NAMES(char, char)
+KG_VEC_NAMES(uchar, uchar)
+KG_VEC_NAMES(long, long)
+KG_VEC_NAMES(ulong, ulong)
+KG_VEC_NAMES(bool, bool)
+#undef KG_VEC_NAMES
+
+template <int N> KG_INLINE bool all(const vec<bool, N>& v) {
+  for (int i = 0; i < N; ++i) if (!v.c_[i]) return false;
+  return true;
+}
+template <int N> KG_INLINE bool any(const vec<bool, N>& v) {
+  for (int i = 0; i < N; ++i) if (v.c_[i]) return true;
+  return false;
+}
+KG_INLINE bool all(bool b) { return b; }
+KG_INLINE bool any(bool b) { return b; }
+
+// ---------------------------------------------------------------- as_type
+template <class To, class From> KG_INLINE To as_type(const From& f) {
+  static_assert(sizeof(To) == sizeof(From), "as_type needs types of the same size");
+  To t;
+  __builtin_memcpy(&t, &f, sizeof(To));
+  return t;
+}
+
+// ---------------------------------------------------------------- numeric limits
+template <class T> struct numeric_limits;
+template <> struct numeric_limits<float> {
+  static constexpr float min() { return 1.17549435e-38f; }
+  static constexpr float max() { return 3.40282347e+38f; }
+  static constexpr float lowest() { return -3.40282347e+38f; }
+  static constexpr float epsilon() { return 1.1920929e-07f; }
+  static constexpr float infinity() { return __builtin_inff(); }
+  static constexpr float quiet_NaN() { return __builtin_nanf(""); }
+};
+template <> struct numeric_limits<half> {
+  static half min() { return half::from_bits(0x0400); }
+  static half max() { return half::from_bits(0x7bff); }
+  static half lowest() { return half::from_bits(0xfbff); }
+  static half epsilon() { return half::from_bits(0x1400); }
+  static half infinity() { return half::from_bits(0x7c00); }
+  static half quiet_NaN() { return half::from_bits(0x7e00); }
+};
+template <> struct numeric_limits<bfloat> {
+  static bfloat min() { return bfloat::from_bits(0x0080); }
+  static bfloat max() { return bfloat::from_bits(0x7f7f); }
+  static bfloat lowest() { return bfloat::from_bits(0xff7f); }
+  static bfloat epsilon() { return bfloat::from_bits(0x3c00); }
+  static bfloat infinity() { return bfloat::from_bits(0x7f80); }
+  static bfloat quiet_NaN() { return bfloat::from_bits(0x7fc0); }
+};
+#define KG_INT_LIMITS(T, lo, hi)                                                       \
+  template <> struct numeric_limits<T> {                                               \
+    static constexpr T min() { return lo; }                                            \
+    static constexpr T max() { return hi; }                                            \
+    static constexpr T lowest() { return lo; }                                         \
+  };
+KG_INT_LIMITS(int, (-2147483647 - 1), 2147483647)
+KG_INT_LIMITS(uint, 0u, 4294967295u)
+KG_INT_LIMITS(short, (short)-32768, (short)32767)
+KG_INT_LIMITS(ushort, (ushort)0, (ushort)65535)
+KG_INT_LIMITS(char, (char)-128, (char)127)
+KG_INT_LIMITS(signed char, (signed char)-128, (signed char)127)
+KG_INT_LIMITS(uchar, (uchar)0, (uchar)255)
+KG_INT_LIMITS(long, (-9223372036854775807L - 1), 9223372036854775807L)
+KG_INT_LIMITS(ulong, 0ul, 18446744073709551615ul)
+#undef KG_INT_LIMITS
+template <class T, int N> struct numeric_limits<vec<T, N>> : numeric_limits<T> {};
+
+// ---------------------------------------------------------------- math
+// float: compiler builtins (glibc for exp/log/tanh/...); half and bfloat: computed in
+// float and rounded once; vectors: elementwise.
+#define KG_VEC_MAP1(name)                                                              \
+  template <class T, int N> KG_INLINE vec<T, N> name(const vec<T, N>& v) {             \
+    vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = name(v.c_[i]); return r; }
+#define KG_MATH1(name, expr)                                                           \
+  KG_INLINE float name(float x) { return expr; }                                       \
+  KG_INLINE half name(half x) { return half(name(float(x))); }                         \
+  KG_INLINE bfloat name(bfloat x) { return bfloat(name(float(x))); }                   \
+  KG_VEC_MAP1(name)
+KG_MATH1(exp, __builtin_expf(x))
+KG_MATH1(exp2, __builtin_exp2f(x))
+KG_MATH1(exp10, __builtin_powf(10.0f, x))
+KG_MATH1(log, __builtin_logf(x))
+KG_MATH1(log2, __builtin_log2f(x))
+KG_MATH1(log10, __builtin_log10f(x))
+KG_MATH1(sqrt, __builtin_sqrtf(x))
+KG_MATH1(rsqrt, 1.0f / __builtin_sqrtf(x))
+KG_MATH1(fabs, __builtin_fabsf(x))
+KG_MATH1(floor, __builtin_floorf(x))
+KG_MATH1(ceil, __builtin_ceilf(x))
+KG_MATH1(round, __builtin_roundf(x))
+KG_MATH1(rint, __builtin_rintf(x))
+KG_MATH1(trunc, __builtin_truncf(x))
+KG_MATH1(fract, __builtin_fminf(x - __builtin_floorf(x), 0x1.fffffep-1f))
+KG_MATH1(sin, __builtin_sinf(x))
+KG_MATH1(cos, __builtin_cosf(x))
+KG_MATH1(tan, __builtin_tanf(x))
+KG_MATH1(asin, __builtin_asinf(x))
+KG_MATH1(acos, __builtin_acosf(x))
+KG_MATH1(atan, __builtin_atanf(x))
+KG_MATH1(sinh, __builtin_sinhf(x))
+KG_MATH1(cosh, __builtin_coshf(x))
+KG_MATH1(tanh, __builtin_tanhf(x))
+KG_MATH1(erf, __builtin_erff(x))
+KG_MATH1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f))
+KG_MATH1(sign, (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : (x == 0.0f ? 0.0f * x : 0.0f))))
+#undef KG_MATH1
+
+#define KG_MATH2(name, expr)                                                           \
+  KG_INLINE float name(float x, float y) { return expr; }                              \
+  KG_INLINE half name(half x, half y) { return half(name(float(x), float(y))); }       \
+  KG_INLINE bfloat name(bfloat x, bfloat y) { return bfloat(name(float(x), float(y))); } \
+  template <class T, int N> KG_INLINE vec<T, N> name(const vec<T, N>& a, const vec<T, N>& b) { \
+    vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = name(a.c_[i], b.c_[i]); return r; } \
+  template <class T, int N> KG_INLINE vec<T, N> name(const vec<T, N>& a, T b) {        \
+    vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = name(a.c_[i], b); return r; }
+KG_MATH2(pow, __builtin_powf(x, y))
+KG_MATH2(powr, __builtin_powf(x, y))
+KG_MATH2(atan2, __builtin_atan2f(x, y))
+KG_MATH2(fmod, __builtin_fmodf(x, y))
+KG_MATH2(fmin, __builtin_fminf(x, y))
+KG_MATH2(fmax, __builtin_fmaxf(x, y))
+KG_MATH2(copysign, __builtin_copysignf(x, y))
+KG_MATH2(step, (y < x ? 0.0f : 1.0f))
+KG_MATH2(divide, x / y)
+#undef KG_MATH2
+
+KG_INLINE float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+KG_INLINE half fma(half a, half b, half c) {
+  return half(__builtin_fmaf(float(a), float(b), float(c)));
+}
+KG_INLINE bfloat fma(bfloat a, bfloat b, bfloat c) {
+  return bfloat(__builtin_fmaf(float(a), float(b), float(c)));
+}
+template <class T, int N>
+KG_INLINE vec<T, N> fma(const vec<T, N>& a, const vec<T, N>& b, const vec<T, N>& c) {
+  vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = fma(a.c_[i], b.c_[i], c.c_[i]); return r;
+}
+
+// abs: floating types as fabs, integers as |x| (unsigned unchanged).
+KG_INLINE float abs(float x) { return __builtin_fabsf(x); }
+KG_INLINE half abs(half x) { return half::from_bits((uint16_t)(x.bits_ & 0x7fffu)); }
+KG_INLINE bfloat abs(bfloat x) { return bfloat::from_bits((uint16_t)(x.bits_ & 0x7fffu)); }
+KG_INLINE int abs(int x) { return x < 0 ? -x : x; }
+KG_INLINE long abs(long x) { return x < 0 ? -x : x; }
+KG_INLINE short abs(short x) { return (short)(x < 0 ? -x : x); }
+KG_INLINE char abs(char x) { return (char)(x < 0 ? -x : x); }
+KG_INLINE signed char abs(signed char x) { return (signed char)(x < 0 ? -x : x); }
+KG_INLINE uint abs(uint x) { return x; }
+KG_INLINE ulong abs(ulong x) { return x; }
+KG_INLINE ushort abs(ushort x) { return x; }
+KG_INLINE uchar abs(uchar x) { return x; }
+KG_VEC_MAP1(abs)
+
+KG_INLINE bool isnan(float x) { return __builtin_isnan(x); }
+KG_INLINE bool isinf(float x) { return __builtin_isinf(x); }
+KG_INLINE bool isfinite(float x) { return __builtin_isfinite(x); }
+KG_INLINE bool signbit(float x) { return __builtin_signbit(x); }
+KG_INLINE bool isnan(half x) { return __builtin_isnan(float(x)); }
+KG_INLINE bool isinf(half x) { return __builtin_isinf(float(x)); }
+KG_INLINE bool isfinite(half x) { return __builtin_isfinite(float(x)); }
+KG_INLINE bool isnan(bfloat x) { return __builtin_isnan(float(x)); }
+KG_INLINE bool isinf(bfloat x) { return __builtin_isinf(float(x)); }
+KG_INLINE bool isfinite(bfloat x) { return __builtin_isfinite(float(x)); }
+
+// min/max/clamp: the usual arithmetic conversions pick the common type; float min/max
+// follow fmin/fmax (a NaN operand yields the other operand).
+KG_INLINE float kg_min(float a, float b) { return __builtin_fminf(a, b); }
+KG_INLINE float kg_max(float a, float b) { return __builtin_fmaxf(a, b); }
+KG_INLINE half kg_min(half a, half b) { return half(__builtin_fminf(float(a), float(b))); }
+KG_INLINE half kg_max(half a, half b) { return half(__builtin_fmaxf(float(a), float(b))); }
+KG_INLINE bfloat kg_min(bfloat a, bfloat b) { return bfloat(__builtin_fminf(float(a), float(b))); }
+KG_INLINE bfloat kg_max(bfloat a, bfloat b) { return bfloat(__builtin_fmaxf(float(a), float(b))); }
+template <class T> KG_INLINE T kg_min(T a, T b) { return b < a ? b : a; }
+template <class T> KG_INLINE T kg_max(T a, T b) { return a < b ? b : a; }
+template <class T, int N> KG_INLINE vec<T, N> kg_min(const vec<T, N>& a, const vec<T, N>& b) {
+  vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = kg_min(a.c_[i], b.c_[i]); return r;
+}
+template <class T, int N> KG_INLINE vec<T, N> kg_max(const vec<T, N>& a, const vec<T, N>& b) {
+  vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = kg_max(a.c_[i], b.c_[i]); return r;
+}
+template <class A, class B> KG_INLINE auto min(A a, B b) -> decltype(a + b) {
+  typedef decltype(a + b) C;
+  return kg_min(C(a), C(b));
+}
+template <class A, class B> KG_INLINE auto max(A a, B b) -> decltype(a + b) {
+  typedef decltype(a + b) C;
+  return kg_max(C(a), C(b));
+}
+template <class X, class L, class H> KG_INLINE auto clamp(X x, L lo, H hi) -> decltype(x + lo + hi) {
+  typedef decltype(x + lo + hi) C;
+  return kg_min(kg_max(C(x), C(lo)), C(hi));
+}
+template <class A, class B, class T> KG_INLINE auto mix(A a, B b, T t) -> decltype(a + (b - a) * t) {
+  return a + (b - a) * t;
+}
+template <class T> KG_INLINE T select(T a, T b, bool c) { return c ? b : a; }
+template <class T, int N>
+KG_INLINE vec<T, N> select(const vec<T, N>& a, const vec<T, N>& b, const vec<bool, N>& c) {
+  vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = c.c_[i] ? b.c_[i] : a.c_[i]; return r;
+}
+template <class T, int N> KG_INLINE T dot(const vec<T, N>& a, const vec<T, N>& b) {
+  T s = a.c_[0] * b.c_[0];
+  for (int i = 1; i < N; ++i) s = s + a.c_[i] * b.c_[i];
+  return s;
+}
+template <class T, int N> KG_INLINE T length(const vec<T, N>& a) { return sqrt(dot(a, a)); }
+
+// Integer bit functions.
+KG_INLINE uint popcount(uint x) { return (uint)__builtin_popcount(x); }
+KG_INLINE int popcount(int x) { return __builtin_popcount((uint)x); }
+KG_INLINE ulong popcount(ulong x) { return (ulong)__builtin_popcountl(x); }
+KG_INLINE uint clz(uint x) { return x ? (uint)__builtin_clz(x) : 32u; }
+KG_INLINE uint ctz(uint x) { return x ? (uint)__builtin_ctz(x) : 32u; }
+KG_INLINE int clz(int x) { return x ? __builtin_clz((uint)x) : 32; }
+KG_INLINE int ctz(int x) { return x ? __builtin_ctz((uint)x) : 32; }
+KG_INLINE uint mulhi(uint a, uint b) { return (uint)(((ulong)a * b) >> 32); }
+KG_INLINE int mulhi(int a, int b) { return (int)(((long)a * b) >> 32); }
+KG_INLINE uint extract_bits(uint x, uint offset, uint bits) {
+  return bits == 0 ? 0u : (bits >= 32 ? x >> offset : (x >> offset) & ((1u << bits) - 1u));
+}
+KG_INLINE uint reverse_bits(uint x) {
+  uint r = 0;
+  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+  return r;
+}
+
+namespace precise {
+using metal::exp; using metal::exp2; using metal::exp10; using metal::log; using metal::log2;
+using metal::log10; using metal::sqrt; using metal::rsqrt; using metal::fabs; using metal::abs;
+using metal::sin; using metal::cos; using metal::tan; using metal::tanh; using metal::pow;
+using metal::powr; using metal::fma; using metal::divide; using metal::fmin; using metal::fmax;
+using metal::floor; using metal::ceil; using metal::round; using metal::trunc; using metal::erf;
+using metal::sinh; using metal::cosh; using metal::atan; using metal::atan2; using metal::fract;
+using metal::min; using metal::max; using metal::clamp; using metal::saturate;
+}  // namespace precise
+namespace fast {
+using metal::exp; using metal::exp2; using metal::exp10; using metal::log; using metal::log2;
+using metal::log10; using metal::sqrt; using metal::rsqrt; using metal::fabs; using metal::abs;
+using metal::sin; using metal::cos; using metal::tan; using metal::tanh; using metal::pow;
+using metal::powr; using metal::fma; using metal::divide; using metal::fmin; using metal::fmax;
+using metal::floor; using metal::ceil; using metal::round; using metal::trunc; using metal::erf;
+using metal::sinh; using metal::cosh; using metal::atan; using metal::atan2; using metal::fract;
+using metal::min; using metal::max; using metal::clamp; using metal::saturate;
+}  // namespace fast
+
+// ---------------------------------------------------------------- atomics
+// Fibers of one dispatch run on one OS thread and switch only at collectives and
+// barriers, so plain read-modify-write operations are atomic among GPU threads.
+enum memory_order { memory_order_relaxed, memory_order_seq_cst };
+template <class T> struct atomic { T v_; };
+typedef atomic<int> atomic_int;
+typedef atomic<uint> atomic_uint;
+typedef atomic<float> atomic_float;
+typedef atomic<bool> atomic_bool;
+template <class T, class U> KG_INLINE void atomic_store_explicit(volatile atomic<T>* o, U v, memory_order) { o->v_ = T(v); }
+template <class T> KG_INLINE T atomic_load_explicit(const volatile atomic<T>* o, memory_order) { return o->v_; }
+template <class T, class U> KG_INLINE T atomic_exchange_explicit(volatile atomic<T>* o, U v, memory_order) {
+  T old = o->v_; o->v_ = T(v); return old;
+}
+#define KG_ATOMIC_RMW(name, expr)                                                      \
+  template <class T, class U> KG_INLINE T name(volatile atomic<T>* o, U v_in, memory_order) { \
+    T v = T(v_in); T old = o->v_; o->v_ = (expr); return old; }
+KG_ATOMIC_RMW(atomic_fetch_add_explicit, old + v)
+KG_ATOMIC_RMW(atomic_fetch_sub_explicit, old - v)
+KG_ATOMIC_RMW(atomic_fetch_and_explicit, old & v)
+KG_ATOMIC_RMW(atomic_fetch_or_explicit, old | v)
+KG_ATOMIC_RMW(atomic_fetch_xor_explicit, old ^ v)
+KG_ATOMIC_RMW(atomic_fetch_min_explicit, (v < old ? v : old))
+KG_ATOMIC_RMW(atomic_fetch_max_explicit, (old < v ? v : old))
+#undef KG_ATOMIC_RMW
+template <class T, class U>
+KG_INLINE bool atomic_compare_exchange_weak_explicit(volatile atomic<T>* o, T* expected, U desired,
+                                                     memory_order, memory_order) {
+  if (o->v_ == *expected) { o->v_ = T(desired); return true; }
+  *expected = o->v_;
+  return false;
+}
+
+enum mem_flags : uint { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4,
+                        mem_threadgroup_imageblock = 8, mem_object_data = 16 };
+KG_INLINE mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((uint)a | (uint)b); }
+}  // namespace metal
+
+// ---------------------------------------------------------------- runtime interface
+namespace kgemu {
+using metal::uint;
+using metal::uint3;
+
+// Mirrors `ThreadInfo` in crates/emu/src/runtime.rs (repr(C)).
+struct ThreadInfo {
+  uint3 thread_position_in_grid;
+  uint3 threadgroup_position_in_grid;
+  uint3 thread_position_in_threadgroup;
+  uint3 threads_per_threadgroup;
+  uint3 threads_per_grid;
+  uint3 threadgroups_per_grid;
+  uint3 dispatch_threads_per_threadgroup;
+  uint3 grid_origin;
+  uint thread_index_in_simdgroup;
+  uint simdgroup_index_in_threadgroup;
+  uint thread_index_in_threadgroup;
+  uint threads_per_simdgroup;
+  uint simdgroups_per_threadgroup;
+  uint dispatch_simdgroups_per_threadgroup;
+  uint thread_execution_width;
+  uint thread_index_in_quadgroup;
+  uint quadgroup_index_in_threadgroup;
+  uint quadgroups_per_threadgroup;
+  uint dispatch_quadgroups_per_threadgroup;
+  uint pad_[1];
+};
+
+typedef void (*CollFn)(void* const* lanes, uint32_t active);
+
+// Mirrors `Rt` in crates/emu/src/runtime.rs (repr(C)).
+struct Rt {
+  uint32_t abi;
+  uint32_t thread_info_size;
+  void (*collective)(void* lane, CollFn fn, uint32_t op, uint32_t line);
+  void (*barrier)(uint32_t kind, uint32_t line);
+  void* (*tg_alloc)(uint32_t site, uint64_t size, uint64_t align, uint32_t line, const char* name);
+  void (*asan_note)(uintptr_t addr, uint64_t size, uint32_t is_write, uintptr_t pc);
+  void (*ubsan_note)(const char* what, const char* file, uint32_t line, uint32_t col, uintptr_t pc,
+                     const char* type_name, uintptr_t ptr, uint32_t align);
+};
+
+__attribute__((visibility("hidden"))) inline Rt rt;
+
+template <class T> struct Lane { T v; uint32_t arg; };
+template <class T> KG_INLINE Lane<T>* lane_at(void* const* lanes, int i) { return (Lane<T>*)lanes[i]; }
+
+// Collective operation ids (names in crates/emu/src/runtime.rs `OP_NAMES`).
+enum Op : uint32_t {
+  OP_SUM = 1, OP_PROD, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR, OP_BROADCAST,
+  OP_BROADCAST_FIRST, OP_SHUFFLE, OP_SHUFFLE_DOWN, OP_SHUFFLE_UP, OP_SHUFFLE_XOR, OP_ANY,
+  OP_ALL, OP_PREFIX_INCL_SUM, OP_PREFIX_EXCL_SUM, OP_IS_FIRST, OP_PREFIX_INCL_PROD,
+  OP_PREFIX_EXCL_PROD, OP_BALLOT
+};
+
+template <class T> struct scalar_of { typedef T type; };
+template <class U, int M> struct scalar_of<metal::vec<U, M>> { typedef U type; };
+template <class T> KG_INLINE T lowest_of() {
+  typedef typename scalar_of<T>::type S;
+  if constexpr (is_same<S, float>::value || is_same<S, metal::half>::value ||
+                is_same<S, metal::bfloat>::value)
+    return T(S(-__builtin_inff()));
+  else
+    return T(metal::numeric_limits<S>::lowest());
+}
+template <class T> KG_INLINE T highest_of() {
+  typedef typename scalar_of<T>::type S;
+  if constexpr (is_same<S, float>::value || is_same<S, metal::half>::value ||
+                is_same<S, metal::bfloat>::value)
+    return T(S(__builtin_inff()));
+  else
+    return T(metal::numeric_limits<S>::max());
+}
+
+// The documented reduction: inactive lanes hold the identity, then for off = 16, 8, 4,
+// 2, 1: v[i] = v[i] op v[i + off] for i < off; every active lane receives v[0].
+template <class T, class F> KG_INLINE void tree_reduce(void* const* lanes, uint32_t active, T ident, F f) {
+  T v[32];
+  for (int i = 0; i < 32; ++i) v[i] = ((active >> i) & 1u) ? lane_at<T>(lanes, i)->v : ident;
+  for (int off = 16; off >= 1; off >>= 1)
+    for (int i = 0; i < off; ++i) v[i] = f(v[i], v[i + off]);
+  for (int i = 0; i < 32; ++i)
+    if ((active >> i) & 1u) lane_at<T>(lanes, i)->v = v[0];
+}
+template <class T> void op_sum(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, T(-0.0f), [](T x, T y) { return T(x + y); });
+}
+template <class T> void op_prod(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, T(1), [](T x, T y) { return T(x * y); });
+}
+template <class T> void op_max(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, lowest_of<T>(), [](T x, T y) { return metal::kg_max(x, y); });
+}
+template <class T> void op_min(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, highest_of<T>(), [](T x, T y) { return metal::kg_min(x, y); });
+}
+template <class T> void op_and(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, T(~T(0)), [](T x, T y) { return T(x & y); });
+}
+template <class T> void op_or(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, T(0), [](T x, T y) { return T(x | y); });
+}
+template <class T> void op_xor(void* const* l, uint32_t a) {
+  tree_reduce<T>(l, a, T(0), [](T x, T y) { return T(x ^ y); });
+}
+KG_INLINE int first_active(uint32_t a) { return a ? __builtin_ctz(a) : 0; }
+// broadcast: the lane index is taken from the first active lane; reading an inactive
+// lane gives zero. shuffle*: reading an inactive or out-of-range lane gives zero, except
+// shuffle_down/up, whose lanes past the edge keep their own value (as on Apple GPUs).
+template <class T> void op_broadcast(void* const* l, uint32_t a) {
+  uint32_t src = lane_at<T>(l, first_active(a))->arg;
+  T v = (src < 32 && ((a >> src) & 1u)) ? lane_at<T>(l, (int)src)->v : T(0);
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) lane_at<T>(l, i)->v = v;
+}
+template <class T> void op_broadcast_first(void* const* l, uint32_t a) {
+  T v = lane_at<T>(l, first_active(a))->v;
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) lane_at<T>(l, i)->v = v;
+}
+template <class T, int MODE> void op_shuffle(void* const* l, uint32_t a) {
+  T in[32];
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) in[i] = lane_at<T>(l, i)->v;
+  for (int i = 0; i < 32; ++i) {
+    if (!((a >> i) & 1u)) continue;
+    uint32_t arg = lane_at<T>(l, i)->arg;
+    long src;
+    if (MODE == 0) src = (long)arg;
+    else if (MODE == 1) src = (long)i + (long)arg;
+    else if (MODE == 2) src = (long)i - (long)arg;
+    else src = (long)(i ^ (int)(arg & 31u));
+    T v;
+    if (src < 0 || src >= 32) v = (MODE == 1 || MODE == 2) ? in[i] : T(0);
+    else v = ((a >> src) & 1u) ? in[src] : T(0);
+    lane_at<T>(l, i)->v = v;
+  }
+}
+template <class T, bool INCLUSIVE, bool PROD> void op_prefix(void* const* l, uint32_t a) {
+  T acc = PROD ? T(1) : T(-0.0f);
+  for (int i = 0; i < 32; ++i) {
+    if (!((a >> i) & 1u)) continue;
+    T x = lane_at<T>(l, i)->v;
+    T next = PROD ? T(acc * x) : T(acc + x);
+    lane_at<T>(l, i)->v = INCLUSIVE ? next : acc;
+    acc = next;
+  }
+}
+inline void op_any(void* const* l, uint32_t a) {
+  bool r = false;
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) r = r || lane_at<bool>(l, i)->v;
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) lane_at<bool>(l, i)->v = r;
+}
+inline void op_all(void* const* l, uint32_t a) {
+  bool r = true;
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) r = r && lane_at<bool>(l, i)->v;
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) lane_at<bool>(l, i)->v = r;
+}
+inline void op_is_first(void* const* l, uint32_t a) {
+  int f = first_active(a);
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) lane_at<bool>(l, i)->v = (i == f);
+}
+inline void op_ballot(void* const* l, uint32_t a) {
+  uint64_t m = 0;
+  for (int i = 0; i < 32; ++i) if (((a >> i) & 1u) && lane_at<uint64_t>(l, i)->v) m |= 1ull << i;
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) lane_at<uint64_t>(l, i)->v = m;
+}
+
+template <class T> KG_INLINE T collective(T x, uint32_t arg, CollFn fn, uint32_t op, uint32_t line) {
+  Lane<T> lane{x, arg};
+  rt.collective(&lane, fn, op, line);
+  return lane.v;
+}
+
+template <class T> KG_INLINE T* tg_alloc(uint32_t site, uint32_t line, const char* name) {
+  return (T*)rt.tg_alloc(site, sizeof(T), alignof(T), line, name);
+}
+
+// Kernel entry glue: buffers bind by index, attributes convert to the declared type.
+struct BufPtr { void* p; template <class T> KG_INLINE operator T*() const { return (T*)p; } };
+struct BufRef { void* p; template <class T> KG_INLINE operator T&() const { return *(T*)p; } };
+struct Attr3 {
+  uint3 v;
+  KG_INLINE operator metal::uint3() const { return v; }
+  KG_INLINE operator metal::uint2() const { return metal::uint2(v.x, v.y); }
+  KG_INLINE operator metal::uint() const { return v.x; }
+  KG_INLINE operator metal::ushort3() const { return metal::ushort3(v); }
+  KG_INLINE operator metal::ushort2() const { return metal::ushort2(v.x, v.y); }
+  KG_INLINE operator metal::ushort() const { return (metal::ushort)v.x; }
+  KG_INLINE operator metal::int3() const { return metal::int3(v); }
+  KG_INLINE operator int() const { return (int)v.x; }
+};
+struct Attr1 {
+  uint v;
+  KG_INLINE operator metal::uint() const { return v; }
+  KG_INLINE operator metal::ushort() const { return (metal::ushort)v; }
+  KG_INLINE operator int() const { return (int)v; }
+  KG_INLINE operator metal::uchar() const { return (metal::uchar)v; }
+};
+}  // namespace kgemu
+
+extern "C" __attribute__((visibility("default"))) uint32_t kgemu_init(const kgemu::Rt* rt) {
+  if (rt->abi != KGEMU_ABI_VERSION || rt->thread_info_size != sizeof(kgemu::ThreadInfo)) return 0;
+  kgemu::rt = *rt;
+  return KGEMU_ABI_VERSION;
+}
+
+// ---------------------------------------------------------------- collectives, barriers
+namespace metal {
+#define KG_LINE unsigned kg_line = __builtin_LINE()
+template <class T> KG_INLINE T simd_sum(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_sum<T>, kgemu::OP_SUM, kg_line);
+}
+template <class T> KG_INLINE T simd_product(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_prod<T>, kgemu::OP_PROD, kg_line);
+}
+template <class T> KG_INLINE T simd_max(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_max<T>, kgemu::OP_MAX, kg_line);
+}
+template <class T> KG_INLINE T simd_min(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_min<T>, kgemu::OP_MIN, kg_line);
+}
+template <class T> KG_INLINE T simd_and(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_and<T>, kgemu::OP_AND, kg_line);
+}
+template <class T> KG_INLINE T simd_or(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_or<T>, kgemu::OP_OR, kg_line);
+}
+template <class T> KG_INLINE T simd_xor(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_xor<T>, kgemu::OP_XOR, kg_line);
+}
+template <class T> KG_INLINE T simd_broadcast(T x, ushort lane, KG_LINE) {
+  return kgemu::collective<T>(x, lane, kgemu::op_broadcast<T>, kgemu::OP_BROADCAST, kg_line);
+}
+template <class T> KG_INLINE T simd_broadcast_first(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_broadcast_first<T>, kgemu::OP_BROADCAST_FIRST, kg_line);
+}
+template <class T> KG_INLINE T simd_shuffle(T x, ushort lane, KG_LINE) {
+  return kgemu::collective<T>(x, lane, kgemu::op_shuffle<T, 0>, kgemu::OP_SHUFFLE, kg_line);
+}
+template <class T> KG_INLINE T simd_shuffle_down(T x, ushort delta, KG_LINE) {
+  return kgemu::collective<T>(x, delta, kgemu::op_shuffle<T, 1>, kgemu::OP_SHUFFLE_DOWN, kg_line);
+}
+template <class T> KG_INLINE T simd_shuffle_up(T x, ushort delta, KG_LINE) {
+  return kgemu::collective<T>(x, delta, kgemu::op_shuffle<T, 2>, kgemu::OP_SHUFFLE_UP, kg_line);
+}
+template <class T> KG_INLINE T simd_shuffle_xor(T x, ushort mask, KG_LINE) {
+  return kgemu::collective<T>(x, mask, kgemu::op_shuffle<T, 3>, kgemu::OP_SHUFFLE_XOR, kg_line);
+}
+template <class T> KG_INLINE T simd_prefix_inclusive_sum(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_prefix<T, true, false>, kgemu::OP_PREFIX_INCL_SUM, kg_line);
+}
+template <class T> KG_INLINE T simd_prefix_exclusive_sum(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_prefix<T, false, false>, kgemu::OP_PREFIX_EXCL_SUM, kg_line);
+}
+template <class T> KG_INLINE T simd_prefix_inclusive_product(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_prefix<T, true, true>, kgemu::OP_PREFIX_INCL_PROD, kg_line);
+}
+template <class T> KG_INLINE T simd_prefix_exclusive_product(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_prefix<T, false, true>, kgemu::OP_PREFIX_EXCL_PROD, kg_line);
+}
+KG_INLINE bool simd_any(bool x, KG_LINE) {
+  return kgemu::collective<bool>(x, 0, kgemu::op_any, kgemu::OP_ANY, kg_line);
+}
+KG_INLINE bool simd_all(bool x, KG_LINE) {
+  return kgemu::collective<bool>(x, 0, kgemu::op_all, kgemu::OP_ALL, kg_line);
+}
+KG_INLINE bool simd_is_first(KG_LINE) {
+  return kgemu::collective<bool>(false, 0, kgemu::op_is_first, kgemu::OP_IS_FIRST, kg_line);
+}
+// simd_ballot returns the mask of active lanes whose predicate is true (as a 64-bit
+// integer; Metal's simd_vote converts to one).
+KG_INLINE uint64_t simd_ballot(bool x, KG_LINE) {
+  return kgemu::collective<uint64_t>(x ? 1u : 0u, 0, kgemu::op_ballot, kgemu::OP_BALLOT, kg_line);
+}
+KG_INLINE void threadgroup_barrier(uint flags = mem_none, KG_LINE) {
+  (void)flags;
+  kgemu::rt.barrier(1, kg_line);
+}
+KG_INLINE void simdgroup_barrier(uint flags = mem_none, KG_LINE) {
+  (void)flags;
+  kgemu::rt.barrier(2, kg_line);
+}
+#undef KG_LINE
+}  // namespace metal
+
+// ---------------------------------------------------------------- sanitizer hooks
+// Under -fsanitize=address,undefined (with recovery), every report handler the kernel
+// calls is wrapped here (hidden, so only this object uses the wrappers): the wrapper
+// tells the runtime which GPU thread and .metal line caused it, then calls the real
+// handler, which prints the sanitizer's own report.
+#if defined(__SANITIZE_ADDRESS__)
+namespace kgemu {
+template <class F> KG_INLINE F real_fn(const char* name) { return (F)dlsym(RTLD_DEFAULT, name); }
+}
+#define KG_ASAN_WRAP(kind, size, is_write)                                             \
+  extern "C" __attribute__((visibility("hidden"), noinline))                          \
+  void __asan_report_##kind##size##_noabort(uintptr_t addr) {                          \
+    kgemu::rt.asan_note(addr, size, is_write, (uintptr_t)__builtin_return_address(0)); \
+    static auto real = kgemu::real_fn<void (*)(uintptr_t)>("__asan_report_" #kind #size "_noabort"); \
+    if (real) real(addr);                                                              \
+  }
+KG_ASAN_WRAP(load, 1, 0) KG_ASAN_WRAP(load, 2, 0) KG_ASAN_WRAP(load, 4, 0)
+KG_ASAN_WRAP(load, 8, 0) KG_ASAN_WRAP(load, 16, 0)
+KG_ASAN_WRAP(store, 1, 1) KG_ASAN_WRAP(store, 2, 1) KG_ASAN_WRAP(store, 4, 1)
+KG_ASAN_WRAP(store, 8, 1) KG_ASAN_WRAP(store, 16, 1)
+#undef KG_ASAN_WRAP
+extern "C" __attribute__((visibility("hidden"), noinline))
+void __asan_report_load_n_noabort(uintptr_t addr, uintptr_t size) {
+  kgemu::rt.asan_note(addr, size, 0, (uintptr_t)__builtin_return_address(0));
+  static auto real = kgemu::real_fn<void (*)(uintptr_t, uintptr_t)>("__asan_report_load_n_noabort");
+  if (real) real(addr, size);
+}
+extern "C" __attribute__((visibility("hidden"), noinline))
+void __asan_report_store_n_noabort(uintptr_t addr, uintptr_t size) {
+  kgemu::rt.asan_note(addr, size, 1, (uintptr_t)__builtin_return_address(0));
+  static auto real = kgemu::real_fn<void (*)(uintptr_t, uintptr_t)>("__asan_report_store_n_noabort");
+  if (real) real(addr, size);
+}
+
+namespace kgemu {
+struct UbLoc { const char* file; uint32_t line; uint32_t column; };
+struct UbTypeDesc { uint16_t kind; uint16_t info; char name[1]; };
+struct UbTypeMismatch { UbLoc loc; const UbTypeDesc* type; unsigned char log_alignment; unsigned char check_kind; };
+KG_INLINE void ub_note(const char* what, void* data, uintptr_t pc, const char* type_name = nullptr,
+                       uintptr_t ptr = 0, uint32_t align = 0) {
+  const UbLoc* loc = (const UbLoc*)data;
+  rt.ubsan_note(what, loc->file, loc->line, loc->column, pc, type_name, ptr, align);
+}
+}  // namespace kgemu
+extern "C" __attribute__((visibility("hidden"), noinline))
+void __ubsan_handle_type_mismatch_v1(void* data, uintptr_t ptr) {
+  const kgemu::UbTypeMismatch* d = (const kgemu::UbTypeMismatch*)data;
+  uintptr_t align = (uintptr_t)1 << d->log_alignment;
+  const char* what = ptr == 0 ? "null pointer use"
+                     : (align > 1 && (ptr & (align - 1)) != 0) ? "misaligned access"
+                                                               : "access to an object of insufficient size";
+  kgemu::ub_note(what, data, (uintptr_t)__builtin_return_address(0), d->type ? d->type->name : nullptr, ptr,
+                 (uint32_t)align);
+  static auto real = kgemu::real_fn<void (*)(void*, uintptr_t)>("__ubsan_handle_type_mismatch_v1");
+  if (real) real(data, ptr);
+}
+#define KG_UB_WRAP2(name, what)                                                        \
+  extern "C" __attribute__((visibility("hidden"), noinline))                          \
+  void __ubsan_handle_##name(void* data, uintptr_t a, uintptr_t b) {                   \
+    kgemu::ub_note(what, data, (uintptr_t)__builtin_return_address(0));                \
+    static auto real = kgemu::real_fn<void (*)(void*, uintptr_t, uintptr_t)>("__ubsan_handle_" #name); \
+    if (real) real(data, a, b);                                                        \
+  }
+#define KG_UB_WRAP1(name, what)                                                        \
+  extern "C" __attribute__((visibility("hidden"), noinline))                          \
+  void __ubsan_handle_##name(void* data, uintptr_t a) {                                \
+    kgemu::ub_note(what, data, (uintptr_t)__builtin_return_address(0));                \
+    static auto real = kgemu::real_fn<void (*)(void*, uintptr_t)>("__ubsan_handle_" #name); \
+    if (real) real(data, a);                                                           \
+  }
+KG_UB_WRAP2(add_overflow, "signed integer overflow in +")
+KG_UB_WRAP2(sub_overflow, "signed integer overflow in -")
+KG_UB_WRAP2(mul_overflow, "signed integer overflow in *")
+KG_UB_WRAP2(divrem_overflow, "integer division by zero or overflow")
+KG_UB_WRAP2(shift_out_of_bounds, "shift out of bounds")
+KG_UB_WRAP2(pointer_overflow, "pointer overflow")
+KG_UB_WRAP1(negate_overflow, "signed integer overflow in unary -")
+KG_UB_WRAP1(out_of_bounds, "array index out of bounds")
+KG_UB_WRAP1(load_invalid_value, "load of an invalid value")
+KG_UB_WRAP1(vla_bound_not_positive, "variable-length array bound not positive")
+#undef KG_UB_WRAP1
+#undef KG_UB_WRAP2
+#endif
+
+// ---------------------------------------------------------------- MSL spellings
+#define INFINITY (__builtin_inff())
+#define NAN (__builtin_nanf(""))
+#define HUGE_VALF (__builtin_huge_valf())
+#define MAXFLOAT 3.40282347e+38f
+#define FLT_MAX 3.40282347e+38f
+#define FLT_MIN 1.17549435e-38f
+#define FLT_EPSILON 1.1920929e-07f
+#define HALF_MAX (metal::half::from_bits(0x7bff))
+#define M_PI_F 3.14159265358979323846264338327950288f
+#define M_E_F 2.71828182845904523536028747135266250f
+#define M_LN2_F 0.693147180559945309417232121458176568f
+#define M_LOG2E_F 1.44269504088896340735992468100189214f
+#define M_SQRT2_F 1.41421356237309504880168872420969808f
+
+using namespace metal;
+
+// Address-space and function qualifiers are empty in C++.
+#define device
+#define constant
+#define thread
+#define threadgroup
+#define kernel
+
+#endif  // KGEMU_SHIM_H

@@ -1,0 +1,164 @@
+//! Typed launchers through the emulator backend: typed arguments in, typed
+//! outputs out, equal to the reference; and, over random shapes, every
+//! launch the checks accept runs clean (guard pages armed) while the ones
+//! they reject would have read out of bounds or had the wrong shape.
+
+use half::bf16;
+use kernelgen::backend::Backend;
+use kernelgen_emu::backend::EmuBackend;
+use kernelgen_emu::host::HostArray;
+use kernelgen::kernels::experts::{TINY_EXPERT_Q4_BF16_R4_GATE_UP, TinyExpertQ4Bf16R4};
+use kernelgen::launch::{ErrorKind, LaunchError};
+use kernelgen_reference::expert::{self, ExpertGeometry, ExpertWeights, Quant};
+use proptest::prelude::*;
+use std::sync::OnceLock;
+
+const H: usize = 256;
+const I: usize = 128;
+const SLOT: usize = 73728;
+
+fn backend() -> &'static EmuBackend {
+    static B: OnceLock<EmuBackend> = OnceLock::new();
+    B.get_or_init(|| EmuBackend::with_defaults().expect("emulator"))
+}
+
+/// The layout `specs/experts.toml` gives the `tiny` geometry for Q4.
+fn geometry() -> ExpertGeometry {
+    ExpertGeometry {
+        hidden: H,
+        intermediate: I,
+        gate_weights: 0,
+        up_weights: 20480,
+        down_weights: 40960,
+        gate_scales: 61440,
+        up_scales: 65536,
+        down_scales: 69632,
+        slot_bytes: SLOT,
+    }
+}
+
+fn slot() -> Vec<u8> {
+    ExpertWeights::random(Quant::Q4, H, I, 11).pack(Quant::Q4, &geometry())
+}
+
+fn activations(n: usize, seed: u32) -> Vec<bf16> {
+    (0..n)
+        .map(|i| {
+            bf16::from_f32(
+                (((i as u32).wrapping_mul(2654435761).wrapping_add(seed)) % 2001) as f32 / 1000.0
+                    - 1.0,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn typed_launchers_match_the_reference() {
+    let m = 3;
+    let x = activations(m * H, 5);
+    let slot = slot();
+    let emu = backend();
+    let mid = TinyExpertQ4Bf16R4::gate_up(
+        emu,
+        &HostArray::from_bf16(vec![m as u64, H as u64], &x),
+        &HostArray::from_u8(vec![SLOT as u64], slot.clone()),
+    )
+    .unwrap();
+    assert_eq!(
+        (mid.dtype, mid.shape.clone()),
+        (kernelgen::Dtype::Bf16, vec![m as u64, I as u64])
+    );
+    let want = expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m);
+    assert_eq!(mid, HostArray::from_bf16(vec![m as u64, I as u64], &want));
+    let out = TinyExpertQ4Bf16R4::down(
+        emu,
+        &mid,
+        &HostArray::from_u8(vec![SLOT as u64], slot.clone()),
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        HostArray::from_bf16(
+            vec![m as u64, H as u64],
+            &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m)
+        )
+    );
+}
+
+#[test]
+fn typed_launchers_reject_bad_arguments() {
+    let emu = backend();
+    let slot = HostArray::from_u8(vec![SLOT as u64], slot());
+    let f32_x = HostArray::from_f32(vec![1, H as u64], &vec![0.0; H]);
+    let e: LaunchError = TinyExpertQ4Bf16R4::gate_up(emu, &f32_x, &slot).unwrap_err();
+    assert_eq!(
+        (e.kind, e.argument.as_deref()),
+        (ErrorKind::Dtype, Some("x"))
+    );
+    assert_eq!(
+        e.to_string(),
+        "kernel `tiny_expert_q4_bf16_r4_gate_up`, argument `x`: expected dtype bf16, given dtype f32"
+    );
+    let short_slot = HostArray::from_u8(vec![SLOT as u64 - 4], vec![0; SLOT - 4]);
+    let x = HostArray::from_bf16(vec![1, H as u64], &activations(H, 1));
+    let e = TinyExpertQ4Bf16R4::gate_up(emu, &x, &short_slot).unwrap_err();
+    assert_eq!(
+        (e.kind, e.argument.as_deref()),
+        (ErrorKind::Dim, Some("slot"))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn accepted_launches_run_clean_and_rejected_ones_would_not(m in 1usize..4, dcols in -2i64..=2, dslot in prop::sample::select(vec![-64i64, -4, 0, 4])) {
+        let emu = backend();
+        let cols = (H as i64 + dcols) as usize;
+        let slot_len = (SLOT as i64 + dslot) as usize;
+        let mut slot_bytes = slot();
+        slot_bytes.resize(slot_len, 0xFF);
+        let x = HostArray::from_bf16(vec![m as u64, cols as u64], &activations(m * cols, 9));
+        let slot = HostArray::from_u8(vec![slot_len as u64], slot_bytes);
+        let result = TinyExpertQ4Bf16R4::gate_up(emu, &x, &slot);
+        if cols == H && slot_len == SLOT {
+            let mid = result.expect("a launch within the contract must run clean");
+            prop_assert_eq!(mid.shape, vec![m as u64, I as u64]);
+        } else {
+            let e = result.expect_err("a launch outside the contract was accepted");
+            prop_assert!(matches!(e.kind, ErrorKind::Dim));
+            prop_assert_eq!(e.argument.as_deref(), Some(if cols != H { "x" } else { "slot" }));
+            if cols < H {
+                // Bypassing the checks at the size the shapes imply, the kernel
+                // reads past the end of x and hits the guard page.
+                // SAFETY: deliberately violated; the emulator's guard page
+                // turns the out-of-bounds read into an error.
+                let bypass = unsafe { emu.run_unchecked(&TINY_EXPERT_Q4_BF16_R4_GATE_UP, &[&x, &slot], &[m as u64]) };
+                let e = bypass.expect_err("an out-of-bounds read went unnoticed");
+                prop_assert_eq!(e.kind, ErrorKind::Backend);
+                prop_assert!(e.to_string().contains("buffer(0) `x`") && e.to_string().contains("past the end"), "{}", e);
+            }
+        }
+    }
+}
+
+/// MLX compiles a new library for any change of template value or source;
+/// the sample count M is neither (it is the grid's z extent), so every M runs
+/// the one compiled kernel.
+#[test]
+fn a_new_sample_count_does_not_recompile() {
+    let def = &TINY_EXPERT_Q4_BF16_R4_GATE_UP;
+    // No template arguments: MLX would append them to the kernel name.
+    assert!(def.mlx_name.ends_with("_bfloat16_t_uint8_t_bfloat16_t") && !def.mlx_name.contains("__"));
+    assert!(!def.body.contains("template") && !def.metal.contains("host_name"));
+    let emu = EmuBackend::with_defaults().unwrap();
+    let slot = HostArray::from_u8(vec![SLOT as u64], slot());
+    let mut objects = Vec::new();
+    for m in [1usize, 2, 7] {
+        let x = HostArray::from_bf16(vec![m as u64, H as u64], &activations(m * H, m as u32));
+        let mid = TinyExpertQ4Bf16R4::gate_up(&emu, &x, &slot).unwrap();
+        assert_eq!(mid.shape, vec![m as u64, I as u64]);
+        objects.push(emu.program(def).unwrap().object_path().to_path_buf());
+    }
+    assert!(objects.windows(2).all(|w| w[0] == w[1]), "{objects:?}");
+}
