@@ -11,7 +11,7 @@ const M: usize = 2;
 
 pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     let quant = if r.kernel.variant.str("quant") == "q4" { Quant::Q4 } else { Quant::Q8 };
-    let slot_bytes = r.kernel.plan.inputs[1].shape[0].coeff as usize;
+    let slot_bytes = r.kernel.plan.inputs[1].shape[0].as_fixed().expect("the slot size is fixed") as usize;
     let g = ExpertGeometry {
         hidden: param(r, "H"),
         intermediate: param(r, "I"),
@@ -35,6 +35,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     Case {
         sizes: format!("M={M}"),
         inputs: vec![host(vec![M as u64, width as u64], &x), kernelgen_emu::host::HostArray::from_u8(vec![slot_bytes as u64], slot)],
+        host: Vec::new(),
         expected: vec![Expected { name, replay: host(vec![M as u64, out_width as u64], &replay), exact }],
     }
 }
