@@ -67,6 +67,9 @@ pub enum MlxError {
     /// A kernel of this name was built from a different source in this process.
     #[error("a kernel named `{0}` was already built from another source in this process")]
     NameConflict(String),
+    /// An output dtype this build of the MLX backend cannot map.
+    #[error("no MLX dtype for {0}")]
+    Unsupported(Dtype),
 }
 
 impl MlxError {
@@ -74,7 +77,7 @@ impl MlxError {
     pub fn exception(&self) -> Option<&Exception> {
         match self {
             MlxError::Build(e) | MlxError::Apply(e) | MlxError::Eval(e) => Some(e),
-            MlxError::NameConflict(_) => None,
+            MlxError::NameConflict(_) | MlxError::Unsupported(_) => None,
         }
     }
 
@@ -85,9 +88,9 @@ impl MlxError {
     }
 }
 
-/// kernelgen's dtype as MLX's.
-pub fn to_mlx_dtype(dtype: Dtype) -> mlx_rs::Dtype {
-    match dtype {
+/// kernelgen's dtype as MLX's (`None` for one this version does not know).
+pub fn to_mlx_dtype(dtype: Dtype) -> Option<mlx_rs::Dtype> {
+    Some(match dtype {
         Dtype::F32 => mlx_rs::Dtype::Float32,
         Dtype::F16 => mlx_rs::Dtype::Float16,
         Dtype::Bf16 => mlx_rs::Dtype::Bfloat16,
@@ -97,7 +100,8 @@ pub fn to_mlx_dtype(dtype: Dtype) -> mlx_rs::Dtype {
         Dtype::I32 => mlx_rs::Dtype::Int32,
         Dtype::U32 => mlx_rs::Dtype::Uint32,
         Dtype::Bool => mlx_rs::Dtype::Bool,
-    }
+        _ => return None,
+    })
 }
 
 /// MLX's dtype as kernelgen's; `None` for the ones no kernel takes (64-bit,
@@ -195,11 +199,11 @@ impl Backend for MlxBackend {
                 (Input::Values(_), None) => unreachable!("made above"),
             })
             .collect();
-        let outputs: Vec<MetalKernelOutput> = plan
-            .outputs
-            .iter()
-            .map(|o| MetalKernelOutput { shape: o.shape.iter().map(|&d| i32_of(d)).collect(), dtype: to_mlx_dtype(o.dtype) })
-            .collect();
+        let mut outputs: Vec<MetalKernelOutput> = Vec::with_capacity(plan.outputs.len());
+        for o in &plan.outputs {
+            let dtype = to_mlx_dtype(o.dtype).ok_or_else(|| MlxError::Unsupported(o.dtype))?;
+            outputs.push(MetalKernelOutput { shape: o.shape.iter().map(|&d| i32_of(d)).collect(), dtype });
+        }
         let [gx, gy, gz] = plan.grid.map(|g| i32_of(g.into()));
         let [tx, ty, tz] = plan.threadgroup.map(|t| i32_of(t.into()));
 
