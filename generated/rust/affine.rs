@@ -817,7 +817,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct K5120N10240AffineQ3Bf16;
 
 impl K5120N10240AffineQ3Bf16 {
-    /// `k5120_n10240_affine_q3_bf16`: x bf16 [1, 5120], w u32 [10240, 480], scales bf16 [10240, 80], biases bf16 [10240, 80] -> y bf16 [1, 10240].
+    /// `k5120_n10240_affine_q3_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [10240, 480]`, `scales` `bf16 [10240, 80]`, `biases` `bf16 [10240, 80]` -> `y` `bf16 [1, 10240]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N10240_AFFINE_Q3_BF16`] before anything runs, and
@@ -840,7 +840,7 @@ impl K5120N10240AffineQ3Bf16 {
 pub struct K5120N10240AffineQ4Bf16;
 
 impl K5120N10240AffineQ4Bf16 {
-    /// `k5120_n10240_affine_q4_bf16`: x bf16 [1, 5120], w u32 [10240, 640], scales bf16 [10240, 80], biases bf16 [10240, 80] -> y bf16 [1, 10240].
+    /// `k5120_n10240_affine_q4_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [10240, 640]`, `scales` `bf16 [10240, 80]`, `biases` `bf16 [10240, 80]` -> `y` `bf16 [1, 10240]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N10240_AFFINE_Q4_BF16`] before anything runs, and
@@ -863,7 +863,7 @@ impl K5120N10240AffineQ4Bf16 {
 pub struct K5120N6144AffineQ3Bf16;
 
 impl K5120N6144AffineQ3Bf16 {
-    /// `k5120_n6144_affine_q3_bf16`: x bf16 [1, 5120], w u32 [6144, 480], scales bf16 [6144, 80], biases bf16 [6144, 80] -> y bf16 [1, 6144].
+    /// `k5120_n6144_affine_q3_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [6144, 480]`, `scales` `bf16 [6144, 80]`, `biases` `bf16 [6144, 80]` -> `y` `bf16 [1, 6144]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N6144_AFFINE_Q3_BF16`] before anything runs, and
@@ -886,7 +886,7 @@ impl K5120N6144AffineQ3Bf16 {
 pub struct K5120N6144AffineQ4Bf16;
 
 impl K5120N6144AffineQ4Bf16 {
-    /// `k5120_n6144_affine_q4_bf16`: x bf16 [1, 5120], w u32 [6144, 640], scales bf16 [6144, 80], biases bf16 [6144, 80] -> y bf16 [1, 6144].
+    /// `k5120_n6144_affine_q4_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [6144, 640]`, `scales` `bf16 [6144, 80]`, `biases` `bf16 [6144, 80]` -> `y` `bf16 [1, 6144]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N6144_AFFINE_Q4_BF16`] before anything runs, and
@@ -909,7 +909,7 @@ impl K5120N6144AffineQ4Bf16 {
 pub struct K6144N5120AffineQ3Bf16;
 
 impl K6144N5120AffineQ3Bf16 {
-    /// `k6144_n5120_affine_q3_bf16`: x bf16 [1, 6144], w u32 [5120, 576], scales bf16 [5120, 96], biases bf16 [5120, 96] -> y bf16 [1, 5120].
+    /// `k6144_n5120_affine_q3_bf16`: `x` `bf16 [1, 6144]`, `w` `u32 [5120, 576]`, `scales` `bf16 [5120, 96]`, `biases` `bf16 [5120, 96]` -> `y` `bf16 [1, 5120]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K6144_N5120_AFFINE_Q3_BF16`] before anything runs, and
@@ -932,7 +932,7 @@ impl K6144N5120AffineQ3Bf16 {
 pub struct K6144N5120AffineQ4Bf16;
 
 impl K6144N5120AffineQ4Bf16 {
-    /// `k6144_n5120_affine_q4_bf16`: x bf16 [1, 6144], w u32 [5120, 768], scales bf16 [5120, 96], biases bf16 [5120, 96] -> y bf16 [1, 5120].
+    /// `k6144_n5120_affine_q4_bf16`: `x` `bf16 [1, 6144]`, `w` `u32 [5120, 768]`, `scales` `bf16 [5120, 96]`, `biases` `bf16 [5120, 96]` -> `y` `bf16 [1, 5120]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K6144_N5120_AFFINE_Q4_BF16`] before anything runs, and
@@ -955,7 +955,7 @@ impl K6144N5120AffineQ4Bf16 {
 pub struct HeadAffineQ3Bf16;
 
 impl HeadAffineQ3Bf16 {
-    /// `head_affine_q3_bf16`: x bf16 [1, 5120], w u32 [248320, 480], scales bf16 [248320, 80], biases bf16 [248320, 80] -> y bf16 [1, 248320].
+    /// `head_affine_q3_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [248320, 480]`, `scales` `bf16 [248320, 80]`, `biases` `bf16 [248320, 80]` -> `y` `bf16 [1, 248320]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD_AFFINE_Q3_BF16`] before anything runs, and
@@ -978,7 +978,7 @@ impl HeadAffineQ3Bf16 {
 pub struct HeadAffineQ4Bf16;
 
 impl HeadAffineQ4Bf16 {
-    /// `head_affine_q4_bf16`: x bf16 [1, 5120], w u32 [248320, 640], scales bf16 [248320, 80], biases bf16 [248320, 80] -> y bf16 [1, 248320].
+    /// `head_affine_q4_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [248320, 640]`, `scales` `bf16 [248320, 80]`, `biases` `bf16 [248320, 80]` -> `y` `bf16 [1, 248320]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD_AFFINE_Q4_BF16`] before anything runs, and
@@ -1001,7 +1001,7 @@ impl HeadAffineQ4Bf16 {
 pub struct K1024N12288AffineQ3Bf16;
 
 impl K1024N12288AffineQ3Bf16 {
-    /// `k1024_n12288_affine_q3_bf16`: x bf16 [1, 1024], w u32 [12288, 96], scales bf16 [12288, 16], biases bf16 [12288, 16] -> y bf16 [1, 12288].
+    /// `k1024_n12288_affine_q3_bf16`: `x` `bf16 [1, 1024]`, `w` `u32 [12288, 96]`, `scales` `bf16 [12288, 16]`, `biases` `bf16 [12288, 16]` -> `y` `bf16 [1, 12288]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K1024_N12288_AFFINE_Q3_BF16`] before anything runs, and
@@ -1024,7 +1024,7 @@ impl K1024N12288AffineQ3Bf16 {
 pub struct K1024N12288AffineQ4Bf16;
 
 impl K1024N12288AffineQ4Bf16 {
-    /// `k1024_n12288_affine_q4_bf16`: x bf16 [1, 1024], w u32 [12288, 128], scales bf16 [12288, 16], biases bf16 [12288, 16] -> y bf16 [1, 12288].
+    /// `k1024_n12288_affine_q4_bf16`: `x` `bf16 [1, 1024]`, `w` `u32 [12288, 128]`, `scales` `bf16 [12288, 16]`, `biases` `bf16 [12288, 16]` -> `y` `bf16 [1, 12288]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K1024_N12288_AFFINE_Q4_BF16`] before anything runs, and
@@ -1047,7 +1047,7 @@ impl K1024N12288AffineQ4Bf16 {
 pub struct SmallAffineQ3Bf16;
 
 impl SmallAffineQ3Bf16 {
-    /// `small_affine_q3_bf16`: x bf16 [1, 512], w u32 [128, 48], scales bf16 [128, 8], biases bf16 [128, 8] -> y bf16 [1, 128].
+    /// `small_affine_q3_bf16`: `x` `bf16 [1, 512]`, `w` `u32 [128, 48]`, `scales` `bf16 [128, 8]`, `biases` `bf16 [128, 8]` -> `y` `bf16 [1, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_AFFINE_Q3_BF16`] before anything runs, and
@@ -1070,7 +1070,7 @@ impl SmallAffineQ3Bf16 {
 pub struct SmallAffineQ4Bf16;
 
 impl SmallAffineQ4Bf16 {
-    /// `small_affine_q4_bf16`: x bf16 [1, 512], w u32 [128, 64], scales bf16 [128, 8], biases bf16 [128, 8] -> y bf16 [1, 128].
+    /// `small_affine_q4_bf16`: `x` `bf16 [1, 512]`, `w` `u32 [128, 64]`, `scales` `bf16 [128, 8]`, `biases` `bf16 [128, 8]` -> `y` `bf16 [1, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_AFFINE_Q4_BF16`] before anything runs, and

@@ -289,7 +289,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Small2AffineQ3F16;
 
 impl Small2AffineQ3F16 {
-    /// `small2_affine_q3_f16`: x f16 [1, 1024], w u32 [256, 96], scales f16 [256, 16], biases f16 [256, 16] -> y f16 [1, 256].
+    /// `small2_affine_q3_f16`: `x` `f16 [1, 1024]`, `w` `u32 [256, 96]`, `scales` `f16 [256, 16]`, `biases` `f16 [256, 16]` -> `y` `f16 [1, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q3_F16`] before anything runs, and
@@ -312,7 +312,7 @@ impl Small2AffineQ3F16 {
 pub struct Small2AffineQ3F32;
 
 impl Small2AffineQ3F32 {
-    /// `small2_affine_q3_f32`: x f32 [1, 1024], w u32 [256, 96], scales f32 [256, 16], biases f32 [256, 16] -> y f32 [1, 256].
+    /// `small2_affine_q3_f32`: `x` `f32 [1, 1024]`, `w` `u32 [256, 96]`, `scales` `f32 [256, 16]`, `biases` `f32 [256, 16]` -> `y` `f32 [1, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q3_F32`] before anything runs, and
@@ -335,7 +335,7 @@ impl Small2AffineQ3F32 {
 pub struct Small2AffineQ4F16;
 
 impl Small2AffineQ4F16 {
-    /// `small2_affine_q4_f16`: x f16 [1, 1024], w u32 [256, 128], scales f16 [256, 16], biases f16 [256, 16] -> y f16 [1, 256].
+    /// `small2_affine_q4_f16`: `x` `f16 [1, 1024]`, `w` `u32 [256, 128]`, `scales` `f16 [256, 16]`, `biases` `f16 [256, 16]` -> `y` `f16 [1, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q4_F16`] before anything runs, and
@@ -358,7 +358,7 @@ impl Small2AffineQ4F16 {
 pub struct Small2AffineQ4F32;
 
 impl Small2AffineQ4F32 {
-    /// `small2_affine_q4_f32`: x f32 [1, 1024], w u32 [256, 128], scales f32 [256, 16], biases f32 [256, 16] -> y f32 [1, 256].
+    /// `small2_affine_q4_f32`: `x` `f32 [1, 1024]`, `w` `u32 [256, 128]`, `scales` `f32 [256, 16]`, `biases` `f32 [256, 16]` -> `y` `f32 [1, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q4_F32`] before anything runs, and

@@ -451,7 +451,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Qwen35DeltaBf16F32;
 
 impl Qwen35DeltaBf16F32 {
-    /// `qwen35_delta_bf16_f32`: q bf16 [B, T, 16, 128], k bf16 [B, T, 16, 128], v bf16 [B, T, 32, 128], g f32 [B, T, 32], beta bf16 [B, T, 32], state_in f32 [B, 32, 128, 128] -> y bf16 [B, T, 32, 128], state_out f32 [B, 32, 128, 128]; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_bf16_f32`: `q` `bf16 [B, T, 16, 128]`, `k` `bf16 [B, T, 16, 128]`, `v` `bf16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `bf16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]` -> `y` `bf16 [B, T, 32, 128]`, `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_BF16_F32`] before anything runs, and
@@ -484,7 +484,7 @@ pub struct Qwen35DeltaBf16F32Outputs<A> {
 pub struct Qwen35DeltaMaskedBf16F32;
 
 impl Qwen35DeltaMaskedBf16F32 {
-    /// `qwen35_delta_masked_bf16_f32`: q bf16 [B, T, 16, 128], k bf16 [B, T, 16, 128], v bf16 [B, T, 32, 128], g f32 [B, T, 32], beta bf16 [B, T, 32], state_in f32 [B, 32, 128, 128], mask bool [B, T] -> y bf16 [B, T, 32, 128], state_out f32 [B, 32, 128, 128]; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_masked_bf16_f32`: `q` `bf16 [B, T, 16, 128]`, `k` `bf16 [B, T, 16, 128]`, `v` `bf16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `bf16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `mask` `bool [B, T]` -> `y` `bf16 [B, T, 32, 128]`, `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_MASKED_BF16_F32`] before anything runs, and
@@ -518,7 +518,7 @@ pub struct Qwen35DeltaMaskedBf16F32Outputs<A> {
 pub struct SmallDeltaBf16F32;
 
 impl SmallDeltaBf16F32 {
-    /// `small_delta_bf16_f32`: q bf16 [B, T, 2, 32], k bf16 [B, T, 2, 32], v bf16 [B, T, 4, 32], g f32 [B, T, 4], beta bf16 [B, T, 4], state_in f32 [B, 4, 32, 32] -> y bf16 [B, T, 4, 32], state_out f32 [B, 4, 32, 32]; the launcher fills `Tin` (holds T).
+    /// `small_delta_bf16_f32`: `q` `bf16 [B, T, 2, 32]`, `k` `bf16 [B, T, 2, 32]`, `v` `bf16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `bf16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]` -> `y` `bf16 [B, T, 4, 32]`, `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_BF16_F32`] before anything runs, and
@@ -551,7 +551,7 @@ pub struct SmallDeltaBf16F32Outputs<A> {
 pub struct SmallDeltaMaskedBf16F32;
 
 impl SmallDeltaMaskedBf16F32 {
-    /// `small_delta_masked_bf16_f32`: q bf16 [B, T, 2, 32], k bf16 [B, T, 2, 32], v bf16 [B, T, 4, 32], g f32 [B, T, 4], beta bf16 [B, T, 4], state_in f32 [B, 4, 32, 32], mask bool [B, T] -> y bf16 [B, T, 4, 32], state_out f32 [B, 4, 32, 32]; the launcher fills `Tin` (holds T).
+    /// `small_delta_masked_bf16_f32`: `q` `bf16 [B, T, 2, 32]`, `k` `bf16 [B, T, 2, 32]`, `v` `bf16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `bf16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `mask` `bool [B, T]` -> `y` `bf16 [B, T, 4, 32]`, `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_MASKED_BF16_F32`] before anything runs, and

@@ -451,7 +451,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Small2DeltaF16F32;
 
 impl Small2DeltaF16F32 {
-    /// `small2_delta_f16_f32`: q f16 [B, T, 1, 64], k f16 [B, T, 1, 64], v f16 [B, T, 2, 16], g f32 [B, T, 2], beta f16 [B, T, 2], state_in f32 [B, 2, 16, 64] -> y f16 [B, T, 2, 16], state_out f32 [B, 2, 16, 64]; the launcher fills `Tin` (holds T).
+    /// `small2_delta_f16_f32`: `q` `f16 [B, T, 1, 64]`, `k` `f16 [B, T, 1, 64]`, `v` `f16 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f16 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]` -> `y` `f16 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_F16_F32`] before anything runs, and
@@ -484,7 +484,7 @@ pub struct Small2DeltaF16F32Outputs<A> {
 pub struct Small2DeltaF32F32;
 
 impl Small2DeltaF32F32 {
-    /// `small2_delta_f32_f32`: q f32 [B, T, 1, 64], k f32 [B, T, 1, 64], v f32 [B, T, 2, 16], g f32 [B, T, 2], beta f32 [B, T, 2], state_in f32 [B, 2, 16, 64] -> y f32 [B, T, 2, 16], state_out f32 [B, 2, 16, 64]; the launcher fills `Tin` (holds T).
+    /// `small2_delta_f32_f32`: `q` `f32 [B, T, 1, 64]`, `k` `f32 [B, T, 1, 64]`, `v` `f32 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f32 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]` -> `y` `f32 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_F32_F32`] before anything runs, and
@@ -517,7 +517,7 @@ pub struct Small2DeltaF32F32Outputs<A> {
 pub struct Small2DeltaMaskedF16F32;
 
 impl Small2DeltaMaskedF16F32 {
-    /// `small2_delta_masked_f16_f32`: q f16 [B, T, 1, 64], k f16 [B, T, 1, 64], v f16 [B, T, 2, 16], g f32 [B, T, 2], beta f16 [B, T, 2], state_in f32 [B, 2, 16, 64], mask bool [B, T] -> y f16 [B, T, 2, 16], state_out f32 [B, 2, 16, 64]; the launcher fills `Tin` (holds T).
+    /// `small2_delta_masked_f16_f32`: `q` `f16 [B, T, 1, 64]`, `k` `f16 [B, T, 1, 64]`, `v` `f16 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f16 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]`, `mask` `bool [B, T]` -> `y` `f16 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_MASKED_F16_F32`] before anything runs, and
@@ -551,7 +551,7 @@ pub struct Small2DeltaMaskedF16F32Outputs<A> {
 pub struct Small2DeltaMaskedF32F32;
 
 impl Small2DeltaMaskedF32F32 {
-    /// `small2_delta_masked_f32_f32`: q f32 [B, T, 1, 64], k f32 [B, T, 1, 64], v f32 [B, T, 2, 16], g f32 [B, T, 2], beta f32 [B, T, 2], state_in f32 [B, 2, 16, 64], mask bool [B, T] -> y f32 [B, T, 2, 16], state_out f32 [B, 2, 16, 64]; the launcher fills `Tin` (holds T).
+    /// `small2_delta_masked_f32_f32`: `q` `f32 [B, T, 1, 64]`, `k` `f32 [B, T, 1, 64]`, `v` `f32 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f32 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]`, `mask` `bool [B, T]` -> `y` `f32 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_MASKED_F32_F32`] before anything runs, and

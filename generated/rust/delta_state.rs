@@ -583,7 +583,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Qwen35DeltaStateBf16F32;
 
 impl Qwen35DeltaStateBf16F32 {
-    /// `qwen35_delta_state_bf16_f32`: k bf16 [B, T, 16, 128], v bf16 [B, T, 32, 128], g f32 [B, T, 32], beta bf16 [B, T, 32], state_in f32 [B, 32, 128, 128], lengths i32 [B] -> state_out f32 [B, 32, 128, 128]; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_state_bf16_f32`: `k` `bf16 [B, T, 16, 128]`, `v` `bf16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `bf16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_STATE_BF16_F32`] before anything runs, and
@@ -608,7 +608,7 @@ impl Qwen35DeltaStateBf16F32 {
 pub struct Qwen35DeltaStateF16F32;
 
 impl Qwen35DeltaStateF16F32 {
-    /// `qwen35_delta_state_f16_f32`: k f16 [B, T, 16, 128], v f16 [B, T, 32, 128], g f32 [B, T, 32], beta f16 [B, T, 32], state_in f32 [B, 32, 128, 128], lengths i32 [B] -> state_out f32 [B, 32, 128, 128]; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_state_f16_f32`: `k` `f16 [B, T, 16, 128]`, `v` `f16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `f16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_STATE_F16_F32`] before anything runs, and
@@ -633,7 +633,7 @@ impl Qwen35DeltaStateF16F32 {
 pub struct Qwen35DeltaStateF32F32;
 
 impl Qwen35DeltaStateF32F32 {
-    /// `qwen35_delta_state_f32_f32`: k f32 [B, T, 16, 128], v f32 [B, T, 32, 128], g f32 [B, T, 32], beta f32 [B, T, 32], state_in f32 [B, 32, 128, 128], lengths i32 [B] -> state_out f32 [B, 32, 128, 128]; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_state_f32_f32`: `k` `f32 [B, T, 16, 128]`, `v` `f32 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `f32 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_STATE_F32_F32`] before anything runs, and
@@ -658,7 +658,7 @@ impl Qwen35DeltaStateF32F32 {
 pub struct SmallDeltaStateBf16F32;
 
 impl SmallDeltaStateBf16F32 {
-    /// `small_delta_state_bf16_f32`: k bf16 [B, T, 2, 32], v bf16 [B, T, 4, 32], g f32 [B, T, 4], beta bf16 [B, T, 4], state_in f32 [B, 4, 32, 32], lengths i32 [B] -> state_out f32 [B, 4, 32, 32]; the launcher fills `Tin` (holds T).
+    /// `small_delta_state_bf16_f32`: `k` `bf16 [B, T, 2, 32]`, `v` `bf16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `bf16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_STATE_BF16_F32`] before anything runs, and
@@ -683,7 +683,7 @@ impl SmallDeltaStateBf16F32 {
 pub struct SmallDeltaStateF16F32;
 
 impl SmallDeltaStateF16F32 {
-    /// `small_delta_state_f16_f32`: k f16 [B, T, 2, 32], v f16 [B, T, 4, 32], g f32 [B, T, 4], beta f16 [B, T, 4], state_in f32 [B, 4, 32, 32], lengths i32 [B] -> state_out f32 [B, 4, 32, 32]; the launcher fills `Tin` (holds T).
+    /// `small_delta_state_f16_f32`: `k` `f16 [B, T, 2, 32]`, `v` `f16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `f16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_STATE_F16_F32`] before anything runs, and
@@ -708,7 +708,7 @@ impl SmallDeltaStateF16F32 {
 pub struct SmallDeltaStateF32F32;
 
 impl SmallDeltaStateF32F32 {
-    /// `small_delta_state_f32_f32`: k f32 [B, T, 2, 32], v f32 [B, T, 4, 32], g f32 [B, T, 4], beta f32 [B, T, 4], state_in f32 [B, 4, 32, 32], lengths i32 [B] -> state_out f32 [B, 4, 32, 32]; the launcher fills `Tin` (holds T).
+    /// `small_delta_state_f32_f32`: `k` `f32 [B, T, 2, 32]`, `v` `f32 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `f32 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_STATE_F32_F32`] before anything runs, and

@@ -1273,7 +1273,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Glm52ExpertQ4Bf16R4;
 
 impl Glm52ExpertQ4Bf16R4 {
-    /// `glm52_expert_q4_bf16_r4_gate_up`: x bf16 [M, 6144], slot u8 [18923520] -> mid bf16 [M, 2048].
+    /// `glm52_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs, and
@@ -1289,7 +1289,7 @@ impl Glm52ExpertQ4Bf16R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q4_bf16_r4_down`: mid bf16 [M, 2048], slot u8 [18923520] -> out bf16 [M, 6144].
+    /// `glm52_expert_q4_bf16_r4_down`: `mid` `bf16 [M, 2048]`, `slot` `u8 [18923520]` -> `out` `bf16 [M, 6144]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_BF16_R4_DOWN`] before anything runs, and
@@ -1310,7 +1310,7 @@ impl Glm52ExpertQ4Bf16R4 {
 pub struct Glm52ExpertQ4F32R4;
 
 impl Glm52ExpertQ4F32R4 {
-    /// `glm52_expert_q4_f32_r4_gate_up`: x f32 [M, 6144], slot u8 [18923520] -> mid f32 [M, 2048].
+    /// `glm52_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs, and
@@ -1326,7 +1326,7 @@ impl Glm52ExpertQ4F32R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q4_f32_r4_down`: mid f32 [M, 2048], slot u8 [18923520] -> out f32 [M, 6144].
+    /// `glm52_expert_q4_f32_r4_down`: `mid` `f32 [M, 2048]`, `slot` `u8 [18923520]` -> `out` `f32 [M, 6144]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_F32_R4_DOWN`] before anything runs, and
@@ -1347,7 +1347,7 @@ impl Glm52ExpertQ4F32R4 {
 pub struct Glm52ExpertQ8Bf16R4;
 
 impl Glm52ExpertQ8Bf16R4 {
-    /// `glm52_expert_q8_bf16_r4_gate_up`: x bf16 [M, 6144], slot u8 [37797888] -> mid bf16 [M, 2048].
+    /// `glm52_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs, and
@@ -1363,7 +1363,7 @@ impl Glm52ExpertQ8Bf16R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q8_bf16_r4_down`: mid bf16 [M, 2048], slot u8 [37797888] -> out bf16 [M, 6144].
+    /// `glm52_expert_q8_bf16_r4_down`: `mid` `bf16 [M, 2048]`, `slot` `u8 [37797888]` -> `out` `bf16 [M, 6144]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_BF16_R4_DOWN`] before anything runs, and
@@ -1384,7 +1384,7 @@ impl Glm52ExpertQ8Bf16R4 {
 pub struct Glm52ExpertQ8F32R4;
 
 impl Glm52ExpertQ8F32R4 {
-    /// `glm52_expert_q8_f32_r4_gate_up`: x f32 [M, 6144], slot u8 [37797888] -> mid f32 [M, 2048].
+    /// `glm52_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs, and
@@ -1400,7 +1400,7 @@ impl Glm52ExpertQ8F32R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q8_f32_r4_down`: mid f32 [M, 2048], slot u8 [37797888] -> out f32 [M, 6144].
+    /// `glm52_expert_q8_f32_r4_down`: `mid` `f32 [M, 2048]`, `slot` `u8 [37797888]` -> `out` `f32 [M, 6144]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_F32_R4_DOWN`] before anything runs, and
@@ -1421,7 +1421,7 @@ impl Glm52ExpertQ8F32R4 {
 pub struct Qwen3moeExpertQ4Bf16R4;
 
 impl Qwen3moeExpertQ4Bf16R4 {
-    /// `qwen3moe_expert_q4_bf16_r4_gate_up`: x bf16 [M, 2048], slot u8 [2375680] -> mid bf16 [M, 768].
+    /// `qwen3moe_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `bf16 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs, and
@@ -1437,7 +1437,7 @@ impl Qwen3moeExpertQ4Bf16R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q4_bf16_r4_down`: mid bf16 [M, 768], slot u8 [2375680] -> out bf16 [M, 2048].
+    /// `qwen3moe_expert_q4_bf16_r4_down`: `mid` `bf16 [M, 768]`, `slot` `u8 [2375680]` -> `out` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN`] before anything runs, and
@@ -1458,7 +1458,7 @@ impl Qwen3moeExpertQ4Bf16R4 {
 pub struct Qwen3moeExpertQ4F32R4;
 
 impl Qwen3moeExpertQ4F32R4 {
-    /// `qwen3moe_expert_q4_f32_r4_gate_up`: x f32 [M, 2048], slot u8 [2375680] -> mid f32 [M, 768].
+    /// `qwen3moe_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `f32 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs, and
@@ -1474,7 +1474,7 @@ impl Qwen3moeExpertQ4F32R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q4_f32_r4_down`: mid f32 [M, 768], slot u8 [2375680] -> out f32 [M, 2048].
+    /// `qwen3moe_expert_q4_f32_r4_down`: `mid` `f32 [M, 768]`, `slot` `u8 [2375680]` -> `out` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_DOWN`] before anything runs, and
@@ -1495,7 +1495,7 @@ impl Qwen3moeExpertQ4F32R4 {
 pub struct Qwen3moeExpertQ8Bf16R4;
 
 impl Qwen3moeExpertQ8Bf16R4 {
-    /// `qwen3moe_expert_q8_bf16_r4_gate_up`: x bf16 [M, 2048], slot u8 [4734976] -> mid bf16 [M, 768].
+    /// `qwen3moe_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `bf16 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs, and
@@ -1511,7 +1511,7 @@ impl Qwen3moeExpertQ8Bf16R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q8_bf16_r4_down`: mid bf16 [M, 768], slot u8 [4734976] -> out bf16 [M, 2048].
+    /// `qwen3moe_expert_q8_bf16_r4_down`: `mid` `bf16 [M, 768]`, `slot` `u8 [4734976]` -> `out` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN`] before anything runs, and
@@ -1532,7 +1532,7 @@ impl Qwen3moeExpertQ8Bf16R4 {
 pub struct Qwen3moeExpertQ8F32R4;
 
 impl Qwen3moeExpertQ8F32R4 {
-    /// `qwen3moe_expert_q8_f32_r4_gate_up`: x f32 [M, 2048], slot u8 [4734976] -> mid f32 [M, 768].
+    /// `qwen3moe_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `f32 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs, and
@@ -1548,7 +1548,7 @@ impl Qwen3moeExpertQ8F32R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q8_f32_r4_down`: mid f32 [M, 768], slot u8 [4734976] -> out f32 [M, 2048].
+    /// `qwen3moe_expert_q8_f32_r4_down`: `mid` `f32 [M, 768]`, `slot` `u8 [4734976]` -> `out` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_DOWN`] before anything runs, and
@@ -1569,7 +1569,7 @@ impl Qwen3moeExpertQ8F32R4 {
 pub struct TinyExpertQ4Bf16R4;
 
 impl TinyExpertQ4Bf16R4 {
-    /// `tiny_expert_q4_bf16_r4_gate_up`: x bf16 [M, 256], slot u8 [73728] -> mid bf16 [M, 128].
+    /// `tiny_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [73728]` -> `mid` `bf16 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs, and
@@ -1585,7 +1585,7 @@ impl TinyExpertQ4Bf16R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q4_bf16_r4_down`: mid bf16 [M, 128], slot u8 [73728] -> out bf16 [M, 256].
+    /// `tiny_expert_q4_bf16_r4_down`: `mid` `bf16 [M, 128]`, `slot` `u8 [73728]` -> `out` `bf16 [M, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_BF16_R4_DOWN`] before anything runs, and
@@ -1606,7 +1606,7 @@ impl TinyExpertQ4Bf16R4 {
 pub struct TinyExpertQ4F32R4;
 
 impl TinyExpertQ4F32R4 {
-    /// `tiny_expert_q4_f32_r4_gate_up`: x f32 [M, 256], slot u8 [73728] -> mid f32 [M, 128].
+    /// `tiny_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [73728]` -> `mid` `f32 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs, and
@@ -1622,7 +1622,7 @@ impl TinyExpertQ4F32R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q4_f32_r4_down`: mid f32 [M, 128], slot u8 [73728] -> out f32 [M, 256].
+    /// `tiny_expert_q4_f32_r4_down`: `mid` `f32 [M, 128]`, `slot` `u8 [73728]` -> `out` `f32 [M, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_F32_R4_DOWN`] before anything runs, and
@@ -1643,7 +1643,7 @@ impl TinyExpertQ4F32R4 {
 pub struct TinyExpertQ8Bf16R4;
 
 impl TinyExpertQ8Bf16R4 {
-    /// `tiny_expert_q8_bf16_r4_gate_up`: x bf16 [M, 256], slot u8 [122880] -> mid bf16 [M, 128].
+    /// `tiny_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [122880]` -> `mid` `bf16 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs, and
@@ -1659,7 +1659,7 @@ impl TinyExpertQ8Bf16R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q8_bf16_r4_down`: mid bf16 [M, 128], slot u8 [122880] -> out bf16 [M, 256].
+    /// `tiny_expert_q8_bf16_r4_down`: `mid` `bf16 [M, 128]`, `slot` `u8 [122880]` -> `out` `bf16 [M, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_BF16_R4_DOWN`] before anything runs, and
@@ -1680,7 +1680,7 @@ impl TinyExpertQ8Bf16R4 {
 pub struct TinyExpertQ8F32R4;
 
 impl TinyExpertQ8F32R4 {
-    /// `tiny_expert_q8_f32_r4_gate_up`: x f32 [M, 256], slot u8 [122880] -> mid f32 [M, 128].
+    /// `tiny_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [122880]` -> `mid` `f32 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs, and
@@ -1696,7 +1696,7 @@ impl TinyExpertQ8F32R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q8_f32_r4_down`: mid f32 [M, 128], slot u8 [122880] -> out f32 [M, 256].
+    /// `tiny_expert_q8_f32_r4_down`: `mid` `f32 [M, 128]`, `slot` `u8 [122880]` -> `out` `f32 [M, 256]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_F32_R4_DOWN`] before anything runs, and

@@ -175,7 +175,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Qwen35SiluRmsHeadsBf16;
 
 impl Qwen35SiluRmsHeadsBf16 {
-    /// `qwen35_silu_rms_heads_bf16`: x bf16 [B, S, 8192], qscale bf16 [128], kscale bf16 [128] -> q bf16 [B, S, 16, 128], k bf16 [B, S, 16, 128], v bf16 [B, S, 32, 128].
+    /// `qwen35_silu_rms_heads_bf16`: `x` `bf16 [B, S, 8192]`, `qscale` `bf16 [128]`, `kscale` `bf16 [128]` -> `q` `bf16 [B, S, 16, 128]`, `k` `bf16 [B, S, 16, 128]`, `v` `bf16 [B, S, 32, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_SILU_RMS_HEADS_BF16`] before anything runs, and
@@ -207,7 +207,7 @@ pub struct Qwen35SiluRmsHeadsBf16Outputs<A> {
 pub struct SmallSiluRmsHeadsBf16;
 
 impl SmallSiluRmsHeadsBf16 {
-    /// `small_silu_rms_heads_bf16`: x bf16 [B, S, 216], qscale bf16 [24], kscale bf16 [24] -> q bf16 [B, S, 2, 24], k bf16 [B, S, 2, 24], v bf16 [B, S, 3, 40].
+    /// `small_silu_rms_heads_bf16`: `x` `bf16 [B, S, 216]`, `qscale` `bf16 [24]`, `kscale` `bf16 [24]` -> `q` `bf16 [B, S, 2, 24]`, `k` `bf16 [B, S, 2, 24]`, `v` `bf16 [B, S, 3, 40]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_SILU_RMS_HEADS_BF16`] before anything runs, and

@@ -175,7 +175,7 @@ use ::kernelgen::launch::LaunchError;
 pub struct Small2SiluRmsHeadsF16;
 
 impl Small2SiluRmsHeadsF16 {
-    /// `small2_silu_rms_heads_f16`: x f16 [B, S, 270], qscale f16 [128], kscale f16 [128] -> q f16 [B, S, 1, 128], k f16 [B, S, 1, 128], v f16 [B, S, 2, 7].
+    /// `small2_silu_rms_heads_f16`: `x` `f16 [B, S, 270]`, `qscale` `f16 [128]`, `kscale` `f16 [128]` -> `q` `f16 [B, S, 1, 128]`, `k` `f16 [B, S, 1, 128]`, `v` `f16 [B, S, 2, 7]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_SILU_RMS_HEADS_F16`] before anything runs, and
@@ -207,7 +207,7 @@ pub struct Small2SiluRmsHeadsF16Outputs<A> {
 pub struct Small2SiluRmsHeadsF32;
 
 impl Small2SiluRmsHeadsF32 {
-    /// `small2_silu_rms_heads_f32`: x f32 [B, S, 270], qscale f32 [128], kscale f32 [128] -> q f32 [B, S, 1, 128], k f32 [B, S, 1, 128], v f32 [B, S, 2, 7].
+    /// `small2_silu_rms_heads_f32`: `x` `f32 [B, S, 270]`, `qscale` `f32 [128]`, `kscale` `f32 [128]` -> `q` `f32 [B, S, 1, 128]`, `k` `f32 [B, S, 1, 128]`, `v` `f32 [B, S, 2, 7]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_SILU_RMS_HEADS_F32`] before anything runs, and

@@ -19,6 +19,9 @@
 //! Strided arrays are accepted: kernels are built with `ensure_row_contiguous`,
 //! so MLX copies a strided input to row-major first (inside the graph).
 
+/// The mlx-rs this backend is built on, so callers use the same version.
+pub use mlx_rs;
+
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 

@@ -4,7 +4,7 @@
 //! [`LaunchPlan`]), then hand the plan to the backend, which only binds and
 //! runs it.
 //!
-//! kernelgen ships the MLX backend ([`mlx`], feature `mlx`); the emulator's
+//! kernelgen ships the MLX backend (`mlx`, feature `mlx`); the emulator's
 //! backend is `kernelgen_emu::EmuBackend`.
 
 #[cfg(feature = "mlx")]

@@ -131,9 +131,9 @@ pub fn camel(name: &str) -> String {
         .collect()
 }
 
-/// `bf16 [M, 6144]`
+/// `` `bf16 [M, 6144]` `` (in code quotes: rustdoc would read `[M]` as a link).
 fn describe(b: &BufferDef, sizes: &[&str]) -> String {
-    format!("{} {}", b.dtype.short_name(), b.shape_text(sizes))
+    format!("`{} {}`", b.dtype.short_name(), b.shape_text(sizes))
 }
 
 #[derive(Serialize)]
@@ -203,8 +203,8 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
         let mut doc = format!(
             "`{}`: {} -> {}",
             k.name,
-            args.iter().map(|a| format!("{} {}", a.name, a.doc)).collect::<Vec<_>>().join(", "),
-            outputs.iter().map(|a| format!("{} {}", a.name, a.doc)).collect::<Vec<_>>().join(", ")
+            args.iter().map(|a| format!("`{}` {}", a.name, a.doc)).collect::<Vec<_>>().join(", "),
+            outputs.iter().map(|a| format!("`{}` {}", a.name, a.doc)).collect::<Vec<_>>().join(", ")
         );
         if !filled.is_empty() {
             doc.push_str(&format!("; the launcher fills {}", filled.join(", ")));
