@@ -3,18 +3,18 @@
 //!
 //! Per batch b, value head hv, state row dv (key head `hv / (Hv/Hk)`), over
 //! every time step t, in float: `state *= g; kv = sum_k(state * k);
-//! delta = (v`[dv]` - kv) * beta; state += k * delta; y`[dv]` = sum_k(state * q)`.
+//! delta = (v[dv] - kv) * beta; state += k * delta; y[dv] = sum_k(state * q)`.
 //! The masked variant (`masked = true`) runs a step only where `mask[b, t]`
 //! and writes `y = 0` elsewhere, leaving the state untouched.
 //!
-//! Buffers, in the seed's order: q, k `[B,T,Hk,Dk]` (InT), v `[B,T,Hv,Dv]` (InT),
-//! g `[B,T,Hv]` (f32), beta `[B,T,Hv]` (InT), state_in `[B,Hv,Dv,Dk]` (StT), Tin `[1]`
-//! (int32, holds T), then mask `[B,T]` (bool) when masked; outputs y `[B,T,Hv,Dv]`
-//! (InT) and state_out `[B,Hv,Dv,Dk]` (StT). B and T are run-time sizes; T
+//! Buffers, in the seed's order: q, k [B,T,Hk,Dk] (InT), v [B,T,Hv,Dv] (InT),
+//! g [B,T,Hv] (f32), beta [B,T,Hv] (InT), state_in [B,Hv,Dv,Dk] (StT), Tin [1]
+//! (int32, holds T), then mask [B,T] (bool) when masked; outputs y [B,T,Hv,Dv]
+//! (InT) and state_out [B,Hv,Dv,Dk] (StT). B and T are run-time sizes; T
 //! arrives as the one-element input `Tin`, read once, exactly as in the seed,
 //! so a new sequence length never recompiles.
 //!
-//! Launch: grid `[32, Dv, B*Hv]` threads, threadgroup `[32, 4, 1]` (128 threads):
+//! Launch: grid [32, Dv, B*Hv] threads, threadgroup [32, 4, 1] (128 threads):
 //! one SIMD-group per state row, each lane holding Dk/32 state values.
 //!
 //! Constraints (checked in [`Family::plan`]):
