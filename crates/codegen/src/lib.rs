@@ -14,6 +14,7 @@ pub mod diag;
 pub mod emit;
 pub mod expand;
 pub mod families;
+pub mod family;
 pub mod model;
 pub mod render;
 pub mod spec;
