@@ -141,9 +141,9 @@ pub type Params = serde_json::Map<String, serde_json::Value>;
 #[derive(Clone, Debug)]
 pub struct KernelPlan {
     /// The kernel's part within the family (`gate_up`, `down`), if it has several.
-    pub part: Option<&'static str>,
+    pub part: Option<String>,
     /// Run-time sizes: they come from the launch, never from the source.
-    pub sizes: Vec<&'static str>,
+    pub sizes: Vec<String>,
     pub inputs: Vec<BufferDef>,
     pub outputs: Vec<BufferDef>,
     /// Threads in the grid (MLX counts threads, not threadgroups).
@@ -160,7 +160,7 @@ pub enum Blame {
     /// A field of the geometry, by dotted path (`hidden`, `slot.q4.bytes`).
     Field(String),
     /// The value of an axis in the variant being planned.
-    Axis(&'static str),
+    Axis(String),
     /// The geometry as a whole.
     Geometry,
 }
@@ -178,8 +178,8 @@ impl Violation {
         Violation { blame: Blame::Field(path.into()), message: message.into(), help: help.into() }
     }
 
-    pub fn axis(axis: &'static str, message: impl Into<String>, help: impl Into<String>) -> Self {
-        Violation { blame: Blame::Axis(axis), message: message.into(), help: help.into() }
+    pub fn axis(axis: impl Into<String>, message: impl Into<String>, help: impl Into<String>) -> Self {
+        Violation { blame: Blame::Axis(axis.into()), message: message.into(), help: help.into() }
     }
 }
 

@@ -25,7 +25,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     };
     let slot = ExpertWeights::random(quant, g.hidden, g.intermediate, seed).pack(quant, &g);
     let mut rng = SplitMix64::new(seed ^ 0x5eed);
-    let (input, width, out_width) = if r.kernel.plan.part == Some("gate_up") { ("x", g.hidden, g.intermediate) } else { ("mid", g.intermediate, g.hidden) };
+    let (input, width, out_width) = if r.kernel.plan.part.as_deref() == Some("gate_up") { ("x", g.hidden, g.intermediate) } else { ("mid", g.intermediate, g.hidden) };
     let x: Vec<T> = random(&mut rng, M * width);
     let (replay, exact, name) = if input == "x" {
         (expert::gate_up_replay(&x, &slot, &g, quant, M), expert::gate_up_f64(&x, &slot, &g, quant, M), "mid")

@@ -49,7 +49,7 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                     Ok(plans) => {
                         for plan in plans {
                             let launcher = kernel_name(model.family, g, &variant, None);
-                            let name = match plan.part {
+                            let name = match &plan.part {
                                 Some(part) => format!("{launcher}_{part}"),
                                 None => launcher.clone(),
                             };

@@ -191,7 +191,7 @@ impl Family for Delta {
         let (grid, threadgroup) = launch(h);
         Ok(vec![KernelPlan {
             part: None,
-            sizes: SIZES.to_vec(),
+            sizes: SIZES.iter().map(|s| s.to_string()).collect(),
             inputs,
             outputs: vec![array("y", dtype, bthd(h.hv, h.dv)), array("state_out", state, state_shape(h))],
             grid,

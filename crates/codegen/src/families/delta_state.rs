@@ -60,7 +60,7 @@ impl Family for DeltaState {
         let per_step = |width: i64| vec![Dim::size(0), Dim::size(1), Dim::Fixed(width as u64)];
         Ok(vec![KernelPlan {
             part: None,
-            sizes: SIZES.to_vec(),
+            sizes: SIZES.iter().map(|s| s.to_string()).collect(),
             inputs: vec![
                 array("k", dtype, bthd(h.hk, h.dk)),
                 array("v", dtype, bthd(h.hv, h.dv)),

@@ -238,8 +238,8 @@ impl Family for Expert {
             let mut params = params.clone();
             params.insert("part".into(), json!(part));
             KernelPlan {
-                part: Some(part),
-                sizes: vec!["M"],
+                part: Some(part.to_string()),
+                sizes: vec!["M".into()],
                 inputs: vec![array(input, dtype, vec![m.clone(), Dim::Fixed(in_width as u64)]), slot(reads)],
                 outputs: vec![array(output, dtype, vec![m.clone(), Dim::Fixed(out_width as u64)])],
                 grid: [Dim::Fixed(threads), Dim::Fixed((out_width / rows) as u64), m.clone()],

@@ -97,7 +97,7 @@ impl Family for GatedRmsNorm {
         let rows_by_d = vec![Dim::size(0), Dim::Fixed(d as u64)];
         Ok(vec![KernelPlan {
             part: None,
-            sizes: vec!["R"],
+            sizes: vec!["R".into()],
             inputs: vec![
                 array("x", dtype, rows_by_d.clone()),
                 array("gate", dtype, rows_by_d.clone()),

@@ -112,7 +112,7 @@ impl Family for SiluRmsHeads {
         x_shape.push(Dim::Fixed(channels as u64));
         Ok(vec![KernelPlan {
             part: None,
-            sizes: vec!["B", "S"],
+            sizes: vec!["B".into(), "S".into()],
             inputs: vec![
                 array("x", dtype, x_shape),
                 array("qscale", dtype, vec![Dim::Fixed(dk as u64)]),

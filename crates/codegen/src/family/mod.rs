@@ -1,6 +1,249 @@
-//! Kernel families as data: a family file (`<name>.toml`) beside its template
-//! (`<name>.metal.tera`) says everything a family is — axes, geometry fields,
-//! derived values and constraints as expressions, run-time sizes, packed
-//! layouts and the kernels (parts) with their buffers and launch geometry.
+//! Kernel families as data. A family file (`<name>.toml`) beside its template
+//! (`<name>.metal.tera`) says everything a family is: its variant axes, the
+//! geometry fields a spec gives, derived values and constraints as
+//! expressions ([`expr`]), the run-time sizes, packed buffer layouts, and its
+//! kernels (parts) with their buffers and launch geometry. kernelgen's own
+//! families are files of the same format (bundled into the generator); a
+//! user's live in their project (found next to their specs, or given with
+//! `--families`). The format is documented in `docs/family-files.md`.
+//!
+//! Reading a file ([`file::read`]) checks everything that does not depend on
+//! a spec: every key, every expression's syntax and types, every name.
+//! Planning ([`FamilyDef::plan`]) evaluates it for one variant and geometry.
 
 pub mod expr;
+pub mod file;
+mod plan;
+
+use crate::model::AxisValue;
+use crate::spec::{Span, SpecSource};
+use expr::Expr;
+use kernelgen_contract::Dtype;
+use std::sync::Arc;
+
+/// Something read from a family file, with where it was written.
+#[derive(Clone, Debug)]
+pub struct Located<T> {
+    pub value: T,
+    /// Byte range in the family file.
+    pub span: Span,
+}
+
+/// An expression of the family file: its tree, and where its text starts in
+/// the file (expression spans are relative to that).
+pub type FileExpr = Located<Expr>;
+
+/// The values an axis may take.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AxisKind {
+    /// One of these names.
+    Choice(Vec<String>),
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// `true` or `false`; kernel names spell `true` as the axis's
+    /// `name_prefix` and leave `false` out (`..._masked` and `...`).
+    Bool,
+}
+
+/// A variant axis: a spec lists the values it wants, and every combination
+/// of axis values becomes a kernel.
+#[derive(Clone, Debug)]
+pub struct Axis {
+    pub name: String,
+    pub doc: String,
+    pub kind: AxisKind,
+    /// Used when a spec does not list the axis.
+    pub default: Vec<AxisValue>,
+    /// How a value is spelled in kernel names: `r` makes `4` read `r4`; for
+    /// a boolean axis, the word that `true` adds (`false` adds nothing).
+    pub name_prefix: String,
+}
+
+impl Axis {
+    /// Whether `value` is one the family accepts.
+    pub fn allows(&self, value: &AxisValue) -> bool {
+        match (&self.kind, value) {
+            (AxisKind::Choice(names), AxisValue::Str(s)) => names.contains(s),
+            (AxisKind::Int { min, max }, AxisValue::Int(i)) => (min..=max).contains(&i),
+            (AxisKind::Bool, AxisValue::Bool(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// The accepted values, for messages.
+    pub fn allowed(&self) -> String {
+        match &self.kind {
+            AxisKind::Choice(names) => names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", "),
+            AxisKind::Int { min, max } => format!("an integer from {min} to {max}"),
+            AxisKind::Bool => "true, false".into(),
+        }
+    }
+
+    /// The value as it appears in kernel names (empty: left out).
+    pub fn spell(&self, value: &AxisValue) -> String {
+        match value {
+            AxisValue::Bool(true) => self.name_prefix.clone(),
+            AxisValue::Bool(false) => String::new(),
+            _ => format!("{}{}", self.name_prefix, value),
+        }
+    }
+}
+
+/// The kind of a geometry field.
+#[derive(Clone, Debug)]
+pub enum FieldKind {
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// A finite float.
+    Float,
+    /// A table with one sub-table per value of `axis`, each with `fields`
+    /// (the expert slot layout, one per quantization). Expressions name a
+    /// sub-field as `<field>.<sub-field>`: the table of the variant's value.
+    PerAxisValue { axis: String, fields: Vec<Field> },
+}
+
+/// A field of a spec's `[geometry.<name>]` table.
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub name: String,
+    pub doc: String,
+    pub kind: FieldKind,
+    pub required: bool,
+}
+
+/// A message with `{expression}` parts, evaluated when it is reported.
+#[derive(Clone, Debug)]
+pub enum Piece {
+    Text(String),
+    Expr(FileExpr),
+}
+
+/// A constraint: `require` must hold for every variant and geometry, or the
+/// message (and help) is reported at the blamed field or axis.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub require: FileExpr,
+    /// A geometry field (`hidden`, `slot.up_weights`) or an axis
+    /// (`axes.rows_per_threadgroup`); none blames the geometry as a whole.
+    pub blame: Option<String>,
+    pub message: Vec<Piece>,
+    pub help: Vec<Piece>,
+}
+
+/// A run-time size: a value the launch reads off an argument's shape, so a
+/// new value never recompiles the kernel.
+#[derive(Clone, Debug)]
+pub struct Size {
+    pub name: String,
+    pub doc: String,
+}
+
+/// A named byte range of a packed buffer, with how its bytes are laid out.
+#[derive(Clone, Debug)]
+pub struct RegionDef {
+    pub name: String,
+    pub doc: String,
+    pub offset: FileExpr,
+    pub bytes: FileExpr,
+    pub align: FileExpr,
+    /// The element format (`q4`: two 4-bit values a byte, least significant
+    /// first, zero point 8; `i8`; `f32`; ...), for the generated packer.
+    pub format: Option<String>,
+    /// The region's logical shape (row-major), for the generated packer.
+    pub shape: Vec<FileExpr>,
+}
+
+/// A packed buffer: one byte buffer holding several regions (an expert's
+/// residency slot), shared by the parts that read it.
+#[derive(Clone, Debug)]
+pub struct PackedDef {
+    pub name: String,
+    pub doc: String,
+    pub bytes: FileExpr,
+    pub align: FileExpr,
+    pub regions: Vec<RegionDef>,
+}
+
+/// Where a buffer's dtype comes from.
+#[derive(Clone, Debug)]
+pub enum DtypeSpec {
+    Fixed(Dtype),
+    /// An expression giving a dtype's short name (usually an axis).
+    Expr(FileExpr),
+}
+
+/// How a kernel input is passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The caller's array (an input) or the kernel's result (an output).
+    Data,
+    /// A one-element int32 the launcher fills with this run-time size.
+    Holds(String),
+    /// Host integers the caller passes and the launcher checks.
+    Host,
+}
+
+/// One buffer of a kernel.
+#[derive(Clone, Debug)]
+pub struct BufferSpec {
+    pub name: String,
+    pub doc: String,
+    pub dtype: DtypeSpec,
+    pub shape: Vec<FileExpr>,
+    pub role: Role,
+    /// A packed buffer of the family and the regions this kernel reads.
+    pub packed: Option<(String, Vec<String>)>,
+    /// Alignment of the buffer's start; the element size when not given.
+    pub align: Option<FileExpr>,
+    /// Every element must be at most this run-time size.
+    pub at_most: Option<String>,
+    pub span: Span,
+}
+
+/// One kernel of the family.
+#[derive(Clone, Debug)]
+pub struct PartDef {
+    /// The part's name (`gate_up`, `down`) when the family has several.
+    pub part: Option<String>,
+    pub doc: String,
+    pub inputs: Vec<BufferSpec>,
+    pub outputs: Vec<BufferSpec>,
+    pub grid: [FileExpr; 3],
+    pub threadgroup: [FileExpr; 3],
+    pub threadgroup_memory: FileExpr,
+    pub span: Span,
+}
+
+/// A family, as its file defines it.
+#[derive(Clone, Debug)]
+pub struct FamilyDef {
+    /// The name specs use (`family = "expert"`) and kernel names spell.
+    pub name: String,
+    /// One line on what the family computes.
+    pub summary: String,
+    /// The family file (diagnostics point into it).
+    pub source: Arc<SpecSource>,
+    /// The template's file name (for messages) and text.
+    pub template: (String, String),
+    /// Whether the template renders a header (helpers MLX places before the
+    /// kernel) when `section == "header"`.
+    pub has_header: bool,
+    pub axes: Vec<Axis>,
+    pub fields: Vec<Field>,
+    /// Derived values, in order; each may use axes, fields and earlier ones.
+    pub lets: Vec<(String, FileExpr)>,
+    pub checks: Vec<Check>,
+    pub sizes: Vec<Size>,
+    pub packed: Vec<PackedDef>,
+    pub parts: Vec<PartDef>,
+}
+
+impl FamilyDef {
+    pub fn axis(&self, name: &str) -> Option<&Axis> {
+        self.axes.iter().find(|a| a.name == name)
+    }
+
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+}

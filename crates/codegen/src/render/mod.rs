@@ -127,7 +127,7 @@ impl Renderer {
             metal_path: format!("generated/{metal_path}").into(),
             inputs: plan.inputs.clone().into(),
             outputs: plan.outputs.clone().into(),
-            sizes: plan.sizes.iter().map(|s| (*s).into()).collect::<Vec<_>>().into(),
+            sizes: plan.sizes.iter().map(|s| s.clone().into()).collect::<Vec<_>>().into(),
             grid: plan.grid.clone(),
             threadgroup: plan.threadgroup.map(|t| t as u32),
             threadgroup_memory_bytes: plan.threadgroup_memory_bytes as u32,

@@ -210,7 +210,7 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
             doc.push_str(&format!("; the launcher fills {}", filled.join(", ")));
         }
         let method = MethodView {
-            name: k.plan.part.unwrap_or("launch").to_string(),
+            name: k.plan.part.clone().unwrap_or_else(|| "launch".into()),
             static_name: k.name.to_uppercase(),
             doc,
             outputs_struct: (outputs.len() > 1).then(|| format!("{}Outputs", camel(&k.name))),
@@ -239,7 +239,7 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel], meta
             let k = &rk.kernel;
             let mut axes: Vec<String> = k.variant.values.iter().map(|(a, v)| format!("{a} {v}")).collect();
             axes.push(format!("geometry {}", k.geometry));
-            if let Some(part) = k.plan.part {
+            if let Some(part) = &k.plan.part {
                 axes.push(format!("part {part}"));
             }
             KernelView { static_name: k.name.to_uppercase(), doc: axes.join(", "), def: def_literal(&rk.def, &rk.metal_path, metal) }
