@@ -399,7 +399,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("metal_type", "metal_type(dtype): the Metal type name of a dtype (\"bf16\" -> \"bfloat16_t\")"),
     ("dtype_size", "dtype_size(dtype): bytes per element of a dtype"),
     ("hex", "hex(n, digits): n in lowercase hexadecimal, zero-padded"),
-    ("sci", "sci(x): x rounded to f32, in shortest scientific notation (1e-6)"),
+    ("sci", "sci(x): x in shortest scientific notation (1e-6)"),
+    ("sci_f32", "sci_f32(x): x rounded to f32, in shortest scientific notation"),
     ("concat", "concat(a, b, ...): the values as text, joined"),
     ("near_multiples", "near_multiples(n, m): the multiples of m nearest n, as text (\"64 or 128\")"),
 ];
@@ -578,7 +579,7 @@ fn check_call(e: &Expr, name: &str, args: &[Expr], scope: &dyn Scope, errors: &m
         "float" => {
             if arity(1, errors) && t[0] == Type::Int { Some(Type::Float) } else { bad(errors, "an integer") }
         }
-        "f32" | "f32_bits" | "is_finite" | "sci" => {
+        "f32" | "f32_bits" | "is_finite" | "sci" | "sci_f32" => {
             if !arity(1, errors) {
                 return None;
             }
@@ -930,7 +931,8 @@ fn call(e: &Expr, name: &str, args: &[Expr], env: &dyn Env) -> Result<Sym, ExprE
         "f32" => Value::Float(f64::from(f(0)? as f32)),
         "f32_bits" => Value::Int(i64::from((f(0)? as f32).to_bits())),
         "is_finite" => Value::Bool((f(0)? as f32).is_finite()),
-        "sci" => Value::Str(format!("{:e}", f(0)? as f32)),
+        "sci" => Value::Str(format!("{:e}", f(0)?)),
+        "sci_f32" => Value::Str(format!("{:e}", f(0)? as f32)),
         "metal_type" | "dtype_size" => {
             let d = s(0)?;
             let dtype = crate::model::dtype_from_short(&d).ok_or_else(|| fail(format!("`{d}` is not a dtype")))?;
@@ -1012,7 +1014,8 @@ mod tests {
         assert_eq!(value("if(quant == 'q4', D / 2, D)"), Value::Int(100));
         assert_eq!(value("D % 8 == 0 && !(quant != \"q4\")"), Value::Bool(true));
         assert_eq!(value("concat('as_type<float>(0x', hex(f32_bits(eps), 8), 'u)')"), Value::Str("as_type<float>(0x358637bdu)".into()));
-        assert_eq!(value("sci(eps)"), Value::Str("1e-6".into()));
+        assert_eq!(value("sci_f32(eps)"), Value::Str("1e-6".into()));
+        assert_eq!(value("sci(1e-50)"), Value::Str("1e-50".into()));
         assert_eq!(value("metal_type('bf16')"), Value::Str("bfloat16_t".into()));
         assert_eq!(value("has(slot.bytes) && slot.bytes > 0"), Value::Bool(true));
         assert_eq!(value("near_multiples(66, 4)"), Value::Str("64 or 68".into()));

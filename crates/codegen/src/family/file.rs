@@ -235,7 +235,6 @@ impl Reader {
                 }
                 let Some(x) = self.expr(&entry.node, &field) else { continue };
                 match expr::check(&x.value, &names) {
-                    Ok(Type::Size) => unreachable!("sizes are not in scope of derived values"),
                     Ok(t) => {
                         names.types.insert(entry.key.clone(), t);
                         lets.push((entry.key.clone(), x));
@@ -541,19 +540,23 @@ impl Reader {
                 for (i, item) in items.iter().enumerate() {
                     let field = format!("{prefix}.region[{i}]");
                     let r = self.table(item, &field);
-                    self.unknown_keys(r, &["name", "doc", "offset", "bytes", "align", "format", "shape"], &field);
+                    self.unknown_keys(r, &["name", "doc", "offset", "bytes", "align", "blame", "format", "shape"], &field);
                     let name = self.req_string(r, "name", &field, &item.span, "the region's name");
                     let doc = self.opt_string(r, "doc", &field).unwrap_or_default();
                     let offset = self.req_typed(r, "offset", &field, &item.span, names, Type::Int);
                     let bytes = self.req_typed(r, "bytes", &field, &item.span, names, Type::Int);
                     let align = self.opt_typed(r, "align", &field, names, Type::Int, "1");
-                    let format = self.opt_string(r, "format", &field);
+                    let blame = self.opt_string(r, "blame", &field);
+                    let format = match r.iter().find(|e| e.key == "format") {
+                        Some(e) => self.typed(&e.node, &format!("{field}.format"), names, Type::Str, "`format`"),
+                        None => None,
+                    };
                     let shape = match r.iter().find(|e| e.key == "shape") {
                         Some(e) => self.exprs(&e.node, &format!("{field}.shape"), names, Type::Int),
                         None => Vec::new(),
                     };
                     if let (Some(name), Some(offset), Some(bytes), Some(align)) = (name, offset, bytes, align) {
-                        regions.push(RegionDef { name, doc, offset, bytes, align, format, shape });
+                        regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape });
                     }
                 }
             }
@@ -638,7 +641,7 @@ impl Reader {
     #[allow(clippy::too_many_arguments)]
     fn buffer(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef], output: bool) -> Option<BufferSpec> {
         let body = self.table(node, prefix);
-        self.unknown_keys(body, &["name", "doc", "dtype", "shape", "holds", "host", "at_most", "packed", "reads", "align"], prefix);
+        self.unknown_keys(body, &["name", "doc", "dtype", "shape", "holds", "host", "at_most", "packed", "reads", "align", "when"], prefix);
         let name = self.req_string(body, "name", prefix, &node.span, "the buffer's name, as the kernel body uses it")?;
         if !is_msl_identifier(&name) {
             self.error(node.span.clone(), format!("{prefix}.name"), format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
@@ -720,7 +723,11 @@ impl Reader {
             Some(e) => self.typed(&e.node, &format!("{prefix}.align"), names, Type::Int, "`align`"),
             None => None,
         };
-        Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, span: node.span.clone() })
+        let when = match body.iter().find(|e| e.key == "when") {
+            Some(e) => self.typed(&e.node, &format!("{prefix}.when"), names, Type::Bool, "`when`"),
+            None => None,
+        };
+        Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, when, span: node.span.clone() })
     }
 
     /// Every run-time size must be readable off an input's shape: some

@@ -146,9 +146,13 @@ pub struct RegionDef {
     pub offset: FileExpr,
     pub bytes: FileExpr,
     pub align: FileExpr,
+    /// The geometry field that sets `offset` in an explicit layout: a problem
+    /// with the region blames it when the geometry gives it.
+    pub blame: Option<String>,
     /// The element format (`q4`: two 4-bit values a byte, least significant
-    /// first, zero point 8; `i8`; `f32`; ...), for the generated packer.
-    pub format: Option<String>,
+    /// first, zero point 8; `i8`; `f32`; ...), for the generated packer; an
+    /// expression, so it may depend on an axis.
+    pub format: Option<FileExpr>,
     /// The region's logical shape (row-major), for the generated packer.
     pub shape: Vec<FileExpr>,
 }
@@ -197,6 +201,9 @@ pub struct BufferSpec {
     pub align: Option<FileExpr>,
     /// Every element must be at most this run-time size.
     pub at_most: Option<String>,
+    /// The buffer exists only where this holds (DeltaNet's mask, for the
+    /// masked variant).
+    pub when: Option<FileExpr>,
     pub span: Span,
 }
 
@@ -245,5 +252,102 @@ impl FamilyDef {
 
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
+    }
+}
+
+/// kernelgen's own families, compiled in: `(family file, template)` by name.
+const BUNDLED: &[(&str, &str, &str)] = &[
+    ("expert", include_str!("../../families/expert.toml"), include_str!("../../families/expert.metal.tera")),
+    ("affine", include_str!("../../families/affine.toml"), include_str!("../../families/affine.metal.tera")),
+    ("delta", include_str!("../../families/delta.toml"), include_str!("../../families/delta.metal.tera")),
+    ("delta_state", include_str!("../../families/delta_state.toml"), include_str!("../../families/delta_state.metal.tera")),
+    ("silu_rms_heads", include_str!("../../families/silu_rms_heads.toml"), include_str!("../../families/silu_rms_heads.metal.tera")),
+    ("gated_rms_norm", include_str!("../../families/gated_rms_norm.toml"), include_str!("../../families/gated_rms_norm.metal.tera")),
+];
+
+/// Where the bundled families live in kernelgen's repository (what generated
+/// files name, and where to edit them).
+pub const BUNDLED_DIR: &str = "crates/codegen/families";
+
+/// kernelgen's own families, read from their compiled-in files.
+pub fn bundled() -> Result<Vec<Arc<FamilyDef>>, crate::diag::Diagnostics> {
+    let mut out = Vec::new();
+    let mut problems = crate::diag::Diagnostics::default();
+    for (name, text, template) in BUNDLED {
+        let source = Arc::new(SpecSource {
+            display: format!("{BUNDLED_DIR}/{name}.toml"),
+            origin: format!("{BUNDLED_DIR}/{name}.toml"),
+            stem: name.to_string(),
+            text: text.to_string(),
+        });
+        match file::read(source, |t| (t == format!("{name}.metal.tera")).then(|| template.to_string())) {
+            Ok(def) => out.push(Arc::new(def)),
+            Err(d) => problems.extend(d),
+        }
+    }
+    if problems.is_empty() { Ok(out) } else { Err(problems) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_families_read_cleanly() {
+        let defs = bundled().unwrap_or_else(|d| panic!("{d}"));
+        assert_eq!(defs.len(), BUNDLED.len());
+    }
+
+    /// During the move from Rust families to family files: for every
+    /// bundled spec, every variant and geometry, the file plans exactly what
+    /// the Rust family plans.
+    #[test]
+    fn family_files_plan_what_the_rust_families_plan() {
+        let defs = bundled().unwrap_or_else(|d| panic!("{d}"));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut sources = crate::read_specs(&[root.join("specs")]).unwrap();
+        for dir in ["tests/fixtures", "tests/bad_specs"] {
+            sources.extend(crate::read_specs(&[std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)]).unwrap());
+        }
+        let (models, _) = crate::validate_all(sources);
+        let mut compared = 0;
+        for m in &models {
+            let def = defs.iter().find(|d| d.name == m.family.name()).unwrap();
+            let mut variants = vec![Vec::<(&str, crate::model::AxisValue)>::new()];
+            for c in &m.axes {
+                variants = variants.into_iter().flat_map(|v| c.values.iter().map(move |(x, _)| { let mut v = v.clone(); v.push((c.axis.name, x.clone())); v })).collect();
+            }
+            for g in &m.geometries {
+                for v in &variants {
+                    let variant = crate::model::Variant { values: v.clone() };
+                    let axes: Vec<(&str, &crate::model::AxisValue)> = v.iter().map(|(a, x)| (*a, x)).collect();
+                    let old = m.family.plan(&variant, g);
+                    let new = def.plan(&axes, g);
+                    let what = format!("{} {} {:?}", m.source.display, g.name, v);
+                    match (old, new) {
+                        (Ok(a), Ok(b)) => {
+                            assert_eq!(a.len(), b.len(), "{what}");
+                            for (a, b) in a.iter().zip(&b) {
+                                assert_eq!((&a.part, &a.sizes, &a.inputs, &a.outputs, &a.grid, a.threadgroup, a.threadgroup_memory_bytes), (&b.part, &b.sizes, &b.inputs, &b.outputs, &b.grid, b.threadgroup, b.threadgroup_memory_bytes), "{what}");
+                                for (k, val) in &a.params {
+                                    // Values no template or verifier reads.
+                                    if (m.family.name() == "gated_rms_norm" && k == "eps") || (m.family.name() == "affine" && k == "group_size") {
+                                        continue;
+                                    }
+                                    assert_eq!(Some(val), b.params.get(k), "{what}: param {k}");
+                                }
+                            }
+                        }
+                        (Err(a), Err(b)) => {
+                            let show = |v: &[crate::model::Violation]| v.iter().map(|x| format!("{:?}: {} / {}", x.blame, x.message, x.help)).collect::<Vec<_>>();
+                            assert_eq!(show(&a), show(&b), "{what}");
+                        }
+                        (a, b) => panic!("{what}: Rust {:?} vs file {:?}", a.map(|_| ()).map_err(|v| v.iter().map(|x| x.message.clone()).collect::<Vec<_>>()), b.map(|_| ()).map_err(|v| v.iter().map(|x| x.message.clone()).collect::<Vec<_>>())),
+                    }
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 60, "{compared}");
     }
 }

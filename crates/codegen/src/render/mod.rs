@@ -15,7 +15,7 @@ use tera::{Context, Tera};
 /// The launcher module's template; the families' own come from
 /// `families::TEMPLATES`. All are compiled in, so the generator never depends
 /// on the working directory.
-const LAUNCHERS: (&str, &str) = ("launchers.rs.tera", include_str!("../../../../templates/launchers.rs.tera"));
+const LAUNCHERS: (&str, &str) = ("launchers.rs.tera", include_str!("launchers.rs.tera"));
 
 /// A kernel with its text and its contract.
 #[derive(Clone)]
