@@ -1,0 +1,301 @@
+//! Source rewrites that let clang (C++ for OpenCL) parse MSL, with a map back to the original
+//! lines and columns. Each rewrite keeps lines; a few insert characters within a line.
+//!
+//! 1. `float4(a, b)` (a vector constructor with several arguments, which clang rejects as a
+//!    functional cast) becomes the OpenCL vector literal `(float4)(a, b)`.
+//! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
+//!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
+//! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
+//!    OpenCL allows `__local` variables only in OpenCL kernels, and a Metal kernel is not one.
+//!    The declarations are recorded so that the rules can check they sit in a Metal kernel.
+
+use crate::lex::{Kind, Token, matching, tokenize};
+
+/// A threadgroup variable declaration that was rewritten (original position of its name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadgroupDecl {
+    pub name: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+pub struct Rewritten {
+    pub text: String,
+    pub threadgroup_decls: Vec<ThreadgroupDecl>,
+    /// Per output line (0-based): (output column where a segment starts, original column).
+    segments: Vec<Vec<(u32, u32)>>,
+}
+
+impl Rewritten {
+    /// The original column of a column of the rewritten text (lines are unchanged).
+    pub fn original_col(&self, line: u32, col: u32) -> u32 {
+        let Some(segs) = self.segments.get(line.saturating_sub(1) as usize) else { return col };
+        let mut best = (1, 1);
+        for &(out, orig) in segs {
+            if out <= col {
+                best = (out, orig);
+            }
+        }
+        best.1 + (col - best.0)
+    }
+}
+
+struct Edit {
+    offset: usize,
+    delete: usize,
+    insert: String,
+}
+
+fn is_vector_name(s: &str) -> bool {
+    let s = s.strip_prefix("packed_").unwrap_or(s);
+    let Some(base) = s.strip_suffix(['2', '3', '4']) else { return false };
+    matches!(base, "bool" | "char" | "uchar" | "short" | "ushort" | "int" | "uint" | "long" | "ulong" | "float" | "half" | "bfloat")
+}
+
+/// Index just past a balanced `<...>` starting at `i` (which must be `<`).
+fn skip_angles(toks: &[Token], i: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (j, t) in toks.iter().enumerate().skip(i) {
+        match t.text.as_str() {
+            "<" => depth += 1,
+            ">" => depth -= 1,
+            ">>" => depth -= 2,
+            "(" | "[" => {}
+            ";" | "{" | "}" => return None,
+            _ => {}
+        }
+        if depth <= 0 {
+            return Some(j + 1);
+        }
+    }
+    None
+}
+
+fn has_top_level_comma(toks: &[Token], open: usize, close: usize) -> bool {
+    let mut depth = 0i32;
+    for t in &toks[open + 1..close] {
+        match t.text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth -= 1,
+            "," if depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn vector_constructors(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len() {
+        let t = &toks[i];
+        if t.kind != Kind::Ident {
+            continue;
+        }
+        let after = if is_vector_name(&t.text) {
+            i + 1
+        } else if t.text == "vec" && toks.get(i + 1).is_some_and(|n| n.is("<")) {
+            match skip_angles(toks, i + 1) {
+                Some(j) => j,
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        let Some(open) = toks.get(after).filter(|o| o.is("(")).map(|_| after) else { continue };
+        let Some(close) = matching(toks, open) else { continue };
+        if !has_top_level_comma(toks, open, close) {
+            continue;
+        }
+        // Include a `metal::` qualifier in the parenthesised type.
+        let mut first = i;
+        if i >= 2 && toks[i - 1].is("::") && toks[i - 2].is("metal") {
+            first = i - 2;
+        }
+        let type_end = toks[after - 1].offset + toks[after - 1].text.len();
+        let _ = src;
+        edits.push(Edit { offset: toks[first].offset, delete: 0, insert: "(".into() });
+        edits.push(Edit { offset: type_end, delete: 0, insert: ")".into() });
+    }
+}
+
+fn instantiation_attributes(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len() {
+        if !toks[i].is("template") {
+            continue;
+        }
+        let mut j = i + 1;
+        while toks.get(j).is_some_and(|t| t.is("[")) && toks.get(j + 1).is_some_and(|t| t.is("[")) {
+            let Some(close) = matching(toks, j) else { break };
+            let start = toks[j].offset;
+            let end = toks[close].offset + 1;
+            // Blank, keeping newlines and line continuations so lines stay where they were.
+            let blank: String = src[start..end].chars().map(|c| if c == '\n' || c == '\\' { c } else { ' ' }).collect();
+            edits.push(Edit { offset: start, delete: end - start, insert: blank });
+            j = close + 1;
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Brace {
+    Function,
+    Block,
+    Other,
+}
+
+fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &mut Vec<ThreadgroupDecl>) {
+    let mut stack: Vec<Brace> = Vec::new();
+    for i in 0..toks.len() {
+        let t = &toks[i];
+        if t.kind == Kind::Punct && t.is("{") {
+            let in_fn = stack.iter().any(|b| *b != Brace::Other);
+            let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+            let fn_like = prev == ")"
+                || matches!(prev, "const" | "thread" | "device" | "threadgroup" | "constant" | "noexcept" | "override");
+            let kind = if in_fn {
+                if fn_like || matches!(prev, "else" | "do" | "{" | "}" | ";" | ":") { Brace::Block } else { Brace::Other }
+            } else if fn_like {
+                Brace::Function
+            } else {
+                Brace::Other
+            };
+            stack.push(kind);
+            continue;
+        }
+        if t.kind == Kind::Punct && t.is("}") {
+            stack.pop();
+            continue;
+        }
+        if !t.is("threadgroup") || t.pp || !matches!(stack.last(), Some(Brace::Function | Brace::Block)) {
+            continue;
+        }
+        let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+        if !matches!(prev, ";" | "{" | "}") {
+            continue;
+        }
+        // threadgroup <type tokens> name [dims]* ;
+        let Some(semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
+            continue;
+        };
+        if !toks[semi].is(";") {
+            continue;
+        }
+        let body = &toks[i + 1..semi];
+        if body.iter().any(|t| matches!(t.text.as_str(), "=" | "," | "*" | "&" | "(" | "&&")) || body.iter().any(|t| t.pp) {
+            continue;
+        }
+        // The name is the last identifier before the first `[` at angle depth 0 (or before `;`).
+        let mut depth = 0i32;
+        let mut first_bracket = None;
+        for (k, t) in body.iter().enumerate() {
+            match t.text.as_str() {
+                "<" => depth += 1,
+                ">" => depth -= 1,
+                ">>" => depth -= 2,
+                "[" if depth == 0 => {
+                    first_bracket = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let name_idx = first_bracket.unwrap_or(body.len()).wrapping_sub(1);
+        let Some(name) = body.get(name_idx).filter(|t| t.kind == Kind::Ident) else { continue };
+        if name_idx == 0 {
+            continue;
+        }
+        let type_text = &src[t.offset..name.offset];
+        let dims_text = match first_bracket {
+            Some(k) => &src[body[k].offset..toks[semi].offset],
+            None => "",
+        };
+        let name_end = name.offset + name.text.len();
+        edits.push(Edit { offset: name.offset, delete: 0, insert: "(&".into() });
+        edits.push(Edit { offset: name_end, delete: 0, insert: ")".into() });
+        let init = format!(" = __kgmsl_threadgroup_alloc<{}{}>()", type_text.trim_end(), dims_text.trim_end());
+        edits.push(Edit { offset: toks[semi].offset, delete: 0, insert: init.replace('\n', " ") });
+        decls.push(ThreadgroupDecl { name: name.text.clone(), line: name.line, col: name.col });
+    }
+}
+
+pub fn rewrite(src: &str) -> Rewritten {
+    let toks = tokenize(src);
+    let mut edits = Vec::new();
+    let mut threadgroup_decls = Vec::new();
+    vector_constructors(src, &toks, &mut edits);
+    instantiation_attributes(src, &toks, &mut edits);
+    threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
+    edits.sort_by_key(|e| (e.offset, e.delete == 0));
+    apply(src, edits, threadgroup_decls)
+}
+
+fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -> Rewritten {
+    let mut text = String::with_capacity(src.len() + 64);
+    let mut segments: Vec<Vec<(u32, u32)>> = vec![vec![(1, 1)]];
+    let (mut out_col, mut orig_col) = (1u32, 1u32);
+    let mut pos = 0usize;
+    let mut push_orig = |text: &mut String, segs: &mut Vec<Vec<(u32, u32)>>, s: &str, oc: &mut u32, gc: &mut u32| {
+        for ch in s.chars() {
+            text.push(ch);
+            if ch == '\n' {
+                *oc = 1;
+                *gc = 1;
+                segs.push(vec![(1, 1)]);
+            } else {
+                *oc += ch.len_utf8() as u32;
+                *gc += ch.len_utf8() as u32;
+            }
+        }
+    };
+    for e in edits {
+        if e.offset < pos {
+            continue; // overlapping edit: keep the first
+        }
+        push_orig(&mut text, &mut segments, &src[pos..e.offset], &mut out_col, &mut orig_col);
+        if e.delete > 0 && e.insert.len() == e.delete && !e.insert.contains(|c| c != ' ' && c != '\n' && c != '\\') {
+            // A same-length blanking: columns are unchanged.
+            push_orig(&mut text, &mut segments, &e.insert, &mut out_col, &mut orig_col);
+        } else {
+            text.push_str(&e.insert);
+            out_col += e.insert.len() as u32;
+            orig_col += e.delete as u32;
+            if let Some(l) = segments.last_mut() {
+                l.push((out_col, orig_col));
+            }
+        }
+        pos = e.offset + e.delete;
+    }
+    push_orig(&mut text, &mut segments, &src[pos..], &mut out_col, &mut orig_col);
+    Rewritten { text, threadgroup_decls, segments }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_constructor_becomes_literal() {
+        let r = rewrite("float4 v = float4(a, b.xy, 1); float4 w = float4(a); x = metal::vec<float, 2>(1, 2);");
+        assert_eq!(r.text, "float4 v = (float4)(a, b.xy, 1); float4 w = float4(a); x = (metal::vec<float, 2>)(1, 2);");
+        // `;` after the first constructor: original col 30, now 32.
+        assert_eq!(r.original_col(1, 32), 30);
+        assert_eq!(r.original_col(1, 5), 5);
+    }
+
+    #[test]
+    fn instantiation_attributes_are_blanked() {
+        let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;");
+        assert_eq!(r.text, format!("template {} decltype(f<1>) f<1>;", " ".repeat(29)));
+    }
+
+    #[test]
+    fn threadgroup_local_becomes_reference() {
+        let r = rewrite("void k() {\n  threadgroup float xs[512];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };");
+        assert_eq!(
+            r.text.lines().nth(1).unwrap(),
+            "  threadgroup float (&xs)[512] = __kgmsl_threadgroup_alloc<threadgroup float[512]>();"
+        );
+        assert_eq!(r.threadgroup_decls, vec![ThreadgroupDecl { name: "xs".into(), line: 2, col: 21 }]);
+        assert!(r.text.ends_with("struct S { threadgroup float y[2]; };"));
+        assert_eq!(r.original_col(2, 23), 21);
+    }
+}
