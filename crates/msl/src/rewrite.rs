@@ -36,7 +36,7 @@ impl Rewritten {
                 best = (out, orig);
             }
         }
-        best.1 + (col - best.0)
+        (best.1 + col.saturating_sub(best.0)).max(1)
     }
 }
 
@@ -180,7 +180,22 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
             continue;
         }
         let body = &toks[i + 1..semi];
-        if body.iter().any(|t| matches!(t.text.as_str(), "=" | "," | "*" | "&" | "(" | "&&")) || body.iter().any(|t| t.pp) {
+        // One plain declarator only (no initializer, pointer, reference or second name);
+        // commas inside template arguments are fine.
+        let mut angle = 0i32;
+        let mut plain = true;
+        for t in body {
+            match t.text.as_str() {
+                "<" => angle += 1,
+                ">" => angle -= 1,
+                ">>" => angle -= 2,
+                "," if angle > 0 => {}
+                "=" | "," | "*" | "&" | "(" | "&&" => plain = false,
+                _ => {}
+            }
+            plain &= !t.pp;
+        }
+        if !plain {
             continue;
         }
         // The name is the last identifier before the first `[` at angle depth 0 (or before `;`).
@@ -233,7 +248,7 @@ fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -
     let mut segments: Vec<Vec<(u32, u32)>> = vec![vec![(1, 1)]];
     let (mut out_col, mut orig_col) = (1u32, 1u32);
     let mut pos = 0usize;
-    let mut push_orig = |text: &mut String, segs: &mut Vec<Vec<(u32, u32)>>, s: &str, oc: &mut u32, gc: &mut u32| {
+    let push_orig = |text: &mut String, segs: &mut Vec<Vec<(u32, u32)>>, s: &str, oc: &mut u32, gc: &mut u32| {
         for ch in s.chars() {
             text.push(ch);
             if ch == '\n' {
