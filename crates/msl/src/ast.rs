@@ -208,8 +208,10 @@ impl Walker<'_> {
     }
 
     fn check_type(&mut self, loc: &Loc, ty: &str) {
-        // `void (*)(int)`, `int (&)(float)`: a parenthesised declarator followed by a parameter list.
-        if ty.contains("(*)") || ty.contains("(&)") || ty.contains("(*const)") || ty.contains("(*__private)") {
+        // `void (*)(int)`, `int (&)(float)`: a parenthesised declarator followed by a parameter
+        // list (not `float (&)[4]`, a reference to an array).
+        let fnptr = ["(*)(", "(&)(", "(*const)(", "(*__private)(", "(*const __private)("].iter().any(|p| ty.contains(p));
+        if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }
     }

@@ -74,6 +74,9 @@ impl Clang {
             "-ferror-limit=0",
             "-ftemplate-backtrace-limit=0",
             "-Wno-pragma-system-header-outside-header",
+            // Metal accepts narrowing in vector and aggregate brace initialisers (`short2{a, b}`
+            // with int values, as MLX's steel code writes).
+            "-Wno-c++11-narrowing",
         ]
         .iter()
         .map(|s| s.to_string())

@@ -102,12 +102,41 @@ pub fn reword(message: &str) -> String {
     m
 }
 
+/// Errors that only our modelling produces. First, clang gives temporaries in constant evaluation
+/// at namespace scope no address space, so a `thread`-qualified constructor cannot build
+/// them; in Metal they are `thread` objects. A static_assert that failed only because of such
+/// a constructor goes too.
+fn artifacts(diags: &[Diag]) -> Vec<bool> {
+    // Likewise a string literal is `const constant char[N]` in clang but converts to Metal's
+    // `constant char*` (MLX's os_log fallback takes its format that way).
+    let modelled = |m: &str| {
+        m.contains("in address space unqualified")
+            || (m.contains("no known conversion from 'const __constant char[") && m.contains("to '__constant char *"))
+    };
+    let unqualified: Vec<bool> = diags.iter().map(|d| d.notes.iter().any(|n| modelled(&n.message))).collect();
+    let sites: Vec<(&str, u32, u32)> = diags
+        .iter()
+        .zip(&unqualified)
+        .filter(|(_, u)| **u)
+        .flat_map(|(d, _)| d.notes.iter().map(|n| (n.file.as_str(), n.line, n.col)))
+        .collect();
+    diags
+        .iter()
+        .zip(&unqualified)
+        .map(|(d, u)| {
+            *u || (d.message.starts_with("static_assert expression is not an integral constant expression")
+                && sites.contains(&(d.file.as_str(), d.line, d.col)))
+        })
+        .collect()
+}
+
 /// Errors as problems in the user's files. An error inside the prelude is reported where the
 /// user's code led to it (the first note in a user file).
 pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
     let mut out = Vec::new();
-    for d in diags {
-        if d.severity != "error" || benign(&d.message) {
+    let artifact = artifacts(diags);
+    for (d, art) in diags.iter().zip(artifact) {
+        if d.severity != "error" || benign(&d.message) || art {
             continue;
         }
         let here = ws.original(&d.file, d.line, d.col).or_else(|| {

@@ -55,11 +55,28 @@ pub struct Options {
     pub cache_dir: Option<PathBuf>,
     /// Keep each result on disk under its [`Checker::content_key`] and reuse it.
     pub cache_results: bool,
+    /// What to do with `[[function_constant(n)]]`.
+    pub function_constants: FunctionConstants,
+}
+
+/// Function constants (MSL 5.8) are values chosen when a pipeline is built. kernelgen's
+/// emulator cannot run them, so by default a check reports each one; `Declare` parses them
+/// as Metal does (a program-scope constant of unknown value), for code such as MLX's headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionConstants {
+    Reject,
+    Declare,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { clang: None, metal_version: DEFAULT_METAL_VERSION, cache_dir: None, cache_results: false }
+        Options {
+            clang: None,
+            metal_version: DEFAULT_METAL_VERSION,
+            cache_dir: None,
+            cache_results: false,
+            function_constants: FunctionConstants::Reject,
+        }
     }
 }
 
@@ -137,6 +154,7 @@ impl Checker {
             prelude::HEADER.into(),
             self.clang.version.clone(),
             self.opts.metal_version.to_string(),
+            format!("{:?}", self.opts.function_constants),
             file_name.into(),
             source.into(),
         ];
@@ -175,7 +193,8 @@ impl Checker {
         let dirs = sources::canonical_dirs(include_dirs);
         let mut problems = Vec::new();
         for f in ws.files.values() {
-            rules::tokens(&f.display, &f.original, &|name| sources::is_foreign_angle_include(name, &dirs), &mut problems);
+            let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
+            rules::tokens(&f.display, &f.original, &|name| sources::is_foreign_angle_include(name, &dirs), reject_fc, &mut problems);
         }
         let mut cmd = self.clang.command();
         cmd.args(clang::Clang::base_flags(self.opts.metal_version))
@@ -190,6 +209,10 @@ impl Checker {
         cmd.args(["-Xclang", "-ast-dump=json"]).arg(&ws.main_path);
         let out = cmd.output().map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
         let stderr = String::from_utf8_lossy(&out.stderr);
+        // KGMSL_DEBUG=1 shows clang's own diagnostics (for work on the prelude and rules).
+        if std::env::var_os("KGMSL_DEBUG").is_some() {
+            eprintln!("kernelgen-msl: clang's diagnostics for {file_name}:\n{stderr}");
+        }
         let diags = diag::parse(&stderr);
         let foreign = |d: &diag::Diag| {
             d.message.ends_with("file not found")

@@ -8,6 +8,8 @@
 //! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
 //!    OpenCL allows `__local` variables only in OpenCL kernels, and a Metal kernel is not one.
 //!    The declarations are recorded so that the rules can check they sit in a Metal kernel.
+//! 4. A function constant `constant T x [[function_constant(n)]];` becomes `extern constant T
+//!    x;`: a program-scope constant whose value is not known at compile time, as in Metal.
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -232,6 +234,30 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
     }
 }
 
+fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len() {
+        if !(toks[i].is("[") && toks.get(i + 1).is_some_and(|t| t.is("[")) && toks.get(i + 2).is_some_and(|t| t.is("function_constant"))) {
+            continue;
+        }
+        let Some(close) = matching(toks, i) else { continue };
+        if !toks.get(close + 1).is_some_and(|t| t.is(";")) {
+            continue; // a parameter's attribute: left alone
+        }
+        // The declaration starts after the previous `;`, `{`, `}` or directive.
+        let mut start = i;
+        while start > 0 && !matches!(toks[start - 1].text.as_str(), ";" | "{" | "}") && toks[start - 1].kind != Kind::Directive {
+            start -= 1;
+        }
+        if !toks[start].is("constant") {
+            continue;
+        }
+        let (a, b) = (toks[i].offset, toks[close].offset + 1);
+        let blank: String = src[a..b].chars().map(|c| if c == '\n' { c } else { ' ' }).collect();
+        edits.push(Edit { offset: toks[start].offset, delete: 0, insert: "extern ".into() });
+        edits.push(Edit { offset: a, delete: b - a, insert: blank });
+    }
+}
+
 pub fn rewrite(src: &str) -> Rewritten {
     let toks = tokenize(src);
     let mut edits = Vec::new();
@@ -239,6 +265,7 @@ pub fn rewrite(src: &str) -> Rewritten {
     vector_constructors(src, &toks, &mut edits);
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
+    function_constants(src, &toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     apply(src, edits, threadgroup_decls)
 }
@@ -300,6 +327,13 @@ mod tests {
     fn instantiation_attributes_are_blanked() {
         let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;");
         assert_eq!(r.text, format!("template {} decltype(f<1>) f<1>;", " ".repeat(29)));
+    }
+
+    #[test]
+    fn function_constant_becomes_extern() {
+        let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;");
+        assert_eq!(r.text, format!("extern constant bool align_M {};\nint x;", " ".repeat(26)));
+        assert_eq!(r.original_col(1, 30), 23);
     }
 
     #[test]

@@ -14,7 +14,7 @@ fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Probl
 }
 
 /// Keyword-level restrictions of section 1.5, on one file's tokens.
-pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, out: &mut Vec<Problem>) {
+pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, reject_function_constants: bool, out: &mut Vec<Problem>) {
     let toks = tokenize(src);
     for (i, t) in toks.iter().enumerate() {
         let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
@@ -38,7 +38,10 @@ pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, out
             "typeid" => "typeid (run-time type information) is not supported in MSL (section 1.5)",
             "new" => "the new operator is not supported in MSL (section 1.5)",
             "delete" if prev != "=" => "the delete operator is not supported in MSL (section 1.5)",
-            "noexcept" => "noexcept is not supported in MSL (section 1.5)",
+            // The noexcept *specifier* is fine (MLX's headers use it); the operator is not.
+            "noexcept" if !matches!(prev, ")" | "const" | "thread" | "device" | "threadgroup" | "constant" | "volatile" | "&" | "&&" | "]") => {
+                "the noexcept operator is not supported in MSL (section 1.5)"
+            }
             "goto" => "goto is not supported in MSL (section 1.5)",
             "register" => "the register storage class is not supported in MSL (section 1.5)",
             "thread_local" => "thread_local is not supported in MSL (section 1.5)",
@@ -48,7 +51,7 @@ pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, out
             "double" => "double is not supported in MSL (section 1.5); use float",
             "long" if next == "double" => "long double is not supported in MSL (section 1.5); use float",
             "std" if next == "::" => "the C++ standard library is not available in MSL (section 1.5): use metal:: instead of std::",
-            "function_constant" if prev == "[" || prev == "," => {
+            "function_constant" if reject_function_constants && (prev == "[" || prev == ",") => {
                 "function constants ([[function_constant(n)]], MSL 5.8) are not supported by kernelgen: pass the value as a buffer or a template argument"
             }
             _ => continue,

@@ -138,7 +138,12 @@ template <bool B, typename T = void> using enable_if_t = typename enable_if<B, T
 template <bool B, typename T, typename F> struct conditional { typedef T type; };
 template <typename T, typename F> struct conditional<false, T, F> { typedef F type; };
 template <bool B, typename T, typename F> using conditional_t = typename conditional<B, T, F>::type;
-template <typename...> using void_t = void;
+// Metal's internal helpers, which MLX's atomic.h uses.
+template <typename... B> struct _disjunction : false_type {};
+template <typename B1, typename... B> struct _disjunction<B1, B...> : conditional_t<bool(B1::value), B1, _disjunction<B...>> {};
+template <typename... B> struct _conjunction : true_type {};
+template <typename B1, typename... B> struct _conjunction<B1, B...> : conditional_t<bool(B1::value), _conjunction<B...>, B1> {};
+template <typename B> struct _negation : bool_constant<!bool(B::value)> {};
 
 template <typename T, typename U> struct is_same : false_type {};
 template <typename T> struct is_same<T, T> : true_type {};
@@ -197,8 +202,10 @@ KGMSL_TRAIT(__kg_is_float, float)
 template <typename T> struct is_integral : __kg_is_int<remove_cv_t<T>> {};
 template <typename T> struct is_floating_point : __kg_is_float<remove_cv_t<T>> {};
 template <typename T> struct is_arithmetic : bool_constant<is_integral<T>::value || is_floating_point<T>::value> {};
-template <typename T> struct is_signed : bool_constant<is_arithmetic<T>::value && (T(-1) < T(0))> {};
-template <typename T> struct is_unsigned : bool_constant<is_arithmetic<T>::value && !(T(-1) < T(0))> {};
+template <typename T, bool = is_arithmetic<T>::value> struct __kg_signed : false_type {};
+template <typename T> struct __kg_signed<T, true> : bool_constant<(T(-1) < T(0))> {};
+template <typename T> struct is_signed : __kg_signed<remove_cv_t<T>> {};
+template <typename T> struct is_unsigned : bool_constant<is_arithmetic<T>::value && !__kg_signed<remove_cv_t<T>>::value> {};
 template <typename T> struct is_pointer : false_type {};
 template <typename T> struct is_pointer<T*> : true_type {};
 template <typename T> struct is_pointer<T* const> : true_type {};
@@ -213,7 +220,6 @@ template <typename T> struct is_vector : false_type {};
 template <typename T> struct is_vector<T __attribute__((ext_vector_type(2)))> : true_type {};
 template <typename T> struct is_vector<T __attribute__((ext_vector_type(3)))> : true_type {};
 template <typename T> struct is_vector<T __attribute__((ext_vector_type(4)))> : true_type {};
-template <typename T> struct is_empty : bool_constant<__is_empty(T)> {};
 template <typename B, typename D> struct is_base_of : bool_constant<__is_base_of(B, D)> {};
 template <typename F, typename T> struct is_convertible : bool_constant<__is_convertible_to(F, T)> {};
 template <typename T> struct is_trivially_copyable : bool_constant<__is_trivially_copyable(T)> {};
@@ -246,7 +252,6 @@ template <typename T> constexpr constant bool is_const_v = is_const<T>::value;
 template <typename T> constexpr constant bool is_void_v = is_void<T>::value;
 template <typename T> constexpr constant bool is_scalar_v = is_scalar<T>::value;
 template <typename T> constexpr constant bool is_vector_v = is_vector<T>::value;
-template <typename T> constexpr constant bool is_empty_v = is_empty<T>::value;
 template <typename B, typename D> constexpr constant bool is_base_of_v = is_base_of<B, D>::value;
 template <typename F, typename T> constexpr constant bool is_convertible_v = is_convertible<F, T>::value;
 template <typename T> constexpr constant bool is_trivially_copyable_v = is_trivially_copyable<T>::value;
@@ -527,10 +532,10 @@ typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
 // ---- Misc.
 template <typename T> struct uniform {
   T __v;
-  uniform(T v) thread : __v(v) {}
-  operator T() const thread { return __v; }
+  constexpr uniform(T v) thread : __v(v) {}
+  constexpr operator T() const thread { return __v; }
 };
-template <typename T> uniform<T> make_uniform(T);
+template <typename T> constexpr uniform<T> make_uniform(T v) { return uniform<T>(v); }
 
 } // namespace metal
 

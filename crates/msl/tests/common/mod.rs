@@ -43,3 +43,13 @@ pub fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// A checker that declares function constants as Metal does (MLX's headers use them).
+pub fn declaring_checker() -> &'static Checker {
+    static C: OnceLock<Checker> = OnceLock::new();
+    C.get_or_init(|| {
+        let cache = crate_dir().join("../../target-msl/msl-cache");
+        let opts = Options { cache_dir: Some(cache), function_constants: kernelgen_msl::FunctionConstants::Declare, ..Options::default() };
+        Checker::new(opts).unwrap_or_else(|e| panic!("{e}\n(these tests need clang: `apt-get install -y clang`)"))
+    })
+}
