@@ -1,15 +1,16 @@
 //! Source rewrites that let clang (C++ for OpenCL) parse MSL, with a map back to the original
 //! lines and columns. Each rewrite keeps lines; a few insert characters within a line.
 //!
-//! 1. `float4(a, b)` (a vector constructor with several arguments, which clang rejects as a
-//!    functional cast) becomes the OpenCL vector literal `(float4)(a, b)`.
+//! 1. `float4(a, b)` and `short2 v(a, b);` (vector constructors with several arguments, which
+//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};`. Names
+//!    that alias vector types (`typedef float2 complex_T;`) count as vector types.
 //! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
 //!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
 //! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
 //!    OpenCL allows `__local` variables only in OpenCL kernels, and a Metal kernel is not one.
 //!    The declarations are recorded so that the rules can check they sit in a Metal kernel.
-//! 4. A function constant `constant T x [[function_constant(n)]];` becomes `extern constant T
-//!    x;`: a program-scope constant whose value is not known at compile time, as in Metal.
+//! 4. A function constant `constant T x [[function_constant(n)]];` becomes `constant T x {};`:
+//!    a program-scope constant (its value is chosen at pipeline build time in Metal).
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -86,13 +87,41 @@ fn has_top_level_comma(toks: &[Token], open: usize, close: usize) -> bool {
     false
 }
 
-fn vector_constructors(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
+/// Names declared as aliases of vector types: `typedef float2 X;`, `using X = vec<T, 2>;`.
+pub fn vector_aliases(src: &str) -> Vec<String> {
+    let toks = tokenize(src);
+    let mut out = Vec::new();
+    for i in 0..toks.len() {
+        let vector_at = |j: usize| {
+            let j = if toks.get(j).is_some_and(|t| t.is("metal")) && toks.get(j + 1).is_some_and(|t| t.is("::")) { j + 2 } else { j };
+            toks.get(j).is_some_and(|t| is_vector_name(&t.text) || (t.is("vec") && toks.get(j + 1).is_some_and(|n| n.is("<"))))
+        };
+        if toks[i].is("typedef") && (vector_at(i + 1) || (toks.get(i + 1).is_some_and(|t| t.is("typename")) && vector_at(i + 2))) {
+            if let Some(semi) = toks[i..].iter().position(|t| t.is(";")) {
+                let name = &toks[i + semi - 1];
+                if name.kind == Kind::Ident {
+                    out.push(name.text.clone());
+                }
+            }
+        } else if toks[i].is("using")
+            && toks.get(i + 1).is_some_and(|t| t.kind == Kind::Ident)
+            && toks.get(i + 2).is_some_and(|t| t.is("="))
+            && (vector_at(i + 3) || (toks.get(i + 3).is_some_and(|t| t.is("typename")) && vector_at(i + 4)))
+        {
+            out.push(toks[i + 1].text.clone());
+        }
+    }
+    out
+}
+
+fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>) {
+    let in_body = function_bodies(toks);
     for i in 0..toks.len() {
         let t = &toks[i];
         if t.kind != Kind::Ident {
             continue;
         }
-        let after = if is_vector_name(&t.text) {
+        let mut after = if is_vector_name(&t.text) || aliases.contains(&t.text) {
             i + 1
         } else if t.text == "vec" && toks.get(i + 1).is_some_and(|n| n.is("<")) {
             match skip_angles(toks, i + 1) {
@@ -102,20 +131,18 @@ fn vector_constructors(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
         } else {
             continue;
         };
+        // `short2 offset(a, b);`: a variable with constructor arguments, inside a function
+        // body (elsewhere `T name(...)` declares a function).
+        if in_body[i] && toks.get(after).is_some_and(|n| n.kind == Kind::Ident) && toks.get(after + 1).is_some_and(|n| n.is("(")) {
+            after += 1;
+        }
         let Some(open) = toks.get(after).filter(|o| o.is("(")).map(|_| after) else { continue };
         let Some(close) = matching(toks, open) else { continue };
         if !has_top_level_comma(toks, open, close) {
             continue;
         }
-        // Include a `metal::` qualifier in the parenthesised type.
-        let mut first = i;
-        if i >= 2 && toks[i - 1].is("::") && toks[i - 2].is("metal") {
-            first = i - 2;
-        }
-        let type_end = toks[after - 1].offset + toks[after - 1].text.len();
-        let _ = src;
-        edits.push(Edit { offset: toks[first].offset, delete: 0, insert: "(".into() });
-        edits.push(Edit { offset: type_end, delete: 0, insert: ")".into() });
+        edits.push(Edit { offset: toks[open].offset, delete: 1, insert: "{".into() });
+        edits.push(Edit { offset: toks[close].offset, delete: 1, insert: "}".into() });
     }
 }
 
@@ -144,27 +171,45 @@ enum Brace {
     Other,
 }
 
+/// For each token, whether it sits inside a function body (as far as braces tell).
+fn function_bodies(toks: &[Token]) -> Vec<bool> {
+    let mut stack: Vec<Brace> = Vec::new();
+    let mut out = Vec::with_capacity(toks.len());
+    for i in 0..toks.len() {
+        brace_step(toks, i, &mut stack);
+        out.push(matches!(stack.last(), Some(Brace::Function | Brace::Block)));
+    }
+    out
+}
+
+/// Track the kind of the innermost brace: a function body, a block inside one, or anything
+/// else (a class, a namespace, an initialiser list).
+fn brace_step(toks: &[Token], i: usize, stack: &mut Vec<Brace>) {
+    let t = &toks[i];
+    if t.kind == Kind::Punct && t.is("{") {
+        let in_fn = stack.iter().any(|b| *b != Brace::Other);
+        let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+        let fn_like = prev == ")"
+            || matches!(prev, "const" | "thread" | "device" | "threadgroup" | "constant" | "noexcept" | "override");
+        let kind = if in_fn {
+            if fn_like || matches!(prev, "else" | "do" | "{" | "}" | ";" | ":") { Brace::Block } else { Brace::Other }
+        } else if fn_like {
+            Brace::Function
+        } else {
+            Brace::Other
+        };
+        stack.push(kind);
+    } else if t.kind == Kind::Punct && t.is("}") {
+        stack.pop();
+    }
+}
+
 fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &mut Vec<ThreadgroupDecl>) {
     let mut stack: Vec<Brace> = Vec::new();
     for i in 0..toks.len() {
         let t = &toks[i];
-        if t.kind == Kind::Punct && t.is("{") {
-            let in_fn = stack.iter().any(|b| *b != Brace::Other);
-            let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
-            let fn_like = prev == ")"
-                || matches!(prev, "const" | "thread" | "device" | "threadgroup" | "constant" | "noexcept" | "override");
-            let kind = if in_fn {
-                if fn_like || matches!(prev, "else" | "do" | "{" | "}" | ";" | ":") { Brace::Block } else { Brace::Other }
-            } else if fn_like {
-                Brace::Function
-            } else {
-                Brace::Other
-            };
-            stack.push(kind);
-            continue;
-        }
-        if t.kind == Kind::Punct && t.is("}") {
-            stack.pop();
+        if t.kind == Kind::Punct && (t.is("{") || t.is("}")) {
+            brace_step(toks, i, &mut stack);
             continue;
         }
         if !t.is("threadgroup") || t.pp || !matches!(stack.last(), Some(Brace::Function | Brace::Block)) {
@@ -182,24 +227,6 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
             continue;
         }
         let body = &toks[i + 1..semi];
-        // One plain declarator only (no initializer, pointer, reference or second name);
-        // commas inside template arguments are fine.
-        let mut angle = 0i32;
-        let mut plain = true;
-        for t in body {
-            match t.text.as_str() {
-                "<" => angle += 1,
-                ">" => angle -= 1,
-                ">>" => angle -= 2,
-                "," if angle > 0 => {}
-                "=" | "," | "*" | "&" | "(" | "&&" => plain = false,
-                _ => {}
-            }
-            plain &= !t.pp;
-        }
-        if !plain {
-            continue;
-        }
         // The name is the last identifier before the first `[` at angle depth 0 (or before `;`).
         let mut depth = 0i32;
         let mut first_bracket = None;
@@ -215,7 +242,29 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
                 _ => {}
             }
         }
-        let name_idx = first_bracket.unwrap_or(body.len()).wrapping_sub(1);
+        // One plain declarator only before the dimensions (no initializer, pointer, reference
+        // or second name); commas inside template arguments are fine.
+        let decl_end = first_bracket.unwrap_or(body.len());
+        if body[decl_end..].iter().any(|t| t.is("=")) {
+            continue;
+        }
+        let mut angle = 0i32;
+        let mut plain = true;
+        for t in &body[..decl_end] {
+            match t.text.as_str() {
+                "<" => angle += 1,
+                ">" => angle -= 1,
+                ">>" => angle -= 2,
+                "," if angle > 0 => {}
+                "=" | "," | "*" | "&" | "(" | "&&" => plain = false,
+                _ => {}
+            }
+            plain &= !t.pp;
+        }
+        if !plain {
+            continue;
+        }
+        let name_idx = decl_end.wrapping_sub(1);
         let Some(name) = body.get(name_idx).filter(|t| t.kind == Kind::Ident) else { continue };
         if name_idx == 0 {
             continue;
@@ -243,26 +292,22 @@ fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
         if !toks.get(close + 1).is_some_and(|t| t.is(";")) {
             continue; // a parameter's attribute: left alone
         }
-        // The declaration starts after the previous `;`, `{`, `}` or directive.
-        let mut start = i;
-        while start > 0 && !matches!(toks[start - 1].text.as_str(), ";" | "{" | "}") && toks[start - 1].kind != Kind::Directive {
-            start -= 1;
-        }
-        if !toks[start].is("constant") {
-            continue;
-        }
         let (a, b) = (toks[i].offset, toks[close].offset + 1);
-        let blank: String = src[a..b].chars().map(|c| if c == '\n' { c } else { ' ' }).collect();
-        edits.push(Edit { offset: toks[start].offset, delete: 0, insert: "extern ".into() });
+        let blank: String = src[a..b].chars().enumerate().map(|(k, c)| match (k, c) {
+            (_, '\n') => '\n',
+            (0, _) => '{',
+            (1, _) => '}',
+            _ => ' ',
+        }).collect();
         edits.push(Edit { offset: a, delete: b - a, insert: blank });
     }
 }
 
-pub fn rewrite(src: &str) -> Rewritten {
+pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     let toks = tokenize(src);
     let mut edits = Vec::new();
     let mut threadgroup_decls = Vec::new();
-    vector_constructors(src, &toks, &mut edits);
+    vector_constructors(&toks, vector_aliases, &mut edits);
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
     function_constants(src, &toks, &mut edits);
@@ -293,8 +338,8 @@ fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -
             continue; // overlapping edit: keep the first
         }
         push_orig(&mut text, &mut segments, &src[pos..e.offset], &mut out_col, &mut orig_col);
-        if e.delete > 0 && e.insert.len() == e.delete && !e.insert.contains(|c| c != ' ' && c != '\n' && c != '\\') {
-            // A same-length blanking: columns are unchanged.
+        if e.delete > 0 && e.insert.len() == e.delete {
+            // A same-length replacement: columns are unchanged.
             push_orig(&mut text, &mut segments, &e.insert, &mut out_col, &mut orig_col);
         } else {
             text.push_str(&e.insert);
@@ -315,33 +360,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn vector_constructor_becomes_literal() {
-        let r = rewrite("float4 v = float4(a, b.xy, 1); float4 w = float4(a); x = metal::vec<float, 2>(1, 2);");
-        assert_eq!(r.text, "float4 v = (float4)(a, b.xy, 1); float4 w = float4(a); x = (metal::vec<float, 2>)(1, 2);");
-        // `;` after the first constructor: original col 30, now 32.
-        assert_eq!(r.original_col(1, 32), 30);
-        assert_eq!(r.original_col(1, 5), 5);
+    fn vector_constructor_takes_braces() {
+        let src = "void f() { float4 v = float4(a, b.xy, 1); float4 w = float4(a); x = metal::vec<float, 2>(1, 2); short2 o(p, q); C c(1, 2); }\nvec<int, 2> g(uint3 e, int n);";
+        let r = rewrite(src, &["C".to_string()]);
+        assert_eq!(r.text, "void f() { float4 v = float4{a, b.xy, 1}; float4 w = float4(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);");
+        assert_eq!(r.original_col(1, 32), 32);
+        assert_eq!(vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;"), vec!["complex_T", "F"]);
     }
 
     #[test]
     fn instantiation_attributes_are_blanked() {
-        let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;");
+        let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;", &[]);
         assert_eq!(r.text, format!("template {} decltype(f<1>) f<1>;", " ".repeat(29)));
     }
 
     #[test]
-    fn function_constant_becomes_extern() {
-        let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;");
-        assert_eq!(r.text, format!("extern constant bool align_M {};\nint x;", " ".repeat(26)));
-        assert_eq!(r.original_col(1, 30), 23);
+    fn function_constant_becomes_initialised_constant() {
+        let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;", &[]);
+        assert_eq!(r.text, format!("constant bool align_M {{}}{};\nint x;", " ".repeat(24)));
     }
 
     #[test]
     fn threadgroup_local_becomes_reference() {
-        let r = rewrite("void k() {\n  threadgroup float xs[512];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };");
+        let r = rewrite("void k() {\n  threadgroup float xs[4 * N];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };", &[]);
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
-            "  threadgroup float (&xs)[512] = __kgmsl_threadgroup_alloc<threadgroup float[512]>();"
+            "  threadgroup float (&xs)[4 * N] = __kgmsl_threadgroup_alloc<threadgroup float[4 * N]>();"
         );
         assert_eq!(r.threadgroup_decls, vec![ThreadgroupDecl { name: "xs".into(), line: 2, col: 21 }]);
         assert!(r.text.ends_with("struct S { threadgroup float y[2]; };"));

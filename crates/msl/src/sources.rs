@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 use crate::lex::{Kind, tokenize};
 use crate::prelude::METAL_HEADERS;
-use crate::rewrite::{Rewritten, rewrite};
+use crate::rewrite::{Rewritten, rewrite, vector_aliases};
 
 pub struct SourceFile {
     /// What problems name: the caller's file name, or the header's real path.
@@ -128,17 +128,22 @@ impl Workspace {
             None => root.join("main").join(&base),
         };
         ws.main_path = main_path.clone();
-        ws.add(&main_path, source, file_name.to_string(), true)?;
-
-        for (real, content) in closure(source, main_dir.as_deref(), &dirs) {
+        let headers = closure(source, main_dir.as_deref(), &dirs);
+        // Vector aliases are collected over every file first: a header may use another's.
+        let mut aliases = vector_aliases(source);
+        for (_, c) in &headers {
+            aliases.extend(vector_aliases(c));
+        }
+        ws.add(&main_path, source, file_name.to_string(), true, &aliases)?;
+        for (real, content) in headers {
             let m = mirror(&root, &real);
-            ws.add(&m, &content, real.display().to_string(), false)?;
+            ws.add(&m, &content, real.display().to_string(), false, &aliases)?;
         }
         Ok(ws)
     }
 
-    fn add(&mut self, path: &Path, text: &str, display: String, is_main: bool) -> Result<(), Error> {
-        let rewritten = rewrite(text);
+    fn add(&mut self, path: &Path, text: &str, display: String, is_main: bool, aliases: &[String]) -> Result<(), Error> {
+        let rewritten = rewrite(text, aliases);
         if let Some(p) = path.parent() {
             fs::create_dir_all(p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
         }

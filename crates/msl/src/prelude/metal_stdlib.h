@@ -536,6 +536,7 @@ template <typename T> struct uniform {
   constexpr operator T() const thread { return __v; }
 };
 template <typename T> constexpr uniform<T> make_uniform(T v) { return uniform<T>(v); }
+template <typename T> constexpr uniform<T> make_uniform(const constant T& v) { return uniform<T>(v); }
 
 } // namespace metal
 
