@@ -6,11 +6,14 @@
 //! location printed, so the walk visits locations in print order (loc, range begin, range
 //! end, then children) and carries the last file and line along.
 
+use std::rc::Rc;
+
 use serde_json::Value;
 
 #[derive(Clone, Debug, Default)]
 pub struct Loc {
-    pub file: String,
+    /// Shared: a dump has hundreds of thousands of locations in a handful of files.
+    pub file: Rc<str>,
     pub line: u32,
     pub col: u32,
 }
@@ -72,7 +75,7 @@ impl Ast {
 }
 
 struct Walker<'a> {
-    last_file: String,
+    last_file: Rc<str>,
     last_line: u32,
     in_user: &'a dyn Fn(&str) -> bool,
     functions: Vec<Function>,
@@ -82,7 +85,7 @@ struct Walker<'a> {
 
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
-    let mut w = Walker { last_file: String::new(), last_line: 0, in_user, functions: Vec::new(), facts: Vec::new(), canon: Default::default() };
+    let mut w = Walker { last_file: Rc::from(""), last_line: 0, in_user, functions: Vec::new(), facts: Vec::new(), canon: Default::default() };
     w.node(&v, None);
     Ok(Ast { functions: w.functions, facts: w.facts, canon: w.canon })
 }
@@ -99,7 +102,9 @@ impl Walker<'_> {
     /// Read one bare location, updating the carried file and line.
     fn bare(&mut self, l: &Value) -> Loc {
         if let Some(f) = l.get("file").and_then(Value::as_str) {
-            self.last_file = f.to_string();
+            if &*self.last_file != f {
+                self.last_file = Rc::from(f);
+            }
         }
         if let Some(n) = l.get("line").and_then(Value::as_u64) {
             self.last_line = n as u32;

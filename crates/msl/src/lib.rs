@@ -243,11 +243,11 @@ impl Checker {
             let mapped: Vec<ast::Function> = ast
                 .functions
                 .iter()
-                .filter(|g| g.loc.file == path)
+                .filter(|g| *g.loc.file == *path)
                 .map(|g| {
                     let mut g = g.clone();
                     for l in [&mut g.loc, &mut g.begin, &mut g.end] {
-                        if l.file == path {
+                        if *l.file == *path {
                             l.col = f.rewritten.original_col(l.line, l.col);
                         }
                     }

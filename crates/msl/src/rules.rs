@@ -311,7 +311,7 @@ pub fn ast(
     let mut reported = HashSet::new();
     for (from, calls) in &edges {
         for (to, name, loc) in calls {
-            if reaches(&edges, to, from) && reported.insert((loc.line, loc.col, loc.file.clone())) {
+            if reaches(&edges, to, from) && reported.insert((loc.line, loc.col, loc.file.to_string())) {
                 push(loc, format!("recursive function calls are not supported in MSL (section 1.5): '{name}' is called recursively"));
             }
         }

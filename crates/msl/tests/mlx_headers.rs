@@ -25,23 +25,28 @@ fn every_mlx_header_parses() {
     let Some(inc) = include_dir() else { return };
     let kernels = inc.join("mlx/backend/metal/kernels");
     let c = common::declaring_checker();
+    let headers = common::files(&kernels, "h");
+    let run = |part: &[PathBuf]| -> Vec<(String, Result<&'static str, Vec<kernelgen_msl::Problem>>)> {
+        part.iter()
+            .map(|h| {
+                let rel = h.strip_prefix(&kernels).unwrap().display().to_string();
+                let r = check_header(c, &inc, &rel);
+                (rel, r)
+            })
+            .collect()
+    };
+    // Two at a time: the machine has two cores and each check is one clang process.
+    let (a, b) = headers.split_at(headers.len() / 2);
+    let results = std::thread::scope(|s| {
+        let ha = s.spawn(|| run(a));
+        let mut rb = run(b);
+        let mut ra = ha.join().unwrap();
+        ra.append(&mut rb);
+        ra
+    });
     let mut report = Vec::new();
     let mut failures = Vec::new();
-    for h in common::files(&kernels, "h") {
-        let rel = h.strip_prefix(&kernels).unwrap().display().to_string();
-        let alone = format!("#include <metal_stdlib>\n#include \"mlx/backend/metal/kernels/{rel}\"\n");
-        // Most of MLX's headers are written to follow utils.h, as MLX's .metal files include them.
-        let after_utils = format!(
-            "#include <metal_stdlib>\n#include \"mlx/backend/metal/kernels/utils.h\"\n#include \"mlx/backend/metal/kernels/{rel}\"\n"
-        );
-        let name = format!("tu_{}.metal", rel.replace('/', "_"));
-        let result = match c.check(&alone, &name, &[inc.clone()]) {
-            Ok(()) => Ok("passes alone"),
-            Err(_) => match c.check(&after_utils, &name, &[inc.clone()]) {
-                Ok(()) => Ok("passes after utils.h"),
-                Err(p) => Err(p),
-            },
-        };
+    for (rel, result) in results {
         let known = KNOWN_FAILURES.iter().find(|(k, _)| *k == rel);
         match (&result, known) {
             (Ok(how), None) => report.push(format!("pass  {rel}: {how}")),
@@ -56,8 +61,24 @@ fn every_mlx_header_parses() {
             }
         }
     }
+    report.sort_by(|x, y| x[6..].cmp(&y[6..]));
     println!("{}", report.join("\n"));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A header alone after `<metal_stdlib>`, else after MLX's utils.h (as MLX's .metal files
+/// include most of them).
+fn check_header(c: &kernelgen_msl::Checker, inc: &std::path::Path, rel: &str) -> Result<&'static str, Vec<kernelgen_msl::Problem>> {
+    let alone = format!("#include <metal_stdlib>\n#include \"mlx/backend/metal/kernels/{rel}\"\n");
+    let after_utils = format!(
+        "#include <metal_stdlib>\n#include \"mlx/backend/metal/kernels/utils.h\"\n#include \"mlx/backend/metal/kernels/{rel}\"\n"
+    );
+    let name = format!("tu_{}.metal", rel.replace('/', "_"));
+    let dirs = [inc.to_path_buf()];
+    match c.check(&alone, &name, &dirs) {
+        Ok(()) => Ok("passes alone"),
+        Err(_) => c.check(&after_utils, &name, &dirs).map(|()| "passes after utils.h"),
+    }
 }
 
 /// MLX's affine_qmv_fast instantiated as MLX's quantized.metal does, via instantiate_kernel.
