@@ -47,8 +47,10 @@ pub enum Fact {
     Base(Loc, String, String, bool),
     /// A type spelled with a function pointer or reference.
     FunctionPointer(Loc, String),
-    /// A cast that changes the address space (castKind AddressSpaceConversion).
-    AddressSpaceCast(Loc, String),
+    /// A conversion between address spaces (castKind AddressSpaceConversion): location,
+    /// source type, destination type; `exempt` when it only feeds an implicit copy or move
+    /// member (Metal gives those to every address space).
+    AddressSpaceCast { loc: Loc, from: String, to: String, exempt: bool },
     /// A variable declared inside a function: (location, name, type, enclosing function id).
     LocalVar(Loc, String, String, Option<String>),
     Goto(Loc),
@@ -81,12 +83,42 @@ struct Walker<'a> {
     functions: Vec<Function>,
     facts: Vec<Fact>,
     canon: std::collections::HashMap<String, String>,
+    /// Ids of implicitly declared members (copy and move constructors and assignments).
+    implicit: std::collections::HashSet<String>,
+}
+
+fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
+    if v.get("isImplicit").and_then(Value::as_bool).unwrap_or(false)
+        && matches!(s(v, "kind"), "CXXMethodDecl" | "CXXConstructorDecl")
+    {
+        out.insert(s(v, "id").to_string());
+    }
+    if let Some(inner) = v.get("inner").and_then(Value::as_array) {
+        for c in inner {
+            implicit_members(c, out);
+        }
+    }
+}
+
+/// Whether a call node calls an implicit copy or move member: an operator whose callee is
+/// implicit, or a construction whose constructor type reads like an implicit copy or move
+/// (one reference parameter, noexcept: what clang gives the ones it declares).
+fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>) -> bool {
+    match s(n, "kind") {
+        "CXXOperatorCallExpr" | "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| implicit.contains(&id)),
+        "CXXConstructExpr" => {
+            let ty = n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("");
+            ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && !ty.contains(',')
+        }
+        _ => false,
+    }
 }
 
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
-    let mut w = Walker { last_file: Rc::from(""), last_line: 0, in_user, functions: Vec::new(), facts: Vec::new(), canon: Default::default() };
-    w.node(&v, None);
+    let mut w = Walker { last_file: Rc::from(""), last_line: 0, in_user, functions: Vec::new(), facts: Vec::new(), canon: Default::default(), implicit: Default::default() };
+    implicit_members(&v, &mut w.implicit);
+    w.node(&v, None, false);
     Ok(Ast { functions: w.functions, facts: w.facts, canon: w.canon })
 }
 
@@ -131,7 +163,8 @@ impl Walker<'_> {
         self.bare(l)
     }
 
-    fn node(&mut self, n: &Value, func: Option<&str>) {
+    /// `exempt`: this node is an operand of an implicit copy or move member.
+    fn node(&mut self, n: &Value, func: Option<&str>, exempt: bool) {
         let kind = s(n, "kind");
         let loc = self.loc(n.get("loc"));
         let range = n.get("range");
@@ -163,9 +196,9 @@ impl Walker<'_> {
                         if user {
                             self.check_type(&ploc, &qual_type(c));
                         }
-                        self.children(c, inner_func.as_deref());
+                        self.children(c, inner_func.as_deref(), false);
                     } else {
-                        self.node(c, inner_func.as_deref());
+                        self.node(c, inner_func.as_deref(), false);
                     }
                 }
                 if user {
@@ -190,9 +223,13 @@ impl Walker<'_> {
             "CStyleCastExpr" | "CXXStaticCastExpr" | "CXXReinterpretCastExpr" | "CXXFunctionalCastExpr" | "ImplicitCastExpr"
                 if user && s(n, "castKind") == "AddressSpaceConversion" =>
             {
-                self.facts.push(Fact::AddressSpaceCast(begin.clone(), qual_type(n)));
+                let from = n.get("inner").and_then(Value::as_array).and_then(|i| i.first()).map(qual_type).unwrap_or_default();
+                self.facts.push(Fact::AddressSpaceCast { loc: begin.clone(), from, to: qual_type(n), exempt });
             }
-            "VarDecl" | "FieldDecl" | "TypedefDecl" | "TypeAliasDecl" if user => {
+            // Variables and fields (and, above, parameters and returns) hold run-time values;
+            // a function pointer type in a typedef or a template parameter is a compile-time
+            // device MLX's fft.h uses, which Metal accepts.
+            "VarDecl" | "FieldDecl" if user => {
                 self.check_type(&loc, &qual_type(n));
                 if kind == "VarDecl" {
                     self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), qual_type(n), func.map(str::to_string)));
@@ -201,13 +238,14 @@ impl Walker<'_> {
             "GotoStmt" if user => self.facts.push(Fact::Goto(begin.clone())),
             _ => {}
         }
-        self.children(n, inner_func.as_deref());
+        let exempt_children = calls_implicit_member(n, &self.implicit);
+        self.children(n, inner_func.as_deref(), exempt_children);
     }
 
-    fn children(&mut self, n: &Value, func: Option<&str>) {
+    fn children(&mut self, n: &Value, func: Option<&str>, exempt: bool) {
         if let Some(inner) = n.get("inner").and_then(Value::as_array) {
             for c in inner {
-                self.node(c, func);
+                self.node(c, func, exempt);
             }
         }
     }
@@ -215,7 +253,7 @@ impl Walker<'_> {
     fn check_type(&mut self, loc: &Loc, ty: &str) {
         // `void (*)(int)`, `int (&)(float)`: a parenthesised declarator followed by a parameter
         // list (not `float (&)[4]`, a reference to an array).
-        let fnptr = ["(*)(", "(&)(", "(*const)(", "(*__private)(", "(*const __private)("].iter().any(|p| ty.contains(p));
+        let fnptr = ["(*)(", "(&)(", "(*const)(", "(*__private)(", "(*const __private)(", "(*__generic)("].iter().any(|p| ty.contains(p));
         if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }

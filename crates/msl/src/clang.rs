@@ -54,9 +54,10 @@ impl Clang {
         Some(Clang { path: path.to_path_buf(), version, major })
     }
 
-    /// Flags that make clang parse MSL: C++ for OpenCL 2021 (real address spaces, no generic
-    /// space so `thread` is the default), for AArch64 (native `half`, `_Float16` for bfloat),
-    /// no system headers.
+    /// Flags that make clang parse MSL: C++ for OpenCL 2021 (real address spaces) with the
+    /// generic address space standing for Metal's `thread` default (every conversion into it
+    /// from a named space shows in the AST, where the rules reject it), for AArch64 (native
+    /// `half`, `_Float16` for bfloat), no system headers.
     pub fn base_flags(metal_version: u32) -> Vec<String> {
         [
             "-x",
@@ -67,7 +68,7 @@ impl Clang {
             "-nostdinc",
             "-cl-no-stdinc",
             "-Xclang",
-            "-cl-ext=+cl_khr_fp16",
+            "-cl-ext=+cl_khr_fp16,+__opencl_c_generic_address_space",
             "-fno-color-diagnostics",
             "-fno-caret-diagnostics",
             "-fdiagnostics-show-option",

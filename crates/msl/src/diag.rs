@@ -50,7 +50,18 @@ fn parse_line(line: &str) -> Option<Diag> {
 /// Messages that describe a Metal-valid construct that only our OpenCL modelling rejects,
 /// or that another rule reports in Metal's words.
 fn benign(message: &str) -> bool {
-    const BENIGN: [&str; 5] = [
+    const BENIGN: &[&str] = &[
+        // clang's own words for restrictions that the token rules report with their section.
+        "'dynamic_cast' is not supported",
+        "'typeid' is not supported",
+        "with exceptions disabled",
+        "does not support the 'register'",
+        "does not support the 'thread_local'",
+        "'default delete' is not supported",
+        "function cannot be called 'main'",
+        "'main' is not allowed to be declared inline",
+        "use of type 'long double' requires",
+        "virtual functions are not supported in C++ for OpenCL",
         // Floating literals without a suffix are float in Metal.
         "double precision constant requires cl_khr_fp64",
         // `double` is reported by the token rule (with its section).
@@ -66,7 +77,7 @@ fn benign(message: &str) -> bool {
 /// clang's wording, in Metal's.
 pub fn reword(message: &str) -> String {
     let mut m = message.to_string();
-    let table: [(&str, &str); 22] = [
+    let table: &[(&str, &str)] = &[
         ("non-kernel function variable cannot be declared in local address space", "threadgroup variables may be declared only in kernel functions (MSL 4.4)"),
         ("program scope variable must reside in constant address space", "program scope variable must reside in constant address space (MSL 4.2)"),
         ("pointers to functions are not allowed", "function pointers are not supported in MSL (section 1.5)"),
@@ -88,9 +99,13 @@ pub fn reword(message: &str) -> String {
         ("__local", "threadgroup"),
         ("__private", "thread"),
         ("__kgmsl_id_", ""),
+        ("__generic ", "thread "),
+        (" *__generic", " *"),
+        ("&__generic", "&"),
+        ("__generic", "thread"),
         (" [-Werror]", ""),
     ];
-    for (from, to) in table {
+    for (from, to) in table.iter().copied() {
         m = m.replace(from, to);
     }
     // clang's flag suffix (`[-Wfoo]`) means nothing to a Metal programmer.

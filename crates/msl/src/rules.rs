@@ -167,8 +167,23 @@ fn pointee_space(ty: &str) -> Option<&'static str> {
     })
 }
 
+/// The address space an lvalue or a pointer's pointee is in, from clang's spelling of its
+/// type: the first space named before any `*` or `&` (private and generic are both `thread`).
+fn space_class(ty: &str) -> &'static str {
+    let head = ty.split(['*', '&']).next().unwrap_or("");
+    if head.contains("__global") {
+        "device"
+    } else if head.contains("__constant") {
+        "constant"
+    } else if head.contains("__local") {
+        "threadgroup"
+    } else {
+        "thread"
+    }
+}
+
 fn plain_type(ty: &str) -> String {
-    let t = ty.replace("__private", "").replace("const ", "").replace("metal::", "");
+    let t = ty.replace("__private", "").replace("__generic", "").replace("const ", "").replace("metal::", "");
     t.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -296,8 +311,17 @@ pub fn ast(
             Fact::FunctionPointer(l, ty) => {
                 push(l, format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)));
             }
-            Fact::AddressSpaceCast(l, ty) => {
-                push(l, format!("conversion between address spaces is not allowed in MSL (MSL 4): cast to '{}'", crate::diag::reword(ty)));
+            Fact::AddressSpaceCast { loc, from, to, exempt } => {
+                if !*exempt && space_class(from) != space_class(to) {
+                    push(
+                        loc,
+                        format!(
+                            "conversion from '{}' to '{}' changes the address space; Metal has no conversion between address spaces (MSL 4)",
+                            crate::diag::reword(from),
+                            crate::diag::reword(to)
+                        ),
+                    );
+                }
             }
             _ => {}
         }

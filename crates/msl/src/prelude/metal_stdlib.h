@@ -18,11 +18,14 @@
 #define __METAL_MAYBE_FAST_MATH__ false
 
 // ---- Address spaces are OpenCL's, so clang keeps them as real qualifiers (member functions
-// overload on them, conversions between them are errors). `thread` is the default space.
+// overload on them). `thread` is the default: OpenCL's generic space for pointers, references
+// and `this`, private for variables. clang converts named spaces to generic implicitly; the
+// checker's rules reject every such conversion (Metal has none), except into the implicit
+// copy and move members, which Metal gives every address space.
 #define device __global
 #define constant __constant
 #define threadgroup __local
-#define thread __private
+#define thread
 #define threadgroup_imageblock __local
 #define ray_data __private
 #define object_data __global
@@ -169,7 +172,8 @@ template <typename T> struct remove_addrspace { typedef T type; };
 template <typename T> struct remove_addrspace<device T> { typedef T type; };
 template <typename T> struct remove_addrspace<constant T> { typedef T type; };
 template <typename T> struct remove_addrspace<threadgroup T> { typedef T type; };
-template <typename T> struct remove_addrspace<thread T> { typedef T type; };
+template <typename T> struct remove_addrspace<__private T> { typedef T type; };
+template <typename T> struct remove_addrspace<__generic T> { typedef T type; };
 template <typename T> using remove_addrspace_t = typename remove_addrspace<T>::type;
 template <typename T> struct remove_extent { typedef T type; };
 template <typename T> struct remove_extent<T[]> { typedef T type; };

@@ -1,5 +1,5 @@
 // Invalid MSL (constant arg for device param): g++ with the emulator's macros accepts it, Metal does not.
-// Cites: MSL specification section 4 (address spaces: no conversion between them).
+// Cites: MSL specification chapter 4 (address spaces: no conversion between them).
 // expect: 8: no matching function
 #include <metal_stdlib>
 using namespace metal;

@@ -1,6 +1,6 @@
 // Invalid MSL (device arg for thread param): g++ with the emulator's macros accepts it, Metal does not.
-// Cites: MSL specification section 4 (address spaces: no conversion between them).
-// expect: 8: no matching function
+// Cites: MSL specification chapter 4 (address spaces: no conversion between them).
+// expect: 8: changes the address space
 #include <metal_stdlib>
 using namespace metal;
 inline float first(thread const float* v) { return v[0]; }
