@@ -130,6 +130,13 @@ fn qual_type(v: &Value) -> String {
     v.get("type").map(|t| s(t, "qualType").to_string()).unwrap_or_default()
 }
 
+/// The type with typedefs looked through (clang gives it when it differs).
+fn desugared(v: &Value) -> String {
+    v.get("type")
+        .map(|t| t.get("desugaredQualType").and_then(Value::as_str).unwrap_or(s(t, "qualType")).to_string())
+        .unwrap_or_default()
+}
+
 impl Walker<'_> {
     /// Read one bare location, updating the carried file and line.
     fn bare(&mut self, l: &Value) -> Loc {
@@ -194,7 +201,7 @@ impl Walker<'_> {
                         self.loc(r.and_then(|r| r.get("end")));
                         f.params.push(Param { name: s(c, "name").to_string(), ty: qual_type(c), loc: ploc.clone() });
                         if user {
-                            self.check_type(&ploc, &qual_type(c));
+                            self.check_type(&ploc, &desugared(c));
                         }
                         self.children(c, inner_func.as_deref(), false);
                     } else {
@@ -230,7 +237,7 @@ impl Walker<'_> {
             // a function pointer type in a typedef or a template parameter is a compile-time
             // device MLX's fft.h uses, which Metal accepts.
             "VarDecl" | "FieldDecl" if user => {
-                self.check_type(&loc, &qual_type(n));
+                self.check_type(&loc, &desugared(n));
                 if kind == "VarDecl" {
                     self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), qual_type(n), func.map(str::to_string)));
                 }
@@ -253,7 +260,10 @@ impl Walker<'_> {
     fn check_type(&mut self, loc: &Loc, ty: &str) {
         // `void (*)(int)`, `int (&)(float)`: a parenthesised declarator followed by a parameter
         // list (not `float (&)[4]`, a reference to an array).
-        let fnptr = ["(*)(", "(&)(", "(*const)(", "(*__private)(", "(*const __private)(", "(*__generic)("].iter().any(|p| ty.contains(p));
+        let b = ty.as_bytes();
+        let fnptr = (0..b.len().saturating_sub(1)).any(|j| {
+            b[j] == b')' && b[j + 1] == b'(' && ty[..j].rfind('(').is_some_and(|o| ty[o + 1..j].contains(['*', '&']))
+        });
         if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }

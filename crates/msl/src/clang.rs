@@ -68,7 +68,7 @@ impl Clang {
             "-nostdinc",
             "-cl-no-stdinc",
             "-Xclang",
-            "-cl-ext=+cl_khr_fp16,+__opencl_c_generic_address_space",
+            "-cl-ext=+cl_khr_fp16,+__opencl_c_generic_address_space,+__cl_clang_function_pointers",
             "-fno-color-diagnostics",
             "-fno-caret-diagnostics",
             "-fdiagnostics-show-option",

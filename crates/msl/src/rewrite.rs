@@ -9,6 +9,8 @@
 //! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
 //!    OpenCL allows `__local` variables only in OpenCL kernels, and a Metal kernel is not one.
 //!    The declarations are recorded so that the rules can check they sit in a Metal kernel.
+//! 5. `thread` opening a declaration inside a function body is blanked: a local variable is
+//!    in the thread space already (elsewhere `thread` stands for OpenCL's generic space).
 //! 4. A function constant `constant T x [[function_constant(n)]];` becomes `constant T x {};`:
 //!    a program-scope constant (its value is chosen at pipeline build time in Metal).
 
@@ -283,6 +285,24 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
     }
 }
 
+fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
+    let in_body = function_bodies(toks);
+    for i in 1..toks.len() {
+        let t = &toks[i];
+        if t.is("thread") && !t.pp && in_body[i] && matches!(toks[i - 1].text.as_str(), ";" | "{" | "}" | "(") {
+            // `(`: the init-statement of a `for`; a cast `(thread T*)x` is followed by a type
+            // and then `*` or `&`, a declaration by a name: tell them apart at the first `)`.
+            if toks[i - 1].is("(") {
+                let close = toks[i..].iter().position(|x| x.is(")") || x.is(";")).map(|p| p + i);
+                if close.is_none_or(|c| toks[c].is(")")) {
+                    continue;
+                }
+            }
+            edits.push(Edit { offset: t.offset, delete: 6, insert: "      ".into() });
+        }
+    }
+}
+
 fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
     for i in 0..toks.len() {
         if !(toks[i].is("[") && toks.get(i + 1).is_some_and(|t| t.is("[")) && toks.get(i + 2).is_some_and(|t| t.is("function_constant"))) {
@@ -311,6 +331,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
     function_constants(src, &toks, &mut edits);
+    thread_locals(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     apply(src, edits, threadgroup_decls)
 }

@@ -30,7 +30,10 @@ pub struct Workspace {
 
 impl Drop for Workspace {
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.root);
+        // KGMSL_DEBUG=1 keeps the rewritten tree for inspection.
+        if std::env::var_os("KGMSL_DEBUG").is_none() {
+            let _ = fs::remove_dir_all(&self.root);
+        }
     }
 }
 

@@ -5,6 +5,9 @@
 #define KGMSL_METAL_STDLIB
 #pragma clang system_header
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
+// Function pointer types parse (MLX's fft.h passes codelets as template arguments); the
+// rules reject run-time function pointers (section 1.5).
+#pragma OPENCL EXTENSION __cl_clang_function_pointers : enable
 
 // ---- Metal's predefined macros. __METAL_VERSION__ comes from the command line (-D).
 #define __METAL__ 1
@@ -19,13 +22,14 @@
 
 // ---- Address spaces are OpenCL's, so clang keeps them as real qualifiers (member functions
 // overload on them). `thread` is the default: OpenCL's generic space for pointers, references
-// and `this`, private for variables. clang converts named spaces to generic implicitly; the
-// checker's rules reject every such conversion (Metal has none), except into the implicit
-// copy and move members, which Metal gives every address space.
+// and `this` (a local `thread T x;` declaration is rewritten to plain `T x;`, private).
+// clang converts named spaces to generic implicitly; the checker's rules reject every such
+// conversion (Metal has none), except into the implicit copy and move members, which Metal
+// gives every address space.
 #define device __global
 #define constant __constant
 #define threadgroup __local
-#define thread
+#define thread __generic
 #define threadgroup_imageblock __local
 #define ray_data __private
 #define object_data __global
@@ -539,8 +543,10 @@ template <typename T> struct uniform {
   constexpr uniform(T v) thread : __v(v) {}
   constexpr operator T() const thread { return __v; }
 };
-template <typename T> constexpr uniform<T> make_uniform(T v) { return uniform<T>(v); }
-template <typename T> constexpr uniform<T> make_uniform(const constant T& v) { return uniform<T>(v); }
+// By reference, so that a `constant` argument deduces its value type.
+template <typename T> constexpr uniform<remove_cv_t<remove_addrspace_t<T>>> make_uniform(const T& v) {
+  return uniform<remove_cv_t<remove_addrspace_t<T>>>(v);
+}
 
 } // namespace metal
 
