@@ -88,3 +88,37 @@ fn problems_display_as_file_line_col() {
     let p = c.check(src, "d.metal", &[]).unwrap_err();
     assert_eq!(p[0].to_string(), "d.metal:3:3: double is not supported in MSL (section 1.5); use float");
 }
+
+/// The point of the invalid corpus: today's emulator path (g++ with the emulator's shim for
+/// `<metal_stdlib>`, where `device` and friends are empty macros) accepts every case.
+/// Skips when g++ or the shim is absent (the emulator is being moved between crates).
+#[test]
+fn gpp_with_the_emulator_shim_accepts_every_invalid_case() {
+    let root = common::crate_dir().join("../..");
+    let Some(shim) = ["src/emu/shim/kgemu_shim.h", "crates/emu/src/shim/kgemu_shim.h"].iter().map(|p| root.join(p)).find(|p| p.is_file())
+    else {
+        println!("skipping: the emulator's kgemu_shim.h is not in this checkout");
+        return;
+    };
+    if std::process::Command::new("g++").arg("--version").output().is_err() {
+        println!("skipping: no g++");
+        return;
+    }
+    let inc = std::env::temp_dir().join(format!("kgmsl-gpp-{}", std::process::id()));
+    std::fs::create_dir_all(&inc).unwrap();
+    std::fs::write(inc.join("metal_stdlib"), format!("#include \"{}\"\n", shim.display())).unwrap();
+    let mut rejected = Vec::new();
+    for f in common::files(&common::crate_dir().join("tests/invalid"), "metal") {
+        let out = std::process::Command::new("g++")
+            .args(["-std=c++17", "-fsyntax-only", "-Wno-attributes", "-w", "-I"])
+            .arg(&inc)
+            .arg(&f)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            rejected.push(format!("{}: {}", f.display(), String::from_utf8_lossy(&out.stderr)));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&inc);
+    assert!(rejected.is_empty(), "g++ already rejects these, so they prove nothing:\n{}", rejected.join("\n"));
+}
