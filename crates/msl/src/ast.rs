@@ -34,15 +34,18 @@ pub struct Function {
     pub begin: Loc,
     pub end: Loc,
     pub params: Vec<Param>,
-    pub has_body: bool,
 }
 
 #[derive(Clone, Debug)]
 pub enum Fact {
     Lambda(Loc),
     /// A call from the function `from` (canonical id) to `to`, at `loc`.
-    Call { from: String, to: String, to_name: String, loc: Loc },
-    Virtual(Loc, String),
+    Call {
+        from: String,
+        to: String,
+        to_name: String,
+        loc: Loc,
+    },
     /// A class with a base class: (location, class name, base type, base is virtual).
     Base(Loc, String, String, bool),
     /// A type spelled with a function pointer or reference.
@@ -50,10 +53,14 @@ pub enum Fact {
     /// A conversion between address spaces (castKind AddressSpaceConversion): location,
     /// source type, destination type; `exempt` when it only feeds an implicit copy or move
     /// member (Metal gives those to every address space).
-    AddressSpaceCast { loc: Loc, from: String, to: String, exempt: bool },
-    /// A variable declared inside a function: (location, name, type, enclosing function id).
-    LocalVar(Loc, String, String, Option<String>),
-    Goto(Loc),
+    AddressSpaceCast {
+        loc: Loc,
+        from: String,
+        to: String,
+        exempt: bool,
+    },
+    /// A variable declared inside a function: (location, name, enclosing function id).
+    LocalVar(Loc, String, Option<String>),
 }
 
 pub struct Ast {
@@ -116,7 +123,15 @@ fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>
 
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
-    let mut w = Walker { last_file: Rc::from(""), last_line: 0, in_user, functions: Vec::new(), facts: Vec::new(), canon: Default::default(), implicit: Default::default() };
+    let mut w = Walker {
+        last_file: Rc::from(""),
+        last_line: 0,
+        in_user,
+        functions: Vec::new(),
+        facts: Vec::new(),
+        canon: Default::default(),
+        implicit: Default::default(),
+    };
     implicit_members(&v, &mut w.implicit);
     w.node(&v, None, false);
     Ok(Ast { functions: w.functions, facts: w.facts, canon: w.canon })
@@ -140,15 +155,19 @@ fn desugared(v: &Value) -> String {
 impl Walker<'_> {
     /// Read one bare location, updating the carried file and line.
     fn bare(&mut self, l: &Value) -> Loc {
-        if let Some(f) = l.get("file").and_then(Value::as_str) {
-            if &*self.last_file != f {
-                self.last_file = Rc::from(f);
-            }
+        if let Some(f) = l.get("file").and_then(Value::as_str)
+            && &*self.last_file != f
+        {
+            self.last_file = Rc::from(f);
         }
         if let Some(n) = l.get("line").and_then(Value::as_u64) {
             self.last_line = n as u32;
         }
-        Loc { file: self.last_file.clone(), line: self.last_line, col: l.get("col").and_then(Value::as_u64).unwrap_or(0) as u32 }
+        Loc {
+            file: self.last_file.clone(),
+            line: self.last_line,
+            col: l.get("col").and_then(Value::as_u64).unwrap_or(0) as u32,
+        }
     }
 
     /// A location that may be a macro expansion: the expansion location is where the user's
@@ -186,13 +205,16 @@ impl Walker<'_> {
         match kind {
             "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl" => {
                 let inner = n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-                let has_body = inner.iter().any(|c| s(c, "kind") == "CompoundStmt");
-                if user && n.get("virtual").and_then(Value::as_bool).unwrap_or(false) {
-                    self.facts.push(Fact::Virtual(loc.clone(), s(n, "name").to_string()));
-                }
                 inner_func = Some(id.clone());
                 // Parameters are read in the child walk (their locations come in order).
-                let mut f = Function { id: id.clone(), name: s(n, "name").to_string(), loc: loc.clone(), begin, end, params: Vec::new(), has_body };
+                let mut f = Function {
+                    id: id.clone(),
+                    name: s(n, "name").to_string(),
+                    loc: loc.clone(),
+                    begin,
+                    end,
+                    params: Vec::new(),
+                };
                 for c in inner {
                     if s(c, "kind") == "ParmVarDecl" {
                         let ploc = self.loc(c.get("loc"));
@@ -209,7 +231,7 @@ impl Walker<'_> {
                     }
                 }
                 if user {
-                    self.check_type(&loc, &qual_type(n).split('(').next().unwrap_or("").to_string());
+                    self.check_type(&loc, qual_type(n).split('(').next().unwrap_or(""));
                     self.functions.push(f);
                 }
                 return;
@@ -227,10 +249,15 @@ impl Walker<'_> {
                     self.facts.push(Fact::Call { from: from.to_string(), to, to_name: name, loc: begin.clone() });
                 }
             }
-            "CStyleCastExpr" | "CXXStaticCastExpr" | "CXXReinterpretCastExpr" | "CXXFunctionalCastExpr" | "ImplicitCastExpr"
+            "CStyleCastExpr"
+            | "CXXStaticCastExpr"
+            | "CXXReinterpretCastExpr"
+            | "CXXFunctionalCastExpr"
+            | "ImplicitCastExpr"
                 if user && s(n, "castKind") == "AddressSpaceConversion" =>
             {
-                let from = n.get("inner").and_then(Value::as_array).and_then(|i| i.first()).map(qual_type).unwrap_or_default();
+                let from =
+                    n.get("inner").and_then(Value::as_array).and_then(|i| i.first()).map(qual_type).unwrap_or_default();
                 self.facts.push(Fact::AddressSpaceCast { loc: begin.clone(), from, to: qual_type(n), exempt });
             }
             // Variables and fields (and, above, parameters and returns) hold run-time values;
@@ -239,10 +266,9 @@ impl Walker<'_> {
             "VarDecl" | "FieldDecl" if user => {
                 self.check_type(&loc, &desugared(n));
                 if kind == "VarDecl" {
-                    self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), qual_type(n), func.map(str::to_string)));
+                    self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
                 }
             }
-            "GotoStmt" if user => self.facts.push(Fact::Goto(begin.clone())),
             _ => {}
         }
         let exempt_children = calls_implicit_member(n, &self.implicit);

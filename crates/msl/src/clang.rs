@@ -6,7 +6,8 @@ use std::process::Command;
 use crate::Error;
 
 /// Names tried on `PATH`, newest first; Debian's `clang` is clang 14 on bookworm.
-const CANDIDATES: [&str; 8] = ["clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14", "clang++"];
+const CANDIDATES: [&str; 8] =
+    ["clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14", "clang++"];
 
 pub struct Clang {
     pub path: PathBuf,
@@ -44,13 +45,7 @@ impl Clang {
         }
         let text = String::from_utf8_lossy(&out.stdout);
         let version = text.lines().next()?.trim().to_string();
-        let major = version
-            .split("version ")
-            .nth(1)?
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()?;
+        let major = version.split("version ").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
         Some(Clang { path: path.to_path_buf(), version, major })
     }
 

@@ -78,10 +78,19 @@ fn benign(message: &str) -> bool {
 pub fn reword(message: &str) -> String {
     let mut m = message.to_string();
     let table: &[(&str, &str)] = &[
-        ("non-kernel function variable cannot be declared in local address space", "threadgroup variables may be declared only in kernel functions (MSL 4.4)"),
-        ("program scope variable must reside in constant address space", "program scope variable must reside in constant address space (MSL 4.2)"),
+        (
+            "non-kernel function variable cannot be declared in local address space",
+            "threadgroup variables may be declared only in kernel functions (MSL 4.4)",
+        ),
+        (
+            "program scope variable must reside in constant address space",
+            "program scope variable must reside in constant address space (MSL 4.2)",
+        ),
         ("pointers to functions are not allowed", "function pointers are not supported in MSL (section 1.5)"),
-        ("virtual functions are not supported in C++ for OpenCL", "virtual functions are not supported in MSL (section 1.5)"),
+        (
+            "virtual functions are not supported in C++ for OpenCL",
+            "virtual functions are not supported in MSL (section 1.5)",
+        ),
         ("C++ for OpenCL version 2021 does not support", "MSL does not support"),
         ("C++ for OpenCL", "MSL"),
         ("OpenCL", "Metal"),
@@ -109,10 +118,10 @@ pub fn reword(message: &str) -> String {
         m = m.replace(from, to);
     }
     // clang's flag suffix (`[-Wfoo]`) means nothing to a Metal programmer.
-    if let Some(i) = m.rfind(" [-W") {
-        if m.ends_with(']') {
-            m.truncate(i);
-        }
+    if let Some(i) = m.rfind(" [-W")
+        && m.ends_with(']')
+    {
+        m.truncate(i);
     }
     m
 }
@@ -154,9 +163,9 @@ pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
         if d.severity != "error" || benign(&d.message) || art {
             continue;
         }
-        let here = ws.original(&d.file, d.line, d.col).or_else(|| {
-            d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col))
-        });
+        let here = ws
+            .original(&d.file, d.line, d.col)
+            .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)));
         let (file, line, col) = here.unwrap_or_else(|| {
             let main = ws.file(&ws.main_path.display().to_string()).map(|f| f.display.clone()).unwrap_or_default();
             (main, 1, 1)
@@ -180,7 +189,9 @@ mod tests {
     #[test]
     fn rewords_address_spaces() {
         assert_eq!(
-            reword("cannot initialize a variable of type '__private float *__private' with an lvalue of type '__global float *__private'"),
+            reword(
+                "cannot initialize a variable of type '__private float *__private' with an lvalue of type '__global float *__private'"
+            ),
             "cannot initialize a variable of type 'thread float *' with an lvalue of type 'device float *'"
         );
     }

@@ -109,7 +109,14 @@ pub fn tokenize(src: &str) -> Vec<Token> {
                 }
                 i += 1;
             }
-            out.push(Token { kind: Kind::Directive, text: src[start..i].to_string(), offset: start, line: start_line, col, pp: true });
+            out.push(Token {
+                kind: Kind::Directive,
+                text: src[start..i].to_string(),
+                offset: start,
+                line: start_line,
+                col,
+                pp: true,
+            });
             continue;
         }
         if c == b'\\' && b.get(i + 1) == Some(&b'\n') {
@@ -128,9 +135,8 @@ pub fn tokenize(src: &str) -> Vec<Token> {
         } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
             while i < b.len() {
                 let d = b[i];
-                if d.is_ascii_alphanumeric() || d == b'.' || d == b'_' {
-                    i += 1;
-                } else if (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P') {
+                let exponent_sign = (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P');
+                if d.is_ascii_alphanumeric() || d == b'.' || d == b'_' || exponent_sign {
                     i += 1;
                 } else {
                     break;

@@ -170,7 +170,9 @@ impl Checker {
     /// Check one `.metal` source. `file_name` names it in problems (and, when its directory
     /// exists, quoted includes resolve next to it); `include_dirs` are `-I` directories.
     pub fn check(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<(), Vec<Problem>> {
-        let cached = self.result_cache.then(|| self.cache.join("results").join(self.content_key(source, file_name, include_dirs)));
+        let cached = self
+            .result_cache
+            .then(|| self.cache.join("results").join(self.content_key(source, file_name, include_dirs)));
         if let Some(p) = &cached
             && let Ok(text) = std::fs::read_to_string(p)
             && let Some(problems) = decode(&text)
@@ -194,7 +196,13 @@ impl Checker {
         let mut problems = Vec::new();
         for f in ws.files.values() {
             let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
-            rules::tokens(&f.display, &f.original, &|name| sources::is_foreign_angle_include(name, &dirs), reject_fc, &mut problems);
+            rules::tokens(
+                &f.display,
+                &f.original,
+                &|name| sources::is_foreign_angle_include(name, &dirs),
+                reject_fc,
+                &mut problems,
+            );
         }
         let mut cmd = self.clang.command();
         cmd.args(clang::Clang::base_flags(self.opts.metal_version))
@@ -260,8 +268,11 @@ impl Checker {
             let refs: Vec<&ast::Function> = mapped.iter().collect();
             kernels.extend(rules::kernels(&f.display, &f.original, &refs, problems));
         }
-        let tg: Vec<(String, rewrite::ThreadgroupDecl)> =
-            ws.files.values().flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone()))).collect();
+        let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
+            .files
+            .values()
+            .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
+            .collect();
         rules::ast(ast, &kernels, &tg, self.opts.metal_version, &map, problems);
     }
 }

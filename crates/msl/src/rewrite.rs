@@ -54,7 +54,21 @@ struct Edit {
 fn is_vector_name(s: &str) -> bool {
     let s = s.strip_prefix("packed_").unwrap_or(s);
     let Some(base) = s.strip_suffix(['2', '3', '4']) else { return false };
-    matches!(base, "bool" | "char" | "uchar" | "short" | "ushort" | "int" | "uint" | "long" | "ulong" | "float" | "half" | "bfloat")
+    matches!(
+        base,
+        "bool"
+            | "char"
+            | "uchar"
+            | "short"
+            | "ushort"
+            | "int"
+            | "uint"
+            | "long"
+            | "ulong"
+            | "float"
+            | "half"
+            | "bfloat"
+    )
 }
 
 /// Index just past a balanced `<...>` starting at `i` (which must be `<`).
@@ -95,10 +109,17 @@ pub fn vector_aliases(src: &str) -> Vec<String> {
     let mut out = Vec::new();
     for i in 0..toks.len() {
         let vector_at = |j: usize| {
-            let j = if toks.get(j).is_some_and(|t| t.is("metal")) && toks.get(j + 1).is_some_and(|t| t.is("::")) { j + 2 } else { j };
-            toks.get(j).is_some_and(|t| is_vector_name(&t.text) || (t.is("vec") && toks.get(j + 1).is_some_and(|n| n.is("<"))))
+            let j = if toks.get(j).is_some_and(|t| t.is("metal")) && toks.get(j + 1).is_some_and(|t| t.is("::")) {
+                j + 2
+            } else {
+                j
+            };
+            toks.get(j)
+                .is_some_and(|t| is_vector_name(&t.text) || (t.is("vec") && toks.get(j + 1).is_some_and(|n| n.is("<"))))
         };
-        if toks[i].is("typedef") && (vector_at(i + 1) || (toks.get(i + 1).is_some_and(|t| t.is("typename")) && vector_at(i + 2))) {
+        if toks[i].is("typedef")
+            && (vector_at(i + 1) || (toks.get(i + 1).is_some_and(|t| t.is("typename")) && vector_at(i + 2)))
+        {
             if let Some(semi) = toks[i..].iter().position(|t| t.is(";")) {
                 let name = &toks[i + semi - 1];
                 if name.kind == Kind::Ident {
@@ -135,7 +156,10 @@ fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>
         };
         // `short2 offset(a, b);`: a variable with constructor arguments, inside a function
         // body (elsewhere `T name(...)` declares a function).
-        if in_body[i] && toks.get(after).is_some_and(|n| n.kind == Kind::Ident) && toks.get(after + 1).is_some_and(|n| n.is("(")) {
+        if in_body[i]
+            && toks.get(after).is_some_and(|n| n.kind == Kind::Ident)
+            && toks.get(after + 1).is_some_and(|n| n.is("("))
+        {
             after += 1;
         }
         let Some(open) = toks.get(after).filter(|o| o.is("(")).map(|_| after) else { continue };
@@ -305,7 +329,10 @@ fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
 
 fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
     for i in 0..toks.len() {
-        if !(toks[i].is("[") && toks.get(i + 1).is_some_and(|t| t.is("[")) && toks.get(i + 2).is_some_and(|t| t.is("function_constant"))) {
+        if !(toks[i].is("[")
+            && toks.get(i + 1).is_some_and(|t| t.is("["))
+            && toks.get(i + 2).is_some_and(|t| t.is("function_constant")))
+        {
             continue;
         }
         let Some(close) = matching(toks, i) else { continue };
@@ -313,12 +340,16 @@ fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
             continue; // a parameter's attribute: left alone
         }
         let (a, b) = (toks[i].offset, toks[close].offset + 1);
-        let blank: String = src[a..b].chars().enumerate().map(|(k, c)| match (k, c) {
-            (_, '\n') => '\n',
-            (0, _) => '{',
-            (1, _) => '}',
-            _ => ' ',
-        }).collect();
+        let blank: String = src[a..b]
+            .chars()
+            .enumerate()
+            .map(|(k, c)| match (k, c) {
+                (_, '\n') => '\n',
+                (0, _) => '{',
+                (1, _) => '}',
+                _ => ' ',
+            })
+            .collect();
         edits.push(Edit { offset: a, delete: b - a, insert: blank });
     }
 }
@@ -384,9 +415,15 @@ mod tests {
     fn vector_constructor_takes_braces() {
         let src = "void f() { float4 v = float4(a, b.xy, 1); float4 w = float4(a); x = metal::vec<float, 2>(1, 2); short2 o(p, q); C c(1, 2); }\nvec<int, 2> g(uint3 e, int n);";
         let r = rewrite(src, &["C".to_string()]);
-        assert_eq!(r.text, "void f() { float4 v = float4{a, b.xy, 1}; float4 w = float4(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);");
+        assert_eq!(
+            r.text,
+            "void f() { float4 v = float4{a, b.xy, 1}; float4 w = float4(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
+        );
         assert_eq!(r.original_col(1, 32), 32);
-        assert_eq!(vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;"), vec!["complex_T", "F"]);
+        assert_eq!(
+            vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;"),
+            vec!["complex_T", "F"]
+        );
     }
 
     #[test]
@@ -403,7 +440,10 @@ mod tests {
 
     #[test]
     fn threadgroup_local_becomes_reference() {
-        let r = rewrite("void k() {\n  threadgroup float xs[4 * N];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };", &[]);
+        let r = rewrite(
+            "void k() {\n  threadgroup float xs[4 * N];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };",
+            &[],
+        );
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
             "  threadgroup float (&xs)[4 * N] = __kgmsl_threadgroup_alloc<threadgroup float[4 * N]>();"

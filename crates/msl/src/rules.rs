@@ -14,19 +14,25 @@ fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Probl
 }
 
 /// Keyword-level restrictions of section 1.5, on one file's tokens.
-pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, reject_function_constants: bool, out: &mut Vec<Problem>) {
+pub fn tokens(
+    file: &str,
+    src: &str,
+    foreign_include: &dyn Fn(&str) -> bool,
+    reject_function_constants: bool,
+    out: &mut Vec<Problem>,
+) {
     let toks = tokenize(src);
     for (i, t) in toks.iter().enumerate() {
         let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
         let next = toks.get(i + 1).map_or("", |n| n.text.as_str());
         let p = |m: &str| problem(file, t.line, t.col, m);
         if t.kind == Kind::Directive {
-            if let Some(name) = angle_include(&t.text) {
-                if foreign_include(&name) {
-                    out.push(p(&format!(
+            if let Some(name) = angle_include(&t.text)
+                && foreign_include(&name)
+            {
+                out.push(p(&format!(
                         "the C++ standard library is not available in MSL (section 1.5): #include <{name}> is not a Metal header"
                     )));
-                }
             }
             continue;
         }
@@ -39,7 +45,12 @@ pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, rej
             "new" => "the new operator is not supported in MSL (section 1.5)",
             "delete" if prev != "=" => "the delete operator is not supported in MSL (section 1.5)",
             // The noexcept *specifier* is fine (MLX's headers use it); the operator is not.
-            "noexcept" if !matches!(prev, ")" | "const" | "thread" | "device" | "threadgroup" | "constant" | "volatile" | "&" | "&&" | "]") => {
+            "noexcept"
+                if !matches!(
+                    prev,
+                    ")" | "const" | "thread" | "device" | "threadgroup" | "constant" | "volatile" | "&" | "&&" | "]"
+                ) =>
+            {
                 "the noexcept operator is not supported in MSL (section 1.5)"
             }
             "goto" => "goto is not supported in MSL (section 1.5)",
@@ -50,7 +61,9 @@ pub fn tokens(file: &str, src: &str, foreign_include: &dyn Fn(&str) -> bool, rej
             "double" if prev == "long" => continue,
             "double" => "double is not supported in MSL (section 1.5); use float",
             "long" if next == "double" => "long double is not supported in MSL (section 1.5); use float",
-            "std" if next == "::" => "the C++ standard library is not available in MSL (section 1.5): use metal:: instead of std::",
+            "std" if next == "::" => {
+                "the C++ standard library is not available in MSL (section 1.5): use metal:: instead of std::"
+            }
             "function_constant" if reject_function_constants && (prev == "[" || prev == ",") => {
                 "function constants ([[function_constant(n)]], MSL 5.8) are not supported by kernelgen: pass the value as a buffer or a template argument"
             }
@@ -97,16 +110,17 @@ fn attributes(toks: &[Token]) -> Vec<Attr> {
                 // `ns::name` keeps the last part.
                 let mut name = t.text.clone();
                 let mut k = j + 1;
-                while toks.get(k).is_some_and(|x| x.is("::")) && toks.get(k + 1).is_some_and(|x| x.kind == Kind::Ident) {
+                while toks.get(k).is_some_and(|x| x.is("::")) && toks.get(k + 1).is_some_and(|x| x.kind == Kind::Ident)
+                {
                     name = toks[k + 1].text.clone();
                     k += 2;
                 }
                 let mut arg = None;
-                if toks.get(k).is_some_and(|x| x.is("(")) {
-                    if let Some(c) = matching(toks, k) {
-                        arg = Some(toks[k + 1..c].iter().map(|x| x.text.as_str()).collect::<Vec<_>>().join(""));
-                        k = c + 1;
-                    }
+                if toks.get(k).is_some_and(|x| x.is("("))
+                    && let Some(c) = matching(toks, k)
+                {
+                    arg = Some(toks[k + 1..c].iter().map(|x| x.text.as_str()).collect::<Vec<_>>().join(""));
+                    k = c + 1;
                 }
                 out.push(Attr { name, arg, line: t.line, col: t.col, end, first: i });
                 j = k;
@@ -252,7 +266,8 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
                 }
             }
             n if VECTOR_ATTRS.contains(&n) => {
-                const OK: [&str; 8] = ["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3", "unsigned int", "unsigned short"];
+                const OK: [&str; 8] =
+                    ["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3", "unsigned int", "unsigned short"];
                 if !OK.contains(&ty.as_str()) {
                     out.push(aat(format!(
                         "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint, uint2, uint3, ushort, ushort2 or ushort3 (MSL 5.2.3.6)",
@@ -276,6 +291,9 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
     }
 }
 
+/// Maps an AST location to the user's (file, line, col); None outside the user's files.
+pub type LocMap<'a> = &'a dyn Fn(&crate::ast::Loc) -> Option<(String, u32, u32)>;
+
 /// Rules on the AST: lambdas, recursion, derived classes, function pointers, address-space
 /// casts, a function named main, threadgroup variables outside kernels.
 pub fn ast(
@@ -283,7 +301,7 @@ pub fn ast(
     kernels: &HashSet<String>,
     tg_decls: &[(String, ThreadgroupDecl)],
     metal_version: u32,
-    map: &dyn Fn(&crate::ast::Loc) -> Option<(String, u32, u32)>,
+    map: LocMap,
     out: &mut Vec<Problem>,
 ) {
     let mut push = |l: &crate::ast::Loc, m: String| {
@@ -303,25 +321,32 @@ pub fn ast(
             Fact::Base(l, class, base, virt) => {
                 // Type-trait bases (integral_constant and its aliases) carry no state and are
                 // what MLX's own headers derive from; Metal compiles them.
-                let trait_base = ["integral_constant", "bool_constant", "true_type", "false_type"].iter().any(|b| base.contains(b));
+                let trait_base =
+                    ["integral_constant", "bool_constant", "true_type", "false_type"].iter().any(|b| base.contains(b));
                 if *virt || !trait_base {
-                    push(l, format!("derived classes are not supported in MSL (section 1.5): '{class}' derives from '{base}'"));
-                }
-            }
-            Fact::FunctionPointer(l, ty) => {
-                push(l, format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)));
-            }
-            Fact::AddressSpaceCast { loc, from, to, exempt } => {
-                if !*exempt && space_class(from) != space_class(to) {
                     push(
-                        loc,
+                        l,
                         format!(
-                            "conversion from '{}' to '{}' changes the address space; Metal has no conversion between address spaces (MSL 4)",
-                            crate::diag::reword(from),
-                            crate::diag::reword(to)
+                            "derived classes are not supported in MSL (section 1.5): '{class}' derives from '{base}'"
                         ),
                     );
                 }
+            }
+            Fact::FunctionPointer(l, ty) => {
+                push(
+                    l,
+                    format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
+                );
+            }
+            Fact::AddressSpaceCast { loc, from, to, exempt } if !*exempt && space_class(from) != space_class(to) => {
+                push(
+                    loc,
+                    format!(
+                        "conversion from '{}' to '{}' changes the address space; Metal has no conversion between address spaces (MSL 4)",
+                        crate::diag::reword(from),
+                        crate::diag::reword(to)
+                    ),
+                );
             }
             _ => {}
         }
@@ -336,13 +361,18 @@ pub fn ast(
     for (from, calls) in &edges {
         for (to, name, loc) in calls {
             if reaches(&edges, to, from) && reported.insert((loc.line, loc.col, loc.file.to_string())) {
-                push(loc, format!("recursive function calls are not supported in MSL (section 1.5): '{name}' is called recursively"));
+                push(
+                    loc,
+                    format!(
+                        "recursive function calls are not supported in MSL (section 1.5): '{name}' is called recursively"
+                    ),
+                );
             }
         }
     }
     // Threadgroup variables (rewritten into references) must sit in a kernel.
     for fact in &ast.facts {
-        let Fact::LocalVar(l, name, _, func) = fact else { continue };
+        let Fact::LocalVar(l, name, func) = fact else { continue };
         let Some((file, line, col)) = map(l) else { continue };
         if !tg_decls.iter().any(|(f, d)| *f == file && d.line == line && d.col == col && d.name == *name) {
             continue;

@@ -16,7 +16,6 @@ pub struct SourceFile {
     pub display: String,
     pub original: String,
     pub rewritten: Rewritten,
-    pub is_main: bool,
 }
 
 pub struct Workspace {
@@ -38,7 +37,10 @@ impl Drop for Workspace {
 }
 
 fn mirror(root: &Path, real: &Path) -> PathBuf {
-    let rel: PathBuf = real.components().filter(|c| !matches!(c, std::path::Component::RootDir | std::path::Component::Prefix(_))).collect();
+    let rel: PathBuf = real
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::RootDir | std::path::Component::Prefix(_)))
+        .collect();
     root.join("abs").join(rel)
 }
 
@@ -114,7 +116,12 @@ impl Workspace {
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let root = scratch.join(format!("check-{}-{n}", std::process::id()));
         fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
-        let mut ws = Workspace { root: root.clone(), main_path: PathBuf::new(), include_flags: Vec::new(), files: HashMap::new() };
+        let mut ws = Workspace {
+            root: root.clone(),
+            main_path: PathBuf::new(),
+            include_flags: Vec::new(),
+            files: HashMap::new(),
+        };
 
         let dirs = canonical_dirs(include_dirs);
         for d in &dirs {
@@ -137,21 +144,21 @@ impl Workspace {
         for (_, c) in &headers {
             aliases.extend(vector_aliases(c));
         }
-        ws.add(&main_path, source, file_name.to_string(), true, &aliases)?;
+        ws.add(&main_path, source, file_name.to_string(), &aliases)?;
         for (real, content) in headers {
             let m = mirror(&root, &real);
-            ws.add(&m, &content, real.display().to_string(), false, &aliases)?;
+            ws.add(&m, &content, real.display().to_string(), &aliases)?;
         }
         Ok(ws)
     }
 
-    fn add(&mut self, path: &Path, text: &str, display: String, is_main: bool, aliases: &[String]) -> Result<(), Error> {
+    fn add(&mut self, path: &Path, text: &str, display: String, aliases: &[String]) -> Result<(), Error> {
         let rewritten = rewrite(text, aliases);
         if let Some(p) = path.parent() {
             fs::create_dir_all(p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
         }
         fs::write(path, &rewritten.text).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
-        self.files.insert(path.to_path_buf(), SourceFile { display, original: text.to_string(), rewritten, is_main });
+        self.files.insert(path.to_path_buf(), SourceFile { display, original: text.to_string(), rewritten });
         Ok(())
     }
 

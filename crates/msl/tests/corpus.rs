@@ -22,7 +22,10 @@ fn expectations(src: &str) -> Vec<Expect> {
             match (second.trim().parse::<u32>().ok(), parts.next()) {
                 (Some(col), Some(frag)) => Expect { line, col: Some(col), fragment: frag.trim().to_string() },
                 _ => {
-                    let frag = match parts.next() { Some(more) => format!("{second}:{more}"), None => second };
+                    let frag = match parts.next() {
+                        Some(more) => format!("{second}:{more}"),
+                        None => second,
+                    };
                     Expect { line, col: None, fragment: frag.trim().to_string() }
                 }
             }
@@ -39,7 +42,10 @@ fn every_invalid_case_is_rejected_at_its_lines() {
     for f in &files {
         let src = common::read(f);
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        assert!(src.contains("MSL specification section") || src.contains("MSL specification chapter"), "{name} cites no section");
+        assert!(
+            src.contains("MSL specification section") || src.contains("MSL specification chapter"),
+            "{name} cites no section"
+        );
         let exp = expectations(&src);
         assert!(!exp.is_empty(), "{name} has no expectations");
         let problems = match c.check(&src, &name, &[]) {
@@ -50,10 +56,16 @@ fn every_invalid_case_is_rejected_at_its_lines() {
             Err(p) => p,
         };
         for e in &exp {
-            let hit = problems.iter().any(|p| p.line == e.line && e.col.is_none_or(|c| p.col == c) && p.message.contains(&e.fragment));
+            let hit = problems
+                .iter()
+                .any(|p| p.line == e.line && e.col.is_none_or(|c| p.col == c) && p.message.contains(&e.fragment));
             if !hit {
-                failures.push(format!("{name}: no problem at line {} containing {:?}; got:\n  {}", e.line, e.fragment,
-                    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  ")));
+                failures.push(format!(
+                    "{name}: no problem at line {} containing {:?}; got:\n  {}",
+                    e.line,
+                    e.fragment,
+                    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  ")
+                ));
             }
         }
         for p in &problems {
@@ -95,7 +107,10 @@ fn problems_display_as_file_line_col() {
 #[test]
 fn gpp_with_the_emulator_shim_accepts_every_invalid_case() {
     let root = common::crate_dir().join("../..");
-    let Some(shim) = ["src/emu/shim/kgemu_shim.h", "crates/emu/src/shim/kgemu_shim.h"].iter().map(|p| root.join(p)).find(|p| p.is_file())
+    let Some(shim) = ["src/emu/shim/kgemu_shim.h", "crates/emu/src/shim/kgemu_shim.h"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.is_file())
     else {
         println!("skipping: the emulator's kgemu_shim.h is not in this checkout");
         return;

@@ -100,7 +100,11 @@ fn every_mlx_header_parses() {
 }
 
 /// A header alone after `<metal_stdlib>`, else after what MLX includes before it.
-fn check_header(c: &kernelgen_msl::Checker, inc: &std::path::Path, rel: &str) -> Result<&'static str, Vec<kernelgen_msl::Problem>> {
+fn check_header(
+    c: &kernelgen_msl::Checker,
+    inc: &std::path::Path,
+    rel: &str,
+) -> Result<&'static str, Vec<kernelgen_msl::Problem>> {
     let name = format!("tu_{}.metal", rel.replace('/', "_"));
     let dirs = [inc.to_path_buf()];
     let alone = format!("#include <metal_stdlib>\n#include \"mlx/backend/metal/kernels/{rel}\"\n");

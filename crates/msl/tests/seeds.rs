@@ -100,7 +100,8 @@ fn kernels(module: &str) -> Vec<Kernel> {
             let at = obj.find(&format!("{k}:"))? + k.len() + 1;
             Some(obj[at..].trim_start().to_string())
         };
-        let name = field("name").map(|v| v.trim_start_matches(['"', '`']).split(['"', '`']).next().unwrap_or("").to_string());
+        let name =
+            field("name").map(|v| v.trim_start_matches(['"', '`']).split(['"', '`']).next().unwrap_or("").to_string());
         let list = |k: &str| field(k).map(|v| strings_in(balanced(&v, 0))).unwrap_or_default();
         let source = field("source").unwrap_or_default();
         let ident: String = source.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.').collect();
@@ -113,15 +114,25 @@ fn kernels(module: &str) -> Vec<Kernel> {
             bodies.push(if args.len() == 2 { b.replace(&args[0], &args[1]) } else { b });
         } else if let Some(f) = ident.strip_prefix("spec.") {
             // `spec.gateUpSource`: every block named like GATE_UP_SOURCE (Q4 and Q8 variants).
-            let snake: String = f.trim_end_matches("Source").chars().flat_map(|c| {
-                if c.is_uppercase() { vec!['_', c] } else { vec![c.to_ascii_uppercase()] }
-            }).collect();
-            bodies.extend(blocks.iter().filter(|(n, _)| n.contains(&format!("{snake}_SOURCE"))).map(|(_, t)| t.clone()));
+            let snake: String = f
+                .trim_end_matches("Source")
+                .chars()
+                .flat_map(|c| if c.is_uppercase() { vec!['_', c] } else { vec![c.to_ascii_uppercase()] })
+                .collect();
+            bodies
+                .extend(blocks.iter().filter(|(n, _)| n.contains(&format!("{snake}_SOURCE"))).map(|(_, t)| t.clone()));
         }
-        let header = field("header").map(|h| h.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>()).and_then(|h| block(&h)).unwrap_or_default();
+        let header = field("header")
+            .map(|h| h.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>())
+            .and_then(|h| block(&h))
+            .unwrap_or_default();
         for (k, body) in bodies.into_iter().enumerate() {
             out.push(Kernel {
-                name: format!("{}{}", name.clone().unwrap_or_else(|| "seed".into()).replace("${spec.kernelPrefix}", "expert"), if k > 0 { format!("_{k}") } else { String::new() }),
+                name: format!(
+                    "{}{}",
+                    name.clone().unwrap_or_else(|| "seed".into()).replace("${spec.kernelPrefix}", "expert"),
+                    if k > 0 { format!("_{k}") } else { String::new() }
+                ),
                 inputs: list("inputNames"),
                 outputs: list("outputNames"),
                 header: header.clone(),
@@ -185,7 +196,8 @@ fn assemble(k: &Kernel, preamble: &str, dt: &str) -> String {
         });
     }
     // Attributes: found by a substring search of the body, in alphabetical order.
-    let mut attrs: Vec<(&str, &str)> = POSITION.iter().map(|a| (*a, "uint3")).chain(INDEX.iter().map(|a| (*a, "uint"))).collect();
+    let mut attrs: Vec<(&str, &str)> =
+        POSITION.iter().map(|a| (*a, "uint3")).chain(INDEX.iter().map(|a| (*a, "uint"))).collect();
     attrs.sort();
     for (a, ty) in attrs {
         if k.body.contains(a) {
@@ -195,7 +207,8 @@ fn assemble(k: &Kernel, preamble: &str, dt: &str) -> String {
     let kernel = format!("custom_kernel_{}", k.name);
     let mut targs: Vec<String> = k.ints.iter().map(|n| format!("int {n}")).collect();
     targs.extend(k.dtypes.iter().map(|n| format!("typename {n}")));
-    let mut vals: Vec<String> = k.ints.iter().map(|n| if n == "BITS" { "4".to_string() } else { "64".to_string() }).collect();
+    let mut vals: Vec<String> =
+        k.ints.iter().map(|n| if n == "BITS" { "4".to_string() } else { "64".to_string() }).collect();
     vals.extend(k.dtypes.iter().enumerate().map(|(j, _)| if j == 0 { dt.to_string() } else { "float".to_string() }));
     let mut s = format!("{preamble}\n{}\n", k.header);
     if !targs.is_empty() {
@@ -204,14 +217,18 @@ fn assemble(k: &Kernel, preamble: &str, dt: &str) -> String {
     s.push_str(&format!("[[kernel]] void {kernel}(\n{}) {{\n{}\n}}\n", params.join(",\n"), k.body));
     if !targs.is_empty() {
         let a = vals.join(", ");
-        s.push_str(&format!("template [[host_name(\"{kernel}\")]] [[kernel]] decltype({kernel}<{a}>) {kernel}<{a}>;\n"));
+        s.push_str(&format!(
+            "template [[host_name(\"{kernel}\")]] [[kernel]] decltype({kernel}<{a}>) {kernel}<{a}>;\n"
+        ));
     }
     s
 }
 
 #[test]
 fn seed_kernels_pass_as_mlx_assembles_them() {
-    let dir = std::env::var_os("KGMSL_SEEDS").map(PathBuf::from).unwrap_or_else(|| common::crate_dir().join("../../../shared/seeds"));
+    let dir = std::env::var_os("KGMSL_SEEDS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::crate_dir().join("../../../shared/seeds"));
     let seeds = common::files(&dir, "txt");
     if seeds.is_empty() {
         println!("skipping: no seed kernels in {}", dir.display());
@@ -242,7 +259,10 @@ fn seed_kernels_pass_as_mlx_assembles_them() {
                     let name = format!("{}_{dt}.metal", k.name);
                     count += 1;
                     if let Err(p) = c.check(&src, &name, &dirs) {
-                        failures.push(format!("{name}:\n  {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  ")));
+                        failures.push(format!(
+                            "{name}:\n  {}",
+                            p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  ")
+                        ));
                     }
                 }
             }

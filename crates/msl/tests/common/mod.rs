@@ -49,7 +49,11 @@ pub fn declaring_checker() -> &'static Checker {
     static C: OnceLock<Checker> = OnceLock::new();
     C.get_or_init(|| {
         let cache = crate_dir().join("../../target-msl/msl-cache");
-        let opts = Options { cache_dir: Some(cache), function_constants: kernelgen_msl::FunctionConstants::Declare, ..Options::default() };
+        let opts = Options {
+            cache_dir: Some(cache),
+            function_constants: kernelgen_msl::FunctionConstants::Declare,
+            ..Options::default()
+        };
         Checker::new(opts).unwrap_or_else(|e| panic!("{e}\n(these tests need clang: `apt-get install -y clang`)"))
     })
 }
