@@ -23,6 +23,8 @@
 //! precompiled once per cache directory; then a walk over clang's JSON AST and over the
 //! tokens. **Caching:** [`Checker::content_key`] names a result by everything it depends on;
 //! with [`Options::cache_results`], results are also kept on disk under that key.
+//!
+//! README.md beside Cargo.toml lists every rule, how it is implemented and the limits.
 
 mod ast;
 mod cache;

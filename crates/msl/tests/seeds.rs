@@ -269,6 +269,15 @@ fn seed_kernels_pass_as_mlx_assembles_them() {
         }
     }
     println!("{count} seed kernel sources checked");
+    // A control: the same assembly with one bad line is rejected at that line.
+    if let Some(k) = seeds.iter().flat_map(|f| modules(&common::read(f))).flat_map(|m| kernels(&m)).next() {
+        let mut bad = Kernel { body: format!("  device float* nowhere = nullptr; thread float* p = nowhere;\n{}", k.body), ..k };
+        bad.name.push_str("_control");
+        let src = assemble(&bad, &preamble, "float");
+        let line = src.lines().position(|l| l.contains("nowhere = nullptr")).unwrap() as u32 + 1;
+        let p = c.check(&src, "control.metal", &dirs).expect_err("the control kernel passed");
+        assert!(p.iter().any(|p| p.line == line && p.message.contains("changes the address space")), "{p:?}");
+    }
     assert!(count >= 10, "only {count} seed kernels found: the seed format changed?");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
