@@ -208,7 +208,21 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
     let attrs = attributes(&toks);
     let mut kernels = HashSet::new();
     let mut done = HashSet::new();
-    for a in attrs.iter().filter(|a| a.name == "kernel") {
+    // Not the `[[kernel]]` of an explicit instantiation (`template [[host_name(..)]] [[kernel]]
+    // ...`, whose pattern is checked where it is declared) nor one inside a #define.
+    let instantiation = |a: &Attr| {
+        let mut j = a.first;
+        while j >= 2 && toks[j - 1].is("]") && toks[j - 2].is("]") {
+            let Some(open) = (0..j - 1).rev().find(|&k| {
+                toks[k].is("[") && k + 1 < toks.len() && toks[k + 1].is("[") && matching(&toks, k) == Some(j - 1)
+            }) else {
+                break;
+            };
+            j = open;
+        }
+        j > 0 && toks[j - 1].is("template")
+    };
+    for a in attrs.iter().filter(|a| a.name == "kernel" && !toks[a.first].pp && !instantiation(a)) {
         // The kernel is the first function declared after the attribute (clang drops the
         // attribute, so the declaration starts after it).
         let Some(f) = functions

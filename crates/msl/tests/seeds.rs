@@ -271,7 +271,8 @@ fn seed_kernels_pass_as_mlx_assembles_them() {
     println!("{count} seed kernel sources checked");
     // A control: the same assembly with one bad line is rejected at that line.
     if let Some(k) = seeds.iter().flat_map(|f| modules(&common::read(f))).flat_map(|m| kernels(&m)).next() {
-        let mut bad = Kernel { body: format!("  device float* nowhere = nullptr; thread float* p = nowhere;\n{}", k.body), ..k };
+        let mut bad =
+            Kernel { body: format!("  device float* nowhere = nullptr; thread float* p = nowhere;\n{}", k.body), ..k };
         bad.name.push_str("_control");
         let src = assemble(&bad, &preamble, "float");
         let line = src.lines().position(|l| l.contains("nowhere = nullptr")).unwrap() as u32 + 1;

@@ -78,3 +78,8 @@ template [[host_name("many_f16_3")]] [[kernel]] decltype(many<half, 3>) many<hal
 [[kernel]] void plain(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
   y[i] = float(metal::numeric_limits<float>::infinity() > 0.0f) + 1.0;
 }
+
+// A helper after an explicit instantiation is not a kernel: its pointer parameters and
+// unattributed scalars are fine.
+template [[host_name("plain_again")]] [[kernel]] decltype(many<float, 2>) many<float, 2>;
+inline float helper_after(thread float* p, float x) { return p[0] + x; }
