@@ -163,9 +163,13 @@ pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
         if d.severity != "error" || benign(&d.message) || art {
             continue;
         }
+        // A header clang found that the workspace did not mirror keeps its own path; the
+        // prelude and <built-in> point to the user's code that led there.
+        let outside = !d.file.contains("/prelude-") && !d.file.starts_with('<');
         let here = ws
             .original(&d.file, d.line, d.col)
-            .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)));
+            .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)))
+            .or_else(|| outside.then(|| (d.file.clone(), d.line, d.col)));
         let (file, line, col) = here.unwrap_or_else(|| {
             let main = ws.file(&ws.main_path.display().to_string()).map(|f| f.display.clone()).unwrap_or_default();
             (main, 1, 1)

@@ -61,3 +61,33 @@ fn one_generated_kernel_checks_well_under_half_a_second() {
     println!("one kernel: {per:?} per check");
     assert!(per.as_millis() < 400, "{per:?} per check");
 }
+
+/// Bad input gives problems, never a panic: truncated sources, stray bytes, unbalanced
+/// brackets and attributes, non-ASCII text.
+#[test]
+fn bad_input_is_reported_not_a_panic() {
+    let c = common::checker();
+    let mut cases: Vec<String> = vec![
+        String::new(),
+        "[[".into(),
+        "[[kernel]]".into(),
+        "[[kernel]] void k(device float* x [[buffer(".into(),
+        "template [[host_name(\"x\")]] [[kernel".into(),
+        "threadgroup".into(),
+        "void f() { threadgroup float a[; }".into(),
+        "void f() { float4 v = float4(1, 2".into(),
+        "/* unterminated".into(),
+        "\"unterminated string".into(),
+        "#include <metal_stdlib>\n#define X(a) [[kernel]] void a(\nX(k)".into(),
+        "constant bool b [[function_constant(".into(),
+        "é ü 中文 \u{1F600} [[kernel]] void k() {}".into(),
+        "\\\n\\\n#".into(),
+    ];
+    // Every prefix of a real kernel.
+    let k = KERNEL;
+    cases.extend((0..k.len()).step_by(7).filter(|&i| k.is_char_boundary(i)).map(|i| k[..i].to_string()));
+    for src in &cases {
+        // Either outcome is fine; a panic fails the test.
+        let _ = c.check(src, "bad.metal", &[]);
+    }
+}
