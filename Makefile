@@ -37,3 +37,4 @@ bench: deps
 	$(CARGO) bench --workspace
 
 -include mlx/mlx.mk
+-include apple/apple.mk
