@@ -196,13 +196,13 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel]) -> R
                 static_name: k.name.to_uppercase(),
                 name: k.name.clone(),
                 family: k.family.name().into(),
-                spec: k.source.origin.clone(),
+                spec: super::escape::rust_str(&k.source.origin),
                 doc: axes.join(", "),
                 mlx_name: rk.mlx_name.clone(),
                 header: raw_string(&rk.header),
                 body: raw_string(&rk.body),
                 metal: raw_string(&rk.metal),
-                metal_path: format!("generated/{}", rk.metal_path),
+                metal_path: super::escape::rust_str(&format!("generated/{}", rk.metal_path)),
                 inputs: buffers(&p.inputs),
                 outputs: buffers(&p.outputs),
                 sizes: p.sizes.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "),
@@ -213,7 +213,7 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel]) -> R
         })
         .collect();
     let mut ctx = Context::new();
-    ctx.insert("origin", origin);
+    ctx.insert("origin", &super::escape::comment(origin));
     ctx.insert("kernels", &views);
     ctx.insert("launchers", &launchers(kernels));
     r.render_template("launchers.rs.tera", &ctx)
