@@ -15,6 +15,7 @@ pub mod emit;
 pub mod expand;
 pub mod families;
 pub mod model;
+pub mod names;
 pub mod render;
 pub mod spec;
 pub mod validate;
@@ -112,14 +113,8 @@ pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diag
     for source in sources {
         let source = Arc::new(source);
         let whole = 0..source.text.len().min(1);
-        if !validate::is_identifier(&source.stem) {
-            diags.push(Diagnostic {
-                source: source.clone(),
-                span: whole.clone(),
-                field: "(file name)".into(),
-                message: format!("spec file name `{}` cannot name a Rust module", source.stem),
-                help: Some("rename the file to lowercase letters, digits and `_`, starting with a letter".into()),
-            });
+        if let Some((message, help)) = stem_problem(&source.stem) {
+            diags.push(Diagnostic { source: source.clone(), span: whole.clone(), field: "(file name)".into(), message, help: Some(help) });
         }
         if let Some((_, other)) = stems.iter().find(|(s, _)| *s == source.stem) {
             diags.push(Diagnostic {
@@ -143,6 +138,23 @@ pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diag
         diags.extend(problems);
     }
     (models, diags)
+}
+
+/// Why a spec file stem cannot name the Rust module of its launchers
+/// (`pub mod <stem>;` in `rust/mod.rs`, the file `rust/<stem>.rs`).
+fn stem_problem(stem: &str) -> Option<(String, String)> {
+    let rename = "rename the file to lowercase letters, digits and `_`, starting with a letter".to_string();
+    if !validate::is_identifier(stem) {
+        Some((format!("spec file name `{}` cannot name a Rust module", stem.escape_debug()), rename))
+    } else if stem == "mod" {
+        Some(("a spec named `mod.toml` would generate `rust/mod.rs`, which is the catalog of every spec".into(), "rename the file".into()))
+    } else if names::is_rust_keyword(stem) {
+        Some((format!("spec file name `{stem}` is a Rust keyword, so `pub mod {stem};` would not compile"), "rename the file, e.g. `{stem}s.toml`".replace("{stem}", stem)))
+    } else if stem.len() > names::MAX_NAME_LEN {
+        Some((format!("spec file name is {} bytes long; at most {} name a module", stem.len(), names::MAX_NAME_LEN), "rename the file to a shorter name".into()))
+    } else {
+        None
+    }
 }
 
 /// The whole pipeline after reading: validate, expand, render.
@@ -180,4 +192,34 @@ pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
     files.insert("rust/mod.rs".into(), render::rust::catalog_module(&modules));
     files.insert(emit::MARKER.into(), render::manifest::manifest(&rendered));
     Ok(Generated { kernels: rendered, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(stem: &str, text: &str) -> SpecSource {
+        SpecSource { display: format!("specs/{stem}.toml"), origin: format!("specs/{stem}.toml"), stem: stem.into(), text: text.into() }
+    }
+
+    const TINY: &str = "family = \"expert\"\n[axes]\nquant = [\"q4\"]\n[geometry.tiny]\nhidden = 256\nintermediate = 128\n";
+
+    /// Every keyword that passes as an identifier is refused as a module name,
+    /// at line 1, column 1 of the spec, before anything is rendered.
+    #[test]
+    fn keyword_stems_are_rejected_with_a_location() {
+        for kw in names::RUST_KEYWORDS.iter().filter(|k| names::is_identifier(k)) {
+            match generate(vec![spec(kw, TINY)]) {
+                Err(Error::Spec(d)) => {
+                    assert_eq!(d.0.len(), 1, "{kw}: {d}");
+                    assert!(d.0[0].headline().starts_with(&format!("specs/{kw}.toml:1:1: (file name): ")), "{}", d.0[0].headline());
+                }
+                Err(e) => panic!("{kw}: {e}"),
+                Ok(_) => panic!("{kw}.toml generated"),
+            }
+        }
+        assert!(generate(vec![spec("union", TINY)]).is_ok(), "a weak keyword names a module fine");
+        let long = "s".repeat(names::MAX_NAME_LEN + 1);
+        assert!(matches!(generate(vec![spec(&long, TINY)]), Err(Error::Spec(_))));
+    }
 }

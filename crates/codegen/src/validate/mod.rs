@@ -255,7 +255,15 @@ fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&
     for g in entries {
         let field = format!("geometry.{}", g.key);
         if !is_identifier(&g.key) {
-            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key.escape_debug()), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+        } else if g.key.len() > crate::names::MAX_NAME_LEN {
+            r.error(
+                g.key_span.clone(),
+                format!("geometry.{}...", &g.key[..16]),
+                format!("the geometry name is {} bytes long; at most {} fit in kernel and file names", g.key.len(), crate::names::MAX_NAME_LEN),
+                Some("use a shorter name".into()),
+            );
+            continue;
         }
         let Some(body) = g.node.as_table() else {
             r.error(g.node.span.clone(), field, format!("expected a table of sizes, found {}", g.node.value.kind()), None);
@@ -273,9 +281,9 @@ fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&
     out
 }
 
+/// Lowercase ASCII letters, digits and `_`, starting with a letter.
 pub fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    crate::names::is_identifier(s)
 }
 
 #[allow(clippy::too_many_arguments)]
