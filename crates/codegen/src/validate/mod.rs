@@ -270,11 +270,11 @@ fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&
             continue;
         };
         let mut fields = BTreeMap::new();
-        let before = r.diagnostics.0.len();
+        let before = r.diagnostics.count();
         read_fields(r, family, body, family.fields(), &field, "", g.key_span.clone(), &mut fields);
         // A geometry with a bad field is not planned: its constraints would
         // be checked against values that are not there.
-        if r.diagnostics.0.len() == before {
+        if r.diagnostics.count() == before {
             out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
         }
     }
