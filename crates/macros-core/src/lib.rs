@@ -175,7 +175,7 @@ fn combine(errors: impl IntoIterator<Item = syn::Error>) -> Option<syn::Error> {
 }
 
 /// The launcher module the generator renders for one spec: the text of
-/// `generated/rust/<stem>.rs` (empty when every variant is excluded).
+/// `generated/rust/<stem>.rs`.
 pub fn module_text(source: SpecSource) -> Result<String, Error> {
     let path = format!("rust/{}.rs", source.stem);
     let generated = generate(vec![source])?;

@@ -37,8 +37,22 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
         // The Rust items of this spec's module: item name -> (the kernel or
         // launcher it names, its geometry).
         let mut items: BTreeMap<String, (String, String)> = BTreeMap::new();
+        let all = variants(model);
+        // An empty axis list is reported by validation; exclusions that leave
+        // nothing are reported here: a spec that generates no kernel is a mistake.
+        if all.is_empty() && model.axes.iter().all(|c| !c.values.is_empty()) {
+            if let Some(span) = &model.exclude_span {
+                diags.push(Diagnostic {
+                    source: model.source.clone(),
+                    span: span.clone(),
+                    field: "exclude".into(),
+                    message: "the exclusions remove every combination of axis values, so this spec would generate no kernel".into(),
+                    help: Some("remove an exclusion, or list more axis values".into()),
+                });
+            }
+        }
         for g in &model.geometries {
-            for variant in variants(model) {
+            for variant in all.iter().cloned() {
                 match model.family.plan(&variant, g) {
                     Err(violations) => {
                         for v in violations {

@@ -34,6 +34,8 @@ pub struct SpecModel {
     /// In the family's axis order.
     pub axes: Vec<AxisChoice>,
     pub excludes: Vec<Vec<(&'static str, AxisValue)>>,
+    /// Where `exclude` is written, when it is.
+    pub exclude_span: Option<Span>,
     pub geometries: Vec<Geometry>,
 }
 
@@ -85,7 +87,8 @@ pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Dia
     let excludes = read_excludes(&mut r, family, &axes, root.get("exclude"));
     let geometries = read_geometries(&mut r, family, root.get("geometry"), whole);
 
-    (Some(SpecModel { source, family, family_span, axes, excludes, geometries }), r.diagnostics)
+    let exclude_span = root.get("exclude").map(|e| e.key_span.clone());
+    (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
 }
 
 fn family_names() -> String {
