@@ -18,7 +18,11 @@ pub fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
 
 pub fn generate(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
     let generated = run_pipeline(specs)?;
-    let changes = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    let written = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    for warning in &written.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let changes = written.changes;
     if changes.is_empty() {
         println!("{}: up to date ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
     } else {

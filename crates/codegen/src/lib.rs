@@ -259,7 +259,7 @@ pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
         files.insert(r.metal_path.clone(), r.metal.clone());
     }
     files.insert("rust/mod.rs".into(), render::rust::catalog_module(&modules));
-    files.insert(emit::MARKER.into(), render::manifest::manifest(&rendered));
+    files.insert("manifest.json".into(), render::manifest::manifest(&rendered));
     Ok(Generated { kernels: rendered, files })
 }
 
