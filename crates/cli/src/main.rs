@@ -7,6 +7,7 @@ mod catalog;
 mod codegen_cmds;
 mod exec_cmds;
 mod npy;
+mod out;
 mod verify;
 
 use clap::{Parser, Subcommand};
