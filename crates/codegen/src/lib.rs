@@ -318,7 +318,7 @@ mod tests {
             let fifo = dir.path().join("fifo.toml");
             let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
             assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-            let m = io_message(read_specs(&[fifo.clone()]));
+            let m = io_message(read_specs(std::slice::from_ref(&fifo)));
             assert!(m.contains("fifo.toml: not a regular file"), "{m}");
             // Found in a directory walk too.
             let m = io_message(read_specs(&[dir.path().to_path_buf()]));

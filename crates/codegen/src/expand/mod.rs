@@ -52,19 +52,19 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
             }
         }
         for g in &model.geometries {
-            for variant in all.iter().cloned() {
-                match model.family.plan(&variant, g) {
+            for variant in &all {
+                match model.family.plan(variant, g) {
                     Err(violations) => {
                         for v in violations {
-                            let (span, field) = blame(model, g, &variant, &v.blame);
+                            let (span, field) = blame(model, g, variant, &v.blame);
                             diags.push(Diagnostic { source: model.source.clone(), span, field, message: v.message, help: Some(v.help) });
                         }
                     }
                     Ok(plans) => {
                         for plan in plans {
-                            let name = kernel_name(model.family, g, &variant, plan.part);
-                            check_limits(model, g, &variant, &name, &plan, &mut diags);
-                            check_rust_names(model, g, &variant, &name, &plan, &mut items, &mut diags);
+                            let name = kernel_name(model.family, g, variant, plan.part);
+                            check_limits(model, g, variant, &name, &plan, &mut diags);
+                            check_rust_names(model, g, variant, &name, &plan, &mut items, &mut diags);
                             if let Some((first, _)) = seen.get(&name) {
                                 diags.push(Diagnostic {
                                     source: model.source.clone(),
