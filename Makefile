@@ -4,7 +4,7 @@
 CARGO     ?= cargo
 KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 
-.PHONY: generate check test test-sanitize bench deps
+.PHONY: generate check test test-sanitize fuzz bench deps
 
 ## Regenerate generated/ (MSL, launcher Rust, manifest) from specs/ and templates/.
 generate:
@@ -31,6 +31,14 @@ test: deps
 ## The same kernels built with AddressSanitizer and UBSan.
 test-sanitize: deps
 	$(KERNELGEN) verify --sanitize
+
+## Spec fuzzing for longer than `make test` does (8 s there): mutations of the bundled specs through the
+## generator and the binary; no panic, exit codes 0/1/2 only, every error with file:line:col, successes
+## deterministic. FUZZ_SECS sets the duration, FUZZ_SEED replays a run.
+FUZZ_SECS ?= 300
+fuzz:
+	KERNELGEN_FUZZ_SECS=$(FUZZ_SECS) $(if $(FUZZ_SEED),KERNELGEN_FUZZ_SEED=$(FUZZ_SEED)) \
+	  $(CARGO) test --package kernelgen-cli --test fuzz -- --nocapture
 
 ## Benchmarks: catalog generation, emulator throughput and build times.
 bench: deps

@@ -1,5 +1,6 @@
 //! `generate`, `check` and `list`: the generator's commands.
 
+use crate::out::outln;
 use kernelgen_codegen::{emit, read_specs, Generated};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,14 +19,18 @@ pub fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
 
 pub fn generate(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
     let generated = run_pipeline(specs)?;
-    let changes = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    let written = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    for warning in &written.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let changes = written.changes;
     if changes.is_empty() {
-        println!("{}: up to date ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
+        outln!("{}: up to date ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
     } else {
         for change in &changes {
-            println!("{change}");
+            outln!("{change}");
         }
-        println!("{}: {} files updated ({} kernels)", out.display(), changes.len(), generated.kernels.len());
+        outln!("{}: {} files updated ({} kernels)", out.display(), changes.len(), generated.kernels.len());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -34,13 +39,13 @@ pub fn check(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
     let generated = run_pipeline(specs)?;
     let diffs = emit::check(out, &generated.files).map_err(|e| format!("error: {e}"))?;
     if diffs.is_empty() {
-        println!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
+        outln!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
         return Ok(ExitCode::SUCCESS);
     }
     for diff in &diffs {
-        println!("{diff}");
+        outln!("{diff}");
     }
-    println!("{}: {} files differ from what the specs generate; run `make generate` and commit the result", out.display(), diffs.len());
+    outln!("{}: {} files differ from what the specs generate; run `make generate` and commit the result", out.display(), diffs.len());
     Ok(ExitCode::from(1))
 }
 
@@ -86,13 +91,13 @@ pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
                 s.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", s.trim_end());
+        outln!("{}", s.trim_end());
     };
     line(header.to_vec());
     for row in &rows {
         line(row.iter().map(String::as_str).collect());
     }
-    println!("{} kernels", rows.len());
+    outln!("{} kernels", rows.len());
     let mut families: Vec<&'static dyn kernelgen_codegen::families::Family> = Vec::new();
     for r in &generated.kernels {
         if !families.iter().any(|f| f.name() == r.kernel.family.name()) {
@@ -100,7 +105,7 @@ pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
         }
     }
     for f in families {
-        println!("  {}: {}", f.name(), f.info().summary);
+        outln!("  {}: {}", f.name(), f.info().summary);
     }
     Ok(ExitCode::SUCCESS)
 }

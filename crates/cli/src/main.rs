@@ -6,6 +6,7 @@
 mod codegen_cmds;
 mod exec_cmds;
 mod npy;
+mod out;
 mod verify;
 
 use clap::{Parser, Subcommand};

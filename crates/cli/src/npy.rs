@@ -53,8 +53,11 @@ pub fn read(path: &Path) -> Result<HostArray, String> {
     let shape = npy.shape().to_vec();
     let mut data = Vec::new();
     npy.into_inner().read_to_end(&mut data).map_err(|e| err(e.to_string()))?;
-    let want = shape.iter().product::<u64>() as usize * dtype.size();
-    if data.len() != want {
+    let want = shape
+        .iter()
+        .try_fold(dtype.size() as u64, |acc, d| acc.checked_mul(*d))
+        .ok_or_else(|| err(format!("shape {shape:?} has more elements than 64 bits count")))?;
+    if data.len() as u64 != want {
         return Err(err(format!("holds {} bytes of data where shape {shape:?} and dtype {dtype} need {want}", data.len())));
     }
     Ok(HostArray::new(dtype, shape, data))

@@ -177,7 +177,7 @@ fn combine(errors: impl IntoIterator<Item = syn::Error>) -> Option<syn::Error> {
 
 /// The launcher module the generator renders for one spec: the text of
 /// `generated/rust/<stem>.rs`, with each kernel's `.metal` text inline where
-/// that file `include_str!`s it (empty when every variant is excluded).
+/// that file `include_str!`s it.
 pub fn module_text(source: SpecSource) -> Result<String, Error> {
     let path = format!("rust/{}.rs", source.stem);
     let generated = generate_with(vec![source], Options { metal: MetalText::Inline })?;

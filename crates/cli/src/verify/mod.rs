@@ -12,6 +12,7 @@ mod delta;
 mod expert;
 mod norms;
 
+use crate::out::outln;
 use globset::Glob;
 use kernelgen::backend;
 use kernelgen_emu::EmuBackend;
@@ -185,14 +186,14 @@ pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64
     }
     let backend = EmuBackend::new(EmuOptions { sanitize, ..EmuOptions::default() }).map_err(|e| format!("error: {e}"))?;
     let width = selected.iter().map(|r| r.kernel.name.len()).max().unwrap_or(6).max(6);
-    println!("Each output is compared bit for bit with its replay model and element by element with its f64 model;");
-    println!("MAX ULP and BOUND are the largest error and the largest allowed error, in ulps of the output's largest value.");
-    println!("{:<width$}  {:<10}  {:<5}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "EXACT", "MAX ULP", "BOUND", "TIME");
+    outln!("Each output is compared bit for bit with its replay model and element by element with its f64 model;");
+    outln!("MAX ULP and BOUND are the largest error and the largest allowed error, in ulps of the output's largest value.");
+    outln!("{:<width$}  {:<10}  {:<5}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "EXACT", "MAX ULP", "BOUND", "TIME");
     let mut failures = Vec::new();
     for r in selected.iter() {
         let o = run_one(&backend, r, seed);
         let status = if o.failure.is_some() { "FAIL" } else if o.exact { "yes" } else { "no" };
-        println!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
+        outln!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
         if let Some(f) = &o.failure {
             failures.push(format!("{}: {f}", o.kernel));
         }
@@ -201,6 +202,6 @@ pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64
     for f in &failures {
         eprintln!("FAILED {f}");
     }
-    println!("verify: {passed} passed, {} failed", failures.len());
+    outln!("verify: {passed} passed, {} failed", failures.len());
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

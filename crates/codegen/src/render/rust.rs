@@ -246,7 +246,7 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel], meta
         })
         .collect();
     let mut ctx = Context::new();
-    ctx.insert("origin", origin);
+    ctx.insert("origin", &super::escape::comment(origin));
     ctx.insert("kernels", &views);
     ctx.insert("launchers", &launchers(kernels));
     r.render_template("launchers.rs.tera", &ctx)

@@ -34,6 +34,8 @@ pub struct SpecModel {
     /// In the family's axis order.
     pub axes: Vec<AxisChoice>,
     pub excludes: Vec<Vec<(&'static str, AxisValue)>>,
+    /// Where `exclude` is written, when it is.
+    pub exclude_span: Option<Span>,
     pub geometries: Vec<Geometry>,
 }
 
@@ -85,7 +87,8 @@ pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Dia
     let excludes = read_excludes(&mut r, family, &axes, root.get("exclude"));
     let geometries = read_geometries(&mut r, family, root.get("geometry"), whole);
 
-    (Some(SpecModel { source, family, family_span, axes, excludes, geometries }), r.diagnostics)
+    let exclude_span = root.get("exclude").map(|e| e.key_span.clone());
+    (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
 }
 
 fn family_names() -> String {
@@ -255,27 +258,35 @@ fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&
     for g in entries {
         let field = format!("geometry.{}", g.key);
         if !is_identifier(&g.key) {
-            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key.escape_debug()), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+        } else if g.key.len() > crate::names::MAX_NAME_LEN {
+            r.error(
+                g.key_span.clone(),
+                format!("geometry.{}...", &g.key[..16]),
+                format!("the geometry name is {} bytes long; at most {} fit in kernel and file names", g.key.len(), crate::names::MAX_NAME_LEN),
+                Some("use a shorter name".into()),
+            );
+            continue;
         }
         let Some(body) = g.node.as_table() else {
             r.error(g.node.span.clone(), field, format!("expected a table of sizes, found {}", g.node.value.kind()), None);
             continue;
         };
         let mut fields = BTreeMap::new();
-        let before = r.diagnostics.0.len();
+        let before = r.diagnostics.count();
         read_fields(r, family, body, family.fields(), &field, "", g.key_span.clone(), &mut fields);
         // A geometry with a bad field is not planned: its constraints would
         // be checked against values that are not there.
-        if r.diagnostics.0.len() == before {
+        if r.diagnostics.count() == before {
             out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
         }
     }
     out
 }
 
+/// Lowercase ASCII letters, digits and `_`, starting with a letter.
 pub fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    crate::names::is_identifier(s)
 }
 
 #[allow(clippy::too_many_arguments)]
