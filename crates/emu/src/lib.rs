@@ -505,11 +505,30 @@ impl Emulator {
     }
 
     /// Compile (or take from cache) one full .metal source. `file_name` is used for
-    /// `#line` and messages.
+    /// `#line` and messages. The same as [`Emulator::load_with`] with no options.
     pub fn load(&self, source: &str, file_name: &str) -> Result<Program, EmuError> {
-        let prepared = translate::translate(source, file_name).map_err(|e| EmuError::Compile {
+        self.load_with(source, file_name, &LoadOptions::default())
+    }
+
+    /// [`Emulator::load`] with include directories, predefined macros and function
+    /// constant values (see [`LoadOptions`] and "Preprocessing" in the crate docs).
+    pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
+        let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
+        let text;
+        let source = if preprocessed {
+            text = self.builder.preprocess(source, file_name, &opts.include_dirs, &opts.defines)?;
+            text.as_str()
+        } else {
+            source
+        };
+        let topts = translate::Options { preprocessed, function_constants: &opts.function_constants };
+        let prepared = translate::translate_with(source, file_name, &topts).map_err(|e| EmuError::Compile {
             file: file_name.to_string(),
-            message: format!("{file_name}:{}: error: {}", e.line, e.message),
+            message: match (e.line, &e.file) {
+                (0, _) => format!("{file_name}: error: {}", e.message),
+                (l, Some(header)) => format!("{header}:{l}: error: {} (included from {file_name})", e.message),
+                (l, None) => format!("{file_name}:{l}: error: {}", e.message),
+            },
         })?;
         let built = self.builder.build(&prepared.cpp, file_name)?;
         let object = runtime::Object::load(&built.so_path, &prepared.symbols, file_name)?;
@@ -523,9 +542,91 @@ impl Emulator {
                 opts: self.opts.clone(),
                 so_path: built.so_path,
                 compiled: built.compiled,
+                function_constants: prepared.function_constants,
             }),
         })
     }
+}
+
+/// How [`Emulator::load_with`] builds a source, beyond the [`EmuOptions`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadOptions {
+    /// Searched for `#include "..."` and `#include <...>` (g++ `-I`), in order, after
+    /// the directory of `file_name` (for `"..."`). `<metal_*>` headers always resolve
+    /// to the emulator's standard library.
+    pub include_dirs: Vec<PathBuf>,
+    /// Predefined macros, `-DNAME` (`None`) or `-DNAME=VALUE`, after the ones every
+    /// Metal compile has (`__METAL__`, `__METAL_VERSION__` = 310); a define of the same
+    /// name replaces those.
+    pub defines: Vec<(String, Option<String>)>,
+    /// Values of `[[function_constant(index)]]` declarations, by index, as MLX sets them
+    /// when it creates a pipeline (`MTLFunctionConstantValues`). Each program is
+    /// compiled with its values (a new set is a new object).
+    pub function_constants: Vec<(u32, FunctionConstant)>,
+}
+
+impl LoadOptions {
+    /// Options with one include directory (e.g. MLX's `include/`, for `#include "mlx/..."`).
+    pub fn with_include_dir(dir: impl Into<PathBuf>) -> LoadOptions {
+        LoadOptions { include_dirs: vec![dir.into()], ..LoadOptions::default() }
+    }
+}
+
+/// The value of one function constant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FunctionConstant {
+    /// For `bool` constants.
+    Bool(bool),
+    /// For integer constants (range-checked against the declared type), or float ones.
+    Int(i64),
+    /// For `float`, `half` and `bfloat` constants (rounded to the declared type).
+    Float(f64),
+}
+
+impl FunctionConstant {
+    /// Parses `true`/`false`, an integer (decimal or `0x` hex) or a float literal.
+    pub fn parse(text: &str) -> Option<FunctionConstant> {
+        let t = text.trim();
+        match t {
+            "true" => return Some(FunctionConstant::Bool(true)),
+            "false" => return Some(FunctionConstant::Bool(false)),
+            _ => {}
+        }
+        let (neg, digits) = match t.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, t),
+        };
+        if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+            let v = i64::from_str_radix(h, 16).ok()?;
+            return Some(FunctionConstant::Int(if neg { -v } else { v }));
+        }
+        if let Ok(v) = t.parse::<i64>() {
+            return Some(FunctionConstant::Int(v));
+        }
+        t.trim_end_matches(['f', 'F']).parse::<f64>().ok().map(FunctionConstant::Float)
+    }
+
+    /// `bool`, `integer` or `float`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            FunctionConstant::Bool(_) => "bool",
+            FunctionConstant::Int(_) => "integer",
+            FunctionConstant::Float(_) => "float",
+        }
+    }
+}
+
+/// A `constant T name [[function_constant(index)]];` declaration of a loaded program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionConstantDecl {
+    pub name: String,
+    pub index: u32,
+    /// The declared type, e.g. `bool`, `int`, `float`.
+    pub type_name: String,
+    /// The value it was compiled with; `None`: not given (reading it does not compile).
+    pub value: Option<FunctionConstant>,
+    /// Line of the declaration (in the `.metal` file or the header declaring it).
+    pub metal_line: u32,
 }
 
 struct ProgramInner {
@@ -536,6 +637,7 @@ struct ProgramInner {
     opts: EmuOptions,
     so_path: PathBuf,
     compiled: bool,
+    function_constants: Vec<FunctionConstantDecl>,
 }
 
 /// A loaded `.metal` file.
@@ -559,6 +661,11 @@ impl Program {
     /// Path of the compiled object.
     pub fn object_path(&self) -> &std::path::Path {
         &self.inner.so_path
+    }
+
+    /// Every `[[function_constant(n)]]` the program declares, with the value it got.
+    pub fn function_constants(&self) -> &[FunctionConstantDecl] {
+        &self.inner.function_constants
     }
 
     /// Whether `load` compiled (false: the object came from the cache).
