@@ -346,6 +346,7 @@ fn translate_inner(
     // Declarations that differ only in address spaces (complex.h's `thread` and
     // `threadgroup` overloads) are one declaration on the CPU.
     edits.extend(address_space_twins(&toks, source));
+    edits.extend(class_scope_specializations(&toks, source));
 
     let mut i = 0;
     while i < toks.len() {
@@ -1256,6 +1257,11 @@ fn address_space_twins(toks: &[Tok], src: &str) -> Vec<Edit> {
 
 /// Whether the `{` at `open` opens a namespace or a class body (a scope of declarations).
 fn opens_scope(toks: &[Tok], src: &str, open: usize) -> bool {
+    scope_keyword(toks, src, open).is_some()
+}
+
+/// `namespace`, `struct`, `class` or `union` when the `{` at `open` opens such a body.
+fn scope_keyword<'s>(toks: &[Tok], src: &'s str, open: usize) -> Option<&'s str> {
     let tx = |k: usize| &src[toks[k].start..toks[k].end];
     // walk back over the head: names, `::`, template arguments, bases, attributes
     let mut k = open;
@@ -1263,14 +1269,40 @@ fn opens_scope(toks: &[Tok], src: &str, open: usize) -> bool {
     while k > 0 {
         k -= 1;
         match tx(k) {
-            "namespace" | "struct" | "class" | "union" if angle == 0 => return !(k > 0 && tx(k - 1) == "enum"),
+            "namespace" | "struct" | "class" | "union" if angle == 0 => {
+                return (!(k > 0 && tx(k - 1) == "enum")).then_some(tx(k));
+            }
             ">" => angle += 1,
             "<" => angle -= 1,
-            ";" | "{" | "}" | "(" | ")" | "=" if angle <= 0 => return false,
+            ";" | "{" | "}" | "(" | ")" | "=" if angle <= 0 => return None,
             _ => {}
         }
     }
-    false
+    None
+}
+
+/// `template <>` inside a class body: an explicit specialization of a member function
+/// template, which clang (and so Metal) accepts and g++ rejects ("explicit
+/// specialization in non-namespace scope", binary_ops.h). Without `template <>` it is a
+/// plain overload with the same parameters, which overload resolution prefers to the
+/// template exactly where the specialization would have been chosen.
+fn class_scope_specializations(toks: &[Tok], src: &str) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+    let mut stack: Vec<bool> = Vec::new();
+    let mut edits = Vec::new();
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => stack.push(matches!(scope_keyword(toks, src, i), Some("struct" | "class" | "union"))),
+            "}" => {
+                stack.pop();
+            }
+            "template" if stack.last() == Some(&true) && tx(i + 1) == "<" && tx(i + 2) == ">" => {
+                edits.push(Edit { start: toks[i].start, end: toks[i + 2].end, text: String::new() });
+            }
+            _ => {}
+        }
+    }
+    edits
 }
 
 #[cfg(test)]

@@ -207,3 +207,145 @@ fn mlx_affine_qmv_fast_batched_reads_int64_strides() {
         assert_eq!(got, want, "bits {}", bits.bits());
     }
 }
+
+// ------------------------------------------------------------------ other kernels
+
+fn f32s(b: &DeviceBuffer) -> Vec<f32> {
+    b.as_bytes().chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn floats(n: usize, seed: u64, scale: f64) -> Vec<f32> {
+    let mut rng = kernelgen_reference::SplitMix64::new(seed);
+    (0..n).map(|_| ((rng.unit() * 2.0 - 1.0) * scale) as f32).collect()
+}
+
+fn poison(bytes: usize) -> DeviceBuffer {
+    DeviceBuffer::from_bytes_aligned(&vec![0xFFu8; bytes], 16)
+}
+
+fn elementwise() -> Option<&'static Program> {
+    static P: OnceLock<Option<Program>> = OnceLock::new();
+    P.get_or_init(|| mlx_include().map(|inc| load_tu(&inc, "elementwise.metal"))).as_ref()
+}
+
+macro_rules! elementwise_or_skip {
+    () => {{
+        let _ = mlx_or_skip!();
+        elementwise().unwrap()
+    }};
+}
+
+#[test]
+fn mlx_unary_kernels() {
+    let p = elementwise_or_skip!();
+    // vn_: WorkPerThread<float>::n = 2 values per thread (unary.cpp: ceil(size / 2) threads)
+    let n = 1001;
+    let x = floats(n, 1, 8.0);
+    let (mut xb, mut y, mut size) = (buf(&x), poison(n * 4), buf(&[n as u32]));
+    p.dispatch("vn_Expfloat32float32", &mut [&mut xb, &mut y, &mut size], [n.div_ceil(2) as u32, 1, 1], [256, 1, 1]).unwrap();
+    let want: Vec<u32> = x.iter().map(|v| v.exp().to_bits()).collect();
+    assert_eq!(f32s(&y).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "exp (glibc expf both sides)");
+
+    // Sigmoid in bfloat16, every operation rounded as MLX's bf16 arithmetic does
+    let xb16 = activations(n, 2).iter().map(|v| bf16::from_f32(v.to_f32() * 6.0)).collect::<Vec<_>>();
+    let (mut xb, mut y) = (buf(&xb16), poison(n * 2));
+    p.dispatch("v_Sigmoidbfloat16bfloat16", &mut [&mut xb, &mut y, &mut size], [n as u32, 1, 1], [128, 1, 1]).unwrap();
+    let r = |v: f32| bf16::from_f32(v).to_f32();
+    let want: Vec<u16> = xb16
+        .iter()
+        .map(|x| {
+            let x = x.to_f32();
+            let e = r(x.abs().exp());
+            let y = r(1.0 / r(1.0 + e));
+            bf16::from_f32(if x < 0.0 { y } else { 1.0 - y }).to_bits()
+        })
+        .collect();
+    assert_eq!(u16s(&y), want, "sigmoid bf16");
+
+    // unary_g over a transposed [3, 5] view: int32 shape, int64 strides, `device const int&` ndim
+    let x = floats(15, 3, 4.0);
+    let (mut xb, mut y) = (buf(&x), poison(15 * 4));
+    let (mut shape, mut strides, mut ndim) = (buf(&[3i32, 5]), buf(&[1i64, 3]), buf(&[2i32]));
+    p.dispatch("gn1_Absfloat32float32", &mut [&mut xb, &mut y, &mut shape, &mut strides, &mut ndim], [5, 3, 1], [5, 3, 1]).unwrap();
+    let want: Vec<f32> = (0..15).map(|i| x[(i % 5) * 3 + i / 5].abs()).collect();
+    assert_eq!(f32s(&y), want, "abs over strides");
+}
+
+#[test]
+fn mlx_binary_kernels() {
+    let p = elementwise_or_skip!();
+    let n = 777;
+    let (a, b) = (floats(n, 4, 100.0), floats(n, 5, 100.0));
+    let (mut ab, mut bb, mut c, mut size) = (buf(&a), buf(&b), poison(n * 4), buf(&[n as u32]));
+    p.dispatch("vvn_Addfloat32", &mut [&mut ab, &mut bb, &mut c, &mut size], [n.div_ceil(2) as u32, 1, 1], [128, 1, 1]).unwrap();
+    assert_eq!(f32s(&c), a.iter().zip(&b).map(|(x, y)| x + y).collect::<Vec<_>>());
+    let (a, b) = (activations(n, 6), activations(n, 7));
+    let (mut ab, mut bb, mut c) = (buf(&a), buf(&b), poison(n * 2));
+    p.dispatch("vv_Multiplybfloat16", &mut [&mut ab, &mut bb, &mut c, &mut size], [n as u32, 1, 1], [128, 1, 1]).unwrap();
+    let want: Vec<u16> = a.iter().zip(&b).map(|(x, y)| bf16::from_f32(x.to_f32() * y.to_f32()).to_bits()).collect();
+    assert_eq!(u16s(&c), want);
+}
+
+fn softmax_f64(x: &[f32], rows: usize) -> Vec<f64> {
+    let d = x.len() / rows;
+    let mut out = Vec::new();
+    for r in x.chunks(d) {
+        let m = r.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let s: f64 = r.iter().map(|&v| (v as f64 - m).exp()).sum();
+        out.extend(r.iter().map(|&v| (v as f64 - m).exp() / s));
+    }
+    out
+}
+
+#[test]
+fn mlx_softmax_kernels() {
+    let p = elementwise_or_skip!();
+    // softmax.cpp: one threadgroup per row; single_row with ceil(d / 4) threads rounded
+    // up to whole SIMD-groups, looped with up to 1024 threads
+    for (name, rows, d, tg) in [("block_softmax_float32", 3, 1000, 256), ("looped_softmax_float32", 2, 5000, 1024)] {
+        let x = floats(rows * d, d as u64, 10.0);
+        let (mut xb, mut y, mut axis) = (buf(&x), poison(rows * d * 4), buf(&[d as i32]));
+        p.dispatch(name, &mut [&mut xb, &mut y, &mut axis], [(rows * tg) as u32, 1, 1], [tg as u32, 1, 1]).unwrap();
+        let want = softmax_f64(&x, rows);
+        for (i, (g, w)) in f32s(&y).iter().zip(&want).enumerate() {
+            assert!((*g as f64 - w).abs() <= 1e-6 * w.abs() + 1e-9, "{name} [{i}]: {g} vs {w}");
+        }
+    }
+    let (rows, d) = (4, 300);
+    let x: Vec<bf16> = activations(rows * d, 8).iter().map(|v| bf16::from_f32(v.to_f32() * 5.0)).collect();
+    let (mut xb, mut y, mut axis) = (buf(&x), poison(rows * d * 2), buf(&[d as i32]));
+    p.dispatch("block_softmax_precise_bfloat16", &mut [&mut xb, &mut y, &mut axis], [(rows * 96) as u32, 1, 1], [96, 1, 1]).unwrap();
+    let want = softmax_f64(&x.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), rows);
+    for (g, w) in u16s(&y).iter().zip(&want) {
+        let g = bf16::from_bits(*g).to_f32() as f64;
+        assert!((g - w).abs() <= w.abs() / 128.0 + 1e-9, "bf16 softmax {g} vs {w}");
+    }
+}
+
+#[test]
+fn mlx_arange_and_all_reduce() {
+    let p = elementwise_or_skip!();
+    let n = 300;
+    let (mut start, mut step, mut out) = (buf(&[-3.5f32]), buf(&[0.25f32]), poison(n * 4));
+    p.dispatch("arangefloat32", &mut [&mut start, &mut step, &mut out], [n as u32, 1, 1], [64, 1, 1]).unwrap();
+    assert_eq!(f32s(&out), (0..n).map(|i| -3.5f32 + i as f32 * 0.25).collect::<Vec<_>>());
+
+    // reduce.cpp's two passes: 8 rows of the input to 8 partials, then one row of those
+    let n = 100_000;
+    let x = floats(n, 9, 1.0);
+    for (name, want) in [
+        ("all_reduce_sumfloat32", x.iter().map(|&v| v as f64).sum::<f64>()),
+        ("all_reduce_maxfloat32", x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64))),
+    ] {
+        let rows = 8;
+        let row = n.div_ceil(rows);
+        let (mut xb, mut part) = (buf(&x), poison(rows * 4));
+        let (mut in_size, mut row_size) = (buf(&[n as u64]), buf(&[row as u64]));
+        p.dispatch(name, &mut [&mut xb, &mut part, &mut in_size, &mut row_size], [256, rows as u32, 1], [256, 1, 1]).unwrap();
+        let mut out = poison(4);
+        let (mut in_size, mut row_size) = (buf(&[rows as u64]), buf(&[rows as u64]));
+        p.dispatch(name, &mut [&mut part, &mut out, &mut in_size, &mut row_size], [32, 1, 1], [32, 1, 1]).unwrap();
+        let got = f32s(&out)[0] as f64;
+        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{name}: {got} vs {want}");
+    }
+}

@@ -208,6 +208,12 @@ template <> struct make_unsigned<unsigned int> { typedef unsigned int type; };
 template <> struct make_unsigned<long> { typedef unsigned long type; };
 template <> struct make_unsigned<unsigned long> { typedef unsigned long type; };
 template <class T> using make_unsigned_t = typename make_unsigned<T>::type;
+template <class... B> struct _disjunction : false_type {};
+template <class B0, class... B> struct _disjunction<B0, B...> : bool_constant<B0::value || _disjunction<B...>::value> {};
+template <class... B> struct _conjunction : true_type {};
+template <class B0, class... B> struct _conjunction<B0, B...> : bool_constant<B0::value && _conjunction<B...>::value> {};
+template <class... B> using disjunction = _disjunction<B...>;
+template <class... B> using conjunction = _conjunction<B...>;
 template <class T> struct make_signed;
 template <> struct make_signed<char> { typedef signed char type; };
 template <> struct make_signed<signed char> { typedef signed char type; };
@@ -471,6 +477,14 @@ template <int N> KG_INLINE bool any(const vec<bool, N>& v) {
 KG_INLINE bool all(bool b) { return b; }
 KG_INLINE bool any(bool b) { return b; }
 
+// ---------------------------------------------------------------- array
+template <class T, size_t N> struct array {
+  T elems_[N ? N : 1];
+  KG_INLINE T& operator[](size_t i) { return elems_[i]; }
+  KG_INLINE const T& operator[](size_t i) const { return elems_[i]; }
+  static constexpr size_t size() { return N; }
+};
+
 // ---------------------------------------------------------------- as_type
 template <class To, class From> KG_INLINE To as_type(const From& f) {
   static_assert(sizeof(To) == sizeof(From), "as_type needs types of the same size");
@@ -562,7 +576,6 @@ KG_MATH1(atan, __builtin_atanf(x))
 KG_MATH1(sinh, __builtin_sinhf(x))
 KG_MATH1(cosh, __builtin_coshf(x))
 KG_MATH1(tanh, __builtin_tanhf(x))
-KG_MATH1(erf, __builtin_erff(x))
 KG_MATH1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f))
 KG_MATH1(sign, (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : (x == 0.0f ? 0.0f * x : 0.0f))))
 KG_MATH1(asinh, __builtin_asinhf(x))
@@ -708,7 +721,7 @@ using metal::exp; using metal::exp2; using metal::exp10; using metal::log; using
 using metal::log10; using metal::sqrt; using metal::rsqrt; using metal::fabs; using metal::abs;
 using metal::sin; using metal::cos; using metal::tan; using metal::tanh; using metal::pow;
 using metal::powr; using metal::fma; using metal::divide; using metal::fmin; using metal::fmax;
-using metal::floor; using metal::ceil; using metal::round; using metal::trunc; using metal::erf;
+using metal::floor; using metal::ceil; using metal::round; using metal::trunc;
 using metal::sinh; using metal::cosh; using metal::atan; using metal::atan2; using metal::fract;
 using metal::min; using metal::max; using metal::clamp; using metal::saturate;
 }  // namespace precise
@@ -717,7 +730,7 @@ using metal::exp; using metal::exp2; using metal::exp10; using metal::log; using
 using metal::log10; using metal::sqrt; using metal::rsqrt; using metal::fabs; using metal::abs;
 using metal::sin; using metal::cos; using metal::tan; using metal::tanh; using metal::pow;
 using metal::powr; using metal::fma; using metal::divide; using metal::fmin; using metal::fmax;
-using metal::floor; using metal::ceil; using metal::round; using metal::trunc; using metal::erf;
+using metal::floor; using metal::ceil; using metal::round; using metal::trunc;
 using metal::sinh; using metal::cosh; using metal::atan; using metal::atan2; using metal::fract;
 using metal::min; using metal::max; using metal::clamp; using metal::saturate;
 }  // namespace fast
@@ -1410,6 +1423,14 @@ KG_UB_WRAP1(vla_bound_not_positive, "variable-length array bound not positive")
 #define M_LN2_F 0.693147180559945309417232121458176568f
 #define M_LOG2E_F 1.44269504088896340735992468100189214f
 #define M_SQRT2_F 1.41421356237309504880168872420969808f
+#define M_LOG10E_F 0.434294481903251827651128918916605082f
+#define M_LN10_F 2.30258509299404568401799145468436421f
+#define M_PI_2_F 1.57079632679489661923132169163975144f
+#define M_PI_4_F 0.785398163397448309615660845819875721f
+#define M_1_PI_F 0.318309886183790671537767526745028724f
+#define M_2_PI_F 0.636619772367581343075535053490057448f
+#define M_2_SQRTPI_F 1.12837916709551257389615890312154517f
+#define M_SQRT1_2_F 0.707106781186547524400844362104849039f
 
 using namespace metal;
 
