@@ -1082,7 +1082,7 @@ fn fc_initializer(ty: &str, v: FunctionConstant) -> Result<String, String> {
         }
         FunctionConstant::Int(i) if is_float || is_half => Ok(format!("{ty}({})", float_literal(i as f32))),
         FunctionConstant::Float(f) if is_float || is_half => Ok(format!("{ty}({})", float_literal(f as f32))),
-        _ if ty == "bool" || fc_int_type(ty).is_some() || is_float || is_half => Err(format!("a {} value for a {ty} constant", v.kind())),
+        _ if ty == "bool" || fc_int_type(ty).is_some() || is_float || is_half => Err(format!("{} value for a {ty} constant", match v.kind() { "integer" => "an integer", k => if k == "bool" { "a bool" } else { "a float" } })),
         _ => Err(format!("function constants of type {ty} are not supported (bool, integer, float, half and bfloat scalars)")),
     }
 }
@@ -1339,6 +1339,73 @@ mod tests {
     fn program_scope_threadgroup_variables_are_rejected() {
         let e = translate("#include <metal_stdlib>\nthreadgroup float shared[32];\n", "p.metal").err().unwrap();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn only_directives_beyond_metal_includes_and_pragmas_need_the_preprocessor() {
+        assert!(!needs_preprocessing("#include <metal_stdlib>\n#pragma clang loop unroll(full)\nkernel void f() {}\n"));
+        assert!(needs_preprocessing("#include \"mlx/backend/metal/kernels/utils.h\"\n"));
+        assert!(needs_preprocessing("  #define N 4\n"));
+        assert!(needs_preprocessing("#if 0\n#endif\n"));
+    }
+
+    #[test]
+    fn line_markers_map_back_to_files() {
+        let text = "# 1 \"k.metal\"\na\n# 1 \"h.h\" 1\nb\nc\n# 3 \"k.metal\" 2\nd\n";
+        let m = LineMap::parse(text, "k.metal");
+        assert_eq!(m.get(2), (None, 1));
+        assert_eq!(m.get(5), (Some("h.h".to_string()), 2));
+        assert_eq!(m.get(7), (None, 3));
+    }
+
+    #[test]
+    fn address_space_twins_keep_the_thread_one() {
+        let src = "struct C {\n  C() thread {}\n  C() threadgroup {}\n  int f(device int* p) const device { return *p; }\n};\nint g(thread int& a) { return a; }\nint g(device int& a) { return a + 1; }\nint h(device int* a);\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        assert!(l[3].contains("C() thread {}") && !l[4].contains("C()"), "{}", p.cpp);
+        assert!(l[5].contains("int f(device int* p)"), "a member without a twin stays");
+        assert!(l[7].contains("int g(thread int& a)") && !l[8].contains("int g"), "{}", p.cpp);
+        assert!(l[9].contains("int h(device int* a);"));
+    }
+
+    #[test]
+    fn member_specializations_become_overloads() {
+        let src = "struct Op {\n  template <typename T> T operator()(T x) { return x; }\n  template <> float operator()(float x) { return -x; }\n};\ntemplate <> struct S<int> {};\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        assert!(!l[4].contains("template") && l[4].contains("float operator()(float x)"), "{}", l[4]);
+        assert!(l[6].contains("template <> struct S<int>"), "namespace-scope specializations stay");
+    }
+
+    #[test]
+    fn buffers_without_an_attribute_take_the_first_free_index() {
+        let src = "kernel void k(device float* a, constant uint& n [[buffer(0)]], device float* b, uint i [[thread_position_in_grid]]) {}\n";
+        let p = translate(src, "k.metal").unwrap();
+        let b: Vec<Binding> = p.kernels[0].params.iter().map(|p| p.binding).collect();
+        assert_eq!(b[..3], [Binding::Buffer(1), Binding::Buffer(0), Binding::Buffer(2)]);
+    }
+
+    #[test]
+    fn function_constants_get_their_values_or_fail_where_read() {
+        let src = "constant bool a [[function_constant(0)]];\nconstant int n [[function_constant(3)]];\nconstant half h [[function_constant(4)]];\nkernel void k(device float* x [[buffer(0)]], device float* m [[buffer(1), function_constant(a)]]) {}\n";
+        let given = [(0, FunctionConstant::Bool(false)), (4, FunctionConstant::Float(0.5))];
+        let p = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &given }).unwrap();
+        assert!(p.cpp.contains("static constexpr bool a = false;"), "{}", p.cpp);
+        assert!(p.cpp.contains("static const half h = half(5e-1f);"), "{}", p.cpp);
+        assert!(p.cpp.contains("static_assert(Z != 0, \"function constant n [[function_constant(3)]] is read but has no value"));
+        assert_eq!(p.kernels[0].params.len(), 1, "the buffer of a false function constant does not exist");
+        assert!(p.cpp.contains("kgemu::BufPtr{nullptr}"));
+        assert_eq!(p.function_constants.iter().map(|c| (c.index, c.value)).collect::<Vec<_>>(), [(0, Some(FunctionConstant::Bool(false))), (3, None), (4, Some(FunctionConstant::Float(0.5)))]);
+        let bad = [(0, FunctionConstant::Int(1))];
+        let e = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &bad }).err().unwrap();
+        assert_eq!(e.line, 1);
+        assert!(e.message.contains("an integer value for a bool constant"), "{}", e.message);
+        let unknown = [(0, FunctionConstant::Bool(true)), (9, FunctionConstant::Bool(true))];
+        let e = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &unknown }).err().unwrap();
+        assert!(e.message.contains("function constant 9 is given"), "{}", e.message);
+        let e = translate_with(src, "k.metal", &Options::default()).err().unwrap();
+        assert_eq!(e.line, 4, "the conditional buffer needs a's value");
     }
 
     #[test]
