@@ -118,9 +118,81 @@
 //! threadgroup redzones, buffer gaps and alignment slack are ASan-poisoned while a
 //! dispatch runs.
 //!
-//! **Limits.** x86-64 Linux and g++ only. No simdgroup matrices, textures, samplers,
-//! function constants, `[[threadgroup(n)]]` parameters, quad-group collectives or
-//! `rgba` swizzles. One threadgroup variable per declaration statement. A kernel that
+//! **Preprocessing and include paths.** [`Emulator::load_with`] takes [`LoadOptions`]:
+//! include directories (`-I`), predefined macros (`-D`) and function-constant values. A
+//! source loaded with include directories or defines, or with any preprocessor
+//! directive other than `#include <metal_*>`, `#pragma` and `#line` (a `#define`, a
+//! conditional, a quoted include), first goes through `g++ -E` with every `<metal_*>`
+//! header empty (so the address-space keywords stay visible), `__METAL__` and
+//! `__METAL_VERSION__` = 310 predefined (a define of the same name replaces them), and
+//! the `.metal` file's directory searched first for `"..."` includes. Everything below
+//! then reads the expanded text: kernels and `host_name` instantiations made by macros
+//! (MLX's `instantiate_kernel`) are found, code in `#if 0` is not. g++'s line markers
+//! map every error, kernel line, `__builtin_LINE()` call site and debug line back to
+//! the `.metal` file or the header it came from (an error in a header reads
+//! `header.h:N: error: ... (included from file.metal)`). The cache key is the expanded
+//! text, so a changed header recompiles.
+//!
+//! **Rewrites for MSL that is not C++.** On top of the ones in `translate.rs`'s header:
+//! (1) declarations that differ only in address spaces are *twins* once the keywords
+//! are erased (complex.h's `complex_t() thread` / `complex_t() threadgroup`, its
+//! `operator+=(thread complex_t&)` / `(device complex_t&)`, steel's
+//! `pointer_element<device T*>`): in each scope (file, namespace, class) the twin that
+//! names only `thread` (else the first) is kept and the others are blanked, lines kept.
+//! Every object is in one memory on the CPU; a twin whose body differs from the kept
+//! one (MLX has none) would silently lose its own behaviour. (2) `template <>` inside a
+//! class body (member specializations, clang accepts them, g++ does not) becomes a
+//! plain overload. (3) An address-space keyword directly inside `[[ ]]`
+//! (`[[threadgroup(0)]]` on a helper's parameter) is renamed, so g++ ignores the
+//! attribute. (4) Buffer parameters (device or constant pointers and references)
+//! without `[[buffer(n)]]` take, in order, the lowest index no other buffer parameter
+//! uses, as Metal assigns them. (5) A templated kernel whose signature cannot be bound
+//! is an error only when a `host_name` instantiation uses it.
+//!
+//! **Function constants.** A program-scope `constant T name [[function_constant(i)]];`
+//! (T: bool, an integer type, float, half, bfloat) becomes `static constexpr T name =
+//! value;` (`static const` for half and bfloat) with the value of index `i` in
+//! [`LoadOptions::function_constants`] (checked against T: a bool for bool, an integer
+//! in range for integer types, a float or integer for floating types), as MLX sets them
+//! when it creates a pipeline; each set of values is its own compiled object. Without a
+//! value, `name` becomes a stand-in whose every *read* fails to compile with
+//! "function constant NAME [[function_constant(i)]] is read but has no value" at the
+//! reading line; `is_function_constant_defined(name)` is false for it (and true
+//! otherwise). Never a silent zero. A given index that the program does not declare is
+//! an error. A kernel parameter `[[buffer(n), function_constant(c)]]` exists only when
+//! bool constant `c` is true: otherwise it is left out of the signature (its slot, if
+//! not the last, must still be filled at dispatch; the kernel sees a null pointer).
+//! [`Program::function_constants`] lists the declarations and their values.
+//!
+//! **What MLX's headers need from the shim** (crates/emu/MLX_KERNELS.md lists the
+//! kernels that run): `METAL_FUNC`, `__METAL_*_MATH__`, the `__metal_*` builtins that
+//! bf16_math.h calls (computed with the float functions; fast and precise math are the
+//! same here), `metal::` type traits, `metal::array`, `os_log` (messages dropped), and
+//! constexpr half/bfloat conversions and arithmetic (complex.h static_asserts them;
+//! run time still uses F16C). The shim's own bfloat math overloads are templates, so
+//! MLX's bf16_math.h overloads (compute in float, round once) take precedence where it
+//! is included, as they do on a Mac. A collective reached through one of those wrappers
+//! (`simd_sum(bfloat16_t)`) has the wrapper's line as its call site.
+//!
+//! **Quad-groups, rotate and fill shuffles, simdgroup matrices.** `quad_sum`,
+//! `quad_product`, `quad_max`, `quad_min` reduce each group of 4 lanes (inactive lanes
+//! give the identity; `v[i] op v[i + 2]`, then `v[0] op v[1]`); `quad_broadcast`,
+//! `quad_shuffle(_down/_up/_xor)` index within the quad like their simd versions. They
+//! synchronise the whole SIMD-group (stricter than Metal, which needs only the quad).
+//! `simd_shuffle_rotate_down/up` read lane `(i ± delta) % 32`;
+//! `simd_shuffle_and_fill_down/up(data, filling, delta[, modulo = 32])` read `data` of
+//! lane `i ± delta` within each segment of `modulo` lanes and, past its edge, `filling`
+//! of the lane as far in from the segment's other end. `simdgroup_matrix<T, 8, 8>` holds
+//! two elements per lane in the layout MLX's steel/gemm/mma.h assumes (lane l: row
+//! `(l / 4 & 4) + (l / 2) % 4`, columns `(l / 4 & 2) * 2 + (l % 2) * 2` and the next),
+//! reached through `thread_elements()`; `simdgroup_multiply_accumulate(D, A, B, C)` is a
+//! collective computing each element as `C[i][j]` plus `A[i][k]·B[k][j]` for k = 0..7
+//! in float, one fma per k in k order, converted to D's type (Apple documents no
+//! order). `simdgroup_load`/`simdgroup_store` and other sizes are not provided.
+//!
+//! **Limits.** x86-64 Linux and g++ only. No textures, samplers, `simdgroup_load`/
+//! `store`, `[[threadgroup(n)]]` kernel parameters, tensor (`mpp`) operations or `rgba`
+//! swizzles. One threadgroup variable per declaration statement. A kernel that
 //! never returns (a spin-wait on an atomic) hangs the dispatch. Fibers serialise the lanes
 //! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
 //! race. Threadgroups run one after another on the calling thread.

@@ -411,10 +411,18 @@ fn translate_inner(
                     i = end + 1;
                     continue;
                 } else if (s == "kernel" && is(i + 1, "void") && !(i >= 2 && is(i - 1, "[") && is(i - 2, "["))) ||
-                    (s == "kernel" && i >= 2 && is(i - 1, "[") && is(i - 2, "[") && is(i + 1, "]") && is(i + 2, "]"))
+                    (s == "kernel" && i >= 2 && is(i - 1, "[") && is(i - 2, "[") && (is(i + 1, "]") && is(i + 2, "]") || is(i + 1, ",")))
                 {
+                    // `[[kernel]]`, or `[[kernel, max_total_threads_per_threadgroup(n)]]`
+                    // (the other attributes are not checked)
                     let kw_start = if is(i + 1, "void") { i } else { i - 2 };
-                    let after = if is(i + 1, "void") { i + 1 } else { i + 3 };
+                    let mut after = i + 1;
+                    if !is(i + 1, "void") {
+                        while after + 1 < toks.len() && !(is(after, "]") && is(after + 1, "]")) {
+                            after += 1;
+                        }
+                        after += 2;
+                    }
                     let decl = kernel_decl(&toks, source, kw_start, after, &fc_decls)?;
                     kernels.push(decl);
                 }

@@ -485,6 +485,10 @@ template <class T, size_t N> struct array {
   static constexpr size_t size() { return N; }
 };
 
+// uniform<T>: a value the same in every thread; here just the value.
+template <class T> using uniform = T;
+template <class T> KG_INLINE T make_uniform(T x) { return x; }
+
 // ---------------------------------------------------------------- as_type
 template <class To, class From> KG_INLINE To as_type(const From& f) {
   static_assert(sizeof(To) == sizeof(From), "as_type needs types of the same size");
