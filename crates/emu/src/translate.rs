@@ -397,7 +397,8 @@ fn translate_inner(
                         if depth_at[i] <= 0 {
                             return Err(PrepError {
                                 line: t.line,
-                                message: "threadgroup variables must be declared inside a function".into(), file: None
+                                message: "threadgroup variables must be declared inside a function".into(),
+                                file: None,
                             });
                         }
                         edits.push(edit);
@@ -481,7 +482,8 @@ fn translate_inner(
                 message: format!(
                     "host_name(\"{}\") instantiates `{}`, which is not a templated [[kernel]] in this file",
                     inst.host_name, inst.function
-                ), file: None
+                ),
+                file: None,
             });
         };
         if let Some(e) = &k.deferred {
@@ -498,7 +500,7 @@ fn translate_inner(
             ));
         }
         if sigs.iter().any(|s: &KernelSignature| s.name == inst.host_name) {
-            return Err(PrepError { line: inst.line, message: format!("kernel name `{}` is defined twice", inst.host_name), file: None });
+            return Err(prep_err(inst.line, format!("kernel name `{}` is defined twice", inst.host_name)));
         }
         let tparams = k.template_params.as_deref().unwrap_or(&[]);
         let args = split_top_level(&inst.args);
@@ -516,7 +518,7 @@ fn translate_inner(
     }
     for (a, s) in sigs.iter().enumerate() {
         if sigs[..a].iter().any(|o| o.name == s.name) {
-            return Err(PrepError { line: s.metal_line, message: format!("kernel name `{}` is defined twice", s.name), file: None });
+            return Err(prep_err(s.metal_line, format!("kernel name `{}` is defined twice", s.name)));
         }
     }
     Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().map(|d| d.public).collect() })
@@ -572,12 +574,13 @@ fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result
             ">" | "]" | ")" => depth -= 1,
             "*" | "&" if depth == 0 && first_bracket.is_none() => return Ok(None), // pointer/reference
             "=" if depth == 0 => {
-                return Err(PrepError { line, message: "a threadgroup variable cannot have an initializer".into(), file: None });
+                return Err(prep_err(line, "a threadgroup variable cannot have an initializer"));
             }
             "," if depth == 0 => {
                 return Err(PrepError {
                     line,
-                    message: "declare one threadgroup variable per statement (the emulator rewrites each declaration)".into(), file: None
+                    message: "declare one threadgroup variable per statement (the emulator rewrites each declaration)".into(),
+                    file: None,
                 });
             }
             ";" if depth == 0 => break,
@@ -626,7 +629,8 @@ fn instantiation(toks: &[Tok], src: &str, i: usize) -> Result<(Instantiation, us
     let line = toks[i].line;
     let bad = || PrepError {
         line,
-        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`".into(), file: None
+        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`".into(),
+        file: None,
     };
     let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
     // template [ [ host_name ( "x" ) ] ], the name possibly as adjacent literals
@@ -700,7 +704,7 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[Fc
     let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
     let line = toks[kw_start].line;
     if tx(after) != "void" || toks.get(after + 1).map(|t| t.kind) != Some(Kind::Ident) || tx(after + 2) != "(" {
-        return Err(PrepError { line, message: "a [[kernel]] function must be declared as `[[kernel]] void name(...)`".into(), file: None });
+        return Err(prep_err(line, "a [[kernel]] function must be declared as `[[kernel]] void name(...)`"));
     }
     let name = tx(after + 1).to_string();
     // template parameters: `template <...>` right before the kernel keyword
@@ -754,7 +758,7 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[Fc
         }
     }
     let Some(close) = close else {
-        return Err(PrepError { line, message: format!("unbalanced parameter list of kernel `{name}`"), file: None });
+        return Err(prep_err(line, format!("unbalanced parameter list of kernel `{name}`")));
     };
     let mut params = Vec::new();
     let mut start = open + 1;
@@ -943,11 +947,12 @@ fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str, fcs: &
     if matches!(binding, Binding::Buffer(_)) && !is_pointer && !is_reference {
         return Err(PrepError {
             line,
-            message: format!("buffer parameter `{name}` of kernel `{kernel}` must be a pointer or a reference"), file: None
+            message: format!("buffer parameter `{name}` of kernel `{kernel}` must be a pointer or a reference"),
+            file: None,
         });
     }
     if address_space == AddressSpace::Threadgroup {
-        return Err(PrepError { line, message: format!("threadgroup parameter `{name}` of kernel `{kernel}` is not supported"), file: None });
+        return Err(prep_err(line, format!("threadgroup parameter `{name}` of kernel `{kernel}` is not supported")));
     }
     Ok(ParsedParam { name, binding, type_tokens, address_space, is_const, is_reference, is_pointer, present })
 }
