@@ -6,7 +6,7 @@
 //! passes shapes as int32 and strides as int64): those stay local to the CLI
 //! ([`FileDtype`]), so the contract and generated/ are unchanged.
 
-use kernelgen_emu::host::HostArray;
+use kernelgen_emu::HostArray;
 use kernelgen::Dtype;
 use npyz::{DType, WriterBuilder};
 use std::fmt;
@@ -73,12 +73,12 @@ impl FileDtype {
         })
     }
 
-    fn descr(self) -> &'static str {
+    fn descr(self) -> Option<&'static str> {
         match self {
             FileDtype::Contract(d) => descr(d),
-            FileDtype::I16 => "<i2",
-            FileDtype::I64 => "<i8",
-            FileDtype::U64 => "<u8",
+            FileDtype::I16 => Some("<i2"),
+            FileDtype::I64 => Some("<i8"),
+            FileDtype::U64 => Some("<u8"),
         }
     }
 }
@@ -110,8 +110,8 @@ impl NpyArray {
     }
 }
 
-fn descr(d: Dtype) -> &'static str {
-    match d {
+fn descr(d: Dtype) -> Option<&'static str> {
+    Some(match d {
         Dtype::F32 => "<f4",
         Dtype::F16 => "<f2",
         Dtype::Bf16 | Dtype::U16 => "<u2",
@@ -120,7 +120,8 @@ fn descr(d: Dtype) -> &'static str {
         Dtype::I32 => "<i4",
         Dtype::U32 => "<u4",
         Dtype::Bool => "|b1",
-    }
+        _ => return None,
+    })
 }
 
 fn from_descr(s: &str) -> Option<FileDtype> {
@@ -181,7 +182,8 @@ pub fn write(path: &Path, a: &HostArray) -> Result<(), String> {
 /// Writes an array of any dtype `kernelgen emu` takes as .npy.
 pub fn write_any(path: &Path, a: &NpyArray) -> Result<(), String> {
     let err = |m: String| format!("{}: {m}", path.display());
-    let dtype = DType::parse(&format!("'{}'", a.dtype.descr())).map_err(|e| err(e.to_string()))?;
+    let descr = a.dtype.descr().ok_or_else(|| err(format!("no .npy dtype for {}", a.dtype)))?;
+    let dtype = DType::parse(&format!("'{descr}'")).map_err(|e| err(e.to_string()))?;
     let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
     let mut w = npyz::WriteOptions::new_header_only()
         .dtype(dtype)
@@ -199,6 +201,14 @@ pub fn as_dtype(mut a: HostArray, want: Dtype) -> HostArray {
         a.dtype = Dtype::Bf16;
     }
     a
+}
+
+/// The elements of an int32 array (host-integer arguments such as kept lengths).
+pub fn to_i32(a: &HostArray) -> Result<Vec<i32>, String> {
+    if a.dtype != Dtype::I32 {
+        return Err(format!("expected an int32 .npy, given {}", a.dtype.numpy_name()));
+    }
+    Ok(a.data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
 
 #[cfg(test)]

@@ -150,13 +150,10 @@ fn kernelgen_affine(k: usize, n: usize, bits: Bits, x: &[bf16], q: &Quantized<bf
     };
     let generated = kernelgen_codegen::generate(vec![source]).unwrap_or_else(|e| panic!("{e}"));
     let r = &generated.kernels[0];
-    let plan = &r.kernel.plan;
-    let p = emulator().load(&r.metal, &r.metal_path).unwrap_or_else(|e| panic!("{e}"));
-    let grid: Vec<u32> = plan.grid.iter().map(|d| {
-        assert!(d.sizes.is_empty(), "the affine grid has no run-time sizes");
-        d.coeff as u32
-    }).collect();
-    let tg = [plan.threadgroup[0] as u32, plan.threadgroup[1] as u32, plan.threadgroup[2] as u32];
+    let def = &r.def;
+    let p = emulator().load(r.metal(), &r.metal_path).unwrap_or_else(|e| panic!("{e}"));
+    let grid: Vec<u32> = def.grid.iter().map(|d| d.eval(&[]).expect("the affine grid has no run-time sizes") as u32).collect();
+    let tg = def.threadgroup;
     let mut xb = buf(x);
     let mut w = buf(&q.w);
     let mut s = buf(&q.scales);
