@@ -15,10 +15,13 @@ check:
 	$(KERNELGEN) check
 
 ## What the build and tests need beyond Rust: g++ (the emulator compiles Metal as C++),
-## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`).
+## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`),
+## and MLX's Metal kernel headers from the mlx-metal wheel under target/mlx-metal
+## (the emulator's tests run MLX's own kernels from them; never committed).
 deps:
 	@command -v g++ >/dev/null || (apt-get update && apt-get install -y g++)
 	@python3 -c "import numpy, pytest" 2>/dev/null || python3 -m pip install --quiet numpy pytest
+	bash crates/emu/tests/mlx-metal/fetch.sh
 
 ## Unit, snapshot, CLI and emulator tests, then every kernel verified in the emulator.
 test: deps

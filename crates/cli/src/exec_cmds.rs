@@ -1,13 +1,13 @@
 //! `run` (one generated kernel on .npy inputs) and `emu` (any Metal file).
 
-use crate::npy;
+use crate::npy::{self, FileDtype, NpyArray};
 use crate::out::outln;
 use kernelgen::backend::{self, Backend};
 use kernelgen::contract::Source;
 use kernelgen::launch::LaunchError;
 use kernelgen::Dtype;
 use kernelgen_emu::backend::{EmuBackend, OUTPUT_POISON};
-use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator, HostArray};
+use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator, FunctionConstant, HostArray, LoadOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -71,7 +71,7 @@ fn human(bytes: u128) -> String {
 
 /// The byte size of an output buffer of `shape`, checked: no overflow, and
 /// no more than the memory available (minus what is already claimed).
-fn output_bytes(what: &str, dtype: Dtype, shape: &[u64], claimed: u64) -> Result<u64, String> {
+fn output_bytes(what: &str, dtype: FileDtype, shape: &[u64], claimed: u64) -> Result<u64, String> {
     let elements: u128 = shape.iter().try_fold(1u128, |acc, d| acc.checked_mul(*d as u128)).unwrap_or(u128::MAX);
     let bytes = elements.saturating_mul(dtype.size() as u128);
     if bytes > usize::MAX as u128 / 2 || bytes > u64::MAX as u128 {
@@ -162,6 +162,12 @@ pub struct EmuArgs<'a> {
     pub outputs: &'a [String],
     pub out: &'a Path,
     pub sanitize: bool,
+    /// `-I DIR`: searched for `#include` (e.g. MLX's `include/` for `mlx/backend/...`).
+    pub include_dirs: &'a [PathBuf],
+    /// `-D NAME[=VALUE]`.
+    pub defines: &'a [String],
+    /// `INDEX=VALUE` of `[[function_constant(INDEX)]]`.
+    pub function_constants: &'a [String],
 }
 
 pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
@@ -173,14 +179,14 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
     let threadgroup = triple(a.threadgroup, "--threadgroup")?;
     // Every size is checked before the kernel is compiled.
     let index = |s: &str, what: &str| -> Result<u32, String> { s.parse().map_err(|_| format!("error: {what} `{s}`: the buffer index must be an integer")) };
-    let mut given: Vec<(u32, HostArray)> = Vec::new();
+    let mut given: Vec<(u32, NpyArray)> = Vec::new();
     for (i, file) in pairs(a.buffers, "--buffer")? {
-        given.push((index(i, "--buffer")?, npy::read(Path::new(file)).map_err(|e| format!("error: {e}"))?));
+        given.push((index(i, "--buffer")?, npy::read_any(Path::new(file)).map_err(|e| format!("error: {e}"))?));
     }
-    let mut outputs: Vec<(u32, Dtype, Vec<u64>, u64)> = Vec::new();
+    let mut outputs: Vec<(u32, FileDtype, Vec<u64>, u64)> = Vec::new();
     for (i, spec) in pairs(a.outputs, "--output")? {
         let (dtype, shape) = spec.split_once(':').ok_or_else(|| format!("error: --output {i}={spec}: expected INDEX=DTYPE:SHAPE, e.g. 2=float32:4,128"))?;
-        let dtype = Dtype::parse(dtype).ok_or_else(|| format!("error: --output {i}={spec}: unknown dtype `{dtype}` (float32, float16, bfloat16, int8, uint8, uint16, int32, uint32, bool or f32, f16, bf16)"))?;
+        let dtype = FileDtype::parse(dtype).ok_or_else(|| format!("error: --output {i}={spec}: unknown dtype `{dtype}` (float32, float16, bfloat16, int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool or f32, f16, bf16, i16, i64, u64)"))?;
         let shape: Option<Vec<u64>> = shape.split(',').map(|d| d.trim().parse().ok()).collect();
         let shape = shape.ok_or_else(|| format!("error: --output {i}={spec}: the shape must be comma-separated integers"))?;
         let claimed = outputs.iter().map(|(_, _, _, b)| *b).sum::<u64>() + given.iter().map(|(_, a)| a.data.len() as u64).sum::<u64>();
@@ -188,8 +194,21 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
         outputs.push((index(i, "--output")?, dtype, shape, bytes));
     }
     let source = std::fs::read_to_string(a.file).map_err(|e| format!("error: {}: {e}", a.file.display()))?;
+    let mut load = LoadOptions { include_dirs: a.include_dirs.to_vec(), ..LoadOptions::default() };
+    for d in a.defines {
+        load.defines.push(match d.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (d.clone(), None),
+        });
+    }
+    for (i, v) in pairs(a.function_constants, "--function-constant")? {
+        let index: u32 = i.parse().map_err(|_| format!("error: --function-constant {i}={v}: the index must be a non-negative integer"))?;
+        let value = FunctionConstant::parse(v)
+            .ok_or_else(|| format!("error: --function-constant {i}={v}: the value must be true, false, an integer or a float"))?;
+        load.function_constants.push((index, value));
+    }
     let emulator = Emulator::new(EmuOptions { sanitize: a.sanitize, ..EmuOptions::default() }).map_err(|e| format!("error: {e}"))?;
-    let program = emulator.load(&source, &a.file.display().to_string()).map_err(|e| format!("error: {e}"))?;
+    let program = emulator.load_with(&source, &a.file.display().to_string(), &load).map_err(|e| format!("error: {e}"))?;
     let names: Vec<&str> = program.kernels().iter().map(|k| k.name.as_str()).collect();
     let sig = match a.kernel {
         Some(k) => program.kernel(k).ok_or_else(|| format!("error: no kernel `{k}` in {}; kernels: {}", a.file.display(), names.join(", ")))?,
@@ -229,9 +248,10 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
             }
         };
         if let Some(p) = param {
-            let declared = Dtype::ALL.into_iter().find(|d| d.metal_name() == p.type_name || (p.type_name == "half" && *d == Dtype::F16) || (p.type_name == "bfloat" && *d == Dtype::Bf16) || (p.type_name == "int" && *d == Dtype::I32) || (p.type_name == "uint" && *d == Dtype::U32));
+            let declared = FileDtype::of_metal_type(&p.type_name);
             // A uint16 file stands for bf16 bits where the kernel declares bfloat16_t.
-            let compatible = |d: Dtype| Some(d) == declared || (d == Dtype::U16 && declared == Some(Dtype::Bf16));
+            let bf16 = Some(FileDtype::Contract(Dtype::Bf16));
+            let compatible = |d: FileDtype| Some(d) == declared || (d == FileDtype::Contract(Dtype::U16) && declared == bf16);
             if declared.is_some() && !compatible(dtype) {
                 return Err(format!("error: kernel `{}`: {label} is declared {}, given {}", sig.name, p.type_name, dtype.numpy_name()));
             }
@@ -244,7 +264,8 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
     for (i, dtype, shape, _) in &outputs {
         let name = sig.params.iter().find(|p| p.binding == Binding::Buffer(*i)).map_or(format!("buffer{i}"), |p| p.name.clone());
         let path = a.out.join(format!("{name}.npy"));
-        npy::write(&path, &HostArray::new(*dtype, shape.clone(), buffers[*i as usize].as_bytes().to_vec())).map_err(|e| format!("error: {e}"))?;
+        let array = NpyArray { dtype: *dtype, shape: shape.clone(), data: buffers[*i as usize].as_bytes().to_vec() };
+        npy::write_any(&path, &array).map_err(|e| format!("error: {e}"))?;
         outln!("{}: {} {:?}", path.display(), dtype.numpy_name(), shape);
     }
     outln!("{}: {} threads in {} threadgroups, {:.3} s", sig.name, stats.threads, stats.threadgroups, stats.elapsed.as_secs_f64());

@@ -112,6 +112,17 @@ enum Command {
         /// Build with AddressSanitizer and UBSan.
         #[arg(long)]
         sanitize: bool,
+        /// A directory searched for #include (repeatable), e.g. MLX's include/ for
+        /// "mlx/backend/metal/kernels/...".
+        #[arg(long = "include", short = 'I', value_name = "DIR")]
+        include_dirs: Vec<PathBuf>,
+        /// A predefined macro, NAME or NAME=VALUE (repeatable).
+        #[arg(long = "define", short = 'D', value_name = "NAME[=VALUE]")]
+        defines: Vec<String>,
+        /// The value of [[function_constant(INDEX)]]: true, false, an integer or a float
+        /// (repeatable); one without a value does not compile where it is read.
+        #[arg(long = "function-constant", value_name = "INDEX=VALUE")]
+        function_constants: Vec<String>,
     },
 }
 
@@ -123,7 +134,7 @@ fn main() -> ExitCode {
         Command::List { specs } => codegen_cmds::list(&specs.specs),
         Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs.specs, filter.as_deref(), sanitize, seed),
         Command::Run { kernel, inputs, sizes, out, specs } => exec_cmds::run(&specs.specs, &kernel, &inputs, &sizes, &out),
-        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize } => exec_cmds::emu(exec_cmds::EmuArgs {
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants } => exec_cmds::emu(exec_cmds::EmuArgs {
             file: &file,
             kernel: kernel.as_deref(),
             grid: &grid,
@@ -132,6 +143,9 @@ fn main() -> ExitCode {
             outputs: &outputs,
             out: &out,
             sanitize,
+            include_dirs: &include_dirs,
+            defines: &defines,
+            function_constants: &function_constants,
         }),
     };
     match result {
