@@ -17,8 +17,8 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n10240_affine_q3_bf16.metal")),
-    header: TextRange { start: 429, end: 2452 },
-    body: TextRange { start: 2997, end: 4914 },
+    header: TextRange { start: 443, end: 2466 },
+    body: TextRange { start: 3011, end: 4928 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n10240_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -82,8 +82,8 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n10240_affine_q4_bf16.metal")),
-    header: TextRange { start: 429, end: 1939 },
-    body: TextRange { start: 2484, end: 4401 },
+    header: TextRange { start: 443, end: 1953 },
+    body: TextRange { start: 2498, end: 4415 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n10240_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -147,8 +147,8 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n6144_affine_q3_bf16.metal")),
-    header: TextRange { start: 428, end: 2451 },
-    body: TextRange { start: 2995, end: 4910 },
+    header: TextRange { start: 442, end: 2465 },
+    body: TextRange { start: 3009, end: 4924 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n6144_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -212,8 +212,8 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n6144_affine_q4_bf16.metal")),
-    header: TextRange { start: 428, end: 1938 },
-    body: TextRange { start: 2482, end: 4397 },
+    header: TextRange { start: 442, end: 1952 },
+    body: TextRange { start: 2496, end: 4411 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n6144_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -277,8 +277,8 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k6144_n5120_affine_q3_bf16.metal")),
-    header: TextRange { start: 428, end: 2451 },
-    body: TextRange { start: 2995, end: 4910 },
+    header: TextRange { start: 442, end: 2465 },
+    body: TextRange { start: 3009, end: 4924 },
     metal_path: Cow::Borrowed("generated/metal/affine/k6144_n5120_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -342,8 +342,8 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k6144_n5120_affine_q4_bf16.metal")),
-    header: TextRange { start: 428, end: 1938 },
-    body: TextRange { start: 2482, end: 4397 },
+    header: TextRange { start: 442, end: 1952 },
+    body: TextRange { start: 2496, end: 4411 },
     metal_path: Cow::Borrowed("generated/metal/affine/k6144_n5120_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -407,8 +407,8 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/head_affine_q3_bf16.metal")),
-    header: TextRange { start: 421, end: 2444 },
-    body: TextRange { start: 2981, end: 4891 },
+    header: TextRange { start: 435, end: 2458 },
+    body: TextRange { start: 2995, end: 4905 },
     metal_path: Cow::Borrowed("generated/metal/affine/head_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -472,8 +472,8 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/head_affine_q4_bf16.metal")),
-    header: TextRange { start: 421, end: 1931 },
-    body: TextRange { start: 2468, end: 4378 },
+    header: TextRange { start: 435, end: 1945 },
+    body: TextRange { start: 2482, end: 4392 },
     metal_path: Cow::Borrowed("generated/metal/affine/head_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -537,8 +537,8 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k1024_n12288_affine_q3_bf16.metal")),
-    header: TextRange { start: 429, end: 2452 },
-    body: TextRange { start: 2997, end: 4911 },
+    header: TextRange { start: 443, end: 2466 },
+    body: TextRange { start: 3011, end: 4925 },
     metal_path: Cow::Borrowed("generated/metal/affine/k1024_n12288_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -602,8 +602,8 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k1024_n12288_affine_q4_bf16.metal")),
-    header: TextRange { start: 429, end: 1939 },
-    body: TextRange { start: 2484, end: 4398 },
+    header: TextRange { start: 443, end: 1953 },
+    body: TextRange { start: 2498, end: 4412 },
     metal_path: Cow::Borrowed("generated/metal/affine/k1024_n12288_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -667,8 +667,8 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/small_affine_q3_bf16.metal")),
-    header: TextRange { start: 422, end: 2445 },
-    body: TextRange { start: 2983, end: 4883 },
+    header: TextRange { start: 436, end: 2459 },
+    body: TextRange { start: 2997, end: 4897 },
     metal_path: Cow::Borrowed("generated/metal/affine/small_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -732,8 +732,8 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/small_affine_q4_bf16.metal")),
-    header: TextRange { start: 422, end: 1932 },
-    body: TextRange { start: 2470, end: 4370 },
+    header: TextRange { start: 436, end: 1946 },
+    body: TextRange { start: 2484, end: 4384 },
     metal_path: Cow::Borrowed("generated/metal/affine/small_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

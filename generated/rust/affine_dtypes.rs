@@ -17,8 +17,8 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f16_float16_t_uint32_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q3_f16.metal")),
-    header: TextRange { start: 429, end: 2449 },
-    body: TextRange { start: 2979, end: 4880 },
+    header: TextRange { start: 443, end: 2463 },
+    body: TextRange { start: 2993, end: 4894 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q3_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -82,8 +82,8 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f32_float_uint32_t_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q3_f32.metal")),
-    header: TextRange { start: 429, end: 2437 },
-    body: TextRange { start: 2935, end: 4820 },
+    header: TextRange { start: 443, end: 2451 },
+    body: TextRange { start: 2949, end: 4834 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q3_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -147,8 +147,8 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f16_float16_t_uint32_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q4_f16.metal")),
-    header: TextRange { start: 429, end: 1936 },
-    body: TextRange { start: 2466, end: 4367 },
+    header: TextRange { start: 443, end: 1950 },
+    body: TextRange { start: 2480, end: 4381 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q4_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -212,8 +212,8 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f32_float_uint32_t_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q4_f32.metal")),
-    header: TextRange { start: 429, end: 1924 },
-    body: TextRange { start: 2422, end: 4307 },
+    header: TextRange { start: 443, end: 1938 },
+    body: TextRange { start: 2436, end: 4321 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q4_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

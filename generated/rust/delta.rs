@@ -17,8 +17,8 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/qwen35_delta_bf16_f32.metal")),
-    header: TextRange { start: 420, end: 420 },
-    body: TextRange { start: 1145, end: 3387 },
+    header: TextRange { start: 434, end: 434 },
+    body: TextRange { start: 1159, end: 3401 },
     metal_path: Cow::Borrowed("generated/metal/delta/qwen35_delta_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -118,8 +118,8 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_masked_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bool_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/qwen35_delta_masked_bf16_f32.metal")),
-    header: TextRange { start: 544, end: 544 },
-    body: TextRange { start: 1322, end: 3778 },
+    header: TextRange { start: 558, end: 558 },
+    body: TextRange { start: 1336, end: 3792 },
     metal_path: Cow::Borrowed("generated/metal/delta/qwen35_delta_masked_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -228,8 +228,8 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/small_delta_bf16_f32.metal")),
-    header: TextRange { start: 552, end: 552 },
-    body: TextRange { start: 1276, end: 3482 },
+    header: TextRange { start: 566, end: 566 },
+    body: TextRange { start: 1290, end: 3496 },
     metal_path: Cow::Borrowed("generated/metal/delta/small_delta_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -329,8 +329,8 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_masked_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bool_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/small_delta_masked_bf16_f32.metal")),
-    header: TextRange { start: 565, end: 565 },
-    body: TextRange { start: 1342, end: 3762 },
+    header: TextRange { start: 579, end: 579 },
+    body: TextRange { start: 1356, end: 3776 },
     metal_path: Cow::Borrowed("generated/metal/delta/small_delta_masked_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

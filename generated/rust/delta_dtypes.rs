@@ -17,8 +17,8 @@ pub static SMALL2_DELTA_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_f16_f32_float16_t_float16_t_float16_t_float_float16_t_float_int32_tc_float16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_f16_f32.metal")),
-    header: TextRange { start: 559, end: 559 },
-    body: TextRange { start: 1273, end: 3472 },
+    header: TextRange { start: 573, end: 573 },
+    body: TextRange { start: 1287, end: 3486 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -118,8 +118,8 @@ pub static SMALL2_DELTA_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_f32_f32_float_float_float_float_float_float_int32_tc_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_f32_f32.metal")),
-    header: TextRange { start: 559, end: 559 },
-    body: TextRange { start: 1233, end: 3424 },
+    header: TextRange { start: 573, end: 573 },
+    body: TextRange { start: 1247, end: 3438 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -219,8 +219,8 @@ pub static SMALL2_DELTA_MASKED_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_masked_f16_f32_float16_t_float16_t_float16_t_float_float16_t_float_int32_tc_bool_float16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_masked_f16_f32.metal")),
-    header: TextRange { start: 572, end: 572 },
-    body: TextRange { start: 1339, end: 3751 },
+    header: TextRange { start: 586, end: 586 },
+    body: TextRange { start: 1353, end: 3765 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_masked_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -329,8 +329,8 @@ pub static SMALL2_DELTA_MASKED_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_masked_f32_f32_float_float_float_float_float_float_int32_tc_bool_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_masked_f32_f32.metal")),
-    header: TextRange { start: 572, end: 572 },
-    body: TextRange { start: 1299, end: 3699 },
+    header: TextRange { start: 586, end: 586 },
+    body: TextRange { start: 1313, end: 3713 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_masked_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -17,8 +17,8 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_bf16_f32_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/qwen35_delta_state_bf16_f32.metal")),
-    header: TextRange { start: 564, end: 564 },
-    body: TextRange { start: 1182, end: 3022 },
+    header: TextRange { start: 578, end: 578 },
+    body: TextRange { start: 1196, end: 3036 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/qwen35_delta_state_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -109,8 +109,8 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_f16_f32_float16_t_float16_t_float_float16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/qwen35_delta_state_f16_f32.metal")),
-    header: TextRange { start: 563, end: 563 },
-    body: TextRange { start: 1174, end: 3012 },
+    header: TextRange { start: 577, end: 577 },
+    body: TextRange { start: 1188, end: 3026 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/qwen35_delta_state_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -201,8 +201,8 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_f32_f32_float_float_float_float_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/qwen35_delta_state_f32_f32.metal")),
-    header: TextRange { start: 563, end: 563 },
-    body: TextRange { start: 1150, end: 2984 },
+    header: TextRange { start: 577, end: 577 },
+    body: TextRange { start: 1164, end: 2998 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/qwen35_delta_state_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -293,8 +293,8 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_bf16_f32_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/small_delta_state_bf16_f32.metal")),
-    header: TextRange { start: 585, end: 585 },
-    body: TextRange { start: 1202, end: 3015 },
+    header: TextRange { start: 599, end: 599 },
+    body: TextRange { start: 1216, end: 3029 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/small_delta_state_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -385,8 +385,8 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_f16_f32_float16_t_float16_t_float_float16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/small_delta_state_f16_f32.metal")),
-    header: TextRange { start: 584, end: 584 },
-    body: TextRange { start: 1194, end: 3005 },
+    header: TextRange { start: 598, end: 598 },
+    body: TextRange { start: 1208, end: 3019 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/small_delta_state_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -477,8 +477,8 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_f32_f32_float_float_float_float_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/small_delta_state_f32_f32.metal")),
-    header: TextRange { start: 584, end: 584 },
-    body: TextRange { start: 1170, end: 2977 },
+    header: TextRange { start: 598, end: 598 },
+    body: TextRange { start: 1184, end: 2991 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/small_delta_state_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -17,8 +17,8 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 903, end: 3259 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 917, end: 3273 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -69,8 +69,8 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_bf16_r4_down.metal")),
-    header: TextRange { start: 431, end: 431 },
-    body: TextRange { start: 899, end: 2328 },
+    header: TextRange { start: 445, end: 445 },
+    body: TextRange { start: 913, end: 2342 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -119,8 +119,8 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_f32_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 881, end: 3181 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 895, end: 3195 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -171,8 +171,8 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_f32_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 877, end: 2290 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 891, end: 2304 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -221,8 +221,8 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 903, end: 2801 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 917, end: 2815 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -273,8 +273,8 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_bf16_r4_down.metal")),
-    header: TextRange { start: 431, end: 431 },
-    body: TextRange { start: 899, end: 2008 },
+    header: TextRange { start: 445, end: 445 },
+    body: TextRange { start: 913, end: 2022 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -323,8 +323,8 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_f32_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 881, end: 2728 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 895, end: 2742 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -375,8 +375,8 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_f32_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 877, end: 1975 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 891, end: 1989 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -425,8 +425,8 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 437, end: 437 },
-    body: TextRange { start: 909, end: 3262 },
+    header: TextRange { start: 451, end: 451 },
+    body: TextRange { start: 923, end: 3276 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -477,8 +477,8 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_bf16_r4_down.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 905, end: 2331 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 919, end: 2345 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -527,8 +527,8 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_f32_r4_gate_up.metal")),
-    header: TextRange { start: 436, end: 436 },
-    body: TextRange { start: 887, end: 3184 },
+    header: TextRange { start: 450, end: 450 },
+    body: TextRange { start: 901, end: 3198 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -579,8 +579,8 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_f32_r4_down.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 883, end: 2293 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 897, end: 2307 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -629,8 +629,8 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 437, end: 437 },
-    body: TextRange { start: 909, end: 2804 },
+    header: TextRange { start: 451, end: 451 },
+    body: TextRange { start: 923, end: 2818 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -681,8 +681,8 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_bf16_r4_down.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 905, end: 2011 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 919, end: 2025 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -731,8 +731,8 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_f32_r4_gate_up.metal")),
-    header: TextRange { start: 436, end: 436 },
-    body: TextRange { start: 887, end: 2731 },
+    header: TextRange { start: 450, end: 450 },
+    body: TextRange { start: 901, end: 2745 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -783,8 +783,8 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_f32_r4_down.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 883, end: 1978 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 897, end: 1992 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -833,8 +833,8 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 901, end: 3228 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 915, end: 3242 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -885,8 +885,8 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_bf16_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 897, end: 2300 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 911, end: 2314 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -935,8 +935,8 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_f32_r4_gate_up.metal")),
-    header: TextRange { start: 432, end: 432 },
-    body: TextRange { start: 879, end: 3150 },
+    header: TextRange { start: 446, end: 446 },
+    body: TextRange { start: 893, end: 3164 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -987,8 +987,8 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_f32_r4_down.metal")),
-    header: TextRange { start: 429, end: 429 },
-    body: TextRange { start: 875, end: 2262 },
+    header: TextRange { start: 443, end: 443 },
+    body: TextRange { start: 889, end: 2276 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1037,8 +1037,8 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 901, end: 2771 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 915, end: 2785 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1089,8 +1089,8 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_bf16_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 897, end: 1981 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 911, end: 1995 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1139,8 +1139,8 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_f32_r4_gate_up.metal")),
-    header: TextRange { start: 432, end: 432 },
-    body: TextRange { start: 879, end: 2698 },
+    header: TextRange { start: 446, end: 446 },
+    body: TextRange { start: 893, end: 2712 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1191,8 +1191,8 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_f32_r4_down.metal")),
-    header: TextRange { start: 429, end: 429 },
-    body: TextRange { start: 875, end: 1948 },
+    header: TextRange { start: 443, end: 443 },
+    body: TextRange { start: 889, end: 1962 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -17,8 +17,8 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head128_gated_rms_norm_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm/head128_gated_rms_norm_bf16.metal")),
-    header: TextRange { start: 453, end: 453 },
-    body: TextRange { start: 948, end: 2296 },
+    header: TextRange { start: 467, end: 467 },
+    body: TextRange { start: 962, end: 2310 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm/head128_gated_rms_norm_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -73,8 +73,8 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_wide4096_gated_rms_norm_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm/wide4096_gated_rms_norm_bf16.metal")),
-    header: TextRange { start: 454, end: 454 },
-    body: TextRange { start: 1024, end: 2908 },
+    header: TextRange { start: 468, end: 468 },
+    body: TextRange { start: 1038, end: 2922 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm/wide4096_gated_rms_norm_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -129,8 +129,8 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_odd200_gated_rms_norm_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm/odd200_gated_rms_norm_bf16.metal")),
-    header: TextRange { start: 452, end: 452 },
-    body: TextRange { start: 1020, end: 2886 },
+    header: TextRange { start: 466, end: 466 },
+    body: TextRange { start: 1034, end: 2900 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm/odd200_gated_rms_norm_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -17,8 +17,8 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.metal")),
-    header: TextRange { start: 460, end: 460 },
-    body: TextRange { start: 947, end: 2291 },
+    header: TextRange { start: 474, end: 474 },
+    body: TextRange { start: 961, end: 2305 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -73,8 +73,8 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f32_float_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.metal")),
-    header: TextRange { start: 460, end: 460 },
-    body: TextRange { start: 915, end: 2243 },
+    header: TextRange { start: 474, end: 474 },
+    body: TextRange { start: 929, end: 2257 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -129,8 +129,8 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.metal")),
-    header: TextRange { start: 459, end: 459 },
-    body: TextRange { start: 1019, end: 2894 },
+    header: TextRange { start: 473, end: 473 },
+    body: TextRange { start: 1033, end: 2908 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -185,8 +185,8 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f32_float_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.metal")),
-    header: TextRange { start: 459, end: 459 },
-    body: TextRange { start: 987, end: 2846 },
+    header: TextRange { start: 473, end: 473 },
+    body: TextRange { start: 1001, end: 2860 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -17,8 +17,8 @@ pub static QWEN35_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_silu_rms_heads_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads/qwen35_silu_rms_heads_bf16.metal")),
-    header: TextRange { start: 452, end: 452 },
-    body: TextRange { start: 969, end: 2714 },
+    header: TextRange { start: 466, end: 466 },
+    body: TextRange { start: 983, end: 2728 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads/qwen35_silu_rms_heads_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -91,8 +91,8 @@ pub static SMALL_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_silu_rms_heads_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads/small_silu_rms_heads_bf16.metal")),
-    header: TextRange { start: 451, end: 451 },
-    body: TextRange { start: 967, end: 2682 },
+    header: TextRange { start: 465, end: 465 },
+    body: TextRange { start: 981, end: 2696 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads/small_silu_rms_heads_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -17,8 +17,8 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_silu_rms_heads_f16_float16_t_float16_t_float16_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.metal")),
-    header: TextRange { start: 458, end: 458 },
-    body: TextRange { start: 962, end: 2669 },
+    header: TextRange { start: 472, end: 472 },
+    body: TextRange { start: 976, end: 2683 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -91,8 +91,8 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_silu_rms_heads_f32_float_float_float_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.metal")),
-    header: TextRange { start: 458, end: 458 },
-    body: TextRange { start: 914, end: 2581 },
+    header: TextRange { start: 472, end: 472 },
+    body: TextRange { start: 928, end: 2595 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {

@@ -93,7 +93,7 @@ fn output_bytes(what: &str, dtype: FileDtype, shape: &[u64], claimed: u64) -> Re
     Ok(bytes)
 }
 
-pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String], out: &Path) -> Result<ExitCode, String> {
+pub fn run(specs: &crate::SpecArgs, kernel: &str, inputs: &[String], sizes: &[String], out: &Path) -> Result<ExitCode, String> {
     let generated = crate::codegen_cmds::run_pipeline(specs)?;
     let Some(rendered) = generated.kernels.iter().find(|r| r.kernel.name == kernel) else {
         let mut near: Vec<&str> = generated.kernels.iter().map(|r| r.kernel.name.as_str()).filter(|n| n.starts_with(kernel.split('_').next().unwrap_or(""))).collect();

@@ -26,6 +26,11 @@ pub struct SpecArgs {
     /// Spec file or directory of `*.toml` specs (repeatable).
     #[arg(long = "specs", value_name = "PATH", default_value = "specs")]
     pub specs: Vec<PathBuf>,
+    /// A folder of family files (`<family>.toml` beside `<family>.metal.tera`),
+    /// besides kernelgen's own families and a `families/` folder beside the
+    /// specs (repeatable).
+    #[arg(long = "families", value_name = "DIR")]
+    pub families: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -129,11 +134,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Generate { specs, out } => codegen_cmds::generate(&specs.specs, &out),
-        Command::Check { specs, out } => codegen_cmds::check(&specs.specs, &out),
-        Command::List { specs } => codegen_cmds::list(&specs.specs),
-        Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs.specs, filter.as_deref(), sanitize, seed),
-        Command::Run { kernel, inputs, sizes, out, specs } => exec_cmds::run(&specs.specs, &kernel, &inputs, &sizes, &out),
+        Command::Generate { specs, out } => codegen_cmds::generate(&specs, &out),
+        Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
+        Command::List { specs } => codegen_cmds::list(&specs),
+        Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs, filter.as_deref(), sanitize, seed),
+        Command::Run { kernel, inputs, sizes, out, specs } => exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out),
         Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants } => exec_cmds::emu(exec_cmds::EmuArgs {
             file: &file,
             kernel: kernel.as_deref(),

@@ -13,7 +13,6 @@
 pub mod diag;
 pub mod emit;
 pub mod expand;
-pub mod families;
 pub mod family;
 pub mod model;
 pub mod names;
@@ -22,6 +21,7 @@ pub mod spec;
 pub mod validate;
 
 use diag::{Diagnostic, Diagnostics};
+pub use family::Families;
 use render::{RenderError, RenderedKernel, Renderer};
 use spec::SpecSource;
 use std::fmt;
@@ -93,6 +93,64 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
     // the paths (nor on how they are spelled, but for the tie-break).
     out.sort_by(|a, b| (&a.origin, &a.display).cmp(&(&b.origin, &b.display)));
     Ok(out)
+}
+
+/// The folder kernelgen looks in for the family files of specs at `paths`:
+/// `families/` beside each spec folder (`kernels/specs/x.toml` ->
+/// `kernels/families/`), where it exists.
+pub fn family_dirs_near(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let dir = if p.is_dir() { Some(p.as_path()) } else { p.parent() };
+        let Some(dir) = dir else { continue };
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        let candidate = std::fs::canonicalize(dir).ok().and_then(|d| d.parent().map(|p| p.join("families")));
+        if let Some(c) = candidate.filter(|c| c.is_dir()) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// The bundled families and the family files in `dirs`: every `*.toml` there
+/// is a family file, its template beside it. Every problem of every file is
+/// reported at once, with file, line, column and field.
+pub fn read_families(dirs: &[PathBuf]) -> Result<Families, Error> {
+    let mut defs = Vec::new();
+    let mut problems = Diagnostics::default();
+    for dir in dirs {
+        let io = |e: std::io::Error| Error::Io { path: dir.clone(), message: e.to_string() };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                files.push(path);
+            }
+        }
+        files.sort();
+        let base = dir_name(dir);
+        for file in files {
+            let text = read_spec_file(&file)?;
+            let name = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let source = Arc::new(SpecSource {
+                display: file.display().to_string(),
+                origin: format!("{base}/{name}"),
+                stem: file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                text,
+            });
+            let template = |t: &str| read_spec_file(&dir.join(t)).ok();
+            match family::file::read(source, template) {
+                Ok(def) => defs.push(def),
+                Err(d) => problems.extend(d),
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::Spec(problems));
+    }
+    Families::with(defs).map_err(Error::Spec)
 }
 
 /// A spec file's text: a regular file (a FIFO would block, `/dev/zero` never
@@ -176,7 +234,7 @@ fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Re
 
 /// Parses and validates every spec: the models of every spec whose family
 /// is known, and every problem found.
-pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diagnostics) {
+pub fn validate_all(sources: Vec<SpecSource>, families: &Families) -> (Vec<validate::SpecModel>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let mut models = Vec::new();
     let mut stems: Vec<(String, String)> = Vec::new();
@@ -203,7 +261,7 @@ pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diag
                 continue;
             }
         };
-        let (model, problems) = validate::validate(source, &tree);
+        let (model, problems) = validate::validate(source, &tree, families);
         models.extend(model);
         diags.extend(problems);
     }
@@ -244,12 +302,12 @@ impl Default for Options {
 /// The whole pipeline after reading: validate, expand, render (the emitted
 /// tree's layout).
 pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
-    generate_with(sources, Options::default())
+    generate_with(sources, &Families::bundled(), Options::default())
 }
 
-/// [`generate`] with explicit [`Options`].
-pub fn generate_with(sources: Vec<SpecSource>, options: Options) -> Result<Generated, Error> {
-    let (models, mut diags) = validate_all(sources);
+/// [`generate`] with the user's families and explicit [`Options`].
+pub fn generate_with(sources: Vec<SpecSource>, families: &Families, options: Options) -> Result<Generated, Error> {
+    let (models, mut diags) = validate_all(sources, families);
     // Expansion checks the family constraints even when validation found
     // problems, so one run reports all of them.
     let kernels = match expand::expand(&models) {
@@ -262,7 +320,7 @@ pub fn generate_with(sources: Vec<SpecSource>, options: Options) -> Result<Gener
     if !diags.is_empty() {
         return Err(Error::Spec(diags));
     }
-    let renderer = Renderer::new().map_err(Error::Render)?;
+    let renderer = Renderer::new(families.iter()).map_err(Error::Render)?;
     let rendered = kernels.iter().map(|k| renderer.render_kernel(k)).collect::<Result<Vec<_>, _>>().map_err(Error::Render)?;
 
     let mut files = emit::Tree::new();

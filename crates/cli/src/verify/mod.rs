@@ -21,7 +21,6 @@ use kernelgen_emu::host::HostArray;
 use kernelgen_reference::{self as reference, Element, Exact};
 use kernelgen::Dtype;
 use kernelgen_codegen::render::RenderedKernel;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -69,7 +68,7 @@ pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
             }
         };
     }
-    match r.kernel.family.name() {
+    match r.kernel.family.name.as_str() {
         "expert" => Ok(by_dtype!(expert::case)),
         "affine" => Ok(by_dtype!(affine::case)),
         "delta" | "delta_state" => by_dtype!(delta::case),
@@ -81,7 +80,7 @@ pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
 
 /// A JSON integer parameter of the kernel's plan.
 pub fn param(r: &RenderedKernel, name: &str) -> usize {
-    r.kernel.plan.params.get(name).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("family `{}` plans no integer `{name}`", r.kernel.family.name())) as usize
+    r.kernel.plan.params.get(name).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("family `{}` plans no integer `{name}`", r.kernel.family.name.as_str())) as usize
 }
 
 /// Random values in `[-1, 1)`, rounded to `T`.
@@ -171,7 +170,7 @@ fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
     outcome
 }
 
-pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64) -> Result<ExitCode, String> {
+pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, seed: u64) -> Result<ExitCode, String> {
     if sanitize {
         kernelgen_emu::reexec_with_sanitizer_if_needed().map_err(|e| format!("error: cannot start under the sanitizer runtime: {e}"))?;
     }

@@ -4,7 +4,7 @@
 //! every axis: `<geometry>_<family>_<axis values>[_<part>]`.
 
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::families::Family;
+use crate::family::FamilyDef;
 use crate::model::{AxisValue, Blame, Dtype, Geometry, KernelPlan, Source, Variant};
 use crate::spec::{Span, SpecSource};
 use crate::validate::SpecModel;
@@ -24,7 +24,7 @@ pub struct Kernel {
     /// The name without the part: the kernels of one variant and geometry
     /// share it, and their launcher type is its CamelCase form.
     pub launcher: String,
-    pub family: &'static dyn Family,
+    pub family: Arc<FamilyDef>,
     pub source: Arc<SpecSource>,
     pub geometry: String,
     pub variant: Variant,
@@ -56,7 +56,8 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
         }
         for g in &model.geometries {
             for variant in &all {
-                match model.family.plan(variant, g) {
+                let axes: Vec<(&str, &AxisValue)> = variant.values.iter().map(|(a, v)| (a.as_str(), v)).collect();
+                match model.family.plan(&axes, g) {
                     Err(violations) => {
                         for v in violations {
                             let (span, field) = blame(model, g, variant, &v.blame);
@@ -65,7 +66,7 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                     }
                     Ok(plans) => {
                         for plan in plans {
-                            let launcher = kernel_name(model.family, g, variant, None);
+                            let launcher = kernel_name(&model.family, g, variant, None);
                             let name = match &plan.part {
                                 Some(part) => format!("{launcher}_{part}"),
                                 None => launcher.clone(),
@@ -86,7 +87,7 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                             kernels.push(Kernel {
                                 name,
                                 launcher,
-                                family: model.family,
+                                family: model.family.clone(),
                                 source: model.source.clone(),
                                 geometry: g.name.clone(),
                                 variant: variant.clone(),
@@ -111,7 +112,7 @@ fn variants(model: &SpecModel) -> Vec<Variant> {
             .flat_map(|v| {
                 choice.values.iter().map(move |(value, _)| {
                     let mut v = v.clone();
-                    v.values.push((choice.axis.name, value.clone()));
+                    v.values.push((choice.axis.name.clone(), value.clone()));
                     v
                 })
             })
@@ -121,11 +122,10 @@ fn variants(model: &SpecModel) -> Vec<Variant> {
     out
 }
 
-pub fn kernel_name(family: &dyn Family, g: &Geometry, v: &Variant, part: Option<&str>) -> String {
-    let mut parts = vec![g.name.clone(), family.name().to_string()];
+pub fn kernel_name(family: &FamilyDef, g: &Geometry, v: &Variant, part: Option<&str>) -> String {
+    let mut parts = vec![g.name.clone(), family.name.clone()];
     for (axis, value) in &v.values {
-        let def = family.axes().iter().find(|a| a.name == *axis).expect("variant axes come from the family");
-        let spelled = def.spell(value);
+        let spelled = family.axis(axis).map(|def| def.spell(value)).unwrap_or_default();
         if !spelled.is_empty() {
             parts.push(spelled);
         }

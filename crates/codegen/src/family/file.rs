@@ -310,6 +310,11 @@ impl Reader {
         self.sizes_are_readable(&sizes, &parts);
 
         let template_name = template_name?;
+        if template_name.contains(['/', '\\']) || template_name.starts_with('.') || !template_name.is_ascii() {
+            let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
+            self.error(span, "template", format!("`{}` is not a file name beside the family file", template_name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.metal.tera`".into()));
+            return None;
+        }
         let template_text = match template(&template_name) {
             Some(t) => Some(t),
             None => {
@@ -322,7 +327,11 @@ impl Reader {
             name: name?,
             summary: summary?,
             source: self.source.clone(),
-            template: (template_name, template_text?),
+            // Named as generated files name it: the family file's folder, then the file.
+            template: (match self.source.origin.rsplit_once('/') {
+                Some((dir, _)) => format!("{dir}/{template_name}"),
+                None => template_name,
+            }, template_text?),
             has_header,
             axes,
             fields,

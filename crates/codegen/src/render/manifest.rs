@@ -15,10 +15,10 @@ struct Manifest<'a> {
 #[derive(Serialize)]
 struct Entry<'a> {
     name: &'a str,
-    family: &'static str,
+    family: &'a str,
     spec: &'a str,
     geometry: &'a str,
-    variant: BTreeMap<&'static str, String>,
+    variant: BTreeMap<&'a str, String>,
     part: Option<&'a str>,
     metal: &'a str,
     mlx_name: &'a str,
@@ -80,10 +80,10 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                 let sizes = d.size_names();
                 Entry {
                     name: &k.name,
-                    family: k.family.name(),
+                    family: &k.family.name,
                     spec: &k.source.origin,
                     geometry: &k.geometry,
-                    variant: k.variant.values.iter().map(|(a, v)| (*a, v.to_string())).collect(),
+                    variant: k.variant.values.iter().map(|(a, v)| (a.as_str(), v.to_string())).collect(),
                     part: k.plan.part.as_deref(),
                     metal: &d.metal_path,
                     mlx_name: &d.mlx_name,

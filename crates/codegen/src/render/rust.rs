@@ -224,7 +224,7 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
             None => {
                 let mut doc: Vec<String> = k.variant.values.iter().map(|(a, v)| format!("{a} {v}")).collect();
                 doc.insert(0, format!("geometry {}", k.geometry));
-                out.push(LauncherView { type_name, doc: format!("{} kernels for {}", k.family.name(), doc.join(", ")), methods: vec![method] });
+                out.push(LauncherView { type_name, doc: format!("{} kernels for {}", k.family.name, doc.join(", ")), methods: vec![method] });
             }
         }
     }
