@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -73,6 +73,7 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(2560), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(22947840), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
 };
 
 /// `k5120_n10240_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n10240.
@@ -138,6 +139,7 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(2560), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(29501440), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
 };
 
 /// `k5120_n6144_affine_q3_bf16`: bits 3, dtype bf16, geometry k5120_n6144.
@@ -203,6 +205,7 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1536), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(13772800), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `k5120_n6144_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n6144.
@@ -268,6 +271,7 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1536), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(17704960), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `k6144_n5120_affine_q3_bf16`: bits 3, dtype bf16, geometry k6144_n5120.
@@ -333,6 +337,7 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1280), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
+    cost: Cost { bytes_read: Dim::Fixed(13774848), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `k6144_n5120_affine_q4_bf16`: bits 4, dtype bf16, geometry k6144_n5120.
@@ -398,6 +403,7 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1280), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
+    cost: Cost { bytes_read: Dim::Fixed(17707008), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `head_affine_q3_bf16`: bits 3, dtype bf16, geometry head.
@@ -463,6 +469,7 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(62080), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(556247040), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
 };
 
 /// `head_affine_q4_bf16`: bits 4, dtype bf16, geometry head.
@@ -528,6 +535,7 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(62080), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(715171840), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
 };
 
 /// `k1024_n12288_affine_q3_bf16`: bits 3, dtype bf16, geometry k1024_n12288.
@@ -593,6 +601,7 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(3072), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(5507072), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
 };
 
 /// `k1024_n12288_affine_q4_bf16`: bits 4, dtype bf16, geometry k1024_n12288.
@@ -658,6 +667,7 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(3072), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(7079936), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
 };
 
 /// `small_affine_q3_bf16`: bits 3, dtype bf16, geometry small.
@@ -723,6 +733,7 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
+    cost: Cost { bytes_read: Dim::Fixed(29696), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
 };
 
 /// `small_affine_q4_bf16`: bits 4, dtype bf16, geometry small.
@@ -788,6 +799,7 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
+    cost: Cost { bytes_read: Dim::Fixed(37888), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -73,6 +73,7 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(116736), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// `small2_affine_q3_f32`: bits 3, dtype f32, geometry small2.
@@ -138,6 +139,7 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(135168), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// `small2_affine_q4_f16`: bits 4, dtype f16, geometry small2.
@@ -203,6 +205,7 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(149504), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// `small2_affine_q4_f32`: bits 4, dtype f32, geometry small2.
@@ -268,6 +271,7 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(167936), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -109,6 +109,7 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16576), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `qwen35_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry qwen35.
@@ -219,6 +220,7 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16577), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_bf16_f32`: masked false, dtype bf16, state_dtype f32, geometry small.
@@ -320,6 +322,7 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry small.
@@ -430,6 +433,7 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(537), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// Every kernel of this spec.

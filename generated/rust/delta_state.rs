@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -100,6 +100,7 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `qwen35_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry qwen35.
@@ -192,6 +193,7 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `qwen35_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry qwen35.
@@ -284,6 +286,7 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(24832), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_state_bf16_f32`: dtype bf16, state_dtype f32, geometry small.
@@ -376,6 +379,7 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry small.
@@ -468,6 +472,7 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry small.
@@ -560,6 +565,7 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -60,6 +60,7 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -110,6 +111,7 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -162,6 +164,7 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -212,6 +215,7 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -264,6 +268,7 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -314,6 +319,7 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -366,6 +372,7 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -416,6 +423,7 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -468,6 +476,7 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -518,6 +527,7 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -570,6 +580,7 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -620,6 +631,7 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -672,6 +684,7 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -722,6 +735,7 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -774,6 +788,7 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -824,6 +839,7 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -876,6 +892,7 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -926,6 +943,7 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -978,6 +996,7 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1028,6 +1047,7 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1080,6 +1100,7 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1130,6 +1151,7 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1182,6 +1204,7 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1232,6 +1255,7 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// Every kernel of this spec.

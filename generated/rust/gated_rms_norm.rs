@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -64,6 +64,7 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `wide4096_gated_rms_norm_bf16`: dtype bf16, geometry wide4096.
@@ -120,6 +121,7 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [1024, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Const(8192), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `odd200_gated_rms_norm_bf16`: dtype bf16, geometry odd200.
@@ -176,6 +178,7 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [64, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Const(400), Op::Add]), bytes_written: Dim::expr(&[Op::Const(400), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -64,6 +64,7 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `head128x_gated_rms_norm_f32`: dtype f32, geometry head128x.
@@ -120,6 +121,7 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `odd1000_gated_rms_norm_f16`: dtype f16, geometry odd1000.
@@ -176,6 +178,7 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul, Op::Const(2000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2000), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `odd1000_gated_rms_norm_f32`: dtype f32, geometry odd1000.
@@ -232,6 +235,7 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8000), Op::Size(0), Op::Mul, Op::Const(4000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.

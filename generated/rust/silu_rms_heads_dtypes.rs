@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -82,6 +82,7 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul]), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
 };
 
 /// `small2_silu_rms_heads_f32`: dtype f32, geometry small2.
@@ -156,6 +157,7 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul]), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(1024), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.

@@ -7,7 +7,7 @@ use crate::spec::Span;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use kernelgen_contract::{BufferDef, Dim, Dtype, Op, Region, Source};
+pub use kernelgen_contract::{BufferDef, Cost, Dim, Dtype, Op, Region, Source};
 
 /// The dtype a spec or kernel name spells `short` (`bf16`, `f32`, ...).
 pub fn dtype_from_short(short: &str) -> Option<Dtype> {
@@ -123,6 +123,8 @@ pub struct KernelPlan {
     pub grid: [Dim; 3],
     pub threadgroup: [u64; 3],
     pub threadgroup_memory_bytes: u64,
+    /// What one launch moves and computes.
+    pub cost: Cost,
     /// Values the family's template is rendered with.
     pub params: Params,
 }

@@ -386,6 +386,20 @@ impl BufferDef {
     }
 }
 
+/// What one launch costs, as expressions of the run-time sizes: the bytes it
+/// moves between memory and the GPU, and the arithmetic it does, for a
+/// roofline estimate and for reviewers (`kernelgen diff`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cost {
+    /// Bytes read from device memory (each input byte the kernel reads, once).
+    pub bytes_read: Dim,
+    /// Bytes written to device memory.
+    pub bytes_written: Dim,
+    /// Floating-point operations (a fused multiply-add counts two), when the
+    /// family says.
+    pub flops: Option<Dim>,
+}
+
 /// A byte range of [`KernelDef::metal`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TextRange {
@@ -424,6 +438,8 @@ pub struct KernelDef {
     pub grid: [Dim; 3],
     pub threadgroup: [u32; 3],
     pub threadgroup_memory_bytes: u32,
+    /// What one launch moves and computes.
+    pub cost: Cost,
 }
 
 impl KernelDef {

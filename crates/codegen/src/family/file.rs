@@ -618,7 +618,7 @@ impl Reader {
     #[allow(clippy::too_many_arguments)]
     fn part(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef]) -> Option<PartDef> {
         let body = self.table(node, prefix);
-        self.unknown_keys(body, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory"], prefix);
+        self.unknown_keys(body, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory", "cost"], prefix);
         let part = self.opt_string(body, "part", prefix);
         let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
         let grid = self.three(body, "grid", prefix, &node.span, with_sizes);
@@ -634,6 +634,21 @@ impl Reader {
         };
         let inputs = buffers("input", false);
         let outputs = buffers("output", true);
+        let (mut bytes_read, mut bytes_written, mut flops) = (None, None, None);
+        if let Some(e) = body.iter().find(|e| e.key == "cost") {
+            let field = format!("{prefix}.cost");
+            let cost = self.table(&e.node, &field);
+            self.unknown_keys(cost, &["bytes_read", "bytes_written", "flops"], &field);
+            for c in cost {
+                let x = self.typed(&c.node, &format!("{field}.{}", c.key), with_sizes, Type::Size, &format!("`{}`", c.key));
+                match c.key.as_str() {
+                    "bytes_read" => bytes_read = x,
+                    "bytes_written" => bytes_written = x,
+                    "flops" => flops = x,
+                    _ => {}
+                }
+            }
+        }
         if outputs.is_empty() {
             self.error(node.span.clone(), format!("{prefix}.output"), "a kernel writes at least one output", None);
         }
@@ -644,7 +659,7 @@ impl Reader {
             }
             seen.push(&b.name);
         }
-        Some(PartDef { part, doc, inputs, outputs, grid: grid?, threadgroup: threadgroup?, threadgroup_memory: threadgroup_memory?, span: node.span.clone() })
+        Some(PartDef { part, doc, inputs, outputs, grid: grid?, threadgroup: threadgroup?, threadgroup_memory: threadgroup_memory?, bytes_read, bytes_written, flops, span: node.span.clone() })
     }
 
     #[allow(clippy::too_many_arguments)]

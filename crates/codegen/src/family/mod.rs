@@ -11,6 +11,7 @@
 //! a spec: every key, every expression's syntax and types, every name.
 //! Planning ([`FamilyDef::plan`]) evaluates it for one variant and geometry.
 
+mod cost;
 pub mod expr;
 pub mod file;
 mod plan;
@@ -218,6 +219,11 @@ pub struct PartDef {
     pub grid: [FileExpr; 3],
     pub threadgroup: [FileExpr; 3],
     pub threadgroup_memory: FileExpr,
+    /// What a launch costs, where the family states it (by default: every
+    /// byte of the inputs it reads and of its outputs, and no flop count).
+    pub bytes_read: Option<FileExpr>,
+    pub bytes_written: Option<FileExpr>,
+    pub flops: Option<FileExpr>,
     pub span: Span,
 }
 

@@ -5,7 +5,7 @@
 use super::expr::{self, Env, ExprError, Value};
 use super::{DtypeSpec, FamilyDef, FieldKind, FileExpr, PackedDef, PartDef, Piece, Role};
 use crate::diag::line_col;
-use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Dim, Geometry, KernelPlan, Params, Region, Source, Violation};
+use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Cost, Dim, Geometry, KernelPlan, Params, Region, Source, Violation};
 use std::collections::BTreeMap;
 
 /// What a family's expressions see for one variant and geometry.
@@ -285,6 +285,25 @@ impl FamilyDef {
             *t = self.int(e, b, "threadgroup")?.max(0) as u64;
         }
         let threadgroup_memory_bytes = self.int(&part.threadgroup_memory, b, "threadgroup_memory")?.max(0) as u64;
+        let stated = |e: &Option<FileExpr>, what: &str| e.as_ref().map(|e| self.dim(e, b, what)).transpose();
+        let derived = |list: &[BufferDef], what: &str| {
+            super::cost::bytes(list).ok_or_else(|| Violation {
+                blame: Blame::Geometry,
+                message: format!("family `{}`: the {what} of a launch cannot be derived from shapes that are not sums of products", self.name),
+                help: format!("state it in the family file as [kernel.cost] {what} = \"...\""),
+            })
+        };
+        let cost = Cost {
+            bytes_read: match stated(&part.bytes_read, "cost.bytes_read")? {
+                Some(d) => d,
+                None => derived(&inputs, "bytes_read")?,
+            },
+            bytes_written: match stated(&part.bytes_written, "cost.bytes_written")? {
+                Some(d) => d,
+                None => derived(&outputs, "bytes_written")?,
+            },
+            flops: stated(&part.flops, "cost.flops")?,
+        };
         let mut params = params.clone();
         if let Some(p) = &part.part {
             params.insert("part".into(), serde_json::json!(p));
@@ -297,6 +316,7 @@ impl FamilyDef {
             grid,
             threadgroup,
             threadgroup_memory_bytes,
+            cost,
             params,
         })
     }

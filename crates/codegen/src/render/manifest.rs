@@ -30,6 +30,15 @@ struct Entry<'a> {
     threadgroup: [u32; 3],
     threads_per_threadgroup: u32,
     threadgroup_memory_bytes: u32,
+    cost: CostJson,
+}
+
+#[derive(Serialize)]
+struct CostJson {
+    bytes_read: String,
+    bytes_written: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flops: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -94,6 +103,11 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                     threadgroup: d.threadgroup,
                     threads_per_threadgroup: d.threads_per_threadgroup(),
                     threadgroup_memory_bytes: d.threadgroup_memory_bytes,
+                    cost: CostJson {
+                        bytes_read: d.cost.bytes_read.describe(&sizes),
+                        bytes_written: d.cost.bytes_written.describe(&sizes),
+                        flops: d.cost.flops.as_ref().map(|f| f.describe(&sizes)),
+                    },
                     sizes,
                 }
             })

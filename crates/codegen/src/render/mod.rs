@@ -144,6 +144,7 @@ impl Renderer {
             grid: plan.grid.clone(),
             threadgroup: plan.threadgroup.map(|t| t as u32),
             threadgroup_memory_bytes: plan.threadgroup_memory_bytes as u32,
+            cost: plan.cost.clone(),
         };
         Ok(RenderedKernel { kernel: k.clone(), def, metal_path, sha256 })
     }

@@ -103,7 +103,7 @@ fn def_literal(d: &KernelDef, metal_path: &str, metal: MetalText) -> String {
     };
     let range = |r: kernelgen_contract::TextRange| format!("TextRange {{ start: {}, end: {} }}", r.start, r.end);
     format!(
-        "KernelDef {{\n    name: {},\n    family: {},\n    spec: {},\n    mlx_name: {},\n    metal: {metal},\n    header: {},\n    body: {},\n    metal_path: {},\n    inputs: {},\n    outputs: {},\n    sizes: Cow::Borrowed(&[{}]),\n    grid: [{}],\n    threadgroup: [{}],\n    threadgroup_memory_bytes: {},\n}}",
+        "KernelDef {{\n    name: {},\n    family: {},\n    spec: {},\n    mlx_name: {},\n    metal: {metal},\n    header: {},\n    body: {},\n    metal_path: {},\n    inputs: {},\n    outputs: {},\n    sizes: Cow::Borrowed(&[{}]),\n    grid: [{}],\n    threadgroup: [{}],\n    threadgroup_memory_bytes: {},\n    cost: Cost {{ bytes_read: {}, bytes_written: {}, flops: {} }},\n}}",
         text(&d.name),
         text(&d.family),
         text(&d.spec),
@@ -117,6 +117,9 @@ fn def_literal(d: &KernelDef, metal_path: &str, metal: MetalText) -> String {
         d.grid.iter().map(dim).collect::<Vec<_>>().join(", "),
         d.threadgroup.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
         d.threadgroup_memory_bytes,
+        dim(&d.cost.bytes_read),
+        dim(&d.cost.bytes_written),
+        d.cost.flops.as_ref().map_or("None".to_string(), |f| format!("Some({})", dim(f))),
     )
 }
 
