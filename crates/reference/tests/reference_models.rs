@@ -443,3 +443,16 @@ fn gated_rms_norm_two_level_reduction_matters() {
     let exact = grn::gated_rms_norm_f64(&x, &gate, &weight, 1e-6, d);
     check("gated_rms_norm 2^24 + ones", &exact, &got);
 }
+
+/// kernelgen's user-facing quantizer and the reference's, written apart,
+/// agree bit for bit (and both follow MLX's, which `make test-mlx` checks).
+#[test]
+fn the_user_facing_quantizer_agrees_with_the_reference() {
+    for (bits, b) in [(3u32, Bits::Three), (4, Bits::Four)] {
+        let mut rng = kernelgen_reference::SplitMix64::new(u64::from(bits));
+        let w: Vec<f32> = (0..8 * 256).map(|_| (rng.unit() * 4.0 - 2.0) as f32).collect();
+        let ours = kernelgen::quant::affine::quantize(&w, 8, 256, bits).unwrap();
+        let theirs = affine::quantize(&w, 8, 256, b);
+        assert_eq!((ours.w, ours.scales, ours.biases), (theirs.w, theirs.scales, theirs.biases), "bits {bits}");
+    }
+}
