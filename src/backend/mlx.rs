@@ -262,11 +262,11 @@ impl Backend for MlxBackend {
     }
 }
 
-/// Wraps packed bytes (a generated packer's output) as an MLX `uint8` array
-/// without copying them: MLX owns `bytes` from here on and frees them when
-/// the last array using them is dropped. The bytes are page-aligned, so on
-/// Apple silicon Metal reads them in place (the seed's zero-copy slot view,
-/// without its `unsafe`).
+/// Wraps packed bytes (a generated packer's output) as an MLX `uint8` array:
+/// MLX owns `bytes` from here on and frees them when the last array using
+/// them is dropped. The bytes are page-aligned, so MLX's Metal allocator
+/// uses them in place, without a copy (the seed's zero-copy slot view,
+/// without its `unsafe`); an MLX without Metal copies them.
 pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Array {
     unsafe extern "C" fn release(payload: *mut std::ffi::c_void) {
         // SAFETY: `payload` is the Box made below, released exactly once by MLX.
