@@ -90,8 +90,19 @@
 //! `sanitize` they are ASan-poisoned, so the faulting write itself is reported. The total
 //! must stay within Apple's 32 KiB.
 //!
-//! **Buffers and faults.** See [`DeviceBuffer`]: a `PROT_NONE` guard page follows every
-//! buffer, declared regions poison their gaps. SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU
+//! **Buffers and faults.** See [`DeviceBuffer`]: every buffer sits between two `PROT_NONE`
+//! guard regions of reserved address space, 32 GiB before its start and 64 GiB past its
+//! end (its end flush with the second), so every access `a[i]` with a 32-bit index, a
+//! `uint` that wrapped around or a negative `int`, on elements up to 16 bytes, faults in the
+//! buffer's own guard and is reported with the buffer and the byte offset, however far. A
+//! guard page would only catch the next page: with a `uint` index `a[4095]` of a 4-float
+//! buffer lands wherever the next mapping is. Checking every access in the shim was the
+//! alternative; it would cost a compare per load and store, change what the compiler may
+//! vectorize, and need every cast of a device pointer rewritten, where reserved address space
+//! costs nothing. Less than a page before the data (the *head*, none when the length is a
+//! multiple of 4096) shares the data's first page: it holds poison, a write there is an
+//! [`EmuError::Corruption`] with the buffer and the negative offset, a read returns poison,
+//! and under sanitize both are faults. Declared regions poison their gaps. SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU
 //! thread are caught (on an alternate signal stack) and reported as [`EmuError::Fault`]
 //! with the kernel, the thread's `thread_position_in_grid` and
 //! `threadgroup_position_in_grid`, what was accessed (which buffer, how far past its end,
