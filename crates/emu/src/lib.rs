@@ -3,7 +3,8 @@
 //! A `.metal` source is rewritten (line-preserving, in Rust: `translate.rs`), compiled as
 //! C++17 by g++ against our own stand-in for `<metal_stdlib>` (`crates/emu/src/shim/`), loaded
 //! with libloading and run by a fiber scheduler written in Rust: every GPU thread of a
-//! threadgroup is a fiber on the calling OS thread.
+//! threadgroup is a fiber, and the threadgroups of a dispatch run on a pool of worker
+//! threads (see **Parallel threadgroups**).
 //!
 //! ```no_run
 //! use kernelgen_emu::{DeviceBuffer, EmuOptions, Emulator};
@@ -61,11 +62,34 @@
 //! every live thread of the threadgroup is at the same call site; live threads waiting at
 //! different barriers are an [`EmuError::Barrier`]. A call site is the `.metal` line
 //! (`__builtin_LINE()`, g++ 12 has no `__builtin_COLUMN`): two collectives on one line
-//! share a call site. Fibers of one threadgroup and the threadgroups themselves run in
-//! [`RunOrder`]: forward, reverse, or a seeded shuffle, so a missing barrier shows as
-//! order-dependent results or poison reads. Code that relies on implicit SIMD lockstep
-//! without a barrier behaves as a race, and spin-waiting on atomics hangs (documented
-//! limits).
+//! share a call site. Fibers of one threadgroup run in [`RunOrder`]: forward, reverse, or a
+//! seeded shuffle (a permutation per threadgroup, drawn from the seed and the threadgroup's
+//! linear index), so a missing barrier shows as order-dependent results or poison reads.
+//! Code that relies on implicit SIMD lockstep without a barrier behaves as a race, and
+//! spin-waiting on atomics hangs (documented limits).
+//!
+//! **Parallel threadgroups.** The threadgroups of a dispatch run on worker threads: the
+//! calling thread and up to `workers - 1` helpers from a process-wide pool, each with its
+//! own fiber scheduler, fiber stacks, threadgroup memory and signal stack. The worker count
+//! is [`EmuOptions::workers`] (or [`Program::dispatch_with`]); 0, the default, means the
+//! count set with [`set_default_workers`] (`kernelgen verify/run/emu --workers N`), else
+//! `$KERNELGEN_EMU_WORKERS`, else one per core ([`DispatchStats::workers`] says how many
+//! ran). [`RunOrder`] is then the order in which threadgroups are *assigned* to workers
+//! (each free worker takes the next one), and, as with one worker, the order of the fibers
+//! within each threadgroup, which does not depend on the worker that runs it. A threadgroup
+//! runs start to end on one worker, so a kernel whose threadgroups do not communicate
+//! through device memory (every kernelgen kernel: each output element has one writer)
+//! gives the same bits for every worker count and order it gives with one worker; a kernel
+//! whose threadgroups race on device memory may not (it would not on a GPU either). Device
+//! atomics are real atomics across workers (relaxed, as Metal's). Errors are deterministic:
+//! a fault, barrier or divergence error, or threadgroup-memory corruption, of the earliest
+//! threadgroup in assignment order is reported, exactly what one worker reports (workers
+//! stop taking threadgroups after an error and finish those they hold, so every earlier
+//! threadgroup has run). The one exception is a write into a buffer's head, slack or gap
+//! bytes (not page-protected): it is found by the check after a threadgroup, and with
+//! several workers that may be a threadgroup running beside the writer (the report says so;
+//! one worker names the writer). Buffer contents after an error are unspecified (later
+//! threadgroups may have run).
 //!
 //! **half and bfloat** (`half`, `float16_t`, `bfloat`, `bfloat16_t`) are 16-bit structs
 //! that compute in float and round back (to nearest even) after every operation:
@@ -134,7 +158,7 @@
 //! `rgba` swizzles. One threadgroup variable per declaration statement. A kernel that
 //! never returns (a spin-wait on an atomic) hangs the dispatch. Fibers serialise the lanes
 //! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
-//! race. Threadgroups run one after another on the calling thread.
+//! race.
 //!
 //! **Build cache.** The object is `<cache>/<sha256>.so` over (prepared source, shim, flags,
 //! g++ version); a hit does no compile. Cache dir: [`EmuOptions::cache_dir`], else
@@ -164,6 +188,19 @@ pub use buffer::{DeviceBuffer, POISON};
 pub use host::HostArray;
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 
+/// Set the worker count of every dispatch whose [`EmuOptions::workers`] is 0 (automatic),
+/// in this process, overriding `$KERNELGEN_EMU_WORKERS`; 0 restores the automatic count.
+/// This is what `kernelgen verify/run/emu --workers N` call.
+pub fn set_default_workers(n: usize) {
+    runtime::set_default_workers(n)
+}
+
+/// The worker count of a dispatch whose [`EmuOptions::workers`] is 0: the count set with
+/// [`set_default_workers`], else `$KERNELGEN_EMU_WORKERS`, else one per core.
+pub fn default_workers() -> usize {
+    runtime::default_workers()
+}
+
 /// Options of an [`Emulator`].
 #[derive(Clone, Debug)]
 pub struct EmuOptions {
@@ -171,20 +208,23 @@ pub struct EmuOptions {
     pub cache_dir: Option<PathBuf>,
     /// Build with AddressSanitizer and UBSan (needs the runtime preloaded: [`sanitizer_env`]).
     pub sanitize: bool,
-    /// Order in which fibers of a threadgroup, and the threadgroups, run.
+    /// Order in which fibers of a threadgroup run, and threadgroups are assigned to workers.
     pub order: RunOrder,
     /// Keep the `PROT_NONE` guard pages and gap protection armed during dispatch (default true).
     pub guard_pages: bool,
+    /// Worker threads that run the threadgroups of a dispatch; 0 (the default) means
+    /// `$KERNELGEN_EMU_WORKERS` if set, else one per core. Results do not depend on it.
+    pub workers: usize,
 }
 
 impl Default for EmuOptions {
     fn default() -> Self {
-        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true }
+        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, workers: 0 }
     }
 }
 
-/// Run order of the fibers of a threadgroup (in every scheduling round) and of the
-/// threadgroups of a grid.
+/// Run order of the fibers of a threadgroup (in every scheduling round), and the order in
+/// which the threadgroups of a grid are assigned to workers (the order they run in with one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunOrder {
     Forward,
@@ -355,6 +395,9 @@ pub struct DispatchStats {
     pub threadgroups: u64,
     /// Fiber context switches into GPU threads.
     pub switches: u64,
+    /// Worker threads that ran threadgroups (fewer than asked for when the grid has fewer
+    /// threadgroups or the process's pool of helper threads is exhausted).
+    pub workers: usize,
     pub elapsed: Duration,
 }
 
@@ -597,6 +640,20 @@ impl Program {
         threadgroup: [u32; 3],
         order: RunOrder,
     ) -> Result<DispatchStats, EmuError> {
+        self.dispatch_with(kernel, buffers, grid, threadgroup, order, self.inner.opts.workers)
+    }
+
+    /// [`Program::dispatch`] with a run order and a worker count (0: automatic, see
+    /// [`EmuOptions::workers`]) other than the emulator's.
+    pub fn dispatch_with(
+        &self,
+        kernel: &str,
+        buffers: &mut [&mut DeviceBuffer],
+        grid: [u32; 3],
+        threadgroup: [u32; 3],
+        order: RunOrder,
+        workers: usize,
+    ) -> Result<DispatchStats, EmuError> {
         let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
         let Some(&idx) = self.inner.by_name.get(kernel) else {
             let names: Vec<&str> = self.inner.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -630,6 +687,7 @@ impl Program {
             order,
             sanitize: self.inner.opts.sanitize,
             guard_pages: self.inner.opts.guard_pages,
+            workers: if workers == 0 { runtime::default_workers() } else { workers },
         })
     }
 }

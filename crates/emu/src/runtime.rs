@@ -193,9 +193,13 @@ struct Stack {
     len: usize,
 }
 
+/// `PROT_NONE` bytes below every fiber stack (kernels are built with
+/// `-fstack-clash-protection`, so an overflowing frame touches the guard's first page).
+const STACK_GUARD: usize = 64 * 1024;
+
 impl Stack {
     fn new(size: usize) -> Stack {
-        let page = 4096;
+        let page = STACK_GUARD;
         let len = size + page;
         let map = unsafe {
             libc::mmap(
@@ -214,10 +218,10 @@ impl Stack {
         Stack { map: map as *mut u8, len }
     }
     fn lo(&self) -> *mut u8 {
-        unsafe { self.map.add(4096) }
+        unsafe { self.map.add(STACK_GUARD) }
     }
     fn size(&self) -> usize {
-        self.len - 4096
+        self.len - STACK_GUARD
     }
     fn top(&self) -> *mut u8 {
         unsafe { self.map.add(self.len) }
@@ -417,6 +421,8 @@ struct Sched {
     tg_data: usize,
     sites: Vec<Option<usize>>, // site id -> index into site_list
     site_list: Vec<TgSite>,
+    /// This worker's fiber stacks (low end, size), for fault reports.
+    stack_ranges: Vec<(usize, usize)>,
 }
 
 #[inline(always)]
@@ -683,6 +689,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub order: RunOrder,
     pub sanitize: bool,
     pub guard_pages: bool,
+    /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
+    pub workers: usize,
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -728,13 +736,78 @@ impl Drop for CurrentGuard {
     }
 }
 
-struct ArenaGuard {
+/// A worker thread's threadgroup memory (kept for the thread's life).
+struct Arena {
     ptr: *mut u8,
 }
-impl Drop for ArenaGuard {
+impl Arena {
+    fn layout() -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()
+    }
+    fn new() -> Arena {
+        let ptr = unsafe { std::alloc::alloc(Self::layout()) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(Self::layout());
+        }
+        Arena { ptr }
+    }
+}
+impl Drop for Arena {
     fn drop(&mut self) {
         sanitize::asan_unpoison(self.ptr as usize, TG_ARENA);
-        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()) };
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout()) };
+    }
+}
+
+thread_local! {
+    static ARENA: RefCell<Option<Arena>> = const { RefCell::new(None) };
+}
+
+/// The process-wide default set by [`set_default_workers`] (0: none).
+static DEFAULT_WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub(crate) fn set_default_workers(n: usize) {
+    DEFAULT_WORKERS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many workers a dispatch uses when asked for 0 (automatic): the process-wide default
+/// if one was set, else `KERNELGEN_EMU_WORKERS` if set to a positive number, else every core
+/// this process may run on.
+pub(crate) fn default_workers() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let set = DEFAULT_WORKERS.load(std::sync::atomic::Ordering::Relaxed);
+    if set > 0 {
+        return set;
+    }
+    *N.get_or_init(|| {
+        std::env::var("KERNELGEN_EMU_WORKERS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// What the workers of one dispatch share: the threadgroups in assignment order, the next
+/// one to hand out, and the first error in that order.
+struct Shared<'m> {
+    meta: &'m Meta,
+    tg_order: Vec<u32>,
+    next: std::sync::atomic::AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+    /// (position in `tg_order`, error): the error of the earliest threadgroup.
+    error: std::sync::Mutex<Option<(usize, EmuError)>>,
+    switches: std::sync::atomic::AtomicU64,
+    workers: usize,
+}
+
+impl Shared<'_> {
+    fn fail(&self, pos: usize, e: EmuError) {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|(p, _)| pos < *p) {
+            *g = Some((pos, e));
+        }
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -742,7 +815,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     let start = Instant::now();
     let grid = a.grid;
     if grid.contains(&0) {
-        return Ok(DispatchStats { elapsed: start.elapsed(), ..Default::default() });
+        return Ok(DispatchStats { elapsed: start.elapsed(), workers: 1, ..Default::default() });
     }
     let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
     let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
@@ -755,137 +828,305 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
         register_asan_callback(f);
     }
     install_handlers();
-    ensure_altstack();
 
     let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.data_ptr()).collect();
     let mut meta = a_meta(&a);
+    meta.tg = tg;
+    meta.tgs = tgs;
+    meta.grid = grid;
+    meta.thread_fn = a.object.entries[a.entry];
+    meta.bufs = buf_ptrs;
+    meta.asan = asan;
+    meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
+    meta.order = a.order;
     for b in a.buffers.iter_mut() {
         b.arm(a.sanitize, a.guard_pages);
     }
     let armed = Armed { buffers: a.buffers };
-    let tg_threads = (tg[0] * tg[1] * tg[2]) as usize;
-    let stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
 
-    let arena = unsafe { std::alloc::alloc(std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()) };
-    if arena.is_null() {
-        std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap());
+    let mut tg_order = Vec::new();
+    order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
+    let workers = a.workers.max(1).min(n_tg.min(usize::MAX as u64) as usize);
+    let shared = Shared {
+        workers,
+        meta: &meta,
+        tg_order,
+        next: std::sync::atomic::AtomicUsize::new(0),
+        stop: std::sync::atomic::AtomicBool::new(false),
+        error: std::sync::Mutex::new(None),
+        switches: std::sync::atomic::AtomicU64::new(0),
+    };
+    let used = pool::run(workers, &|| work(&shared));
+    let threads = grid.iter().map(|&g| g as u64).product();
+    let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
+    let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
+    drop(armed);
+    if let Some((_, e)) = error {
+        return Err(e);
     }
-    let _arena_guard = ArenaGuard { ptr: arena };
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: start.elapsed() })
+}
 
-    let mut sched = Box::new(Sched {
-        sched_sp: null_mut(),
-        fibers: Vec::with_capacity(MAX_THREADS),
-        infos: Vec::with_capacity(MAX_THREADS),
-        cur: 0,
-        in_fiber: false,
-        order: std::ptr::null(),
-        order_len: 0,
-        round_pos: 0,
-        thread_fn: a.object.entries[a.entry],
-        bufs: buf_ptrs.as_ptr(),
-        fault: None,
-        report: None,
-        asan_headline: [0; 200],
-        abort: None,
-        asan,
-        os_stack_bottom: std::ptr::null(),
-        os_stack_size: 0,
-        sched_fake: null_mut(),
-        switches: 0,
-        arena,
-        arena_used: 0,
-        tg_data: 0,
-        sites: Vec::new(),
-        site_list: Vec::new(),
-    });
-    let s: *mut Sched = &mut *sched;
-    if asan.is_some() {
-        // the OS thread's stack, for ASan's fiber-switch annotations
-        unsafe {
-            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
-                let mut addr: *mut c_void = null_mut();
-                let mut size: usize = 0;
-                libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-                libc::pthread_attr_destroy(&mut attr);
-                (*s).os_stack_bottom = addr;
-                (*s).os_stack_size = size;
-            }
-        }
-    }
-    let prev = CURRENT.with(|c| c.replace(s));
-    let _cur_guard = CurrentGuard(prev);
-
-    let result = STACKS.with(|st| {
-        let mut st = st.borrow_mut();
-        if st.0 != stack_size {
-            st.1.clear();
-            st.0 = stack_size;
-        }
-        while st.1.len() < tg_threads {
-            st.1.push(Stack::new(stack_size));
-        }
-        let stacks = &st.1;
-        meta.stacks = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect();
-        let ctx = Ctx { a: &meta, tg, tgs, grid };
-        let mut tg_order = Vec::new();
-        order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
-        let mut fiber_order = Vec::new();
-        for &lin in &tg_order {
-            let lin = lin as u64;
-            let tgid = [
-                (lin % tgs[0] as u64) as u32,
-                ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
-                (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
-            ];
-            unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, a.order, lin)? };
-            // memory the kernel must not have written
-            for (i, b) in armed.buffers.iter().enumerate() {
-                if let Some((off, what)) = b.find_overwrite() {
-                    return Err(EmuError::Corruption {
-                        kernel: ctx.a.kernel.clone(),
-                        what: format!("byte {off} of buffer({i}){} was written: it lies in {what}", ctx.a.buffer_name(i)),
-                        metal_line: None,
-                        threadgroup_position_in_grid: tgid,
-                    });
+/// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
+/// threadgroups in assignment order until they run out or one fails.
+fn work(shared: &Shared<'_>) {
+    use std::sync::atomic::Ordering;
+    ensure_altstack();
+    let m = shared.meta;
+    let tg_threads = (m.tg[0] * m.tg[1] * m.tg[2]) as usize;
+    ARENA.with(|ar| {
+        let mut ar = ar.borrow_mut();
+        let arena = ar.get_or_insert_with(Arena::new).ptr;
+        let mut sched = Box::new(Sched {
+            sched_sp: null_mut(),
+            fibers: Vec::with_capacity(MAX_THREADS),
+            infos: Vec::with_capacity(MAX_THREADS),
+            cur: 0,
+            in_fiber: false,
+            order: std::ptr::null(),
+            order_len: 0,
+            round_pos: 0,
+            thread_fn: m.thread_fn,
+            bufs: m.bufs.as_ptr(),
+            fault: None,
+            report: None,
+            asan_headline: [0; 200],
+            abort: None,
+            asan: m.asan,
+            os_stack_bottom: std::ptr::null(),
+            os_stack_size: 0,
+            sched_fake: null_mut(),
+            switches: 0,
+            arena,
+            arena_used: 0,
+            tg_data: 0,
+            sites: Vec::new(),
+            site_list: Vec::new(),
+            stack_ranges: Vec::new(),
+        });
+        let s: *mut Sched = &mut *sched;
+        if m.asan.is_some() {
+            // the OS thread's stack, for ASan's fiber-switch annotations
+            unsafe {
+                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+                if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                    let mut addr: *mut c_void = null_mut();
+                    let mut size: usize = 0;
+                    libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+                    libc::pthread_attr_destroy(&mut attr);
+                    (*s).os_stack_bottom = addr;
+                    (*s).os_stack_size = size;
                 }
             }
         }
-        Ok(())
-    });
-    if a.sanitize {
-        // stacks abandoned by a fault may keep stale ASan poison
+        let prev = CURRENT.with(|c| c.replace(s));
+        let _cur_guard = CurrentGuard(prev);
         STACKS.with(|st| {
-            for stk in st.borrow().1.iter() {
-                sanitize::asan_unpoison(stk.lo() as usize, stk.size());
+            let mut st = st.borrow_mut();
+            if st.0 != m.stack_size {
+                st.1.clear();
+                st.0 = m.stack_size;
+            }
+            while st.1.len() < tg_threads {
+                st.1.push(Stack::new(m.stack_size));
+            }
+            let stacks = &st.1;
+            unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };
+            let ctx = Ctx { a: m, tg: m.tg, tgs: m.tgs, grid: m.grid };
+            let mut fiber_order = Vec::new();
+            while !shared.stop.load(Ordering::Acquire) {
+                let pos = shared.next.fetch_add(1, Ordering::Relaxed);
+                if pos >= shared.tg_order.len() {
+                    break;
+                }
+                let lin = shared.tg_order[pos] as u64;
+                let tgs = m.tgs;
+                let tgid = [
+                    (lin % tgs[0] as u64) as u32,
+                    ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
+                    (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
+                ];
+                if let Err(e) = unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
+                    shared.fail(pos, e);
+                    break;
+                }
+                // memory the kernel must not have written
+                for (i, &b) in m.buffers.iter().enumerate() {
+                    if let Some((off, what)) = unsafe { (*b).find_overwrite() } {
+                        let others = if shared.workers > 1 {
+                            "; found after this threadgroup ran, but with several workers a threadgroup running at the same time may have written it (one worker names the writer)"
+                        } else {
+                            ""
+                        };
+                        shared.fail(
+                            pos,
+                            EmuError::Corruption {
+                                kernel: m.kernel.clone(),
+                                what: format!(
+                                    "byte {off} of buffer({i}){} was written: it lies in {what}{others}",
+                                    m.buffer_name(i)
+                                ),
+                                metal_line: None,
+                                threadgroup_position_in_grid: tgid,
+                            },
+                        );
+                        break;
+                    }
+                }
+            }
+            if m.asan.is_some() {
+                // stacks abandoned by a fault may keep stale ASan poison
+                for stk in stacks.iter() {
+                    sanitize::asan_unpoison(stk.lo() as usize, stk.size());
+                }
             }
         });
-    }
-    drop(armed);
-    result?;
-    Ok(DispatchStats {
-        threads: grid.iter().map(|&g| g as u64).product(),
-        threadgroups: n_tg,
-        switches: sched.switches,
-        elapsed: start.elapsed(),
-    })
+        shared.switches.fetch_add(sched.switches, Ordering::Relaxed);
+    });
 }
 
-/// What error reports need to know about the dispatch.
+/// The process's pool of helper threads. A dispatch runs on the calling thread plus up to
+/// `workers - 1` idle helpers (new ones are started while fewer than [`pool::MAX_HELPERS`]
+/// exist; when none is free the dispatch runs on fewer workers, which changes no result).
+mod pool {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex, mpsc};
+
+    /// At most this many helper threads are ever started.
+    pub const MAX_HELPERS: usize = 256;
+
+    type Job = Box<dyn FnOnce() + Send + 'static>;
+
+    struct Helper {
+        tx: mpsc::Sender<Job>,
+    }
+
+    static IDLE: Mutex<Vec<Helper>> = Mutex::new(Vec::new());
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+    fn take(n: usize) -> Vec<Helper> {
+        let mut got = Vec::with_capacity(n);
+        {
+            let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+            while got.len() < n {
+                match idle.pop() {
+                    Some(h) => got.push(h),
+                    None => break,
+                }
+            }
+        }
+        while got.len() < n && STARTED.fetch_add(1, Ordering::Relaxed) < MAX_HELPERS {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let spawned = std::thread::Builder::new().name("kgemu-worker".into()).spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
+            match spawned {
+                Ok(_) => got.push(Helper { tx }),
+                Err(_) => {
+                    STARTED.fetch_sub(1, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        got
+    }
+
+    struct Latch {
+        left: Mutex<usize>,
+        done: Condvar,
+        panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    }
+
+    /// Waits for every sent job, even when the calling thread unwinds.
+    struct WaitAll<'l>(&'l Latch);
+    impl Drop for WaitAll<'_> {
+        fn drop(&mut self) {
+            let mut left = self.0.left.lock().unwrap_or_else(|p| p.into_inner());
+            while *left > 0 {
+                left = self.0.done.wait(left).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    /// Run `f` on `workers` threads at once (the calling thread and idle helpers) and
+    /// return when every one has returned: how many threads ran it. A panic in a helper is
+    /// re-raised here.
+    pub fn run(workers: usize, f: &(dyn Fn() + Sync)) -> usize {
+        let helpers = if workers > 1 { take(workers - 1) } else { Vec::new() };
+        if helpers.is_empty() {
+            f();
+            return 1;
+        }
+        let latch = Arc::new(Latch { left: Mutex::new(0), done: Condvar::new(), panic: Mutex::new(None) });
+        // SAFETY: `f` outlives every job: `WaitAll` blocks until each sent job has finished
+        // (or was dropped unsent), on every path out of this function.
+        let f_static: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(f) };
+        let mut sent = Vec::with_capacity(helpers.len());
+        {
+            let _wait = WaitAll(&latch);
+            for h in helpers {
+                let l = latch.clone();
+                *latch.left.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                let job: Job = Box::new(move || {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f_static));
+                    if let Err(p) = r {
+                        *l.panic.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+                    }
+                    let mut left = l.left.lock().unwrap_or_else(|p| p.into_inner());
+                    *left -= 1;
+                    l.done.notify_all();
+                });
+                if let Err(mpsc::SendError(job)) = h.tx.send(job) {
+                    // the helper is gone: count the job as done
+                    drop(job);
+                    *latch.left.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+                    STARTED.fetch_sub(1, Ordering::Relaxed);
+                    continue;
+                }
+                sent.push(h);
+            }
+            f();
+        }
+        let used = 1 + sent.len();
+        IDLE.lock().unwrap_or_else(|p| p.into_inner()).extend(sent);
+        if let Some(p) = latch.panic.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            std::panic::resume_unwind(p);
+        }
+        used
+    }
+}
+
+/// What the workers need to know about the dispatch.
 struct Meta {
     kernel: String,
     file_name: String,
     so_path: PathBuf,
     buffer_names: Vec<String>,
-    stacks: Vec<(usize, usize)>,
     buffers: Vec<*const DeviceBuffer>,
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    grid: [u32; 3],
+    thread_fn: ThreadFn,
+    bufs: Vec<*mut u8>,
+    asan: Option<&'static AsanFns>,
+    stack_size: usize,
+    order: RunOrder,
 }
+
+// The raw pointers are to the dispatch's buffers, which outlive every worker; workers only
+// read through them (the kernel writes the buffers' data).
+unsafe impl Sync for Meta {}
+unsafe impl Send for Meta {}
 
 impl Meta {
     fn buffer_name(&self, i: usize) -> String {
         self.buffer_names.get(i).filter(|n| !n.is_empty()).map(|n| format!(" `{n}`")).unwrap_or_default()
     }
 }
+
+unsafe extern "C" fn no_thread(_: *const *mut u8, _: *const ThreadInfo) {}
 
 fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
     let n = a.buffers.len();
@@ -902,8 +1143,15 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         file_name: a.file_name.to_string(),
         so_path: a.object.path.clone(),
         buffer_names: names,
-        stacks: Vec::new(),
         buffers: a.buffers.iter().map(|b| &**b as *const DeviceBuffer).collect(),
+        tg: [0; 3],
+        tgs: [0; 3],
+        grid: [0; 3],
+        thread_fn: no_thread,
+        bufs: Vec::new(),
+        asan: None,
+        stack_size: 0,
+        order: RunOrder::Forward,
     }
 }
 
@@ -1206,8 +1454,8 @@ unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
             }
             return "threadgroup memory outside every declared array".into();
         }
-        for (lo, _) in &ctx.a.stacks {
-            if addr >= lo - 4096 && addr < *lo {
+        for (lo, _) in &(*s).stack_ranges {
+            if addr >= lo - STACK_GUARD && addr < *lo {
                 return "the guard page of the GPU thread's stack (stack overflow: too much thread memory)".into();
             }
         }

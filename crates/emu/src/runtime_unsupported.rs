@@ -34,7 +34,14 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub order: RunOrder,
     pub sanitize: bool,
     pub guard_pages: bool,
+    pub workers: usize,
 }
+
+pub(crate) fn default_workers() -> usize {
+    1
+}
+
+pub(crate) fn set_default_workers(_n: usize) {}
 
 pub(crate) fn dispatch(_a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
     Err(unsupported())
