@@ -53,18 +53,22 @@
 //! active lanes. `simd_shuffle*` reading an inactive or out-of-range lane yields zero,
 //! except `simd_shuffle_down/up`, whose lanes past the edge keep their own value.
 //!
-//! **Scheduling.** A fiber runs until it reaches a collective, a barrier, or returns. When
-//! every live fiber of the threadgroup is blocked, each SIMD-group whose live lanes all wait
-//! at the same collective call site is released (the collective is evaluated); lanes of one
-//! SIMD-group at different collective call sites, or some at a collective and others at a
-//! barrier, are an [`EmuError::Divergence`]. `simdgroup_barrier` releases when every live
-//! lane of the SIMD-group is at the same call site; `threadgroup_barrier` releases when
-//! every live thread of the threadgroup is at the same call site; live threads waiting at
-//! different barriers are an [`EmuError::Barrier`]. A call site is the `.metal` line
+//! **Scheduling.** A fiber runs until it reaches a collective, a barrier, or returns. The
+//! fibers of a threadgroup run in rounds, in [`RunOrder`]: forward, reverse, or a seeded
+//! shuffle (a permutation per threadgroup, drawn from the seed and the threadgroup's linear
+//! index); each ready fiber runs in turn, and when a round ends the next begins. A fiber hands
+//! over to the next ready one directly. As soon as every live lane of a SIMD-group waits
+//! (live: not returned), the SIMD-group is settled: if its live lanes all wait at the same
+//! collective call site the collective is evaluated over them and they become ready (they
+//! run when the round reaches them); lanes at different collective call sites, or some at a
+//! collective and others at a barrier, are an [`EmuError::Divergence`] (reported for the
+//! first SIMD-group to settle). `simdgroup_barrier` releases when every live lane of the
+//! SIMD-group is at the same call site; `threadgroup_barrier` releases when every live
+//! thread of the threadgroup is at the same call site; live threads waiting at different
+//! barriers are an [`EmuError::Barrier`]. A call site is the `.metal` line
 //! (`__builtin_LINE()`, g++ 12 has no `__builtin_COLUMN`): two collectives on one line
-//! share a call site. Fibers of one threadgroup run in [`RunOrder`]: forward, reverse, or a
-//! seeded shuffle (a permutation per threadgroup, drawn from the seed and the threadgroup's
-//! linear index), so a missing barrier shows as order-dependent results or poison reads.
+//! share a call site. A race between threads of a threadgroup (a missing barrier) therefore
+//! shows as order-dependent results or poison reads.
 //! Code that relies on implicit SIMD lockstep without a barrier behaves as a race, and
 //! spin-waiting on atomics hangs (documented limits).
 //!

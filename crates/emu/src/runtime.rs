@@ -193,6 +193,10 @@ struct Stack {
     len: usize,
 }
 
+/// The range the fiber stack tops are staggered over (see `prepare`); every stack has
+/// this much more than its usable size.
+const STACK_COLORS: usize = 64 * 1024;
+
 /// `PROT_NONE` bytes below every fiber stack (kernels are built with
 /// `-fstack-clash-protection`, so an overflowing frame touches the guard's first page).
 const STACK_GUARD: usize = 64 * 1024;
@@ -361,7 +365,10 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
 // ------------------------------------------------------------------ scheduler state
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
+    /// Runnable: not started yet, or released from a collective or barrier.
     Ready,
+    /// The fiber on the CPU.
+    Running,
     Coll,
     /// 1: threadgroup_barrier, 2: simdgroup_barrier
     Barrier(u32),
@@ -369,6 +376,7 @@ enum State {
 }
 
 struct Fiber {
+    /// Saved stack pointer; null until the fiber first runs.
     sp: *mut u8,
     state: State,
     lane: *mut c_void,
@@ -376,8 +384,27 @@ struct Fiber {
     op: u32,
     line: u32,
     fake: *mut c_void,
+    /// The stack the fiber runs on (assigned when it first runs; `NO_STACK` before).
+    stack: u32,
     stack_lo: *mut u8,
     stack_size: usize,
+}
+
+const NO_STACK: u32 = u32::MAX;
+
+/// Per SIMD-group counts: lanes that have not returned, and of those the ones waiting
+/// (at a collective, a simdgroup barrier or a threadgroup barrier).
+#[derive(Clone, Copy, Default)]
+struct SgCount {
+    live: u32,
+    blocked: u32,
+}
+
+/// A scheduling error found by a fiber, turned into an [`EmuError`] by the scheduler.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Divergence { sg: u32, first: usize, second: usize },
+    Barrier { first: usize, second: usize },
 }
 
 struct TgSite {
@@ -405,6 +432,16 @@ struct Sched {
     order: *const u32,
     order_len: usize,
     round_pos: usize,
+    /// Fibers in state `Ready`.
+    ready: usize,
+    /// Fibers that have not returned, and of those the ones at a threadgroup barrier.
+    live: usize,
+    tg_blocked: usize,
+    sgs: Vec<SgCount>,
+    pending: Option<Pending>,
+    /// The worker's fiber stacks, and the indices of those no fiber holds.
+    stacks: *const Stack,
+    free_stacks: Vec<u32>,
     thread_fn: ThreadFn,
     bufs: *const *mut u8,
     fault: Option<RawFault>,
@@ -430,16 +467,111 @@ fn cur_sched() -> *mut Sched {
     CURRENT.with(|c| c.get())
 }
 
-unsafe fn switch_to(s: *mut Sched, i: usize) {
+#[inline(always)]
+unsafe fn fiber(s: *mut Sched, i: usize) -> *mut Fiber {
+    unsafe { (*s).fibers.as_mut_ptr().add(i) }
+}
+
+/// Whether the threadgroup must stop (a fault, a sanitizer report, a scheduling error).
+#[inline(always)]
+unsafe fn stopping(s: *mut Sched) -> bool {
+    unsafe { (*s).report.is_some() || (*s).abort.is_some() || (*s).pending.is_some() }
+}
+
+/// The next ready fiber in run order, from the current position in the round; at the end
+/// of a round the next one starts. `None` when no fiber is ready or the threadgroup stops.
+#[inline(always)]
+unsafe fn next_ready(s: *mut Sched) -> Option<usize> {
     unsafe {
-        (*s).cur = i;
-        let f = (*s).fibers.as_mut_ptr().add(i);
+        if (*s).ready == 0 || stopping(s) {
+            return None;
+        }
+        loop {
+            if (*s).round_pos == (*s).order_len {
+                (*s).round_pos = 0;
+            }
+            let i = *(*s).order.add((*s).round_pos) as usize;
+            (*s).round_pos += 1;
+            let f = fiber(s, i);
+            if (*f).state == State::Ready {
+                (*f).state = State::Running;
+                (*s).ready -= 1;
+                // The fiber after this one in run order will most likely run next: fetch
+                // the top of its stack (the registers it saved and the frames above them)
+                // while this one runs. A switch is otherwise a cache miss on a cold stack.
+                let k = *(*s).order.add(if (*s).round_pos == (*s).order_len { 0 } else { (*s).round_pos }) as usize;
+                let sp = (*fiber(s, k)).sp;
+                if !sp.is_null() {
+                    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                    for line in 0..4 {
+                        _mm_prefetch::<_MM_HINT_T0>(sp.wrapping_add(64 * line) as *const i8);
+                    }
+                }
+                return Some(i);
+            }
+        }
+    }
+}
+
+/// Give a fiber that has not run yet a stack and the initial frame `kgemu_rt_switch`
+/// returns into: `fiber_entry(f)` through the trampoline.
+#[inline(always)]
+unsafe fn prepare(s: *mut Sched, i: usize) {
+    unsafe {
+        let f = fiber(s, i);
+        if !(*f).sp.is_null() {
+            return;
+        }
+        let k = (*s).free_stacks.pop().expect("a free fiber stack");
+        let st = &*(*s).stacks.add(k as usize);
+        (*f).stack = k;
+        (*f).stack_lo = st.lo();
+        (*f).stack_size = st.size();
+        // Stagger the stack tops over 64 KiB (1024 distinct cache-line offsets) so that the
+        // frames of a threadgroup's fibers spread over every set of the L1 and L2 caches
+        // (the stacks are equally spaced, so their tops would otherwise share a few sets).
+        let color = (k as usize * 1088) % STACK_COLORS;
+        let top = st.top().sub(color);
+        let sp = top.sub(56) as *mut usize;
+        // r15 r14 r13 r12 rbx rbp ret
+        *sp.add(0) = 0;
+        *sp.add(1) = 0;
+        *sp.add(2) = 0;
+        *sp.add(3) = f as usize; // r12: argument
+        *sp.add(4) = fiber_entry as *const () as usize; // rbx: entry
+        *sp.add(5) = 0;
+        *sp.add(6) = kgemu_rt_trampoline as *const () as usize;
+        (*f).sp = sp as *mut u8;
+    }
+}
+
+/// Where a switch goes: a fiber's saved stack pointer and stack, or the scheduler's.
+#[inline(always)]
+unsafe fn target(s: *mut Sched, next: Option<usize>) -> (*mut u8, *const c_void, usize) {
+    unsafe {
+        match next {
+            Some(j) => {
+                prepare(s, j);
+                (*s).cur = j;
+                let t = fiber(s, j);
+                (*s).switches += 1;
+                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+            }
+            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
+        }
+    }
+}
+
+/// From the scheduler: run the threadgroup's fibers until none is ready.
+unsafe fn run_fibers(s: *mut Sched) {
+    unsafe {
+        let Some(i) = next_ready(s) else { return };
+        let (to, lo, size) = target(s, Some(i));
         (*s).in_fiber = true;
         if let Some(a) = (*s).asan {
-            (a.start_switch)(&mut (*s).sched_fake, (*f).stack_lo as *const c_void, (*f).stack_size);
+            (a.start_switch)(&mut (*s).sched_fake, lo, size);
         }
-        (*s).switches += 1;
-        kgemu_rt_switch(&mut (*s).sched_sp, (*f).sp);
+        kgemu_rt_switch(&mut (*s).sched_sp, to);
         if let Some(a) = (*s).asan {
             (a.finish_switch)((*s).sched_fake, null_mut(), null_mut());
         }
@@ -447,42 +579,17 @@ unsafe fn switch_to(s: *mut Sched, i: usize) {
     }
 }
 
-/// The next fiber of the current round that is ready to run.
+/// From a fiber that has blocked: run the next ready fiber (or return to the scheduler);
+/// returns when this fiber is resumed.
 #[inline(always)]
-unsafe fn next_ready(s: *mut Sched) -> Option<usize> {
-    unsafe {
-        if (*s).report.is_some() || (*s).abort.is_some() {
-            return None;
-        }
-        while (*s).round_pos < (*s).order_len {
-            let i = *(*s).order.add((*s).round_pos) as usize;
-            (*s).round_pos += 1;
-            if (*(*s).fibers.as_ptr().add(i)).state == State::Ready {
-                return Some(i);
-            }
-        }
-        None
-    }
-}
-
-/// From a fiber: run the next ready fiber of the round directly (or return to the
-/// scheduler when the round is over); returns when this fiber is resumed. Switching fiber
-/// to fiber from one call site keeps the return-address predictor in step.
 unsafe fn yield_fiber(s: *mut Sched) {
     unsafe {
-        let f = (*s).fibers.as_mut_ptr().add((*s).cur);
-        let (to, lo, size) = match next_ready(s) {
-            Some(j) => {
-                (*s).cur = j;
-                let t = (*s).fibers.as_mut_ptr().add(j);
-                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
-            }
-            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
-        };
+        let f = fiber(s, (*s).cur);
+        let next = next_ready(s);
+        let (to, lo, size) = target(s, next);
         if let Some(a) = (*s).asan {
             (a.start_switch)(&mut (*f).fake, lo, size);
         }
-        (*s).switches += 1;
         kgemu_rt_switch(&mut (*f).sp, to);
         if let Some(a) = (*s).asan {
             (a.finish_switch)((*f).fake, null_mut(), null_mut());
@@ -490,26 +597,155 @@ unsafe fn yield_fiber(s: *mut Sched) {
     }
 }
 
-/// From a fiber: end it for good and move on (next fiber or the scheduler).
-unsafe fn exit_fiber(s: *mut Sched) -> ! {
+/// A lane of `sg` has blocked or returned: if every live lane of the SIMD-group now waits,
+/// release it (evaluate its collective, or pass its simdgroup barrier) or record why not.
+#[inline(always)]
+unsafe fn sg_settled(s: *mut Sched, sg: usize) {
     unsafe {
-        let f = (*s).fibers.as_mut_ptr().add((*s).cur);
-        (*f).state = State::Exited;
-        let (to, lo, size) = match next_ready(s) {
-            Some(j) => {
-                (*s).cur = j;
-                let t = (*s).fibers.as_mut_ptr().add(j);
-                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
-            }
-            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
-        };
-        if let Some(a) = (*s).asan {
-            (a.start_switch)(null_mut(), lo, size);
+        let c = *(*s).sgs.as_ptr().add(sg);
+        if c.blocked >= c.live && c.live > 0 {
+            sg_release(s, sg, c);
         }
-        (*s).switches += 1;
-        let mut dead: *mut u8 = null_mut();
-        kgemu_rt_switch(&mut dead, to);
-        std::process::abort();
+    }
+}
+
+/// [`sg_settled`] once every live lane waits: out of line, so that the path every lane takes
+/// into a collective keeps a small stack frame (the frames of all the fibers of a
+/// threadgroup between two switches are what must stay in cache).
+#[inline(never)]
+unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
+    unsafe {
+        let n = (*s).fibers.len();
+        let lo = sg * SIMD;
+        let hi = (lo + SIMD).min(n);
+        let mut first_coll: Option<usize> = None;
+        let mut first_other: Option<usize> = None;
+        let mut first_sgb: Option<usize> = None;
+        let mut n_coll = 0u32;
+        for i in lo..hi {
+            let f = &*fiber(s, i);
+            match f.state {
+                State::Coll => {
+                    n_coll += 1;
+                    match first_coll {
+                        None => first_coll = Some(i),
+                        Some(j) => {
+                            let g = &*fiber(s, j);
+                            if (g.op, g.line) != (f.op, f.line) {
+                                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: j, second: i });
+                                return;
+                            }
+                        }
+                    }
+                }
+                State::Barrier(k) => {
+                    if k == 2 {
+                        first_sgb.get_or_insert(i);
+                    }
+                    first_other.get_or_insert(i);
+                }
+                _ => {}
+            }
+        }
+        if let Some(c0) = first_coll {
+            if n_coll != c.live {
+                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: c0, second: first_other.unwrap_or(c0) });
+                return;
+            }
+            let mut lanes = [null_mut::<c_void>(); SIMD];
+            let mut active = 0u32;
+            for i in lo..hi {
+                let f = fiber(s, i);
+                if (*f).state == State::Coll {
+                    lanes[i - lo] = (*f).lane;
+                    active |= 1 << (i - lo);
+                    (*f).state = State::Ready;
+                }
+            }
+            let op = (*fiber(s, c0)).coll.expect("collective function");
+            op(lanes.as_ptr(), active);
+            (*s).ready += c.live as usize;
+            (*(*s).sgs.as_mut_ptr().add(sg)).blocked = 0;
+        } else if let Some(b0) = first_sgb {
+            let line = (*fiber(s, b0)).line;
+            for i in lo..hi {
+                let f = &*fiber(s, i);
+                if f.state != State::Exited && (f.state != State::Barrier(2) || f.line != line) {
+                    (*s).pending = Some(Pending::Barrier { first: b0, second: i });
+                    return;
+                }
+            }
+            for i in lo..hi {
+                let f = fiber(s, i);
+                if (*f).state == State::Barrier(2) {
+                    (*f).state = State::Ready;
+                }
+            }
+            (*s).ready += c.live as usize;
+            (*(*s).sgs.as_mut_ptr().add(sg)).blocked = 0;
+        }
+        // else: every live lane waits at a threadgroup barrier
+    }
+}
+
+/// A fiber has reached a threadgroup barrier or returned: if every live thread now waits at
+/// a threadgroup barrier, release them all (or record the mismatch).
+#[inline(always)]
+unsafe fn tg_settled(s: *mut Sched) {
+    unsafe {
+        if (*s).tg_blocked >= (*s).live && (*s).live > 0 && (*s).pending.is_none() {
+            tg_release(s);
+        }
+    }
+}
+
+#[inline(never)]
+unsafe fn tg_release(s: *mut Sched) {
+    unsafe {
+        let n = (*s).fibers.len();
+        let mut first: Option<usize> = None;
+        for i in 0..n {
+            let f = &*fiber(s, i);
+            if f.state == State::Exited {
+                continue;
+            }
+            match first {
+                None => first = Some(i),
+                Some(j) => {
+                    if f.line != (*fiber(s, j)).line {
+                        (*s).pending = Some(Pending::Barrier { first: j, second: i });
+                        return;
+                    }
+                }
+            }
+        }
+        for i in 0..n {
+            let f = fiber(s, i);
+            if (*f).state == State::Barrier(1) {
+                (*f).state = State::Ready;
+            }
+        }
+        for c in (*s).sgs.iter_mut() {
+            c.blocked = 0;
+        }
+        (*s).ready += (*s).tg_blocked;
+        (*s).tg_blocked = 0;
+    }
+}
+
+/// From a fiber that returned: account for it; returns the next fiber to run.
+#[inline(always)]
+unsafe fn retire(s: *mut Sched) -> Option<usize> {
+    unsafe {
+        let i = (*s).cur;
+        let f = fiber(s, i);
+        (*f).state = State::Exited;
+        (*s).live -= 1;
+        let sg = i / SIMD;
+        (*(*s).sgs.as_mut_ptr().add(sg)).live -= 1;
+        sg_settled(s, sg);
+        tg_settled(s);
+        next_ready(s)
     }
 }
 
@@ -519,21 +755,53 @@ extern "C" fn fiber_entry(f: *mut Fiber) -> ! {
         if let Some(a) = (*s).asan {
             (a.finish_switch)(null_mut(), null_mut(), null_mut());
         }
-        let idx = f.offset_from((*s).fibers.as_ptr()) as usize;
-        ((*s).thread_fn)((*s).bufs, (*s).infos.as_ptr().add(idx));
-        exit_fiber(s)
+        let mut idx = f.offset_from((*s).fibers.as_ptr()) as usize;
+        loop {
+            ((*s).thread_fn)((*s).bufs, (*s).infos.as_ptr().add(idx));
+            let next = retire(s);
+            match next {
+                // a fiber that has not run yet takes over this stack: no switch
+                Some(j) if (*fiber(s, j)).sp.is_null() => {
+                    let (me, it) = (fiber(s, idx), fiber(s, j));
+                    (*it).stack = (*me).stack;
+                    (*it).stack_lo = (*me).stack_lo;
+                    (*it).stack_size = (*me).stack_size;
+                    (*it).sp = 1 as *mut u8; // started
+                    (*me).stack = NO_STACK;
+                    (*s).cur = j;
+                    idx = j;
+                }
+                _ => {
+                    // this stack is free again; nothing runs on it past the switch
+                    let me = fiber(s, idx);
+                    (*s).free_stacks.push((*me).stack);
+                    (*me).stack = NO_STACK;
+                    let (to, lo, size) = target(s, next);
+                    if let Some(a) = (*s).asan {
+                        (a.start_switch)(null_mut(), lo, size);
+                    }
+                    let mut dead: *mut u8 = null_mut();
+                    kgemu_rt_switch(&mut dead, to);
+                    std::process::abort();
+                }
+            }
+        }
     }
 }
 
 unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: u32) {
     unsafe {
         let s = cur_sched();
-        let fib = (*s).fibers.as_mut_ptr().add((*s).cur);
+        let i = (*s).cur;
+        let fib = fiber(s, i);
         (*fib).state = State::Coll;
         (*fib).lane = lane;
         (*fib).coll = Some(f);
         (*fib).op = op;
         (*fib).line = line;
+        let sg = i / SIMD;
+        (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        sg_settled(s, sg);
         yield_fiber(s);
     }
 }
@@ -541,10 +809,35 @@ unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: 
 unsafe extern "C" fn rt_barrier(kind: u32, line: u32) {
     unsafe {
         let s = cur_sched();
-        let fib = (*s).fibers.as_mut_ptr().add((*s).cur);
+        let i = (*s).cur;
+        let fib = fiber(s, i);
         (*fib).state = State::Barrier(kind);
         (*fib).line = line;
+        let sg = i / SIMD;
+        (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        if kind == 1 {
+            (*s).tg_blocked += 1;
+        }
+        sg_settled(s, sg);
+        if kind == 1 {
+            tg_settled(s);
+        }
         yield_fiber(s);
+    }
+}
+
+/// From a fiber: end the threadgroup's run for an error found in it (the scheduler reports
+/// it); never returns.
+unsafe fn abandon_fiber(s: *mut Sched) -> ! {
+    unsafe {
+        let f = fiber(s, (*s).cur);
+        (*f).state = State::Exited;
+        if let Some(a) = (*s).asan {
+            (a.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
+        }
+        let mut dead: *mut u8 = null_mut();
+        kgemu_rt_switch(&mut dead, (*s).sched_sp);
+        std::process::abort();
     }
 }
 
@@ -568,7 +861,7 @@ unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, na
                 line,
                 (*s).cur,
             ));
-            exit_fiber(s);
+            abandon_fiber(s);
         }
         let p = (*s).arena.add(offset);
         std::ptr::write_bytes(p, POISON, size);
@@ -886,6 +1179,13 @@ fn work(shared: &Shared<'_>) {
             order: std::ptr::null(),
             order_len: 0,
             round_pos: 0,
+            ready: 0,
+            live: 0,
+            tg_blocked: 0,
+            sgs: Vec::with_capacity(MAX_THREADS / SIMD),
+            pending: None,
+            stacks: std::ptr::null(),
+            free_stacks: Vec::with_capacity(MAX_THREADS),
             thread_fn: m.thread_fn,
             bufs: m.bufs.as_ptr(),
             fault: None,
@@ -928,7 +1228,7 @@ fn work(shared: &Shared<'_>) {
                 st.0 = m.stack_size;
             }
             while st.1.len() < tg_threads {
-                st.1.push(Stack::new(m.stack_size));
+                st.1.push(Stack::new(m.stack_size + STACK_COLORS));
             }
             let stacks = &st.1;
             unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };
@@ -1179,7 +1479,7 @@ unsafe fn run_threadgroup(
             tg[2].min(ctx.grid[2] - tgid[2] * tg[2]),
         ];
         let n = (actual[0] * actual[1] * actual[2]) as usize;
-        let n_sg = n.div_ceil(SIMD) as u32;
+        let n_sg = n.div_ceil(SIMD);
         let disp_n = (tg[0] * tg[1] * tg[2]) as usize;
         let mut base = ThreadInfo {
             threadgroup_position_in_grid: [tgid[0], tgid[1], tgid[2], 0],
@@ -1188,7 +1488,7 @@ unsafe fn run_threadgroup(
             threadgroups_per_grid: [ctx.tgs[0], ctx.tgs[1], ctx.tgs[2], 0],
             dispatch_threads_per_threadgroup: [tg[0], tg[1], tg[2], 0],
             threads_per_simdgroup: SIMD as u32,
-            simdgroups_per_threadgroup: n_sg,
+            simdgroups_per_threadgroup: n_sg as u32,
             dispatch_simdgroups_per_threadgroup: disp_n.div_ceil(SIMD) as u32,
             thread_execution_width: SIMD as u32,
             quadgroups_per_threadgroup: n.div_ceil(4) as u32,
@@ -1198,21 +1498,16 @@ unsafe fn run_threadgroup(
         let fibers = &mut (*s).fibers;
         fibers.clear();
         (*s).infos.clear();
+        let origin = [tgid[0] * tg[0], tgid[1] * tg[1], tgid[2] * tg[2]];
+        let mut local = [0u32; 3];
         for t in 0..n {
-            let local = [
-                t as u32 % actual[0],
-                (t as u32 / actual[0]) % actual[1],
-                t as u32 / (actual[0] * actual[1]),
-            ];
             base.thread_position_in_threadgroup = [local[0], local[1], local[2], 0];
-            base.thread_position_in_grid =
-                [tgid[0] * tg[0] + local[0], tgid[1] * tg[1] + local[1], tgid[2] * tg[2] + local[2], 0];
+            base.thread_position_in_grid = [origin[0] + local[0], origin[1] + local[1], origin[2] + local[2], 0];
             base.thread_index_in_threadgroup = t as u32;
             base.thread_index_in_simdgroup = (t % SIMD) as u32;
             base.simdgroup_index_in_threadgroup = (t / SIMD) as u32;
             base.thread_index_in_quadgroup = (t % 4) as u32;
             base.quadgroup_index_in_threadgroup = (t / 4) as u32;
-            let st = &stacks[t];
             (*s).infos.push(base);
             fibers.push(Fiber {
                 sp: null_mut(),
@@ -1222,27 +1517,31 @@ unsafe fn run_threadgroup(
                 op: 0,
                 line: 0,
                 fake: null_mut(),
-                stack_lo: st.lo(),
-                stack_size: st.size(),
+                stack: NO_STACK,
+                stack_lo: null_mut(),
+                stack_size: 0,
             });
+            local[0] += 1;
+            if local[0] == actual[0] {
+                local[0] = 0;
+                local[1] += 1;
+                if local[1] == actual[1] {
+                    local[1] = 0;
+                    local[2] += 1;
+                }
+            }
         }
-        for t in 0..n {
-            let f = fibers.as_mut_ptr().add(t);
-            // Stagger the stack tops so that the fibers' frames do not all map to the same
-            // cache sets (every stack top is page-aligned).
-            let color = ((t * 1088) % 4096) & !63;
-            let top = stacks[t].top().sub(color);
-            let sp = top.sub(56) as *mut usize;
-            // r15 r14 r13 r12 rbx rbp ret
-            *sp.add(0) = 0;
-            *sp.add(1) = 0;
-            *sp.add(2) = 0;
-            *sp.add(3) = f as usize; // r12: argument
-            *sp.add(4) = fiber_entry as *const () as usize; // rbx: entry
-            *sp.add(5) = 0;
-            *sp.add(6) = kgemu_rt_trampoline as *const () as usize;
-            (*f).sp = sp as *mut u8;
+        (*s).sgs.clear();
+        for g in 0..n_sg {
+            (*s).sgs.push(SgCount { live: (n - g * SIMD).min(SIMD) as u32, blocked: 0 });
         }
+        (*s).ready = n;
+        (*s).live = n;
+        (*s).tg_blocked = 0;
+        (*s).pending = None;
+        (*s).stacks = stacks.as_ptr();
+        (*s).free_stacks.clear();
+        (*s).free_stacks.extend((0..n.min(stacks.len()) as u32).rev());
         // threadgroup memory: fresh for each threadgroup
         (*s).arena_used = 0;
         (*s).tg_data = 0;
@@ -1250,132 +1549,37 @@ unsafe fn run_threadgroup(
         (*s).site_list.clear();
 
         order_into(order, n, run_order, salt.wrapping_add(1));
-        let file_name: &str = &ctx.a.file_name;
-        let waiter = move |i: usize| -> Waiter { waiter_of(s, file_name, i) };
         (*s).order = order.as_ptr();
         (*s).order_len = order.len();
-        loop {
-            // one round: every ready fiber runs (fibers hand over to each other directly)
-            (*s).round_pos = 0;
-            if let Some(i) = next_ready(s) {
-                switch_to(s, i);
-            }
-            if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
-                return Err(fault_error(s, ctx, tgid));
-            }
-            let fibers: &mut Vec<Fiber> = &mut *std::ptr::addr_of_mut!((*s).fibers);
-            if fibers.iter().all(|f| f.state == State::Exited) {
-                break;
-            }
-            let mut progress = false;
-            for sg in 0..n_sg as usize {
-                let lo = sg * SIMD;
-                let hi = (lo + SIMD).min(n);
-                let mut first_coll: Option<usize> = None;
-                let mut first_other: Option<usize> = None;
-                let mut first_sgb: Option<usize> = None;
-                let mut n_coll = 0;
-                let mut n_sgb = 0;
-                let mut n_live = 0;
-                for i in lo..hi {
-                    match fibers[i].state {
-                        State::Exited | State::Ready => {}
-                        State::Coll => {
-                            n_live += 1;
-                            n_coll += 1;
-                            match first_coll {
-                                None => first_coll = Some(i),
-                                Some(j) => {
-                                    if (fibers[j].op, fibers[j].line) != (fibers[i].op, fibers[i].line) {
-                                        return Err(EmuError::Divergence {
-                                            kernel: ctx.a.kernel.clone(),
-                                            threadgroup_position_in_grid: tgid,
-                                            simdgroup: sg as u32,
-                                            first: Box::new(waiter(j)),
-                                            second: Box::new(waiter(i)),
-                                        });
-                                    }
-                                }
-                            }
-                        }
-                        State::Barrier(k) => {
-                            n_live += 1;
-                            if k == 2 {
-                                n_sgb += 1;
-                                first_sgb.get_or_insert(i);
-                            }
-                            first_other.get_or_insert(i);
-                        }
-                    }
-                }
-                if let Some(c) = first_coll {
-                    if n_coll != n_live {
-                        return Err(EmuError::Divergence {
-                            kernel: ctx.a.kernel.clone(),
-                            threadgroup_position_in_grid: tgid,
-                            simdgroup: sg as u32,
-                            first: Box::new(waiter(c)),
-                            second: Box::new(waiter(first_other.unwrap_or(c))),
-                        });
-                    }
-                    let mut lanes = [null_mut::<c_void>(); SIMD];
-                    let mut active = 0u32;
-                    for i in lo..hi {
-                        if fibers[i].state == State::Coll {
-                            lanes[i - lo] = fibers[i].lane;
-                            active |= 1 << (i - lo);
-                        }
-                    }
-                    let f = fibers[c].coll.expect("collective function");
-                    f(lanes.as_ptr(), active);
-                    for fib in &mut fibers[lo..hi] {
-                        if fib.state == State::Coll {
-                            fib.state = State::Ready;
-                        }
-                    }
-                    progress = true;
-                } else if let Some(b0) = first_sgb {
-                    for i in lo..hi {
-                        let st = fibers[i].state;
-                        if st != State::Exited && (st != State::Barrier(2) || fibers[i].line != fibers[b0].line) {
-                            return Err(EmuError::Barrier {
-                                kernel: ctx.a.kernel.clone(),
-                                threadgroup_position_in_grid: tgid,
-                                first: Box::new(waiter(b0)),
-                                second: Box::new(waiter(i)),
-                            });
-                        }
-                    }
-                    let _ = n_sgb;
-                    for fib in &mut fibers[lo..hi] {
-                        if fib.state == State::Barrier(2) {
-                            fib.state = State::Ready;
-                        }
-                    }
-                    progress = true;
-                }
-            }
-            if !progress {
-                // every live thread waits at a threadgroup barrier
-                let first = fibers.iter().position(|f| f.state != State::Exited).expect("a live thread");
-                for i in 0..n {
-                    let st = fibers[i].state;
-                    if st != State::Exited && fibers[i].line != fibers[first].line {
-                        return Err(EmuError::Barrier {
-                            kernel: ctx.a.kernel.clone(),
-                            threadgroup_position_in_grid: tgid,
-                            first: Box::new(waiter(first)),
-                            second: Box::new(waiter(i)),
-                        });
-                    }
-                }
-                for fib in fibers.iter_mut() {
-                    if fib.state == State::Barrier(1) {
-                        fib.state = State::Ready;
-                    }
-                }
-            }
+        (*s).round_pos = 0;
+        // the fibers hand over to each other; control comes back when none is ready
+        run_fibers(s);
+        if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
+            return Err(fault_error(s, ctx, tgid));
         }
+        let file_name: &str = &ctx.a.file_name;
+        let waiter = |i: usize| -> Box<Waiter> { Box::new(waiter_of(s, file_name, i)) };
+        match (*s).pending {
+            Some(Pending::Divergence { sg, first, second }) => {
+                return Err(EmuError::Divergence {
+                    kernel: ctx.a.kernel.clone(),
+                    threadgroup_position_in_grid: tgid,
+                    simdgroup: sg,
+                    first: waiter(first),
+                    second: waiter(second),
+                });
+            }
+            Some(Pending::Barrier { first, second }) => {
+                return Err(EmuError::Barrier {
+                    kernel: ctx.a.kernel.clone(),
+                    threadgroup_position_in_grid: tgid,
+                    first: waiter(first),
+                    second: waiter(second),
+                });
+            }
+            None => {}
+        }
+        debug_assert!((*s).live == 0, "fibers left without an error");
         // threadgroup arrays must not have been written past their end
         for site in &(*s).site_list {
             let rz = (*s).arena.add(site.offset + site.size);
@@ -1405,7 +1609,7 @@ unsafe fn waiter_of(s: *mut Sched, file_name: &str, i: usize) -> Waiter {
             State::Barrier(1) => "threadgroup_barrier".to_string(),
             State::Barrier(_) => "simdgroup_barrier".to_string(),
             State::Exited => "return".to_string(),
-            State::Ready => "running".to_string(),
+            State::Ready | State::Running => "running".to_string(),
         };
         let p = (*s).infos[i].thread_position_in_grid;
         Waiter {
