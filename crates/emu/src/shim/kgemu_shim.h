@@ -735,11 +735,18 @@ template <class T> KG_INLINE T highest_of() {
 // 2, 1: v[i] = v[i] op v[i + off] for i < off; every active lane receives v[0].
 template <class T, class F> KG_INLINE void tree_reduce(void* const* lanes, uint32_t active, T ident, F f) {
   T v[32];
-  for (int i = 0; i < 32; ++i) v[i] = ((active >> i) & 1u) ? lane_at<T>(lanes, i)->v : ident;
+  const bool full = active == 0xffffffffu;  // the common case: no branch per lane
+  if (full)
+    for (int i = 0; i < 32; ++i) v[i] = lane_at<T>(lanes, i)->v;
+  else
+    for (int i = 0; i < 32; ++i) v[i] = ((active >> i) & 1u) ? lane_at<T>(lanes, i)->v : ident;
   for (int off = 16; off >= 1; off >>= 1)
     for (int i = 0; i < off; ++i) v[i] = f(v[i], v[i + off]);
-  for (int i = 0; i < 32; ++i)
-    if ((active >> i) & 1u) lane_at<T>(lanes, i)->v = v[0];
+  if (full)
+    for (int i = 0; i < 32; ++i) lane_at<T>(lanes, i)->v = v[0];
+  else
+    for (int i = 0; i < 32; ++i)
+      if ((active >> i) & 1u) lane_at<T>(lanes, i)->v = v[0];
 }
 template <class T> void op_sum(void* const* l, uint32_t a) {
   tree_reduce<T>(l, a, T(-0.0f), [](T x, T y) { return T(x + y); });
