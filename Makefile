@@ -25,6 +25,7 @@ test: deps
 	$(KERNELGEN) check
 	$(CARGO) test --workspace
 	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
+	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
 	$(KERNELGEN) verify
 
 ## The same kernels built with AddressSanitizer and UBSan.

@@ -1,15 +1,29 @@
 //! The checks every launch passes before anything runs, shared by all
-//! backends: a kernel's memory safety rests on its `KernelDef` (the spec
-//! knows every buffer's dtype, shape and region), so these checks are what
-//! discharge the obligations of MLX's `unsafe` `MetalKernel::apply`.
+//! backends, and the [`LaunchPlan`] they return.
+//!
+//! A kernel's memory safety rests on its [`KernelDef`]: the spec knows every
+//! buffer's dtype, shape and region, so these checks are what discharge the
+//! obligations of MLX's `unsafe` `MetalKernel::apply`. They run on what a
+//! backend says about its arrays ([`ArgInfo`]) and on host values only, never
+//! on device memory, so a launch stays lazy. Every violation of one launch is
+//! reported at once, and nothing launches when there is one.
+//!
+//! The plan holds everything a backend needs to bind and run the kernel: the
+//! run-time sizes, the grid and threadgroup, where each kernel input comes from
+//! and each output's shape. Backends only bind and run it.
 
 use crate::contract::{BufferDef, Dtype, KernelDef, Source};
 use std::fmt;
 
+/// Kernels index with 32-bit integers and MLX's shapes and grids are int32:
+/// no buffer may hold more elements, and no grid extent be larger, than this.
+pub const MAX_ELEMENTS: u64 = i32::MAX as u64;
+
 /// What kind of precondition a launch violated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
-    /// Wrong number of inputs.
+    /// Wrong number of array or host arguments.
     ArgumentCount,
     Dtype,
     Rank,
@@ -18,7 +32,8 @@ pub enum ErrorKind {
     Dim,
     /// The data holds a different number of bytes than shape and dtype say.
     ByteLength,
-    /// A run-time size that is zero or does not fit the backend's integers.
+    /// A run-time size that is missing, zero, given twice, unknown, or does
+    /// not fit the backend's integers.
     Size,
     /// An argument is not row-contiguous.
     Layout,
@@ -27,338 +42,417 @@ pub enum ErrorKind {
     /// An argument holds a value the kernel cannot take (a count above the
     /// run-time size it loops over).
     Value,
-    /// The backend failed (compile error, fault, no Metal device).
-    Backend,
 }
 
-/// Why a launch did not happen (or failed), naming the kernel and argument.
+/// One broken precondition: which argument, what was expected, what was given.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LaunchError {
-    pub kernel: String,
+pub struct Violation {
     /// The argument or run-time size concerned, if any.
     pub argument: Option<String>,
     pub kind: ErrorKind,
     pub expected: String,
     pub given: String,
+    /// What would help, when something is known (another kernel of the same
+    /// spec that takes what was given, say).
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(a) = &self.argument {
+            write!(f, "argument `{a}`: ")?;
+        }
+        write!(f, "expected {}, given {}", self.expected, self.given)?;
+        if let Some(h) = &self.hint {
+            write!(f, " ({h})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A backend's own error, kept whole (MLX's `Exception`, the emulator's
+/// `EmuError`) so callers can inspect or downcast it.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a launch did not happen, or failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The arguments break the kernel's contract; nothing was launched.
+    Contract { kernel: String, violations: Vec<Violation> },
+    /// The backend failed (a compile error, a fault, no Metal device).
+    Backend { kernel: String, source: BackendError },
+}
+
+impl LaunchError {
+    /// The kernel concerned.
+    pub fn kernel(&self) -> &str {
+        match self {
+            LaunchError::Contract { kernel, .. } | LaunchError::Backend { kernel, .. } => kernel,
+        }
+    }
+
+    /// Every contract violation (none for a backend failure).
+    pub fn violations(&self) -> &[Violation] {
+        match self {
+            LaunchError::Contract { violations, .. } => violations,
+            LaunchError::Backend { .. } => &[],
+        }
+    }
+
+    /// Whether a violation of this kind is among them.
+    pub fn has(&self, kind: ErrorKind) -> bool {
+        self.violations().iter().any(|v| v.kind == kind)
+    }
+
+    pub fn backend(def: &KernelDef, source: impl Into<BackendError>) -> Self {
+        LaunchError::Backend { kernel: def.name.to_string(), source: source.into() }
+    }
+
+    /// Adds, to every argument whose size is wrong, the kernels among
+    /// `siblings` (the other kernels of the same spec) whose contract takes
+    /// exactly what was given: a packed slot of another geometry, say.
+    pub fn with_hints_from(mut self, siblings: &[&KernelDef]) -> Self {
+        let LaunchError::Contract { kernel, violations } = &mut self else { return self };
+        let Some(def) = siblings.iter().find(|d| d.name == kernel.as_str()) else { return self };
+        for v in violations.iter_mut().filter(|v| matches!(v.kind, ErrorKind::Dim | ErrorKind::ByteLength)) {
+            let Some(argument) = &v.argument else { continue };
+            let Some(own) = def.inputs.iter().find(|b| b.name == argument.as_str()) else { continue };
+            let takes: Vec<&str> = siblings
+                .iter()
+                .filter(|d| d.name != def.name)
+                .filter(|d| d.inputs.iter().any(|b| b.name == own.name && b.dtype == own.dtype && fixed_text(b).is_some_and(|t| v.given.ends_with(&t))))
+                .map(|d| d.name.as_ref())
+                .collect();
+            if !takes.is_empty() {
+                v.hint = Some(format!("that is the `{argument}` of {}", takes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")));
+            }
+        }
+        self
+    }
+}
+
+/// `shape [18923520]` for a buffer whose shape is fixed.
+fn fixed_text(b: &BufferDef) -> Option<String> {
+    let shape: Option<Vec<u64>> = b.shape.iter().map(|d| d.as_fixed()).collect();
+    shape.map(|s| format!("shape {}", shown(&s)))
 }
 
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "kernel `{}`", self.kernel)?;
-        if let Some(a) = &self.argument {
-            write!(f, ", argument `{a}`")?;
-        }
-        if self.kind == ErrorKind::Backend {
-            write!(f, ": {}", self.given)
-        } else {
-            write!(f, ": expected {}, given {}", self.expected, self.given)
+        match self {
+            LaunchError::Contract { kernel, violations } => match violations.as_slice() {
+                [one] => write!(f, "kernel `{kernel}`, {one}; nothing was launched"),
+                many => {
+                    write!(f, "kernel `{kernel}`: {} problems, nothing was launched:", many.len())?;
+                    for v in many {
+                        write!(f, "\n  - {v}")?;
+                    }
+                    Ok(())
+                }
+            },
+            LaunchError::Backend { kernel, source } => write!(f, "kernel `{kernel}`: {source}"),
         }
     }
 }
 
-impl std::error::Error for LaunchError {}
-
-impl LaunchError {
-    pub fn new(
-        def: &KernelDef,
-        argument: Option<&str>,
-        kind: ErrorKind,
-        expected: impl Into<String>,
-        given: impl Into<String>,
-    ) -> Self {
-        LaunchError {
-            kernel: def.name.to_string(),
-            argument: argument.map(str::to_string),
-            kind,
-            expected: expected.into(),
-            given: given.into(),
+impl std::error::Error for LaunchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LaunchError::Backend { source, .. } => Some(source.as_ref()),
+            LaunchError::Contract { .. } => None,
         }
-    }
-
-    pub fn backend(def: &KernelDef, message: impl Into<String>) -> Self {
-        LaunchError::new(def, None, ErrorKind::Backend, "", message)
     }
 }
 
-/// What the checks need to know of an argument, whatever the backend's array type.
+/// What the checks need to know of an array, whatever the backend's array type.
 #[derive(Clone, Debug)]
 pub struct ArgInfo {
-    pub dtype: Dtype,
+    /// The dtype, or the backend's name for one no contract has (MLX's float64, say).
+    pub dtype: Result<Dtype, String>,
     pub shape: Vec<u64>,
     /// Bytes of data behind the array (elements x dtype size for a dense array).
     pub bytes: u64,
     pub row_contiguous: bool,
     /// Address of the data, when the backend knows it (alignment check).
     pub address: Option<usize>,
-    /// The backend's name for a dtype outside [`Dtype`] (MLX's float64, say),
-    /// which no contract accepts; `dtype` is then meaningless.
-    pub unsupported_dtype: Option<String>,
 }
 
-/// Kernels index with 32-bit integers and MLX's shapes and grids are int32:
-/// no buffer may hold more elements, and no grid extent be larger, than this.
-pub const MAX_ELEMENTS: u64 = i32::MAX as u64;
-
-/// The caller-provided inputs: every input but the size values the launcher fills.
-pub fn data_inputs(def: &KernelDef) -> impl Iterator<Item = &'static BufferDef> {
-    def.inputs.iter().filter(|b| b.source == Source::Data)
+/// Values the launch makes for a kernel input: a run-time size (DeltaNet's
+/// `Tin`) or the caller's host integers (DeltaNet's kept lengths), as int32.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostValues {
+    pub shape: Vec<u64>,
+    pub values: Vec<i32>,
 }
 
-fn shape_text(b: &BufferDef, names: &[&str]) -> String {
-    format!(
-        "[{}]",
-        b.shape
-            .iter()
-            .map(|d| d.describe(names))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+impl HostValues {
+    /// Little-endian bytes, as a device buffer holds them.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        self.values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+}
+
+/// Where one kernel input comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The caller's array at this index (of the arrays passed to the launch).
+    Array(usize),
+    /// Values the launch made; the backend uploads them as int32.
+    Values(HostValues),
+}
+
+/// One output the backend allocates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub dtype: Dtype,
+    pub shape: Vec<u64>,
+    pub bytes: u64,
+}
+
+/// A checked launch: everything a backend binds and runs.
+#[derive(Clone, Debug)]
+pub struct LaunchPlan<'d> {
+    pub def: &'d KernelDef,
+    /// The run-time sizes, in [`KernelDef::sizes`] order.
+    pub sizes: Vec<u64>,
+    /// Threads in the grid, and the threadgroup.
+    pub grid: [u32; 3],
+    pub threadgroup: [u32; 3],
+    /// One per kernel input, in buffer order.
+    pub inputs: Vec<Input>,
+    /// One per kernel output, in buffer order after the inputs.
+    pub outputs: Vec<Output>,
 }
 
 fn shown(shape: &[u64]) -> String {
-    format!(
-        "[{}]",
-        shape
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+    format!("[{}]", shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
 }
 
-/// Checks the caller's inputs (in the order of [`data_inputs`]) against the
-/// contract and derives the run-time sizes from their shapes. `given_sizes`
-/// (from a command line, say) must agree with what the shapes imply.
-pub fn check_inputs(
-    def: &KernelDef,
-    args: &[ArgInfo],
-    given_sizes: &[(String, u64)],
-) -> Result<Vec<u64>, LaunchError> {
-    let expected: Vec<&BufferDef> = data_inputs(def).collect();
-    if args.len() != expected.len() {
-        return Err(LaunchError::new(
-            def,
-            None,
-            ErrorKind::ArgumentCount,
-            format!(
-                "{} inputs ({})",
-                expected.len(),
-                expected
-                    .iter()
-                    .map(|b| b.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            format!("{}", args.len()),
-        ));
+/// Collects the violations of one launch.
+struct Checker {
+    found: Vec<Violation>,
+}
+
+impl Checker {
+    fn push(&mut self, argument: Option<&str>, kind: ErrorKind, expected: impl Into<String>, given: impl Into<String>) {
+        self.found.push(Violation { argument: argument.map(str::to_string), kind, expected: expected.into(), given: given.into(), hint: None });
     }
-    for (name, _) in given_sizes {
-        if !def.sizes.contains(&name.as_str()) {
-            return Err(LaunchError::new(
-                def,
-                Some(name),
-                ErrorKind::Size,
-                format!("one of the run-time sizes [{}]", def.sizes.join(", ")),
-                format!("`{name}`"),
-            ));
+}
+
+/// Where each run-time size was read from, for messages.
+struct Sizes {
+    values: Vec<Option<u64>>,
+    from: Vec<String>,
+}
+
+impl Sizes {
+    fn learn(&mut self, i: usize, value: u64, from: String) {
+        if self.values[i].is_none() {
+            self.values[i] = Some(value);
+            self.from[i] = from;
         }
     }
-    // Each run-time size is taken from the first dimension that is exactly
-    // `coeff * size`, then every dimension is checked against its expression.
-    let mut sizes: Vec<Option<(u64, String)>> = def
-        .sizes
+}
+
+/// Expected-shape text: `shape [163840]` for a fixed shape; with run-time
+/// sizes `shape [M, 6144] = [3, 6144] (M = 3 from `x`)`.
+fn expected_shape(def: &KernelDef, b: &BufferDef, want: &[Option<u64>], sizes: &Sizes) -> String {
+    let names = def.size_names();
+    let used: Vec<usize> = {
+        let mut u = Vec::new();
+        for d in b.shape.iter() {
+            for i in d.sizes_used() {
+                if !u.contains(&i) {
+                    u.push(i);
+                }
+            }
+        }
+        u
+    };
+    let values = format!("[{}]", want.iter().map(|w| w.map_or("?".to_string(), |n| n.to_string())).collect::<Vec<_>>().join(", "));
+    if used.is_empty() {
+        return format!("shape {values}");
+    }
+    let at: Vec<String> = used
         .iter()
-        .map(|n| {
-            given_sizes
-                .iter()
-                .find(|(g, _)| g == n)
-                .map(|(_, v)| (*v, "given".to_string()))
+        .map(|&i| match sizes.values[i] {
+            Some(v) => format!("{} = {v} {}", names[i], sizes.from[i]),
+            None => format!("{} unknown", names[i]),
         })
         .collect();
-    for (b, a) in expected.iter().zip(args) {
-        if let Some(name) = &a.unsupported_dtype {
-            return Err(LaunchError::new(def, Some(b.name), ErrorKind::Dtype, format!("dtype {}", b.dtype), format!("dtype {name}")));
+    format!("shape {} = {values} ({})", b.shape_text(&names), at.join(", "))
+}
+
+/// Checks a launch of `def`: the caller's `arrays` (the data inputs, in
+/// contract order), `host` (the host-integer inputs, in contract order) and
+/// any run-time sizes the caller states (`given_sizes`, from a command line
+/// say; they must agree with the shapes). Returns the plan, or every
+/// violation found.
+pub fn check<'d>(def: &'d KernelDef, arrays: &[ArgInfo], host: &[&[i32]], given_sizes: &[(String, u64)]) -> Result<LaunchPlan<'d>, LaunchError> {
+    let mut c = Checker { found: Vec::new() };
+    let data: Vec<&BufferDef> = def.data_inputs().collect();
+    let hosted: Vec<&BufferDef> = def.host_inputs().collect();
+    let names = |list: &[&BufferDef]| list.iter().map(|b| b.name.as_ref()).collect::<Vec<_>>().join(", ");
+    if arrays.len() != data.len() {
+        c.push(None, ErrorKind::ArgumentCount, format!("{} arrays ({})", data.len(), names(&data)), arrays.len().to_string());
+    }
+    if host.len() != hosted.len() {
+        c.push(None, ErrorKind::ArgumentCount, format!("{} host integer arguments ({})", hosted.len(), names(&hosted)), host.len().to_string());
+    }
+    if !c.found.is_empty() {
+        return Err(LaunchError::Contract { kernel: def.name.to_string(), violations: c.found });
+    }
+
+    let n = def.sizes.len();
+    let mut sizes = Sizes { values: vec![None; n], from: vec![String::new(); n] };
+    for (k, (name, value)) in given_sizes.iter().enumerate() {
+        match def.sizes.iter().position(|s| s == name.as_str()) {
+            None => c.push(Some(name), ErrorKind::Size, format!("one of the run-time sizes [{}]", def.size_names().join(", ")), format!("`{name}`")),
+            Some(_) if given_sizes[..k].iter().any(|(g, _)| g == name) => c.push(Some(name), ErrorKind::Size, "each run-time size given once", format!("{name} given twice")),
+            Some(i) => sizes.learn(i, *value, "given".into()),
         }
-        if a.dtype != b.dtype {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Dtype,
-                format!("dtype {}", b.dtype),
-                format!("dtype {}", a.dtype),
-            ));
+    }
+
+    // Dtype and rank first; an argument of the wrong rank says nothing about sizes.
+    let mut rank_ok = vec![true; data.len()];
+    for (k, (b, a)) in data.iter().zip(arrays).enumerate() {
+        match &a.dtype {
+            Err(other) => c.push(Some(&b.name), ErrorKind::Dtype, format!("dtype {}", b.dtype), format!("dtype {other}")),
+            Ok(d) if *d != b.dtype => c.push(Some(&b.name), ErrorKind::Dtype, format!("dtype {}", b.dtype), format!("dtype {d}")),
+            Ok(_) => {}
         }
         if a.shape.len() != b.shape.len() {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Rank,
-                format!("{} dimensions {}", b.shape.len(), shape_text(b, def.sizes)),
-                format!("shape {}", shown(&a.shape)),
-            ));
+            rank_ok[k] = false;
+            c.push(Some(&b.name), ErrorKind::Rank, format!("{} dimensions {}", b.shape.len(), b.shape_text(&def.size_names())), format!("shape {}", shown(&a.shape)));
         }
-        for (d, &n) in b.shape.iter().zip(&a.shape) {
-            if let [i] = d.sizes {
-                if sizes[*i].is_none() && d.coeff != 0 && n % d.coeff == 0 {
-                    sizes[*i] = Some((n / d.coeff, format!("from `{}`", b.name)));
+    }
+    // Each run-time size is read off the first dimension that is `c * size`.
+    let host_shapes: Vec<Vec<u64>> = host.iter().map(|h| vec![h.len() as u64]).collect();
+    let mut shaped: Vec<(&BufferDef, &[u64])> = Vec::new();
+    for (k, (b, a)) in data.iter().zip(arrays).enumerate() {
+        if rank_ok[k] {
+            shaped.push((b, &a.shape));
+        }
+    }
+    for (b, s) in hosted.iter().zip(&host_shapes) {
+        if b.shape.len() == s.len() {
+            shaped.push((b, s));
+        }
+    }
+    for (b, shape) in shaped {
+        for (d, &len) in b.shape.iter().zip(shape) {
+            if let Some((i, coeff)) = d.linear_in_one_size() {
+                if coeff != 0 && len % coeff == 0 {
+                    sizes.learn(i, len / coeff, format!("from `{}`", b.name));
                 }
             }
         }
     }
-    let mut values = Vec::with_capacity(sizes.len());
-    for (i, s) in sizes.iter().enumerate() {
-        let name = def.sizes[i];
-        let Some((v, _)) = s else {
-            return Err(LaunchError::new(
-                def,
-                Some(name),
-                ErrorKind::Size,
-                "a value implied by the input shapes",
-                "none",
-            ));
-        };
-        if *v == 0 || *v > MAX_ELEMENTS {
-            return Err(LaunchError::new(
-                def,
-                Some(name),
-                ErrorKind::Size,
-                format!("{name} from 1 to {MAX_ELEMENTS}"),
-                format!("{name} = {v}"),
-            ));
+    for i in 0..n {
+        let name = def.sizes[i].as_ref();
+        match sizes.values[i] {
+            None => c.push(Some(name), ErrorKind::Size, "a value implied by the argument shapes", "none"),
+            Some(v) if v == 0 || v > MAX_ELEMENTS => c.push(Some(name), ErrorKind::Size, format!("{name} from 1 to {MAX_ELEMENTS}"), format!("{name} = {v} {}", sizes.from[i])),
+            Some(_) => {}
         }
-        values.push(*v);
     }
-    for (b, a) in expected.iter().zip(args) {
-        let want = b
-            .shape_at(&values)
-            .filter(|s| s.iter().all(|&d| d <= MAX_ELEMENTS));
-        let Some(want) = want else {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Size,
-                format!("dimensions up to {MAX_ELEMENTS}"),
-                format!("shape {} overflows", shape_text(b, def.sizes)),
-            ));
-        };
-        if want != a.shape {
-            let at: Vec<String> = def
-                .sizes
-                .iter()
-                .zip(&values)
-                .zip(&sizes)
-                .map(|((n, v), s)| format!("{n} = {v} {}", s.as_ref().map_or("", |x| x.1.as_str())))
-                .collect();
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Dim,
-                format!(
-                    "shape {} = {} (with {})",
-                    shape_text(b, def.sizes),
-                    shown(&want),
-                    at.join(", ")
-                ),
-                format!("shape {}", shown(&a.shape)),
-            ));
+    let known: Vec<u64> = sizes.values.iter().map(|v| v.unwrap_or(0)).collect();
+    let all_known = sizes.values.iter().all(|v| v.is_some_and(|v| v > 0 && v <= MAX_ELEMENTS));
+
+    // Shapes, bytes, layout and alignment of every array argument.
+    for (k, (b, a)) in data.iter().zip(arrays).enumerate() {
+        if !rank_ok[k] {
+            continue;
         }
-        let elements: u64 = want.iter().product();
+        let want: Vec<Option<u64>> = b
+            .shape
+            .iter()
+            .map(|d| if d.sizes_used().iter().all(|&i| sizes.values[i].is_some()) { d.eval(&known) } else { None })
+            .collect();
+        let mismatch = want.iter().zip(&a.shape).any(|(w, g)| w.is_some_and(|w| w != *g)) || want.iter().any(|w| w.is_some_and(|w| w > MAX_ELEMENTS));
+        if mismatch {
+            c.push(Some(&b.name), ErrorKind::Dim, expected_shape(def, b, &want, &sizes), format!("shape {}", shown(&a.shape)));
+            continue;
+        }
+        if want.iter().any(Option::is_none) {
+            continue;
+        }
+        let elements: u64 = a.shape.iter().product();
         if elements > MAX_ELEMENTS {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Size,
-                format!("at most {MAX_ELEMENTS} elements"),
-                format!("{elements}"),
-            ));
+            c.push(Some(&b.name), ErrorKind::Size, format!("at most {MAX_ELEMENTS} elements"), elements.to_string());
+            continue;
         }
         let bytes = elements * b.dtype.size() as u64;
-        if a.bytes != bytes {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::ByteLength,
-                format!("{bytes} bytes"),
-                format!("{} bytes", a.bytes),
-            ));
+        if a.dtype == Ok(b.dtype) && a.bytes != bytes {
+            c.push(Some(&b.name), ErrorKind::ByteLength, format!("{bytes} bytes"), format!("{} bytes", a.bytes));
         }
         if !a.row_contiguous {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Layout,
-                "a row-contiguous array",
-                "a strided view (make it contiguous first)",
-            ));
+            c.push(Some(&b.name), ErrorKind::Layout, "a row-contiguous array", "a strided view (make it contiguous first)");
         }
         if let Some(addr) = a.address {
             if b.align > 1 && addr % b.align as usize != 0 {
-                return Err(LaunchError::new(
-                    def,
-                    Some(b.name),
-                    ErrorKind::Alignment,
-                    format!("data aligned to {} bytes", b.align),
-                    format!("address {addr:#x}"),
-                ));
+                c.push(Some(&b.name), ErrorKind::Alignment, format!("data aligned to {} bytes", b.align), format!("address {addr:#x}"));
             }
         }
     }
-    check_outputs_and_grid(def, &values)?;
-    Ok(values)
-}
 
-/// Output sizes and the grid at `sizes` must fit the backend's integers.
-fn check_outputs_and_grid(def: &KernelDef, sizes: &[u64]) -> Result<(), LaunchError> {
-    for b in def.outputs {
-        match b.elements(sizes) {
-            Some(n) if n <= MAX_ELEMENTS => {}
+    // Host integers: their length, and the values the contract bounds.
+    for (b, values) in hosted.iter().zip(host) {
+        let want = if all_known { b.elements(&known) } else { None };
+        if let Some(w) = want {
+            if w != values.len() as u64 {
+                c.push(Some(&b.name), ErrorKind::Dim, format!("{w} integers ({} {})", b.dtype, b.shape_text(&def.size_names())), format!("{}", values.len()));
+                continue;
+            }
+        }
+        if let (Some(i), true) = (b.at_most, all_known) {
+            let limit = known[i];
+            if let Some((at, x)) = values.iter().enumerate().find(|(_, x)| **x < 0 || **x as u64 > limit) {
+                c.push(Some(&b.name), ErrorKind::Value, format!("every value from 0 to {} = {limit}", def.sizes[i]), format!("{x} at index {at}"));
+            }
+        }
+    }
+
+    if !all_known {
+        return Err(LaunchError::Contract { kernel: def.name.to_string(), violations: c.found });
+    }
+    // Outputs and the grid at these sizes must fit the backend's integers.
+    let mut outputs = Vec::with_capacity(def.outputs.len());
+    for b in def.outputs.iter() {
+        match b.shape_at(&known).filter(|s| s.iter().all(|&d| d <= MAX_ELEMENTS)).zip(b.elements(&known)) {
+            Some((shape, elements)) if elements <= MAX_ELEMENTS => outputs.push(Output { dtype: b.dtype, bytes: elements * b.dtype.size() as u64, shape }),
+            _ => c.push(Some(&b.name), ErrorKind::Size, format!("an output of at most {MAX_ELEMENTS} elements"), format!("shape {} at these sizes", b.shape_text(&def.size_names()))),
+        }
+    }
+    let grid = def.grid_at(&known).filter(|g| g.iter().all(|&x| x <= MAX_ELEMENTS));
+    if grid.is_none() {
+        c.push(None, ErrorKind::Size, format!("grid extents up to {MAX_ELEMENTS}"), format!("grid [{}] at these sizes", def.grid.iter().map(|g| g.describe(&def.size_names())).collect::<Vec<_>>().join(", ")));
+    }
+    if !c.found.is_empty() {
+        return Err(LaunchError::Contract { kernel: def.name.to_string(), violations: c.found });
+    }
+    let grid = grid.expect("checked above").map(|x| x as u32);
+
+    let (mut next_array, mut next_host) = (0, 0);
+    let mut inputs = Vec::with_capacity(def.inputs.len());
+    for b in def.inputs.iter() {
+        let shape = b.shape_at(&known).expect("input shapes were checked");
+        inputs.push(match b.source {
+            Source::Data => {
+                next_array += 1;
+                Input::Array(next_array - 1)
+            }
+            Source::SizeValue(i) => Input::Values(HostValues { shape, values: vec![known[i] as i32] }),
+            Source::HostInts => {
+                next_host += 1;
+                Input::Values(HostValues { shape, values: host[next_host - 1].to_vec() })
+            }
             other => {
-                return Err(LaunchError::new(
-                    def,
-                    Some(b.name),
-                    ErrorKind::Size,
-                    format!("an output of at most {MAX_ELEMENTS} elements"),
-                    other.map_or("an overflowing size".into(), |n| format!("{n} elements")),
-                ));
+                c.push(Some(&b.name), ErrorKind::ArgumentCount, "an input source this version of kernelgen knows", format!("{other:?}"));
+                return Err(LaunchError::Contract { kernel: def.name.to_string(), violations: c.found });
             }
-        }
+        });
     }
-    match def.grid_at(sizes) {
-        Some(g) if g.iter().all(|&x| x <= MAX_ELEMENTS) => Ok(()),
-        _ => Err(LaunchError::new(
-            def,
-            None,
-            ErrorKind::Size,
-            format!("grid extents up to {MAX_ELEMENTS}"),
-            "a larger grid",
-        )),
-    }
-}
-
-/// The value a size-value input carries (an int32 holding a run-time size).
-pub fn size_value_bytes(def: &KernelDef, b: &BufferDef, sizes: &[u64]) -> Vec<u8> {
-    match b.source {
-        Source::SizeValue(i) => (sizes[i] as i32).to_le_bytes().to_vec(),
-        Source::Data => panic!("kernel {}: `{}` is not a size value", def.name, b.name),
-    }
-}
-
-/// Checks the values of the arguments whose contract bounds them
-/// (`BufferDef::at_most`), given as integers in contract order of
-/// [`data_inputs`] (`None` for unbounded arguments).
-pub fn check_values(def: &KernelDef, values: &[Option<Vec<i64>>], sizes: &[u64]) -> Result<(), LaunchError> {
-    for (b, v) in data_inputs(def).zip(values) {
-        let (Some(i), Some(v)) = (b.at_most, v) else { continue };
-        let limit = sizes[i];
-        if let Some((at, x)) = v.iter().enumerate().find(|(_, x)| **x > limit as i64) {
-            return Err(LaunchError::new(
-                def,
-                Some(b.name),
-                ErrorKind::Value,
-                format!("every value at most {} = {limit}", def.sizes[i]),
-                format!("{x} at index {at}"),
-            ));
-        }
-    }
-    Ok(())
+    Ok(LaunchPlan { def, sizes: known, grid, threadgroup: def.threadgroup, inputs, outputs })
 }

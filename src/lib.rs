@@ -19,10 +19,11 @@ pub use kernelgen_contract as contract;
 #[path = "../generated/rust/mod.rs"]
 pub mod kernels;
 pub mod launch;
-#[cfg(feature = "mlx")]
-pub mod mlx_backend;
 
 pub use contract::{BufferDef, Dim, Dtype, KernelDef, Region, Source};
+/// The launchers' bf16 and f16 element types (`half`), so callers build host
+/// data with the same crate version.
+pub use half;
 /// Specs at compile time (feature `macros`, off by default so the runtime crate
 /// does not depend on syn, tera or toml): `kernels! { ... }` for a spec in Rust
 /// syntax, `include_specs!("specs/file.toml")` for a TOML spec; both expand to

@@ -1,122 +1,91 @@
 //! Every precondition of every generated launcher, violated once: each gives
-//! its `LaunchError` (naming the kernel and the argument) and launches
-//! nothing. A recording backend stands in for a real one, so arguments can
-//! be fabricated with any dtype, shape, byte length, layout or address.
+//! a `LaunchError` naming the kernel and the argument, and launches nothing;
+//! several violations of one launch are all reported. A recording backend
+//! stands in for a real one, so arguments can be fabricated with any dtype,
+//! shape, byte length, layout or address.
 
-use kernelgen::backend::{Backend, launch};
+use kernelgen::backend::{Backend, launch_vec};
 use kernelgen::contract::{BufferDef, KernelDef, Source};
-use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, MAX_ELEMENTS, data_inputs};
+use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, LaunchPlan, MAX_ELEMENTS};
 use kernelgen::{Dtype, kernels};
 use std::cell::Cell;
 
-/// Arrays are their descriptions (plus integer contents for the arguments
-/// whose values are bounded); `run_unchecked` only counts launches.
+/// Arrays are their descriptions; `run` only counts launches.
 #[derive(Default)]
 struct Recorder {
     launches: Cell<usize>,
 }
 
-#[derive(Clone, Debug)]
-struct Arg {
-    info: ArgInfo,
-    ints: Option<Vec<i64>>,
-}
-
-impl std::ops::Deref for Arg {
-    type Target = ArgInfo;
-    fn deref(&self) -> &ArgInfo {
-        &self.info
-    }
-}
-
-impl std::ops::DerefMut for Arg {
-    fn deref_mut(&mut self) -> &mut ArgInfo {
-        &mut self.info
-    }
-}
-
 impl Backend for Recorder {
-    type Array = Arg;
+    type Array = ArgInfo;
+    type Error = std::convert::Infallible;
 
-    fn describe(&self, a: &Arg) -> ArgInfo {
-        a.info.clone()
+    fn describe(&self, a: &ArgInfo) -> ArgInfo {
+        a.clone()
     }
 
-    fn read_ints(&self, a: &Arg) -> Option<Vec<i64>> {
-        a.ints.clone()
-    }
-
-    unsafe fn run_unchecked(
-        &self,
-        def: &'static KernelDef,
-        _: &[&Arg],
-        sizes: &[u64],
-    ) -> Result<Vec<Arg>, LaunchError> {
+    unsafe fn run(&self, plan: &LaunchPlan<'_>, _: &[&ArgInfo]) -> Result<Vec<ArgInfo>, Self::Error> {
         self.launches.set(self.launches.get() + 1);
-        let sizes = sizes.to_vec();
-        Ok(def.outputs.iter().map(|b| arg(b, &sizes)).collect())
+        Ok(plan
+            .outputs
+            .iter()
+            .map(|o| ArgInfo { dtype: Ok(o.dtype), shape: o.shape.clone(), bytes: o.bytes, row_contiguous: true, address: None })
+            .collect())
     }
 }
 
-/// A well-formed argument for `b` at `sizes` (bounded values at their bound).
-fn arg(b: &BufferDef, sizes: &[u64]) -> Arg {
+/// A well-formed argument for `b` at `sizes`.
+fn arg(b: &BufferDef, sizes: &[u64]) -> ArgInfo {
     let shape = b.shape_at(sizes).unwrap();
     let elements: u64 = shape.iter().product();
-    let info = ArgInfo {
-        dtype: b.dtype,
-        bytes: elements * b.dtype.size() as u64,
-        shape,
-        row_contiguous: true,
-        address: Some(0x10000),
-        unsupported_dtype: None,
-    };
-    Arg { info, ints: b.at_most.map(|i| vec![sizes[i] as i64; elements as usize]) }
+    ArgInfo { dtype: Ok(b.dtype), bytes: elements * b.dtype.size() as u64, shape, row_contiguous: true, address: Some(0x10000) }
 }
 
-/// Valid arguments for `def` with every run-time size set to `n`.
-fn valid(def: &KernelDef, n: u64) -> Vec<Arg> {
+/// Valid arrays and host integers for `def` with every run-time size set to
+/// `n` (bounded values at their bound).
+fn valid(def: &KernelDef, n: u64) -> (Vec<ArgInfo>, Vec<Vec<i32>>) {
     let sizes = vec![n; def.sizes.len()];
-    data_inputs(def).map(|b| arg(b, &sizes)).collect()
+    let arrays = def.data_inputs().map(|b| arg(b, &sizes)).collect();
+    let host = def
+        .host_inputs()
+        .map(|b| {
+            let value = b.at_most.map_or(0, |i| sizes[i] as i32);
+            vec![value; b.elements(&sizes).unwrap() as usize]
+        })
+        .collect();
+    (arrays, host)
 }
 
-fn run(def: &'static KernelDef, args: &[Arg]) -> (Result<Vec<Arg>, LaunchError>, usize) {
+fn run(def: &KernelDef, arrays: &[ArgInfo], host: &[Vec<i32>]) -> (Result<Vec<ArgInfo>, LaunchError>, usize) {
     let backend = Recorder::default();
-    let refs: Vec<&Arg> = args.iter().collect();
-    let result = launch(&backend, def, &refs);
+    let refs: Vec<&ArgInfo> = arrays.iter().collect();
+    let host: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
+    let result = launch_vec(&backend, def, &refs, &host);
     (result, backend.launches.get())
 }
 
-/// Asserts a rejection of the given kind naming `argument`, with nothing launched.
-fn rejected(
-    def: &'static KernelDef,
-    args: &[Arg],
-    kind: ErrorKind,
-    argument: Option<&str>,
-    what: &str,
-) {
-    let (result, launches) = run(def, args);
-    let e = result
-        .err()
-        .unwrap_or_else(|| panic!("{}: {what} was accepted", def.name));
+/// Asserts a rejection with a violation of the given kind naming `argument`,
+/// with nothing launched; returns the error.
+fn rejected(def: &KernelDef, args: &(Vec<ArgInfo>, Vec<Vec<i32>>), kind: ErrorKind, argument: Option<&str>, what: &str) -> LaunchError {
+    let (result, launches) = run(def, &args.0, &args.1);
+    let e = result.err().unwrap_or_else(|| panic!("{}: {what} was accepted", def.name));
     assert_eq!(launches, 0, "{}: {what} launched", def.name);
-    assert_eq!(e.kind, kind, "{}: {what}: {e}", def.name);
-    assert_eq!(e.kernel, def.name);
+    assert_eq!(e.kernel(), def.name, "{e}");
+    assert!(
+        e.violations().iter().any(|v| v.kind == kind && (argument.is_none() || v.argument.as_deref() == argument)),
+        "{}: {what}: expected a {kind:?} violation of {argument:?}, got: {e}",
+        def.name
+    );
+    let text = e.to_string();
+    assert!(text.contains(def.name.as_ref()), "{text}");
     if let Some(a) = argument {
-        assert_eq!(e.argument.as_deref(), Some(a), "{}: {what}: {e}", def.name);
-        let text = e.to_string();
-        assert!(
-            text.contains(def.name) && text.contains(&format!("`{a}`")),
-            "{text}"
-        );
+        assert!(text.contains(&format!("`{a}`")), "{text}");
     }
+    e
 }
 
 fn other_dtype(d: Dtype) -> Dtype {
-    if d == Dtype::F32 {
-        Dtype::F16
-    } else {
-        Dtype::F32
-    }
+    if d == Dtype::F32 { Dtype::F16 } else { Dtype::F32 }
 }
 
 #[test]
@@ -128,11 +97,12 @@ fn the_catalog_is_not_empty() {
 fn valid_arguments_launch_once_with_contract_outputs() {
     for def in kernels::CATALOG {
         for n in [1, 3] {
-            let (result, launches) = run(def, &valid(def, n));
+            let (arrays, host) = valid(def, n);
+            let (result, launches) = run(def, &arrays, &host);
             let outputs = result.unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(launches, 1);
             let sizes = vec![n; def.sizes.len()];
-            for (o, b) in outputs.iter().zip(def.outputs) {
+            for (o, b) in outputs.iter().zip(def.outputs.iter()) {
                 assert_eq!(o.shape, b.shape_at(&sizes).unwrap(), "{}", def.name);
             }
         }
@@ -143,29 +113,20 @@ fn valid_arguments_launch_once_with_contract_outputs() {
 fn wrong_argument_count() {
     for def in kernels::CATALOG {
         let mut args = valid(def, 2);
-        args.pop();
-        rejected(
-            def,
-            &args,
-            ErrorKind::ArgumentCount,
-            None,
-            "one argument too few",
-        );
+        args.0.pop();
+        rejected(def, &args, ErrorKind::ArgumentCount, None, "one array too few");
         let mut args = valid(def, 2);
-        args.push(args[0].clone());
-        rejected(
-            def,
-            &args,
-            ErrorKind::ArgumentCount,
-            None,
-            "one argument too many",
-        );
+        args.0.push(args.0[0].clone());
+        rejected(def, &args, ErrorKind::ArgumentCount, None, "one array too many");
+        let mut args = valid(def, 2);
+        args.1.push(vec![1]);
+        rejected(def, &args, ErrorKind::ArgumentCount, None, "one host argument too many");
     }
 }
 
 fn each_input(mut f: impl FnMut(&'static KernelDef, usize, &'static BufferDef)) {
     for def in kernels::CATALOG {
-        for (i, b) in data_inputs(def).enumerate() {
+        for (i, b) in def.data_inputs().enumerate() {
             f(def, i, b);
         }
     }
@@ -175,8 +136,12 @@ fn each_input(mut f: impl FnMut(&'static KernelDef, usize, &'static BufferDef)) 
 fn wrong_dtype() {
     each_input(|def, i, b| {
         let mut args = valid(def, 2);
-        args[i].dtype = other_dtype(b.dtype);
-        rejected(def, &args, ErrorKind::Dtype, Some(b.name), "a wrong dtype");
+        args.0[i].dtype = Ok(other_dtype(b.dtype));
+        rejected(def, &args, ErrorKind::Dtype, Some(&b.name), "a wrong dtype");
+        let mut args = valid(def, 2);
+        args.0[i].dtype = Err("float64".into());
+        let e = rejected(def, &args, ErrorKind::Dtype, Some(&b.name), "a dtype no contract has");
+        assert!(e.to_string().contains("float64"), "{e}");
     });
 }
 
@@ -184,23 +149,11 @@ fn wrong_dtype() {
 fn wrong_rank() {
     each_input(|def, i, b| {
         let mut args = valid(def, 2);
-        args[i].shape.push(1);
-        rejected(
-            def,
-            &args,
-            ErrorKind::Rank,
-            Some(b.name),
-            "an extra dimension",
-        );
+        args.0[i].shape.push(1);
+        rejected(def, &args, ErrorKind::Rank, Some(&b.name), "an extra dimension");
         let mut args = valid(def, 2);
-        args[i].shape.remove(0);
-        rejected(
-            def,
-            &args,
-            ErrorKind::Rank,
-            Some(b.name),
-            "a missing dimension",
-        );
+        args.0[i].shape.remove(0);
+        rejected(def, &args, ErrorKind::Rank, Some(&b.name), "a missing dimension");
     });
 }
 
@@ -208,19 +161,18 @@ fn wrong_rank() {
 fn wrong_fixed_dimension() {
     each_input(|def, i, b| {
         for (axis, d) in b.shape.iter().enumerate() {
-            if !d.sizes.is_empty() {
+            if d.as_fixed().is_none() {
                 continue;
             }
             let mut args = valid(def, 2);
-            args[i].shape[axis] += 1;
-            args[i].bytes = args[i].shape.iter().product::<u64>() * b.dtype.size() as u64;
-            rejected(
-                def,
-                &args,
-                ErrorKind::Dim,
-                Some(b.name),
-                &format!("dimension {axis} of `{}` one too large", b.name),
-            );
+            args.0[i].shape[axis] += 1;
+            args.0[i].bytes = args.0[i].shape.iter().product::<u64>() * b.dtype.size() as u64;
+            let e = rejected(def, &args, ErrorKind::Dim, Some(&b.name), &format!("dimension {axis} of `{}` one too large", b.name));
+            // A fixed shape is shown once, not as an expression equal to itself.
+            if b.shape.iter().all(|d| d.as_fixed().is_some()) {
+                let v = e.violations().iter().find(|v| v.kind == ErrorKind::Dim).unwrap();
+                assert!(!v.expected.contains(" = "), "{v}");
+            }
         }
     });
 }
@@ -228,33 +180,29 @@ fn wrong_fixed_dimension() {
 #[test]
 fn run_time_sizes_that_disagree_between_arguments() {
     // A size carried by two arguments must be the same in both.
+    let mut covered = 0;
     for def in kernels::CATALOG {
         for size in 0..def.sizes.len() {
-            let carriers: Vec<(usize, usize)> = data_inputs(def)
+            let carriers: Vec<(usize, usize)> = def
+                .data_inputs()
                 .enumerate()
                 .flat_map(|(i, b)| {
-                    b.shape
-                        .iter()
-                        .enumerate()
-                        .filter(move |(_, d)| d.sizes.contains(&size))
-                        .map(move |(axis, _)| (i, axis))
+                    b.shape.iter().enumerate().filter(move |(_, d)| d.linear_in_one_size().is_some_and(|(s, _)| s == size)).map(move |(axis, _)| (i, axis))
                 })
                 .collect();
             if let [_, .., (i, axis)] = carriers[..] {
+                covered += 1;
                 let mut args = valid(def, 2);
-                args[i].shape[axis] *= 2;
-                args[i].bytes *= 2;
-                let name = data_inputs(def).nth(i).unwrap().name;
-                rejected(
-                    def,
-                    &args,
-                    ErrorKind::Dim,
-                    Some(name),
-                    "a run-time size that disagrees",
-                );
+                args.0[i].shape[axis] *= 2;
+                args.0[i].bytes *= 2;
+                let name = def.data_inputs().nth(i).unwrap().name.to_string();
+                let e = rejected(def, &args, ErrorKind::Dim, Some(&name), "a run-time size that disagrees");
+                // The message says where the size was read.
+                assert!(e.to_string().contains("from `"), "{e}");
             }
         }
     }
+    assert!(covered > 0);
 }
 
 #[test]
@@ -264,28 +212,21 @@ fn zero_and_oversized_run_time_sizes() {
             continue;
         }
         let args = valid(def, 0);
-        let (result, launches) = run(def, &args);
-        let e = result.expect_err("a zero size was accepted");
-        assert_eq!((e.kind, launches), (ErrorKind::Size, 0), "{e}");
+        rejected(def, &args, ErrorKind::Size, None, "a zero size");
         // Sizes whose buffers would exceed the 32-bit indexing limit.
         let mut args = valid(def, 2);
-        for (a, b) in args.iter_mut().zip(data_inputs(def)) {
+        for (a, b) in args.0.iter_mut().zip(def.data_inputs()) {
             for (axis, d) in b.shape.iter().enumerate() {
-                if !d.sizes.is_empty() {
-                    a.shape[axis] = d.coeff * (MAX_ELEMENTS / d.coeff.max(1) + 1);
+                if let Some((_, c)) = d.linear_in_one_size() {
+                    a.shape[axis] = c * (MAX_ELEMENTS / c.max(1) + 1);
                 }
             }
-            a.bytes = a
-                .shape
-                .iter()
-                .map(|&x| x as u128)
-                .product::<u128>()
-                .min(u64::MAX as u128) as u64;
+            a.bytes = a.shape.iter().map(|&x| x as u128).product::<u128>().min(u64::MAX as u128) as u64;
         }
-        let (result, launches) = run(def, &args);
+        let (result, launches) = run(def, &args.0, &args.1);
         let e = result.expect_err("an oversized launch was accepted");
         assert_eq!(launches, 0);
-        assert_eq!(e.kind, ErrorKind::Size, "{}: {e}", def.name);
+        assert!(e.has(ErrorKind::Size), "{}: {e}", def.name);
     }
 }
 
@@ -294,14 +235,8 @@ fn wrong_byte_length() {
     each_input(|def, i, b| {
         for delta in [-1i64, 1] {
             let mut args = valid(def, 2);
-            args[i].bytes = (args[i].bytes as i64 + delta) as u64;
-            rejected(
-                def,
-                &args,
-                ErrorKind::ByteLength,
-                Some(b.name),
-                "a byte length that disagrees with the shape",
-            );
+            args.0[i].bytes = (args.0[i].bytes as i64 + delta) as u64;
+            rejected(def, &args, ErrorKind::ByteLength, Some(&b.name), "a byte length that disagrees with the shape");
         }
     });
 }
@@ -310,14 +245,8 @@ fn wrong_byte_length() {
 fn strided_argument() {
     each_input(|def, i, b| {
         let mut args = valid(def, 2);
-        args[i].row_contiguous = false;
-        rejected(
-            def,
-            &args,
-            ErrorKind::Layout,
-            Some(b.name),
-            "a strided view",
-        );
+        args.0[i].row_contiguous = false;
+        rejected(def, &args, ErrorKind::Layout, Some(&b.name), "a strided view");
     });
 }
 
@@ -328,44 +257,76 @@ fn misaligned_argument() {
             return;
         }
         let mut args = valid(def, 2);
-        args[i].address = Some(0x10000 + b.align as usize / 2);
-        rejected(
-            def,
-            &args,
-            ErrorKind::Alignment,
-            Some(b.name),
-            "a misaligned address",
-        );
+        args.0[i].address = Some(0x10000 + b.align as usize / 2);
+        rejected(def, &args, ErrorKind::Alignment, Some(&b.name), "a misaligned address");
     });
 }
 
 #[test]
-fn bounded_values_above_their_size() {
+fn bounded_host_values_outside_their_range() {
     let mut covered = 0;
-    each_input(|def, i, b| {
-        let Some(size) = b.at_most else { return };
-        covered += 1;
-        let mut args = valid(def, 3);
-        if let Some(v) = args[i].ints.as_mut() {
-            v[0] = 4;
+    for def in kernels::CATALOG {
+        for (i, b) in def.host_inputs().enumerate() {
+            let Some(size) = b.at_most else { continue };
+            covered += 1;
+            for bad in [4, -1] {
+                let mut args = valid(def, 3);
+                args.1[i][0] = bad;
+                rejected(def, &args, ErrorKind::Value, Some(&b.name), &format!("{bad}, outside 0..={}", def.sizes[size]));
+            }
+            let mut args = valid(def, 3);
+            args.1[i].push(1);
+            rejected(def, &args, ErrorKind::Dim, Some(&b.name), "one host value too many");
         }
-        rejected(def, &args, ErrorKind::Value, Some(b.name), &format!("a value above {}", def.sizes[size]));
-        // A backend that cannot read the values cannot vouch for them.
-        let mut args = valid(def, 3);
-        args[i].ints = None;
-        rejected(def, &args, ErrorKind::Value, Some(b.name), "unreadable bounded values");
-    });
+    }
     assert!(covered > 0, "no bundled kernel bounds a value (DeltaNet's prefix state should)");
 }
 
 #[test]
-fn size_values_are_filled_by_the_launcher_not_passed() {
+fn every_input_is_passed_filled_or_hosted() {
     for def in kernels::CATALOG {
-        let filled = def
-            .inputs
-            .iter()
-            .filter(|b| matches!(b.source, Source::SizeValue(_)))
-            .count();
-        assert_eq!(data_inputs(def).count() + filled, def.inputs.len());
+        let filled = def.inputs.iter().filter(|b| matches!(b.source, Source::SizeValue(_))).count();
+        assert_eq!(def.data_inputs().count() + def.host_inputs().count() + filled, def.inputs.len());
     }
+}
+
+/// Three wrong arguments of one launch are three violations in one error.
+#[test]
+fn every_violation_of_a_launch_is_reported() {
+    use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF;
+    let (mut arrays, host) = valid(&DEF, 2);
+    arrays[0].dtype = Ok(Dtype::F32); // x: a wrong dtype
+    arrays[1].shape = vec![100]; // slot: a wrong size
+    arrays[1].bytes = 100;
+    arrays[0].row_contiguous = false; // x: strided too
+    let (result, launches) = run(&DEF, &arrays, &host);
+    let e = result.expect_err("accepted");
+    assert_eq!(launches, 0);
+    let kinds: Vec<(ErrorKind, Option<&str>)> = e.violations().iter().map(|v| (v.kind, v.argument.as_deref())).collect();
+    assert_eq!(
+        kinds,
+        [(ErrorKind::Dtype, Some("x")), (ErrorKind::Layout, Some("x")), (ErrorKind::Dim, Some("slot"))],
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(text.contains("3 problems, nothing was launched"), "{text}");
+    // A fixed size is printed once.
+    assert!(text.contains("expected shape [73728], given shape [100]"), "{text}");
+}
+
+/// A packed slot of another geometry of the same spec is named in the error.
+#[test]
+fn a_slot_of_another_geometry_is_named() {
+    use kernelgen::kernels::experts::{self, QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP as OTHER, TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF};
+    let (mut arrays, host) = valid(&DEF, 2);
+    let slot = OTHER.inputs[1].shape[0].as_fixed().unwrap();
+    arrays[1].shape = vec![slot];
+    arrays[1].bytes = slot;
+    let (result, _) = run(&DEF, &arrays, &host);
+    let e = result.expect_err("accepted").with_hints_from(experts::KERNELS);
+    let v = &e.violations()[0];
+    assert_eq!(v.argument.as_deref(), Some("slot"));
+    let hint = v.hint.as_deref().unwrap_or_else(|| panic!("no hint: {e}"));
+    assert!(hint.contains(OTHER.name.as_ref()), "{hint}");
+    assert!(!hint.contains(DEF.name.as_ref()), "{hint}");
 }

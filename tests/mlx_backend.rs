@@ -1,199 +1,191 @@
-//! The MLX backend on a machine without Metal (Linux, the CPU build of MLX):
-//! a launch that satisfies the kernel's contract reaches MLX and comes back as
-//! MLX's clean "no Metal back-end" error, never a panic; calls that break the
-//! contract are refused before MLX. Run by `make test-mlx`.
+//! The MLX backend on a machine without Metal (Linux, the CPU build of MLX),
+//! run by `make test-mlx`:
+//! - a launch never evaluates or synchronizes: its inputs (lazy MLX
+//!   expressions) are still unevaluated after a chain of launches;
+//! - a launch that satisfies the kernel's contract reaches MLX, and MLX's own
+//!   typed error ("No Metal back-end") comes back as the source of the
+//!   `LaunchError`, never a panic; calls that break the contract never reach MLX;
+//! - the kernel cache is per name and refuses a second source for a name.
 #![cfg(feature = "mlx")]
 
-use kernelgen::mlx_backend::{self, MlxLaunchError, MlxStage};
-use kernelgen::{BufferDef, Dim, Dtype, KernelDef, Source};
+use kernelgen::backend::mlx::{MlxBackend, MlxError};
+use kernelgen::backend::{launch, launch_vec};
+use kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Source, TextRange};
+use kernelgen::kernels::experts::Glm52ExpertQ4Bf16R4;
+use kernelgen::launch::LaunchError;
 use mlx_rs::Array;
+use std::borrow::Cow;
+use std::ffi::{c_int, c_void};
 
-const M: Dim = Dim {
-    coeff: 1,
-    sizes: &[0],
-};
+/// mlx-c's handle of an array (`mlx_array`: one pointer), to ask MLX whether
+/// an array has been evaluated without evaluating it.
+#[repr(C)]
+struct Handle {
+    ctx: *mut c_void,
+}
 
-const X: BufferDef = BufferDef {
-    name: "x",
-    dtype: Dtype::F32,
-    shape: &[M],
-    source: Source::Data,
-    regions: &[],
-    align: 4,
-    at_most: None,
-};
+unsafe extern "C" {
+    fn _mlx_array_is_available(res: *mut bool, arr: Handle) -> c_int;
+}
 
-const Y: BufferDef = BufferDef { name: "y", ..X };
+/// Whether MLX has computed `a` (false for a lazy expression nobody evaluated).
+fn evaluated(a: &Array) -> bool {
+    let mut res = false;
+    // SAFETY: `a` is a live array; mlx-c only reads its status.
+    let status = unsafe { _mlx_array_is_available(&mut res, Handle { ctx: a.as_ptr().ctx }) };
+    assert_eq!(status, 0, "mlx-c failed to report availability");
+    res
+}
 
-/// y = 2 * x over M elements, one thread per element.
-const fn scale2(name: &'static str, body: &'static str) -> KernelDef {
+/// A lazy bf16 array of `shape`: `zeros + 1`, not evaluated.
+fn lazy(shape: &[i32], dtype: mlx_rs::Dtype) -> Array {
+    let zeros = mlx_rs::ops::zeros::<f32>(shape).unwrap();
+    let ones = mlx_rs::ops::add(&zeros, &Array::from_f32(1.0)).unwrap();
+    ones.as_dtype(dtype).unwrap()
+}
+
+fn mlx_failure(e: &LaunchError) -> &MlxError {
+    match e {
+        LaunchError::Backend { source, .. } => source.downcast_ref::<MlxError>().unwrap_or_else(|| panic!("not MLX's error: {e}")),
+        other => panic!("expected a backend error, got {other}"),
+    }
+}
+
+/// The chain: gate_up, then down on its output, no evaluation in
+/// between. With Metal, both launches return unevaluated arrays and one
+/// evaluation at the end runs both. The CPU build of MLX refuses a custom
+/// kernel inside `apply` ("No Metal back-end"), so there `gate_up` returns
+/// that error and `down` is launched on a lazy stand-in for `mid` of the same
+/// shape; either way, neither launch evaluated anything.
+#[test]
+fn a_chain_of_launches_evaluates_nothing() {
+    let mlx = MlxBackend::new();
+    let m = 3;
+    let x = lazy(&[m, 6144], mlx_rs::Dtype::Bfloat16);
+    let slot_bytes = kernelgen::kernels::experts::GLM52_EXPERT_Q4_BF16_R4_GATE_UP.inputs[1].shape[0].as_fixed().unwrap() as i32;
+    let slot = lazy(&[slot_bytes], mlx_rs::Dtype::Uint8);
+    let mid = match Glm52ExpertQ4Bf16R4::gate_up(&mlx, &x, &slot) {
+        Ok(mid) => {
+            assert!(!evaluated(&mid), "gate_up returned an evaluated output");
+            mid
+        }
+        Err(e) => {
+            assert!(mlx_failure(&e).is_no_metal(), "{e}");
+            lazy(&[m, 2048], mlx_rs::Dtype::Bfloat16)
+        }
+    };
+    match Glm52ExpertQ4Bf16R4::down(&mlx, &mid, &slot) {
+        Ok(out) => {
+            assert!(!evaluated(&out), "down returned an evaluated output");
+            // Evaluating the chain's end is where MLX runs both kernels.
+            mlx_rs::transforms::eval([&out]).unwrap();
+        }
+        Err(e) => assert!(mlx_failure(&e).is_no_metal(), "{e}"),
+    }
+    for (name, a) in [("x", &x), ("slot", &slot), ("mid", &mid)] {
+        assert!(!evaluated(a), "a launch evaluated its input `{name}`");
+    }
+    // The probe itself sees evaluation.
+    mlx_rs::transforms::eval([&x]).unwrap();
+    assert!(evaluated(&x));
+}
+
+/// The eager mode for debugging launches the same way (MLX fails in `apply`
+/// here, before there is anything to evaluate).
+#[test]
+fn eager_launches_report_mlx_errors_at_the_launch() {
+    let x = lazy(&[1, 6144], mlx_rs::Dtype::Bfloat16);
+    let slot = lazy(&[18923520], mlx_rs::Dtype::Uint8);
+    let e = Glm52ExpertQ4Bf16R4::gate_up(&MlxBackend::eager(), &x, &slot).unwrap_err();
+    let failure = mlx_failure(&e);
+    assert!(failure.is_no_metal() && matches!(failure, MlxError::Apply(_)), "{failure}");
+    // MLX's typed error is the source chain of the LaunchError.
+    let source = std::error::Error::source(&e).unwrap();
+    assert!(source.to_string().contains("No Metal back-end"), "{source}");
+    assert!(std::error::Error::source(source).is_some(), "MlxError keeps MLX's Exception as its source");
+}
+
+fn text(s: &'static str) -> Cow<'static, str> {
+    Cow::Borrowed(s)
+}
+
+/// y = 2 * x over M elements: a kernel defined here, as a user could. The
+/// header is the first line of `metal`, the body the rest.
+fn scale2(name: &'static str, metal: &'static str) -> KernelDef {
+    let header_end = metal.find('\n').unwrap() as u32 + 1;
+    let buffer = |name: &'static str| BufferDef {
+        name: text(name),
+        dtype: Dtype::F32,
+        shape: vec![Dim::expr(&[Op::Size(0)])].into(),
+        source: Source::Data,
+        regions: Cow::Borrowed(&[]),
+        align: 4,
+        at_most: None,
+    };
     KernelDef {
-        name,
-        family: "test_elementwise",
-        spec: "tests/mlx_backend.rs",
-        mlx_name: "custom_kernel_scale2_float_float",
-        header: "inline float twice(float v) { return 2.0f * v; }\n",
-        body,
-        metal: "",
-        metal_path: "",
-        inputs: &[X],
-        outputs: &[Y],
-        sizes: &["M"],
-        grid: [M, Dim::fixed(1), Dim::fixed(1)],
+        name: text(name),
+        family: text("test_elementwise"),
+        spec: text("tests/mlx_backend.rs"),
+        mlx_name: text("custom_kernel_scale2_float_float"),
+        metal: text(metal),
+        header: TextRange { start: 0, end: header_end },
+        body: TextRange { start: header_end, end: metal.len() as u32 },
+        metal_path: text(""),
+        inputs: vec![buffer("x")].into(),
+        outputs: vec![buffer("y")].into(),
+        sizes: vec![text("M")].into(),
+        grid: [Dim::expr(&[Op::Size(0)]), Dim::Fixed(1), Dim::Fixed(1)],
         threadgroup: [32, 1, 1],
         threadgroup_memory_bytes: 0,
     }
 }
 
-const BODY: &str = "uint i = thread_position_in_grid.x;\ny[i] = twice(x[i]);\n";
-const SCALE2: KernelDef = scale2("mlx_test_scale2", BODY);
-
-fn x(n: usize) -> Array {
-    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    Array::from_slice(&data, &[n as i32])
-}
+const SOURCE: &str = "inline float twice(float v) { return 2.0f * v; }\nuint i = thread_position_in_grid.x;\ny[i] = twice(x[i]);\n";
 
 #[test]
-fn a_valid_launch_reaches_mlx_and_returns_no_metal_as_an_error() {
-    for n in [64usize, 5, 256] {
-        let input = x(n);
-        let err = mlx_backend::apply(&SCALE2, &[&input], &[n as u64])
-            .expect_err("the CPU build of MLX has no Metal back-end");
-        eprintln!("MLX said: {err}");
-        assert_eq!(err.kernel(), "mlx_test_scale2");
-        assert!(matches!(err, MlxLaunchError::Mlx { .. }), "{err:?}");
-        assert!(err.is_no_metal(), "not MLX's no-Metal error: {err}");
-    }
-}
-
-#[test]
-fn a_launch_inside_a_cpu_stream_scope_is_an_error_too() {
-    let input = x(64);
-    let err = mlx_rs::with_device(mlx_rs::Device::cpu(), || {
-        mlx_backend::apply(&scale2("mlx_test_scale2_cpu", BODY), &[&input], &[64])
-    })
-    .expect_err("custom Metal kernels never run on the CPU");
-    eprintln!("MLX said: {err}");
-    assert!(
-        matches!(
-            err,
-            MlxLaunchError::Mlx {
-                stage: MlxStage::Apply,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-}
-
-#[test]
-fn calls_that_break_the_contract_never_reach_mlx() {
-    let def = scale2("mlx_test_scale2_contract", BODY);
-    let good = x(64);
-    let cases: Vec<(&str, Vec<&Array>, Vec<u64>, &str)> = vec![
-        ("too few sizes", vec![&good], vec![], "run-time sizes"),
-        ("too many inputs", vec![&good, &good], vec![64], "inputs"),
-        ("no inputs", vec![], vec![64], "inputs"),
-        ("shape off by one", vec![&good], vec![65], "x"),
-        ("grid beyond i32", vec![&good], vec![1 << 31], "x shape"),
-        ("overflow", vec![&good], vec![u64::MAX], "x shape"),
-    ];
-    for (what, inputs, sizes, argument) in cases {
-        match mlx_backend::apply(&def, &inputs, &sizes) {
-            Err(MlxLaunchError::Contract { argument: a, .. }) => assert_eq!(a, argument, "{what}"),
-            other => panic!("{what}: {other:?}"),
-        }
-    }
-    let as_i32 = Array::from_slice(&[0i32; 64], &[64]);
-    let err = mlx_backend::apply(&def, &[&as_i32], &[64]).unwrap_err();
-    assert!(
-        matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "x"),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("expected f32"), "{err}");
-    let rank2 = Array::from_slice(&[0f32; 64], &[8, 8]);
-    let err = mlx_backend::apply(&def, &[&rank2], &[64]).unwrap_err();
-    assert!(
-        err.to_string().contains("expected [64], got [8, 8]"),
-        "{err}"
-    );
-}
-
-/// y[i] = x[i] for i < n, where n is the run-time size M, handed to the
-/// kernel in a one-element i32 buffer the backend fills.
-const N_VALUE: BufferDef = BufferDef {
-    name: "n",
-    dtype: Dtype::I32,
-    shape: &[Dim::fixed(1)],
-    source: Source::SizeValue(0),
-    regions: &[],
-    align: 4,
-    at_most: None,
-};
-
-const COPY_N: KernelDef = KernelDef {
-    name: "mlx_test_copy_n",
-    header: "",
-    body: "uint i = thread_position_in_grid.x;\nif (i < uint(n[0])) y[i] = x[i];\n",
-    inputs: &[X, N_VALUE],
-    ..scale2("", "")
-};
-
-#[test]
-fn size_values_are_made_by_the_backend() {
-    let input = x(64);
-    let err = mlx_backend::apply(&COPY_N, &[&input], &[64]).unwrap_err();
-    assert!(err.is_no_metal(), "{err}");
-    // Only data inputs are passed: the size value is not the caller's.
-    let n = Array::from_slice(&[64i32], &[1]);
-    let err = mlx_backend::apply(&COPY_N, &[&input, &n], &[64]).unwrap_err();
-    assert!(
-        matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "inputs"),
-        "{err:?}"
-    );
-}
-
-#[test]
-fn one_definition_per_kernel_name() {
-    let input = x(64);
-    let first = scale2("mlx_test_scale2_twice", BODY);
-    let again = mlx_backend::apply(&first, &[&input], &[64]).unwrap_err();
-    assert!(again.is_no_metal(), "{again}");
-    // The cached kernel is reused for the same definition ...
-    let again = mlx_backend::apply(&first, &[&input], &[64]).unwrap_err();
-    assert!(again.is_no_metal(), "{again}");
-    // ... and another body under the same name is refused.
-    let other = scale2(
-        "mlx_test_scale2_twice",
-        "uint i = thread_position_in_grid.x; y[i] = x[i];",
-    );
-    let err = mlx_backend::apply(&other, &[&input], &[64]).unwrap_err();
-    assert!(
-        matches!(&err, MlxLaunchError::Contract { argument, .. } if argument == "kernel name"),
-        "{err:?}"
-    );
-}
-
-#[test]
-fn launches_from_many_threads_share_the_cache() {
+fn valid_launches_reach_mlx_from_many_threads_without_a_panic() {
+    let def = scale2("mlx_test_scale2", SOURCE);
+    assert_eq!(def.header(), "inline float twice(float v) { return 2.0f * v; }\n");
     std::thread::scope(|s| {
-        for _ in 0..4 {
-            s.spawn(|| {
-                let input = x(64);
-                let err =
-                    mlx_backend::apply(&scale2("mlx_test_scale2_threads", BODY), &[&input], &[64])
-                        .unwrap_err();
-                assert!(err.is_no_metal(), "{err}");
+        for t in 0..8 {
+            let def = &def;
+            s.spawn(move || {
+                for n in [64, 5 + t, 256] {
+                    let x = lazy(&[n], mlx_rs::Dtype::Float32);
+                    let e = launch::<_, 1>(&MlxBackend::new(), def, &[&x], &[]).unwrap_err();
+                    assert!(mlx_failure(&e).is_no_metal(), "{e}");
+                    assert!(!evaluated(&x));
+                }
             });
         }
     });
 }
 
 #[test]
-fn dtypes_map_both_ways() {
-    for d in Dtype::ALL {
-        let m = mlx_backend::to_mlx_dtype(d);
-        assert_eq!(mlx_backend::from_mlx_dtype(m), Some(d));
-    }
-    assert_eq!(mlx_backend::from_mlx_dtype(mlx_rs::Dtype::Float64), None);
+fn contract_violations_never_reach_mlx() {
+    let def = scale2("mlx_test_scale2_contract", SOURCE);
+    let mlx = MlxBackend::new();
+    let f16 = lazy(&[8], mlx_rs::Dtype::Float16);
+    let e = launch_vec(&mlx, &def, &[&f16], &[]).unwrap_err();
+    assert!(matches!(e, LaunchError::Contract { .. }), "{e}");
+    let i64s = lazy(&[8], mlx_rs::Dtype::Int64);
+    let e = launch_vec(&mlx, &def, &[&i64s], &[]).unwrap_err();
+    assert!(e.to_string().contains("Int64"), "{e}");
+    let e = launch_vec(&mlx, &def, &[], &[]).unwrap_err();
+    assert!(matches!(e, LaunchError::Contract { .. }), "{e}");
+}
+
+#[test]
+fn a_second_source_under_one_name_is_refused() {
+    let first = scale2("mlx_test_scale2_conflict", SOURCE);
+    let x = lazy(&[64], mlx_rs::Dtype::Float32);
+    let e = launch_vec(&MlxBackend::new(), &first, &[&x], &[]).unwrap_err();
+    assert!(mlx_failure(&e).is_no_metal(), "{e}");
+    let other = "inline float twice(float v) { return 3.0f * v; }\nuint i = thread_position_in_grid.x;\ny[i] = twice(x[i]);\n";
+    let second = scale2("mlx_test_scale2_conflict", other);
+    let e = launch_vec(&MlxBackend::new(), &second, &[&x], &[]).unwrap_err();
+    assert!(matches!(mlx_failure(&e), MlxError::NameConflict(n) if n == "mlx_test_scale2_conflict"), "{e}");
+    // The first definition still launches (and reaches MLX).
+    let e = launch_vec(&MlxBackend::new(), &first, &[&x], &[]).unwrap_err();
+    assert!(mlx_failure(&e).is_no_metal(), "{e}");
 }

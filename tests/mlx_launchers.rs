@@ -6,74 +6,81 @@
 //! emulator, matching MLX's own dequantize-then-matmul in f32.
 #![cfg(feature = "mlx")]
 
-use kernelgen_emu::EmuBackend;
-use kernelgen::backend::mlx::MlxBackend;
-use kernelgen::backend::{launch, Backend};
+use kernelgen::backend::mlx::{MlxBackend, MlxError, to_mlx_dtype};
+use kernelgen::backend::{Backend, launch_vec};
 use kernelgen::contract::KernelDef;
-use kernelgen_emu::HostArray;
 use kernelgen::kernels::{self, affine_dtypes};
-use kernelgen::launch::{check_inputs, data_inputs, ArgInfo, ErrorKind};
+use kernelgen::launch::{self, ArgInfo, ErrorKind, LaunchError};
 use kernelgen::Dtype;
+use kernelgen_emu::{EmuBackend, HostArray};
 use mlx_rs::Array;
 
 fn mlx_dtype(d: Dtype) -> mlx_rs::Dtype {
-    kernelgen::mlx_backend::to_mlx_dtype(d)
+    to_mlx_dtype(d).expect("every contract dtype has an MLX dtype")
 }
 
-/// Lazy zeros of `def`'s input shapes with every run-time size `n`.
-fn zeros(def: &KernelDef, n: u64) -> Vec<Array> {
+/// Lazy zeros of `def`'s input shapes with every run-time size `n`, and its
+/// host integers (at most the size they are bounded by).
+fn zeros(def: &KernelDef, n: u64) -> (Vec<Array>, Vec<Vec<i32>>) {
     let sizes = vec![n; def.sizes.len()];
-    data_inputs(def)
+    let arrays = def
+        .data_inputs()
         .map(|b| {
             let shape: Vec<i32> = b.shape_at(&sizes).unwrap().iter().map(|&d| d as i32).collect();
             mlx_rs::ops::zeros::<f32>(&shape).unwrap().as_dtype(mlx_dtype(b.dtype)).unwrap()
         })
-        .collect()
+        .collect();
+    let host = def.host_inputs().map(|b| vec![1; b.elements(&sizes).unwrap() as usize]).collect();
+    (arrays, host)
 }
 
 fn input_bytes(def: &KernelDef) -> u64 {
     let sizes = vec![2; def.sizes.len()];
-    data_inputs(def).map(|b| b.elements(&sizes).unwrap() * b.dtype.size() as u64).sum()
+    def.data_inputs().map(|b| b.elements(&sizes).unwrap() * b.dtype.size() as u64).sum()
+}
+
+fn mlx_launch(def: &KernelDef, arrays: &[Array], host: &[Vec<i32>]) -> Result<Vec<Array>, LaunchError> {
+    let refs: Vec<&Array> = arrays.iter().collect();
+    let host: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
+    launch_vec(&MlxBackend::new(), def, &refs, &host)
 }
 
 #[test]
 fn bad_arguments_get_the_contract_errors_and_never_reach_mlx() {
     let mlx = MlxBackend::new();
     for def in kernels::CATALOG {
-        // The first argument with the wrong dtype; the same check every backend runs.
-        let mut args = zeros(def, 2);
-        let first = data_inputs(def).next().unwrap();
+        // The first argument with the wrong dtype: the violations every backend reports.
+        let (mut args, host) = zeros(def, 2);
+        let first = def.data_inputs().next().unwrap();
         let wrong = if first.dtype == Dtype::F32 { Dtype::F16 } else { Dtype::F32 };
         args[0] = args[0].as_dtype(mlx_dtype(wrong)).unwrap();
-        let refs: Vec<&Array> = args.iter().collect();
-        let err = launch(&mlx, def, &refs).unwrap_err();
-        let infos: Vec<ArgInfo> = refs.iter().map(|a| mlx.describe(a)).collect();
-        assert_eq!(Err(err.clone()), check_inputs(def, &infos, &[]).map(|_| ()), "{}", def.name);
-        assert_eq!((err.kind, err.argument.as_deref()), (ErrorKind::Dtype, Some(first.name)));
+        let err = mlx_launch(def, &args, &host).unwrap_err();
+        let infos: Vec<ArgInfo> = args.iter().map(|a| mlx.describe(a)).collect();
+        let host_refs: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
+        let same = launch::check(def, &infos, &host_refs, &[]).unwrap_err();
+        assert_eq!(err.violations(), same.violations(), "{}", def.name);
+        let v = &err.violations()[0];
+        assert_eq!((v.kind, v.argument.as_deref()), (ErrorKind::Dtype, Some(first.name.as_ref())));
         // One argument short.
-        let args = zeros(def, 2);
-        let refs: Vec<&Array> = args.iter().skip(1).collect();
-        assert_eq!(launch(&mlx, def, &refs).unwrap_err().kind, ErrorKind::ArgumentCount);
+        let (args, host) = zeros(def, 2);
+        assert!(mlx_launch(def, &args[1..], &host).unwrap_err().has(ErrorKind::ArgumentCount));
         // A dtype MLX has and kernelgen does not.
-        let mut args = zeros(def, 2);
+        let (mut args, host) = zeros(def, 2);
         args[0] = args[0].as_dtype(mlx_rs::Dtype::Int64).unwrap();
-        let refs: Vec<&Array> = args.iter().collect();
-        let err = launch(&mlx, def, &refs).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Dtype);
-        assert!(err.given.contains("Int64"), "{err}");
+        let err = mlx_launch(def, &args, &host).unwrap_err();
+        assert!(err.has(ErrorKind::Dtype) && err.violations()[0].given.contains("Int64"), "{err}");
     }
 }
 
 #[test]
 fn valid_launches_reach_mlx_and_come_back_as_errors() {
-    let mlx = MlxBackend::new();
     let mut reached = 0;
     for def in kernels::CATALOG.iter().filter(|d| input_bytes(d) < (64 << 20)) {
-        let args = zeros(def, 2);
-        let refs: Vec<&Array> = args.iter().collect();
-        let err = launch(&mlx, def, &refs).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Backend, "{}: {err}", def.name);
-        assert!(err.to_string().contains("No Metal back-end"), "{}: {err}", def.name);
+        let (args, host) = zeros(def, 2);
+        let err = mlx_launch(def, &args, &host).unwrap_err();
+        let LaunchError::Backend { source, .. } = &err else { panic!("{}: {err}", def.name) };
+        let mlx = source.downcast_ref::<MlxError>().unwrap_or_else(|| panic!("{}: {err}", def.name));
+        assert!(mlx.is_no_metal(), "{}: {err}", def.name);
         reached += 1;
     }
     assert!(reached > 40, "only {reached} kernels were launched");
@@ -106,8 +113,8 @@ fn affine_matches_mlx(def: &'static KernelDef, bits: i32) {
     let emu = EmuBackend::with_defaults().unwrap();
     let args = [host(&x, Dtype::F32), host(&wq, Dtype::U32), host(&scales, Dtype::F32), host(&biases, Dtype::F32)];
     let refs: Vec<&HostArray> = args.iter().collect();
-    let y = launch(&emu, def, &refs).unwrap().remove(0);
-    let ours = y.to_f32();
+    let y = launch_vec(&emu, def, &refs, &[]).unwrap().remove(0);
+    let ours = y.to_f32().unwrap();
     let (theirs, abs) = (theirs.as_slice::<f32>(), abs.as_slice::<f32>());
     assert_eq!(ours.len(), n);
     let mut worst = 0f64;

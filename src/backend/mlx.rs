@@ -1,57 +1,263 @@
 //! The MLX backend (feature `mlx`): generated kernels through
-//! `mlx_rs::fast::MetalKernel`, each built once and cached
-//! (`crate::mlx_backend::apply`). On Apple silicon they run on the GPU; in
-//! an MLX build without Metal (Linux), MLX answers "No Metal back-end",
-//! which comes back as a `LaunchError`.
+//! `mlx_rs::fast::MetalKernel`, each built once per process and cached.
 //!
-//! Arguments are checked exactly as for every backend (`super::check`).
-//! Strided arrays are accepted: the kernels are built with
-//! `ensure_row_contiguous`, so MLX copies them to row-major first.
+//! A launch is lazy, as every MLX op is: it adds the kernel to MLX's graph and
+//! returns the unevaluated outputs, so a chain of launches (an expert's
+//! `gate_up` then `down`) becomes one command buffer when the caller
+//! evaluates. Nothing here evaluates or synchronizes: the launch checks read
+//! only shapes and dtypes, and the one check that needs values (DeltaNet's
+//! kept lengths at most T) takes them from the host, as the seed does. Errors
+//! that only MLX can see (a Metal compile error, a pipeline limit) surface
+//! where MLX raises them: at evaluation. [`MlxBackend::eager`] evaluates every
+//! launch's outputs right away, for debugging.
+//!
+//! On Apple silicon the kernels run on the GPU. In an MLX without Metal (the
+//! CPU build on Linux) MLX refuses custom kernels with "[metal_kernel] No
+//! Metal back-end.", which comes back as the source of the
+//! [`LaunchError::Backend`](crate::launch::LaunchError) ([`MlxError::is_no_metal`]).
+//!
+//! Strided arrays are accepted: kernels are built with `ensure_row_contiguous`,
+//! so MLX copies a strided input to row-major first (inside the graph).
+
+/// The mlx-rs this backend is built on, so callers use the same version.
+pub use mlx_rs;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use mlx_rs::error::Exception;
+use mlx_rs::fast::{MetalKernel, MetalKernelApplyOptions, MetalKernelOptions, MetalKernelOutput};
+use mlx_rs::{Array, Device, Stream};
 
 use super::Backend;
 use crate::contract::{Dtype, KernelDef};
-use crate::launch::{ArgInfo, LaunchError};
-use crate::mlx_backend::{apply, from_mlx_dtype};
-use mlx_rs::Array;
+use crate::launch::{ArgInfo, Input, LaunchPlan};
 
-/// Launches generated kernels through MLX.
+/// Launches generated kernels through MLX, lazily (or eagerly, for debugging).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct MlxBackend;
+pub struct MlxBackend {
+    eager: bool,
+}
 
 impl MlxBackend {
+    /// Lazy launches: outputs come back unevaluated.
     pub fn new() -> Self {
-        MlxBackend
+        MlxBackend { eager: false }
     }
+
+    /// Every launch evaluates its outputs before returning, so MLX's errors
+    /// surface at the launch that caused them. For debugging only: each
+    /// launch becomes a GPU round trip.
+    pub fn eager() -> Self {
+        MlxBackend { eager: true }
+    }
+}
+
+/// Why MLX did not launch (or, eagerly, did not run) a kernel. MLX's own
+/// error is kept whole.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MlxError {
+    /// `MetalKernel::new` failed.
+    #[error("MLX failed to build the kernel: {0}")]
+    Build(#[source] Exception),
+    /// `MetalKernel::apply` failed (in an MLX without Metal, it fails here).
+    #[error("MLX failed to launch the kernel: {0}")]
+    Apply(#[source] Exception),
+    /// The eager launch's evaluation failed (compiling or running the kernel).
+    #[error("MLX failed to evaluate the kernel's outputs: {0}")]
+    Eval(#[source] Exception),
+    /// A kernel of this name was built from a different source in this process.
+    #[error("a kernel named `{0}` was already built from another source in this process")]
+    NameConflict(String),
+    /// An output dtype this build of the MLX backend cannot map.
+    #[error("no MLX dtype for {0}")]
+    Unsupported(Dtype),
+}
+
+impl MlxError {
+    /// MLX's own error, when MLX raised one.
+    pub fn exception(&self) -> Option<&Exception> {
+        match self {
+            MlxError::Build(e) | MlxError::Apply(e) | MlxError::Eval(e) => Some(e),
+            MlxError::NameConflict(_) | MlxError::Unsupported(_) => None,
+        }
+    }
+
+    /// True when MLX failed because it was built without Metal (the CPU
+    /// build on Linux): its "[metal_kernel] No Metal back-end." error.
+    pub fn is_no_metal(&self) -> bool {
+        self.exception().is_some_and(|e| e.what().contains("No Metal back-end"))
+    }
+}
+
+/// kernelgen's dtype as MLX's (`None` for one this version does not know).
+pub fn to_mlx_dtype(dtype: Dtype) -> Option<mlx_rs::Dtype> {
+    Some(match dtype {
+        Dtype::F32 => mlx_rs::Dtype::Float32,
+        Dtype::F16 => mlx_rs::Dtype::Float16,
+        Dtype::Bf16 => mlx_rs::Dtype::Bfloat16,
+        Dtype::I8 => mlx_rs::Dtype::Int8,
+        Dtype::U8 => mlx_rs::Dtype::Uint8,
+        Dtype::U16 => mlx_rs::Dtype::Uint16,
+        Dtype::I32 => mlx_rs::Dtype::Int32,
+        Dtype::U32 => mlx_rs::Dtype::Uint32,
+        Dtype::Bool => mlx_rs::Dtype::Bool,
+        _ => return None,
+    })
+}
+
+/// MLX's dtype as kernelgen's; `None` for the ones no kernel takes (64-bit,
+/// i16, complex).
+pub fn from_mlx_dtype(dtype: mlx_rs::Dtype) -> Option<Dtype> {
+    Some(match dtype {
+        mlx_rs::Dtype::Float32 => Dtype::F32,
+        mlx_rs::Dtype::Float16 => Dtype::F16,
+        mlx_rs::Dtype::Bfloat16 => Dtype::Bf16,
+        mlx_rs::Dtype::Int8 => Dtype::I8,
+        mlx_rs::Dtype::Uint8 => Dtype::U8,
+        mlx_rs::Dtype::Uint16 => Dtype::U16,
+        mlx_rs::Dtype::Int32 => Dtype::I32,
+        mlx_rs::Dtype::Uint32 => Dtype::U32,
+        mlx_rs::Dtype::Bool => Dtype::Bool,
+        _ => return None,
+    })
+}
+
+/// A built kernel and the source it was built from.
+struct Built {
+    kernel: MetalKernel,
+    header: String,
+    body: String,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+}
+
+impl Built {
+    fn is_from(&self, def: &KernelDef) -> bool {
+        self.header == def.header() && self.body == def.body() && self.inputs == def.input_names() && self.outputs == def.output_names()
+    }
+}
+
+// SAFETY: a `MetalKernel` owns a heap object of mlx-c's (a name, sources and a
+// C++ closure) with no tie to the thread that made it; the cache only touches
+// it while holding its mutex, so it is never used from two threads at once.
+unsafe impl Send for Built {}
+
+fn cache() -> &'static Mutex<HashMap<String, Built>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Built>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The stream to launch on when the caller chose none. mlx-rs launches custom
+/// kernels on the thread's scoped stream, else on MLX's default GPU stream;
+/// an MLX built without a GPU has no such stream, and mlx-c would refuse the
+/// empty handle before MLX sees the kernel. There the default device's stream
+/// is used instead, so MLX itself answers (with "No Metal back-end").
+fn fallback_stream() -> Result<Option<Stream>, Exception> {
+    if mlx_rs::thread_local_default_stream().is_some() || !Stream::gpu().as_ptr().ctx.is_null() {
+        return Ok(None);
+    }
+    Stream::try_default_on_device(&Device::try_default()?).map(Some)
+}
+
+/// A value the plan checked to fit MLX's `i32`.
+fn i32_of(n: u64) -> i32 {
+    i32::try_from(n).expect("the launch checks keep sizes within i32")
 }
 
 impl Backend for MlxBackend {
     type Array = Array;
+    type Error = MlxError;
 
     fn describe(&self, a: &Array) -> ArgInfo {
-        let dtype = from_mlx_dtype(a.dtype());
         ArgInfo {
-            dtype: dtype.unwrap_or(Dtype::U8),
+            dtype: from_mlx_dtype(a.dtype()).ok_or_else(|| format!("{:?}", a.dtype())),
             shape: a.shape().iter().map(|&d| d.max(0) as u64).collect(),
             bytes: a.nbytes() as u64,
             // ensure_row_contiguous: MLX copies strided inputs before the kernel.
             row_contiguous: true,
             // MLX allocates its buffers page-aligned; views are copied (above).
             address: None,
-            unsupported_dtype: dtype.is_none().then(|| format!("{:?}", a.dtype())),
         }
     }
 
-    fn read_ints(&self, a: &Array) -> Option<Vec<i64>> {
-        // Only the small count arrays a contract bounds get here; reading
-        // them evaluates the array.
-        match from_mlx_dtype(a.dtype())? {
-            Dtype::I32 => a.try_as_slice::<i32>().ok().map(|s| s.iter().map(|&v| i64::from(v)).collect()),
-            Dtype::U32 => a.try_as_slice::<u32>().ok().map(|s| s.iter().map(|&v| i64::from(v)).collect()),
-            _ => None,
+    unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&Array]) -> Result<Vec<Array>, MlxError> {
+        let def = plan.def;
+        let made: Vec<Option<Array>> = plan
+            .inputs
+            .iter()
+            .map(|input| match input {
+                Input::Array(_) => None,
+                Input::Values(v) => Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>())),
+            })
+            .collect();
+        let inputs: Vec<&Array> = plan
+            .inputs
+            .iter()
+            .zip(&made)
+            .map(|(input, made)| match (input, made) {
+                (Input::Array(i), _) => arrays[*i],
+                (Input::Values(_), Some(a)) => a,
+                (Input::Values(_), None) => unreachable!("made above"),
+            })
+            .collect();
+        let mut outputs: Vec<MetalKernelOutput> = Vec::with_capacity(plan.outputs.len());
+        for o in &plan.outputs {
+            let dtype = to_mlx_dtype(o.dtype).ok_or_else(|| MlxError::Unsupported(o.dtype))?;
+            outputs.push(MetalKernelOutput { shape: o.shape.iter().map(|&d| i32_of(d)).collect(), dtype });
         }
-    }
+        let [gx, gy, gz] = plan.grid.map(|g| i32_of(g.into()));
+        let [tx, ty, tz] = plan.threadgroup.map(|t| i32_of(t.into()));
 
-    unsafe fn run_unchecked(&self, def: &'static KernelDef, inputs: &[&Array], sizes: &[u64]) -> Result<Vec<Array>, LaunchError> {
-        apply(def, inputs, sizes).map_err(|e| LaunchError::backend(def, e.to_string()))
+        let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let built = match cache.get(def.name.as_ref()) {
+            Some(b) if b.is_from(def) => b,
+            Some(_) => return Err(MlxError::NameConflict(def.name.to_string())),
+            None => {
+                let kernel = MetalKernel::new(
+                    &def.name,
+                    &def.input_names(),
+                    &def.output_names(),
+                    def.body(),
+                    MetalKernelOptions { header: def.header().to_string(), ensure_row_contiguous: true, atomic_outputs: false },
+                )
+                .map_err(MlxError::Build)?;
+                let built = Built {
+                    kernel,
+                    header: def.header().to_string(),
+                    body: def.body().to_string(),
+                    inputs: def.input_names().iter().map(|s| s.to_string()).collect(),
+                    outputs: def.output_names().iter().map(|s| s.to_string()).collect(),
+                };
+                cache.entry(def.name.to_string()).or_insert(built)
+            }
+        };
+
+        // SAFETY: `MetalKernel::apply` requires that, for these inputs, outputs
+        // and launch configuration, the kernel stays inside its buffers, never
+        // writes an input, writes every output element (no init_value is set)
+        // with values valid for its dtype, and has no data races. The kernel is
+        // generated from the same spec as `def`, and `kernelgen verify` (the
+        // emulator with guard regions, poisoned outputs and every run order)
+        // establishes these for every launch that satisfies `def`'s contract.
+        // `plan` is `check`'s for exactly these arrays (this function's own
+        // contract): every dtype, shape, byte length and bounded value was
+        // checked, the made inputs hold the run-time sizes and checked host
+        // values, the outputs get `def`'s shapes and dtypes, the grid and
+        // threadgroup are `def`'s at the checked sizes, and
+        // `ensure_row_contiguous` makes every input row-contiguous, as the
+        // body assumes.
+        let launch = || unsafe { built.kernel.apply(&inputs, &outputs, (gx, gy, gz), (tx, ty, tz), MetalKernelApplyOptions::default()) };
+        let result = match fallback_stream().map_err(MlxError::Apply)? {
+            None => launch(),
+            Some(stream) => mlx_rs::with_stream(&stream, launch),
+        };
+        drop(cache);
+        let outputs = result.map_err(MlxError::Apply)?;
+        if self.eager {
+            mlx_rs::transforms::eval(outputs.iter()).map_err(MlxError::Eval)?;
+        }
+        Ok(outputs)
     }
 }

@@ -1,89 +1,68 @@
 //! Backends run checked launches. The launch path is the same for all of
-//! them: describe the arguments, check them against the kernel's contract
-//! (`crate::launch`), then hand them to the backend.
+//! them: describe the arrays, check them and the host values against the
+//! kernel's contract ([`crate::launch::check`], which returns a
+//! [`LaunchPlan`]), then hand the plan to the backend, which only binds and
+//! runs it.
+//!
+//! kernelgen ships the MLX backend (`mlx`, feature `mlx`); the emulator's
+//! backend is `kernelgen_emu::EmuBackend`.
 
 #[cfg(feature = "mlx")]
 pub mod mlx;
 
 use crate::contract::KernelDef;
-use crate::launch::{ArgInfo, ErrorKind, LaunchError, check_inputs, check_values, data_inputs};
+use crate::launch::{self, ArgInfo, LaunchError, LaunchPlan};
 
 /// Something that can run generated kernels.
 pub trait Backend {
     /// The backend's array type.
     type Array;
+    /// The backend's own error, kept as the source of [`LaunchError::Backend`].
+    type Error: std::error::Error + Send + Sync + 'static;
 
-    /// What the launch checks need to know about an array.
+    /// What the launch checks need to know about an array. Must not read the
+    /// array's contents (a launch never evaluates or synchronizes).
     fn describe(&self, array: &Self::Array) -> ArgInfo;
 
-    /// The elements of a small integer array, for the contracts that bound
-    /// an argument's values (`BufferDef::at_most`); `None` if the array is
-    /// not an integer array this backend can read.
-    fn read_ints(&self, array: &Self::Array) -> Option<Vec<i64>>;
-
-    /// Runs `def` on inputs that [`check`] accepted, at the run-time sizes it
-    /// derived, and returns the outputs in contract order.
+    /// Binds and runs a checked launch, returning the outputs in contract order.
     ///
     /// # Safety
-    /// The inputs must have passed `check(self, def, ..)` giving `sizes`: the
+    /// `plan` must be what [`check`] returned for exactly these `arrays`: the
     /// kernel reads and writes within its buffers only under that contract.
-    unsafe fn run_unchecked(
-        &self,
-        def: &'static KernelDef,
-        inputs: &[&Self::Array],
-        sizes: &[u64],
-    ) -> Result<Vec<Self::Array>, LaunchError>;
+    unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&Self::Array]) -> Result<Vec<Self::Array>, Self::Error>;
 }
 
-/// Every precondition of `def` on `inputs` (in contract order, size values
-/// excluded): shapes, dtypes, bytes, layout, alignment and bounded values.
-/// Returns the run-time sizes; `given_sizes` must agree with the shapes.
-pub fn check<B: Backend>(
+/// Every precondition of `def` on `arrays` (its data inputs, in contract
+/// order) and `host` (its host-integer inputs, in contract order): dtypes,
+/// shapes, bytes, layout, alignment and bounded values, all reported at once.
+/// `given_sizes` must agree with the shapes.
+pub fn check<'d, B: Backend>(
     backend: &B,
-    def: &'static KernelDef,
-    inputs: &[&B::Array],
+    def: &'d KernelDef,
+    arrays: &[&B::Array],
+    host: &[&[i32]],
     given_sizes: &[(String, u64)],
-) -> Result<Vec<u64>, LaunchError> {
-    let infos: Vec<ArgInfo> = inputs.iter().map(|a| backend.describe(a)).collect();
-    let sizes = check_inputs(def, &infos, given_sizes)?;
-    let mut values = Vec::new();
-    for (b, a) in data_inputs(def).zip(inputs) {
-        values.push(match b.at_most {
-            None => None,
-            Some(_) => Some(backend.read_ints(a).ok_or_else(|| {
-                LaunchError::new(def, Some(b.name), ErrorKind::Value, "integers the backend can read", "an array it cannot read")
-            })?),
-        });
+) -> Result<LaunchPlan<'d>, LaunchError> {
+    let infos: Vec<ArgInfo> = arrays.iter().map(|a| backend.describe(a)).collect();
+    launch::check(def, &infos, host, given_sizes)
+}
+
+/// Checks every precondition, then runs the kernel; nothing runs when a
+/// check fails. The outputs come back in contract order.
+pub fn launch_vec<B: Backend>(backend: &B, def: &KernelDef, arrays: &[&B::Array], host: &[&[i32]]) -> Result<Vec<B::Array>, LaunchError> {
+    let plan = check(backend, def, arrays, host, &[])?;
+    // SAFETY: `check` accepted exactly these arrays and made `plan`.
+    let outputs = unsafe { backend.run(&plan, arrays) }.map_err(|e| LaunchError::backend(def, e))?;
+    if outputs.len() != def.outputs.len() {
+        return Err(LaunchError::backend(def, format!("the backend returned {} outputs where the contract has {}", outputs.len(), def.outputs.len())));
     }
-    check_values(def, &values, &sizes)?;
-    Ok(sizes)
+    Ok(outputs)
 }
 
-/// Checks every precondition of `def` on `inputs` (in contract order, size
-/// values excluded), then runs it. Nothing runs when a check fails.
-pub fn launch<B: Backend>(
-    backend: &B,
-    def: &'static KernelDef,
-    inputs: &[&B::Array],
-) -> Result<Vec<B::Array>, LaunchError> {
-    let sizes = check(backend, def, inputs, &[])?;
-    // SAFETY: `check` accepted every input and derived `sizes`.
-    unsafe { backend.run_unchecked(def, inputs, &sizes) }
-}
-
-/// [`launch`] with the outputs as an array of the contract's length (what
+/// [`launch_vec`] with the outputs as an array of the contract's length (what
 /// the generated typed launchers destructure).
-pub fn launch_outputs<B: Backend, const N: usize>(
-    backend: &B,
-    def: &'static KernelDef,
-    inputs: &[&B::Array],
-) -> Result<[B::Array; N], LaunchError> {
-    let outputs = launch(backend, def, inputs)?;
+pub fn launch<B: Backend, const N: usize>(backend: &B, def: &KernelDef, arrays: &[&B::Array], host: &[&[i32]]) -> Result<[B::Array; N], LaunchError> {
+    let outputs = launch_vec(backend, def, arrays, host)?;
     let n = outputs.len();
-    outputs.try_into().map_err(|_| {
-        LaunchError::backend(
-            def,
-            format!("the backend returned {n} outputs where the contract has {N}"),
-        )
-    })
+    outputs.try_into().map_err(|_| LaunchError::backend(def, format!("the launcher expects {N} outputs where the contract has {n}")))
 }

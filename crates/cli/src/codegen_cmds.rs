@@ -57,7 +57,7 @@ pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
                 .inputs
                 .iter()
                 .chain(&p.outputs)
-                .map(|b| format!("{}:{}[{}]", b.name, b.dtype.short_name(), b.shape.iter().map(|d| d.describe(&p.sizes)).collect::<Vec<_>>().join(",")))
+                .map(|b| format!("{}:{}[{}]", b.name, b.dtype.short_name(), b.shape.iter().map(|d| d.describe(&r.def.size_names())).collect::<Vec<_>>().join(",")))
                 .collect::<Vec<_>>()
                 .join(" ");
             [

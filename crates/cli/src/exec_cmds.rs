@@ -1,12 +1,12 @@
 //! `run` (one generated kernel on .npy inputs) and `emu` (any Metal file).
 
-use crate::{catalog, npy};
-use kernelgen_emu::backend::{EmuBackend, OUTPUT_POISON};
-use kernelgen::backend::Backend;
-use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator};
-use kernelgen_emu::host::HostArray;
-use kernelgen::launch::data_inputs;
+use crate::npy;
+use kernelgen::backend::{self, Backend};
+use kernelgen::contract::Source;
+use kernelgen::launch::LaunchError;
 use kernelgen::Dtype;
+use kernelgen_emu::backend::{EmuBackend, OUTPUT_POISON};
+use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator, HostArray};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -29,33 +29,40 @@ pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String],
         near.truncate(8);
         return Err(format!("error: no kernel `{kernel}` in the specs{}", if near.is_empty() { String::new() } else { format!("; kernels like it: {}", near.join(", ")) }));
     };
-    let def = catalog::def(rendered);
+    let def = &rendered.def;
     let given = pairs(inputs, "--input")?;
+    let takes = |name: &str| def.inputs.iter().any(|b| b.name == name && matches!(b.source, Source::Data | Source::HostInts));
     for (name, _) in &given {
-        if !data_inputs(def).any(|b| b.name == *name) {
+        if !takes(name) {
             return Err(format!(
                 "error: kernel `{kernel}` has no input `{name}`; its inputs are: {}",
-                data_inputs(def).map(|b| b.name).collect::<Vec<_>>().join(", ")
+                def.data_inputs().chain(def.host_inputs()).map(|b| b.name.as_ref()).collect::<Vec<_>>().join(", ")
             ));
         }
     }
-    let mut arrays = Vec::new();
-    for b in data_inputs(def) {
+    let (mut arrays, mut host) = (Vec::new(), Vec::new());
+    for b in def.inputs.iter().filter(|b| matches!(b.source, Source::Data | Source::HostInts)) {
         let Some((_, file)) = given.iter().find(|(n, _)| *n == b.name) else {
             return Err(format!("error: kernel `{kernel}`, argument `{}`: missing --input {}=FILE.npy ({})", b.name, b.name, b.dtype));
         };
-        arrays.push(npy::as_dtype(npy::read(Path::new(file)).map_err(|e| format!("error: {e}"))?, b.dtype));
+        let array = npy::as_dtype(npy::read(Path::new(file)).map_err(|e| format!("error: {e}"))?, b.dtype);
+        if b.source == Source::HostInts {
+            host.push(npy::to_i32(&array).map_err(|e| format!("error: kernel `{kernel}`, argument `{}`: {e}", b.name))?);
+        } else {
+            arrays.push(array);
+        }
     }
     let mut given_sizes = Vec::new();
     for (name, value) in pairs(sizes, "--size")? {
         let v: u64 = value.parse().map_err(|_| format!("error: --size {name}={value}: not a non-negative integer"))?;
         given_sizes.push((name.to_string(), v));
     }
-    let backend = EmuBackend::with_defaults().map_err(|e| format!("error: {e}"))?;
+    let emu = EmuBackend::with_defaults().map_err(|e| format!("error: {e}"))?;
     let refs: Vec<&HostArray> = arrays.iter().collect();
-    let sizes = kernelgen::backend::check(&backend, def, &refs, &given_sizes).map_err(|e| format!("error: {e}"))?;
-    // SAFETY: `check` accepted the inputs and derived `sizes`.
-    let outputs = unsafe { backend.run_unchecked(def, &refs, &sizes) }.map_err(|e| format!("error: {e}"))?;
+    let host_refs: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
+    let plan = backend::check(&emu, def, &refs, &host_refs, &given_sizes).map_err(|e| format!("error: {e}"))?;
+    // SAFETY: `check` accepted exactly these arrays and made `plan`.
+    let outputs = unsafe { emu.run(&plan, &refs) }.map_err(|e| format!("error: {}", LaunchError::backend(def, e)))?;
     create_out(out)?;
     for (b, a) in def.outputs.iter().zip(&outputs) {
         let path = out.join(format!("{}.npy", b.name));

@@ -3,7 +3,6 @@
 //!
 //! Exit codes: 0 success, 1 a check found differences, 2 bad spec or usage.
 
-mod catalog;
 mod codegen_cmds;
 mod exec_cmds;
 mod npy;

@@ -1,14 +1,14 @@
 //! .npy files to and from host arrays, as raw little-endian bytes. numpy has
 //! no bfloat16: a bf16 argument travels as a uint16 array of the same bits.
 
-use kernelgen_emu::host::HostArray;
+use kernelgen_emu::HostArray;
 use kernelgen::Dtype;
 use npyz::{DType, WriterBuilder};
 use std::io::Read;
 use std::path::Path;
 
-fn descr(d: Dtype) -> &'static str {
-    match d {
+fn descr(d: Dtype) -> Option<&'static str> {
+    Some(match d {
         Dtype::F32 => "<f4",
         Dtype::F16 => "<f2",
         Dtype::Bf16 | Dtype::U16 => "<u2",
@@ -17,7 +17,8 @@ fn descr(d: Dtype) -> &'static str {
         Dtype::I32 => "<i4",
         Dtype::U32 => "<u4",
         Dtype::Bool => "|b1",
-    }
+        _ => return None,
+    })
 }
 
 fn from_descr(s: &str) -> Option<Dtype> {
@@ -62,7 +63,8 @@ pub fn read(path: &Path) -> Result<HostArray, String> {
 /// Writes an array as .npy (a bf16 array as uint16 bits).
 pub fn write(path: &Path, a: &HostArray) -> Result<(), String> {
     let err = |m: String| format!("{}: {m}", path.display());
-    let dtype = DType::parse(&format!("'{}'", descr(a.dtype))).map_err(|e| err(e.to_string()))?;
+    let descr = descr(a.dtype).ok_or_else(|| err(format!("no .npy dtype for {}", a.dtype)))?;
+    let dtype = DType::parse(&format!("'{descr}'")).map_err(|e| err(e.to_string()))?;
     let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
     let mut w = npyz::WriteOptions::new_header_only()
         .dtype(dtype)
@@ -80,6 +82,14 @@ pub fn as_dtype(mut a: HostArray, want: Dtype) -> HostArray {
         a.dtype = Dtype::Bf16;
     }
     a
+}
+
+/// The elements of an int32 array (host-integer arguments such as kept lengths).
+pub fn to_i32(a: &HostArray) -> Result<Vec<i32>, String> {
+    if a.dtype != Dtype::I32 {
+        return Err(format!("expected an int32 .npy, given {}", a.dtype.numpy_name()));
+    }
+    Ok(a.data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod diag;
 pub mod emit;
 pub mod expand;
 pub mod families;
+pub mod family;
 pub mod model;
 pub mod render;
 pub mod spec;
@@ -145,8 +146,28 @@ pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diag
     (models, diags)
 }
 
-/// The whole pipeline after reading: validate, expand, render.
+/// How the generated tree is laid out.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// How each kernel's source appears in its Rust `KernelDef`.
+    pub metal: render::rust::MetalText,
+}
+
+impl Default for Options {
+    /// The emitted tree: Rust modules `include_str!` the `.metal` files beside them.
+    fn default() -> Self {
+        Options { metal: render::rust::MetalText::Include }
+    }
+}
+
+/// The whole pipeline after reading: validate, expand, render (the emitted
+/// tree's layout).
 pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
+    generate_with(sources, Options::default())
+}
+
+/// [`generate`] with explicit [`Options`].
+pub fn generate_with(sources: Vec<SpecSource>, options: Options) -> Result<Generated, Error> {
     let (models, mut diags) = validate_all(sources);
     // Expansion checks the family constraints even when validation found
     // problems, so one run reports all of them.
@@ -170,12 +191,12 @@ pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
         if of_spec.is_empty() {
             continue;
         }
-        let module = render::rust::spec_module(&renderer, &model.source.origin, &of_spec).map_err(Error::Render)?;
+        let module = render::rust::spec_module(&renderer, &model.source.origin, &of_spec, options.metal).map_err(Error::Render)?;
         files.insert(format!("rust/{}.rs", model.source.stem), module);
         modules.push((model.source.stem.clone(), of_spec.iter().map(|r| r.kernel.name.to_uppercase()).collect()));
     }
     for r in &rendered {
-        files.insert(r.metal_path.clone(), r.metal.clone());
+        files.insert(r.metal_path.clone(), r.metal().to_string());
     }
     files.insert("rust/mod.rs".into(), render::rust::catalog_module(&modules));
     files.insert(emit::MARKER.into(), render::manifest::manifest(&rendered));

@@ -1,15 +1,27 @@
 //! What every generated kernel promises and requires, as plain data.
 //!
-//! One `KernelDef` per generated kernel is the single source of truth for its
-//! argument layout (as ggml-metal's shared argument header is): the launchers,
-//! the MLX backend, the emulator backend, `kernelgen verify` and the manifest
-//! all read the same description, so they cannot disagree about buffer order,
-//! dtypes or shapes.
+//! One [`KernelDef`] per generated kernel is the single source of truth for its
+//! argument layout (as ggml-metal's shared argument header is): the generator
+//! builds it, renders it into the launcher source and the manifest, and the
+//! runtime's launch checks, every backend and `kernelgen verify` read it back.
+//! The generator and the runtime share this crate, so there is one definition
+//! of every contract type and nothing to keep in sync.
+//!
+//! Every list and name is a [`Cow`]: generated code holds `'static` borrowed
+//! data in statics, the generator and tools hold owned data built at run time.
+//! This crate has no dependencies.
 
+use std::borrow::Cow;
 use std::fmt;
+
+/// A name or text: borrowed in generated statics, owned when built at run time.
+pub type Text = Cow<'static, str>;
+/// A list: borrowed in generated statics, owned when built at run time.
+pub type List<T> = Cow<'static, [T]>;
 
 /// Element types a kernel buffer can have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Dtype {
     F32,
     F16,
@@ -89,7 +101,27 @@ impl Dtype {
         }
     }
 
-    /// Parses numpy names (`float32`, `bfloat16`, ...) and short names (`f32`, `bf16`, ...).
+    /// The variant's name, as generated Rust spells it (`Dtype::Bf16`).
+    pub const fn variant_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "F32",
+            Dtype::F16 => "F16",
+            Dtype::Bf16 => "Bf16",
+            Dtype::I8 => "I8",
+            Dtype::U8 => "U8",
+            Dtype::U16 => "U16",
+            Dtype::I32 => "I32",
+            Dtype::U32 => "U32",
+            Dtype::Bool => "Bool",
+        }
+    }
+
+    /// Whether the kernel reads it as a floating-point number.
+    pub const fn is_float(self) -> bool {
+        matches!(self, Dtype::F32 | Dtype::F16 | Dtype::Bf16)
+    }
+
+    /// Parses short names (`f32`, `bf16`, ...) and numpy names (`float32`, `bfloat16`, ...).
     pub fn parse(name: &str) -> Option<Dtype> {
         Dtype::ALL
             .into_iter()
@@ -108,47 +140,187 @@ impl fmt::Display for Dtype {
     }
 }
 
-/// One dimension (or grid extent) as `coeff * product of run-time sizes`.
+/// One step of a [`Dim`] expression, in postfix order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Push a constant.
+    Const(u64),
+    /// Push run-time size `sizes[i]` (an index into [`KernelDef::sizes`]).
+    Size(usize),
+    Add,
+    /// `a - b`; undefined (evaluates to `None`) when `b > a`.
+    Sub,
+    Mul,
+    /// Floor division; undefined for a zero divisor.
+    Div,
+    /// `ceil(a / b)`; undefined for a zero divisor.
+    CeilDiv,
+    Min,
+    Max,
+}
+
+/// A dimension, grid extent or byte count: a constant, or an integer
+/// expression over the kernel's run-time sizes (postfix [`Op`]s).
 ///
-/// `sizes` index into [`KernelDef::sizes`]. Every seed geometry is of this form
-/// (for example the DeltaNet grid's `B * Hv` is `Dim { coeff: Hv, sizes: &[B] }`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dim {
-    pub coeff: u64,
-    pub sizes: &'static [usize],
+/// The generator writes every constant as [`Dim::Fixed`] and every other
+/// value as [`Dim::Expr`], so two equal dimensions compare equal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Fixed(u64),
+    Expr(List<Op>),
 }
 
 impl Dim {
-    pub const fn fixed(n: u64) -> Dim {
-        Dim {
-            coeff: n,
-            sizes: &[],
+    /// An expression (for generated statics: `Dim::expr(&[Op::Size(0)])`).
+    pub const fn expr(ops: &'static [Op]) -> Dim {
+        Dim::Expr(Cow::Borrowed(ops))
+    }
+
+    /// Run-time size `i`.
+    pub fn size(i: usize) -> Dim {
+        Dim::Expr(Cow::Owned(vec![Op::Size(i)]))
+    }
+
+    /// `coeff * sizes[i]` (just the size when `coeff` is 1).
+    pub fn scaled(coeff: u64, i: usize) -> Dim {
+        Dim::product(coeff, &[i])
+    }
+
+    /// `coeff * sizes[i0] * sizes[i1] * ...`, written as the generator writes
+    /// products (a constant when `sizes` is empty, no factor 1).
+    pub fn product(coeff: u64, sizes: &[usize]) -> Dim {
+        if sizes.is_empty() {
+            return Dim::Fixed(coeff);
+        }
+        let mut ops = Vec::with_capacity(2 * sizes.len() + 1);
+        if coeff != 1 {
+            ops.push(Op::Const(coeff));
+        }
+        for (n, &i) in sizes.iter().enumerate() {
+            ops.push(Op::Size(i));
+            if n > 0 || coeff != 1 {
+                ops.push(Op::Mul);
+            }
+        }
+        Dim::Expr(Cow::Owned(ops))
+    }
+
+    /// The constant, if the dimension does not depend on run-time sizes.
+    pub fn as_fixed(&self) -> Option<u64> {
+        match self {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Expr(_) => None,
         }
     }
 
-    /// The value at the given run-time sizes; `None` on overflow.
+    /// When the dimension is `c * sizes[i]` (or `sizes[i] * c`, or `sizes[i]`):
+    /// `(i, c)`, from which a launch can read the size off an argument's shape.
+    pub fn linear_in_one_size(&self) -> Option<(usize, u64)> {
+        match self {
+            Dim::Fixed(_) => None,
+            Dim::Expr(ops) => match ops.as_ref() {
+                [Op::Size(i)] => Some((*i, 1)),
+                [Op::Const(c), Op::Size(i), Op::Mul] | [Op::Size(i), Op::Const(c), Op::Mul] => Some((*i, *c)),
+                _ => None,
+            },
+        }
+    }
+
+    /// The run-time sizes the dimension depends on.
+    pub fn sizes_used(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        if let Dim::Expr(ops) = self {
+            for op in ops.iter() {
+                if let Op::Size(i) = op {
+                    if !out.contains(i) {
+                        out.push(*i);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The value at the given run-time sizes; `None` on overflow, a negative
+    /// difference, a zero divisor, a size index out of range or a malformed
+    /// expression.
     pub fn eval(&self, sizes: &[u64]) -> Option<u64> {
-        self.sizes
-            .iter()
-            .try_fold(self.coeff, |acc, &i| acc.checked_mul(sizes[i]))
+        let ops = match self {
+            Dim::Fixed(n) => return Some(*n),
+            Dim::Expr(ops) => ops,
+        };
+        let mut stack: Vec<u64> = Vec::with_capacity(4);
+        for op in ops.iter() {
+            let v = match *op {
+                Op::Const(c) => c,
+                Op::Size(i) => *sizes.get(i)?,
+                _ => {
+                    let b = stack.pop()?;
+                    let a = stack.pop()?;
+                    match op {
+                        Op::Add => a.checked_add(b)?,
+                        Op::Sub => a.checked_sub(b)?,
+                        Op::Mul => a.checked_mul(b)?,
+                        Op::Div => a.checked_div(b)?,
+                        Op::CeilDiv => a.checked_add(b.checked_sub(1)?)?.checked_div(b)?,
+                        Op::Min => a.min(b),
+                        Op::Max => a.max(b),
+                        Op::Const(_) | Op::Size(_) => unreachable!("handled above"),
+                    }
+                }
+            };
+            stack.push(v);
+        }
+        match stack.as_slice() {
+            [v] => Some(*v),
+            _ => None,
+        }
     }
 
-    /// `"4*M"`, `"128"`, `"32*B*T"`, with the size names of `def`.
+    /// Infix text with the given size names: `"4*M"`, `"128"`, `"Hv*B"`,
+    /// `"ceil_div(T, 64)"`.
     pub fn describe(&self, names: &[&str]) -> String {
-        let mut parts = Vec::new();
-        if self.coeff != 1 || self.sizes.is_empty() {
-            parts.push(self.coeff.to_string());
+        let ops = match self {
+            Dim::Fixed(n) => return n.to_string(),
+            Dim::Expr(ops) => ops,
+        };
+        // (text, precedence): 3 atoms and calls, 2 products, 1 sums.
+        let mut stack: Vec<(String, u8)> = Vec::new();
+        for op in ops.iter() {
+            let item = match *op {
+                Op::Const(c) => (c.to_string(), 3),
+                Op::Size(i) => (names.get(i).map_or_else(|| format!("size{i}"), |n| n.to_string()), 3),
+                _ => {
+                    let (Some(b), Some(a)) = (stack.pop(), stack.pop()) else {
+                        return "(malformed)".into();
+                    };
+                    let wrap = |(t, p): (String, u8), min: u8| if p < min { format!("({t})") } else { t };
+                    match op {
+                        Op::Add => (format!("{} + {}", a.0, b.0), 1),
+                        Op::Sub => (format!("{} - {}", a.0, wrap(b, 2)), 1),
+                        Op::Mul => (format!("{}*{}", wrap(a, 2), wrap(b, 3)), 2),
+                        Op::Div => (format!("{}/{}", wrap(a, 2), wrap(b, 3)), 2),
+                        Op::CeilDiv => (format!("ceil_div({}, {})", a.0, b.0), 3),
+                        Op::Min => (format!("min({}, {})", a.0, b.0), 3),
+                        Op::Max => (format!("max({}, {})", a.0, b.0), 3),
+                        Op::Const(_) | Op::Size(_) => unreachable!("handled above"),
+                    }
+                }
+            };
+            stack.push(item);
         }
-        parts.extend(self.sizes.iter().map(|&i| names[i].to_string()));
-        parts.join("*")
+        match stack.pop() {
+            Some((text, _)) if stack.is_empty() => text,
+            _ => "(malformed)".into(),
+        }
     }
 }
 
 /// A named byte range inside a packed buffer (an expert slot's weight and
 /// scale regions). The emulator poisons the gaps between regions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Region {
-    pub name: &'static str,
+    pub name: Text,
     pub offset: u64,
     pub bytes: u64,
     /// Required alignment of `offset` (and of the buffer's start), in bytes.
@@ -156,24 +328,30 @@ pub struct Region {
 }
 
 /// Where a buffer's contents come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Source {
-    /// Given by the caller (an input) or produced by the kernel (an output).
+    /// Given by the caller as a backend array (an input) or produced by the
+    /// kernel (an output).
     Data,
     /// A one-element int32 input that carries run-time size `sizes[i]`; the
     /// launcher fills it, so a new value never recompiles the kernel.
     SizeValue(usize),
+    /// Given by the caller as host integers (a slice), which the launcher
+    /// checks (see [`BufferDef::at_most`]) and hands to the backend as an
+    /// array: values the launch must see without reading device memory.
+    HostInts,
 }
 
 /// One kernel argument buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BufferDef {
-    pub name: &'static str,
+    pub name: Text,
     pub dtype: Dtype,
-    pub shape: &'static [Dim],
+    pub shape: List<Dim>,
     pub source: Source,
     /// Declared regions of a packed byte buffer (empty for ordinary arrays).
-    pub regions: &'static [Region],
+    pub regions: List<Region>,
     /// Alignment in bytes the kernel relies on for the buffer's start.
     pub align: u64,
     /// Every element must be at most run-time size `sizes[i]`: a count the
@@ -184,45 +362,64 @@ pub struct BufferDef {
 impl BufferDef {
     /// Elements at the given run-time sizes.
     pub fn elements(&self, sizes: &[u64]) -> Option<u64> {
-        self.shape
-            .iter()
-            .try_fold(1u64, |acc, d| acc.checked_mul(d.eval(sizes)?))
+        self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.eval(sizes)?))
+    }
+
+    /// Bytes at the given run-time sizes.
+    pub fn bytes(&self, sizes: &[u64]) -> Option<u64> {
+        self.elements(sizes)?.checked_mul(self.dtype.size() as u64)
     }
 
     /// Shape at the given run-time sizes.
     pub fn shape_at(&self, sizes: &[u64]) -> Option<Vec<u64>> {
         self.shape.iter().map(|d| d.eval(sizes)).collect()
     }
+
+    /// Elements when every dimension is fixed.
+    pub fn fixed_elements(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.as_fixed()?))
+    }
+
+    /// `[M, 6144]` with the given size names.
+    pub fn shape_text(&self, names: &[&str]) -> String {
+        format!("[{}]", self.shape.iter().map(|d| d.describe(names)).collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// A byte range of [`KernelDef::metal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TextRange {
+    pub start: u32,
+    pub end: u32,
 }
 
 /// Everything a backend needs to launch one generated kernel.
 ///
-/// A `KernelDef` is trusted data: launches are safe because the checks in
-/// `crate::launch` hold the arguments to this contract *and* the kernel was
-/// generated from the same spec and verified against it (`kernelgen verify`,
-/// with guard pages). A hand-written `KernelDef` is its author's
-/// responsibility.
-#[derive(Clone, Copy, Debug)]
+/// A `KernelDef` is trusted data: launches are safe because the launch checks
+/// hold the arguments to this contract *and* the kernel was generated from
+/// the same spec and verified against it (`kernelgen verify`, with guard
+/// pages). A hand-written `KernelDef` is its author's responsibility.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KernelDef {
     /// kernelgen's name: `<geometry>_<family>_<axis values>[_<part>]`.
-    pub name: &'static str,
-    pub family: &'static str,
-    /// The spec file it was generated from, relative to the project root.
-    pub spec: &'static str,
+    pub name: Text,
+    pub family: Text,
+    /// The spec it was generated from (`specs/experts.toml`, `kernels!(mine)`).
+    pub spec: Text,
     /// The function name MLX gives the kernel (`custom_kernel_<name>_<types>`).
-    pub mlx_name: &'static str,
-    /// The header (helper functions placed before the kernel) and the body,
-    /// as handed to `MetalKernel::new`.
-    pub header: &'static str,
-    pub body: &'static str,
+    pub mlx_name: Text,
     /// The full source exactly as MLX assembles it (the checked-in `.metal`).
-    pub metal: &'static str,
+    pub metal: Text,
+    /// Where in `metal` the header (helpers MLX places before the kernel) and
+    /// the body are: the two strings handed to `MetalKernel::new`.
+    pub header: TextRange,
+    pub body: TextRange,
     /// Path of the `.metal` file, relative to the project root.
-    pub metal_path: &'static str,
-    pub inputs: &'static [BufferDef],
-    pub outputs: &'static [BufferDef],
+    pub metal_path: Text,
+    pub inputs: List<BufferDef>,
+    pub outputs: List<BufferDef>,
     /// Run-time sizes, named as in the spec (e.g. `["M"]`); they never recompile.
-    pub sizes: &'static [&'static str],
+    pub sizes: List<Text>,
     /// Threads in the grid (MLX's `grid` counts threads, not threadgroups).
     pub grid: [Dim; 3],
     pub threadgroup: [u32; 3],
@@ -234,20 +431,85 @@ impl KernelDef {
         self.threadgroup.iter().product()
     }
 
+    /// The header MLX places before the kernel.
+    pub fn header(&self) -> &str {
+        &self.metal[self.header.start as usize..self.header.end as usize]
+    }
+
+    /// The kernel body MLX wraps in the signature it writes.
+    pub fn body(&self) -> &str {
+        &self.metal[self.body.start as usize..self.body.end as usize]
+    }
+
     /// Grid extents at the given run-time sizes; `None` on overflow.
     pub fn grid_at(&self, sizes: &[u64]) -> Option<[u64; 3]> {
-        Some([
-            self.grid[0].eval(sizes)?,
-            self.grid[1].eval(sizes)?,
-            self.grid[2].eval(sizes)?,
-        ])
+        Some([self.grid[0].eval(sizes)?, self.grid[1].eval(sizes)?, self.grid[2].eval(sizes)?])
     }
 
-    pub fn input_names(&self) -> Vec<&'static str> {
-        self.inputs.iter().map(|b| b.name).collect()
+    /// The run-time size names, for [`Dim::describe`].
+    pub fn size_names(&self) -> Vec<&str> {
+        self.sizes.iter().map(|s| s.as_ref()).collect()
     }
 
-    pub fn output_names(&self) -> Vec<&'static str> {
-        self.outputs.iter().map(|b| b.name).collect()
+    pub fn input_names(&self) -> Vec<&str> {
+        self.inputs.iter().map(|b| b.name.as_ref()).collect()
+    }
+
+    pub fn output_names(&self) -> Vec<&str> {
+        self.outputs.iter().map(|b| b.name.as_ref()).collect()
+    }
+
+    /// The inputs the caller passes as backend arrays, in contract order
+    /// (neither size values nor host integers).
+    pub fn data_inputs(&self) -> impl Iterator<Item = &BufferDef> {
+        self.inputs.iter().filter(|b| b.source == Source::Data)
+    }
+
+    /// The inputs the caller passes as host integers, in contract order.
+    pub fn host_inputs(&self) -> impl Iterator<Item = &BufferDef> {
+        self.inputs.iter().filter(|b| b.source == Source::HostInts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dim(ops: Vec<Op>) -> Dim {
+        Dim::Expr(Cow::Owned(ops))
+    }
+
+    #[test]
+    fn expressions_evaluate_and_describe() {
+        let names = ["B", "T"];
+        let d = dim(vec![Op::Const(4), Op::Size(0), Op::Mul]);
+        assert_eq!(d.eval(&[3, 5]), Some(12));
+        assert_eq!(d.describe(&names), "4*B");
+        assert_eq!(d.linear_in_one_size(), Some((0, 4)));
+        let e = dim(vec![Op::Size(0), Op::Size(1), Op::Add, Op::Const(2), Op::Mul]);
+        assert_eq!(e.eval(&[3, 5]), Some(16));
+        assert_eq!(e.describe(&names), "(B + T)*2");
+        assert_eq!(e.linear_in_one_size(), None);
+        let c = dim(vec![Op::Size(1), Op::Const(64), Op::CeilDiv]);
+        assert_eq!(c.eval(&[0, 65]), Some(2));
+        assert_eq!(c.describe(&names), "ceil_div(T, 64)");
+        assert_eq!(dim(vec![Op::Size(0), Op::Size(1), Op::Sub]).eval(&[1, 2]), None);
+        assert_eq!(dim(vec![Op::Size(0), Op::Const(0), Op::Div]).eval(&[1]), None);
+        assert_eq!(dim(vec![Op::Const(u64::MAX), Op::Size(0), Op::Mul]).eval(&[2]), None);
+        assert_eq!(dim(vec![Op::Size(2)]).eval(&[1]), None);
+        assert_eq!(dim(vec![Op::Add]).eval(&[]), None);
+        assert_eq!(Dim::Fixed(7).describe(&names), "7");
+        assert_eq!(Dim::scaled(1, 1), Dim::size(1));
+        assert_eq!(Dim::product(3, &[]), Dim::Fixed(3));
+        assert_eq!(Dim::product(32, &[0, 1]).describe(&names), "32*B*T");
+        assert_eq!(Dim::product(1, &[0, 1]).describe(&names), "B*T");
+        assert_eq!(Dim::product(32, &[0, 1]).eval(&[2, 3]), Some(192));
+    }
+
+    #[test]
+    fn borrowed_and_owned_definitions_compare_equal() {
+        static SHAPE: &[Dim] = &[Dim::expr(&[Op::Size(0)]), Dim::Fixed(8)];
+        let owned: List<Dim> = Cow::Owned(vec![Dim::size(0), Dim::Fixed(8)]);
+        assert_eq!(Cow::Borrowed(SHAPE), owned);
     }
 }

@@ -1,33 +1,31 @@
-//! The emulator backend: runs a generated kernel's `.metal` on the CPU
-//! (`crate::emu`), with guard pages after every buffer, poisoned gaps
-//! between the declared regions of packed buffers, and outputs filled with
-//! poison so an element the kernel fails to write shows up. Each buffer is
-//! aligned to what its kernel relies on (its contract's `align`), so its end
-//! sits flush against the guard page: one element past the end faults.
+//! The emulator backend: runs a generated kernel's `.metal` on the CPU, with
+//! guard pages after every buffer, poisoned gaps between the declared regions
+//! of packed buffers, and outputs filled with poison so an element the kernel
+//! fails to write shows up. Each buffer is aligned to what its kernel relies
+//! on (its contract's `align`), so its end sits flush against the guard page:
+//! one element past the end faults.
 
+use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, Program};
 use kernelgen::backend::Backend;
-use kernelgen::contract::{Dtype, KernelDef, Source};
-use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, Program};
-use crate::host::HostArray;
-use kernelgen::launch::{ArgInfo, LaunchError, size_value_bytes};
+use kernelgen::contract::KernelDef;
+use kernelgen::launch::{ArgInfo, Input, LaunchPlan};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// The byte outputs are filled with before a launch (0xFF reads as NaN).
 pub const OUTPUT_POISON: u8 = 0xFF;
 
+/// Runs generated kernels in the MSL emulator.
 pub struct EmuBackend {
     emulator: Emulator,
-    /// Each kernel is built (or taken from the on-disk cache) once.
-    programs: Mutex<HashMap<&'static str, Program>>,
+    /// Each kernel is built (or taken from the on-disk cache) once, keyed by
+    /// name and checked against its source.
+    programs: Mutex<HashMap<String, (String, Program)>>,
 }
 
 impl EmuBackend {
     pub fn new(options: EmuOptions) -> Result<Self, EmuError> {
-        Ok(EmuBackend {
-            emulator: Emulator::new(options)?,
-            programs: Mutex::new(HashMap::new()),
-        })
+        Ok(EmuBackend { emulator: Emulator::new(options)?, programs: Mutex::new(HashMap::new()) })
     }
 
     /// An emulator with default options (cache under the build directory).
@@ -40,99 +38,53 @@ impl EmuBackend {
     }
 
     /// The loaded program of `def`, compiled on first use.
-    pub fn program(&self, def: &'static KernelDef) -> Result<Program, EmuError> {
+    pub fn program(&self, def: &KernelDef) -> Result<Program, EmuError> {
         let mut programs = self.programs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = programs.get(def.name) {
-            return Ok(p.clone());
+        if let Some((metal, p)) = programs.get(def.name.as_ref()) {
+            if *metal == *def.metal {
+                return Ok(p.clone());
+            }
         }
-        let p = self.emulator.load(def.metal, def.metal_path)?;
-        programs.insert(def.name, p.clone());
+        let p = self.emulator.load(&def.metal, &def.metal_path)?;
+        programs.insert(def.name.to_string(), (def.metal.to_string(), p.clone()));
         Ok(p)
     }
 }
 
 impl Backend for EmuBackend {
     type Array = HostArray;
+    type Error = EmuError;
 
     fn describe(&self, a: &HostArray) -> ArgInfo {
         // Host arrays are dense and row-major by construction; the emulator
         // copies them into aligned device buffers, so no address is given.
-        ArgInfo {
-            dtype: a.dtype,
-            shape: a.shape.clone(),
-            bytes: a.data.len() as u64,
-            row_contiguous: true,
-            address: None,
-            unsupported_dtype: None,
-        }
+        ArgInfo { dtype: Ok(a.dtype), shape: a.shape.clone(), bytes: a.data.len() as u64, row_contiguous: true, address: None }
     }
 
-    fn read_ints(&self, a: &HostArray) -> Option<Vec<i64>> {
-        let d = &a.data;
-        Some(match a.dtype {
-            Dtype::I32 => d.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
-            Dtype::U32 => d.chunks_exact(4).map(|c| i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
-            Dtype::U16 => d.chunks_exact(2).map(|c| i64::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
-            Dtype::I8 => d.iter().map(|&b| i64::from(b as i8)).collect(),
-            Dtype::U8 | Dtype::Bool => d.iter().map(|&b| i64::from(b)).collect(),
-            Dtype::F32 | Dtype::F16 | Dtype::Bf16 => return None,
-        })
-    }
-
-    unsafe fn run_unchecked(
-        &self,
-        def: &'static KernelDef,
-        inputs: &[&HostArray],
-        sizes: &[u64],
-    ) -> Result<Vec<HostArray>, LaunchError> {
-        let failed = |e: EmuError| LaunchError::backend(def, e.to_string());
-        let program = self.program(def).map_err(failed)?;
-        let mut given = inputs.iter();
-        let mut buffers: Vec<DeviceBuffer> =
-            Vec::with_capacity(def.inputs.len() + def.outputs.len());
-        for b in def.inputs {
-            let bytes = match b.source {
-                Source::Data => given
-                    .next()
-                    .expect("checked: one array per data input")
-                    .data
-                    .clone(),
-                Source::SizeValue(_) => size_value_bytes(def, b, sizes),
+    unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray]) -> Result<Vec<HostArray>, EmuError> {
+        let def = plan.def;
+        let program = self.program(def)?;
+        let mut buffers: Vec<DeviceBuffer> = Vec::with_capacity(def.inputs.len() + def.outputs.len());
+        for (b, input) in def.inputs.iter().zip(&plan.inputs) {
+            let align = b.align as usize;
+            let mut buf = match input {
+                Input::Array(i) => DeviceBuffer::from_bytes_aligned(&arrays[*i].data, align),
+                Input::Values(v) => DeviceBuffer::from_bytes_aligned(&v.to_le_bytes(), align),
             };
-            let mut buf = DeviceBuffer::from_bytes_aligned(&bytes, b.align as usize);
             if !b.regions.is_empty() {
-                let regions: Vec<std::ops::Range<usize>> = b
-                    .regions
-                    .iter()
-                    .map(|r| r.offset as usize..(r.offset + r.bytes) as usize)
-                    .collect();
+                let regions: Vec<std::ops::Range<usize>> = b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
                 buf.set_regions(&regions);
             }
             buffers.push(buf);
         }
-        for b in def.outputs {
-            let elements = b.elements(sizes).expect("checked: outputs fit");
-            let bytes = vec![OUTPUT_POISON; elements as usize * b.dtype.size()];
-            buffers.push(DeviceBuffer::from_bytes_aligned(&bytes, b.align as usize));
+        for (b, o) in def.outputs.iter().zip(&plan.outputs) {
+            let mut buf = DeviceBuffer::zeroed_aligned(o.bytes as usize, b.align as usize);
+            buf.as_bytes_mut().fill(OUTPUT_POISON);
+            buffers.push(buf);
         }
-        let grid = def.grid_at(sizes).expect("checked: the grid fits");
-        let grid = [grid[0] as u32, grid[1] as u32, grid[2] as u32];
         let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
-        program
-            .dispatch(def.mlx_name, &mut refs, grid, def.threadgroup)
-            .map_err(failed)?;
+        program.dispatch(&def.mlx_name, &mut refs, plan.grid, plan.threadgroup)?;
         let outputs = buffers.split_off(def.inputs.len());
-        Ok(def
-            .outputs
-            .iter()
-            .zip(outputs)
-            .map(|(b, buf)| {
-                HostArray::new(
-                    b.dtype,
-                    b.shape_at(sizes).expect("checked"),
-                    buf.as_bytes().to_vec(),
-                )
-            })
-            .collect())
+        Ok(plan.outputs.iter().zip(outputs).map(|(o, buf)| HostArray::new(o.dtype, o.shape.clone(), buf.as_bytes().to_vec())).collect())
     }
 }

@@ -71,10 +71,11 @@ impl HostArray {
         }
     }
 
-    /// Every element widened to f32 (integers and bools by value).
-    pub fn to_f32(&self) -> Vec<f32> {
+    /// Every element widened to f32 (integers and bools by value); `None`
+    /// for a dtype this version does not know.
+    pub fn to_f32(&self) -> Option<Vec<f32>> {
         let d = &self.data;
-        match self.dtype {
+        Some(match self.dtype {
             Dtype::F32 => d
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -101,6 +102,7 @@ impl HostArray {
                 .collect(),
             Dtype::I8 => d.iter().map(|&b| b as i8 as f32).collect(),
             Dtype::U8 | Dtype::Bool => d.iter().map(|&b| b as f32).collect(),
-        }
+            _ => return None,
+        })
     }
 }

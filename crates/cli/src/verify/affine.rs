@@ -31,6 +31,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
             host(vec![n as u64, groups as u64], &q.scales),
             host(vec![n as u64, groups as u64], &q.biases),
         ],
+        host: Vec::new(),
         expected: vec![Expected { name: "y", replay: host(vec![1, n as u64], &replay), exact }],
     }
 }

@@ -58,11 +58,10 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
         // One batch keeps every step, the other one step.
         let lengths = [T as i32, 1];
         let inp = DeltaStateInputs { k: &d.k, v: &d.v, g: &d.g, beta: &d.beta, state: &d.state, lengths: &lengths };
-        let mut inputs = head_inputs(false);
-        inputs.push(HostArray::from_i32(vec![b], &lengths));
         return Ok(Case {
             sizes: format!("B={B},T={T}"),
-            inputs,
+            inputs: head_inputs(false),
+            host: vec![lengths.to_vec()],
             expected: vec![Expected {
                 name: "state_out",
                 replay: host(state_shape, &delta::delta_state_replay(&geom, &inp)),
@@ -83,6 +82,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     Ok(Case {
         sizes: format!("B={B},T={T}"),
         inputs,
+        host: Vec::new(),
         expected: vec![
             Expected { name: "y", replay: host(vec![b, t, hv, dv], &replay.y), exact: exact.y },
             Expected { name: "state_out", replay: host(state_shape, &replay.state), exact: exact.state },

@@ -11,7 +11,7 @@ const M: usize = 2;
 
 pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     let quant = if r.kernel.variant.str("quant") == "q4" { Quant::Q4 } else { Quant::Q8 };
-    let slot_bytes = r.kernel.plan.inputs[1].shape[0].coeff as usize;
+    let slot_bytes = r.kernel.plan.inputs[1].shape[0].as_fixed().expect("the slot size is fixed") as usize;
     let g = ExpertGeometry {
         hidden: param(r, "H"),
         intermediate: param(r, "I"),
@@ -25,7 +25,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     };
     let slot = ExpertWeights::random(quant, g.hidden, g.intermediate, seed).pack(quant, &g);
     let mut rng = SplitMix64::new(seed ^ 0x5eed);
-    let (input, width, out_width) = if r.kernel.plan.part == Some("gate_up") { ("x", g.hidden, g.intermediate) } else { ("mid", g.intermediate, g.hidden) };
+    let (input, width, out_width) = if r.kernel.plan.part.as_deref() == Some("gate_up") { ("x", g.hidden, g.intermediate) } else { ("mid", g.intermediate, g.hidden) };
     let x: Vec<T> = random(&mut rng, M * width);
     let (replay, exact, name) = if input == "x" {
         (expert::gate_up_replay(&x, &slot, &g, quant, M), expert::gate_up_f64(&x, &slot, &g, quant, M), "mid")
@@ -35,6 +35,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     Case {
         sizes: format!("M={M}"),
         inputs: vec![host(vec![M as u64, width as u64], &x), kernelgen_emu::host::HostArray::from_u8(vec![slot_bytes as u64], slot)],
+        host: Vec::new(),
         expected: vec![Expected { name, replay: host(vec![M as u64, out_width as u64], &replay), exact }],
     }
 }

@@ -12,7 +12,6 @@ mod delta;
 mod expert;
 mod norms;
 
-use crate::catalog;
 use globset::Glob;
 use kernelgen::backend;
 use kernelgen_emu::EmuBackend;
@@ -38,8 +37,10 @@ pub struct Expected {
 pub struct Case {
     /// Run-time sizes used, for the report (`M=2`).
     pub sizes: String,
-    /// Inputs in contract order (size values excluded).
+    /// Array inputs in contract order (size values and host integers excluded).
     pub inputs: Vec<HostArray>,
+    /// Host-integer inputs in contract order (DeltaNet's kept lengths).
+    pub host: Vec<Vec<i32>>,
     pub expected: Vec<Expected>,
 }
 
@@ -149,9 +150,9 @@ fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
     let result = (|| -> Result<(), String> {
         let case = case(r, seed)?;
         outcome.sizes = case.sizes.clone();
-        let def = catalog::def(r);
         let inputs: Vec<&HostArray> = case.inputs.iter().collect();
-        let outputs = backend::launch(backend, def, &inputs).map_err(|e| e.to_string())?;
+        let host: Vec<&[i32]> = case.host.iter().map(Vec::as_slice).collect();
+        let outputs = backend::launch_vec(backend, &r.def, &inputs, &host).map_err(|e| e.to_string())?;
         outcome.exact = true;
         for (got, want) in outputs.iter().zip(&case.expected) {
             let (exact, ulp, bound) = compare(got, want)?;

@@ -22,6 +22,7 @@ pub fn silu_rms_heads<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     Case {
         sizes: format!("B={B},S={S}"),
         inputs: vec![host(vec![b, s, geom.channels() as u64], &x), host(vec![dk], &qscale), host(vec![dk], &kscale)],
+        host: Vec::new(),
         expected: vec![
             Expected { name: "q", replay: host(vec![b, s, hk, dk], &replay.q), exact: exact.q },
             Expected { name: "k", replay: host(vec![b, s, hk, dk], &replay.k), exact: exact.k },
@@ -44,6 +45,7 @@ pub fn gated_rms_norm<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     Case {
         sizes: format!("R={R}"),
         inputs: vec![host(shape.clone(), &x), host(shape.clone(), &gate), host(vec![d as u64], &weight)],
+        host: Vec::new(),
         expected: vec![Expected { name: "out", replay: host(shape, &replay), exact }],
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::families::Family;
-use crate::model::{AxisValue, Blame, Geometry, KernelPlan, Variant};
+use crate::model::{AxisValue, Blame, Dtype, Geometry, KernelPlan, Source, Variant};
 use crate::spec::{Span, SpecSource};
 use crate::validate::SpecModel;
 use std::collections::BTreeMap;
@@ -21,6 +21,9 @@ pub const MAX_BUFFERS: usize = 31;
 #[derive(Clone)]
 pub struct Kernel {
     pub name: String,
+    /// The name without the part: the kernels of one variant and geometry
+    /// share it, and their launcher type is its CamelCase form.
+    pub launcher: String,
     pub family: &'static dyn Family,
     pub source: Arc<SpecSource>,
     pub geometry: String,
@@ -45,7 +48,11 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                     }
                     Ok(plans) => {
                         for plan in plans {
-                            let name = kernel_name(model.family, g, &variant, plan.part);
+                            let launcher = kernel_name(model.family, g, &variant, None);
+                            let name = match &plan.part {
+                                Some(part) => format!("{launcher}_{part}"),
+                                None => launcher.clone(),
+                            };
                             check_limits(model, g, &variant, &name, &plan, &mut diags);
                             if let Some((first, _)) = seen.get(&name) {
                                 diags.push(Diagnostic {
@@ -60,6 +67,7 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                             }
                             kernels.push(Kernel {
                                 name,
+                                launcher,
                                 family: model.family,
                                 source: model.source.clone(),
                                 geometry: g.name.clone(),
@@ -147,9 +155,12 @@ fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: 
     if buffers > MAX_BUFFERS {
         err(format!("kernel `{name}` binds {buffers} buffers, above Metal's limit of {MAX_BUFFERS}"), "bind fewer buffers");
     }
+    for b in plan.inputs.iter().filter(|b| b.source == Source::HostInts && b.dtype != Dtype::I32) {
+        err(format!("kernel `{name}`: host-integer input `{}` is {}, but launchers pass host integers as int32", b.name, b.dtype), "declare it int32");
+    }
     for (axis, d) in ["x", "y", "z"].iter().zip(&plan.grid) {
-        if d.coeff > u32::MAX as u64 {
-            err(format!("kernel `{name}`'s grid {axis} extent {} does not fit in 32 bits", d.coeff), "use a smaller geometry");
+        if let Some(n) = d.as_fixed().filter(|&n| n > u32::MAX as u64) {
+            err(format!("kernel `{name}`'s grid {axis} extent {n} does not fit in 32 bits"), "use a smaller geometry");
         }
     }
 }

@@ -26,7 +26,7 @@
 //! `load_vector` and `qdot` helpers, then the body).
 
 use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
-use crate::model::{multiples_near, BufferPlan, DimExpr, Dtype, Geometry, KernelPlan, Params, Variant, Violation};
+use crate::model::{array, multiples_near, Dim, Dtype, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
 pub struct Affine;
@@ -163,17 +163,17 @@ impl Family for Affine {
         params.insert("CHUNK_STRIDE".into(), json!(SIMDGROUPS * 32));
         params.insert("W_WORDS".into(), json!(k * bits / 32));
 
-        let fixed = |x: i64| DimExpr::fixed(x as u64);
+        let fixed = |x: i64| Dim::Fixed(x as u64);
         Ok(vec![KernelPlan {
             part: None,
             sizes: Vec::new(),
             inputs: vec![
-                BufferPlan::array("x", dtype, vec![fixed(1), fixed(k)]),
-                BufferPlan::array("w", Dtype::U32, vec![fixed(n), fixed(k * bits / 32)]),
-                BufferPlan::array("scales", dtype, vec![fixed(n), fixed(groups)]),
-                BufferPlan::array("biases", dtype, vec![fixed(n), fixed(groups)]),
+                array("x", dtype, vec![fixed(1), fixed(k)]),
+                array("w", Dtype::U32, vec![fixed(n), fixed(k * bits / 32)]),
+                array("scales", dtype, vec![fixed(n), fixed(groups)]),
+                array("biases", dtype, vec![fixed(n), fixed(groups)]),
             ],
-            outputs: vec![BufferPlan::array("y", dtype, vec![fixed(1), fixed(n)])],
+            outputs: vec![array("y", dtype, vec![fixed(1), fixed(n)])],
             grid: [fixed(32), fixed(n / ROWS_PER_SIMDGROUP), fixed(1)],
             threadgroup: [32, SIMDGROUPS as u64, 1],
             threadgroup_memory_bytes: staged_bytes(k) as u64,

@@ -27,7 +27,7 @@
 //! Template: `templates/delta.metal.tera`.
 
 use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
-use crate::model::{multiples_near, BufferPlan, BufferSource, DimExpr, Dtype, Geometry, KernelPlan, Params, Variant, Violation};
+use crate::model::{array, multiples_near, BufferDef, Source, Dim, Dtype, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
 pub struct Delta;
@@ -133,24 +133,24 @@ pub fn params(h: Heads, dtype: Dtype, state: Dtype) -> Params {
 pub const SIZES: [&str; 2] = ["B", "T"];
 
 /// `[B, T, heads, width]`.
-pub fn bthd(heads: i64, width: i64) -> Vec<DimExpr> {
-    vec![DimExpr::size(0), DimExpr::size(1), DimExpr::fixed(heads as u64), DimExpr::fixed(width as u64)]
+pub fn bthd(heads: i64, width: i64) -> Vec<Dim> {
+    vec![Dim::size(0), Dim::size(1), Dim::Fixed(heads as u64), Dim::Fixed(width as u64)]
 }
 
 /// `[B, Hv, Dv, Dk]`.
-pub fn state_shape(h: Heads) -> Vec<DimExpr> {
-    vec![DimExpr::size(0), DimExpr::fixed(h.hv as u64), DimExpr::fixed(h.dv as u64), DimExpr::fixed(h.dk as u64)]
+pub fn state_shape(h: Heads) -> Vec<Dim> {
+    vec![Dim::size(0), Dim::Fixed(h.hv as u64), Dim::Fixed(h.dv as u64), Dim::Fixed(h.dk as u64)]
 }
 
 /// Tin: one int32 the launcher fills with T.
-pub fn tin() -> BufferPlan {
-    BufferPlan { source: BufferSource::SizeValue(1), ..BufferPlan::array("Tin", Dtype::I32, vec![DimExpr::fixed(1)]) }
+pub fn tin() -> BufferDef {
+    BufferDef { source: Source::SizeValue(1), ..array("Tin", Dtype::I32, vec![Dim::Fixed(1)]) }
 }
 
 /// Grid [32, Dv, B*Hv] threads, threadgroup [32, 4, 1].
-pub fn launch(h: Heads) -> ([DimExpr; 3], [u64; 3]) {
+pub fn launch(h: Heads) -> ([Dim; 3], [u64; 3]) {
     (
-        [DimExpr::fixed(SIMD_WIDTH as u64), DimExpr::fixed(h.dv as u64), DimExpr::scaled(h.hv as u64, &[0])],
+        [Dim::Fixed(SIMD_WIDTH as u64), Dim::Fixed(h.dv as u64), Dim::product(h.hv as u64, &[0])],
         [SIMD_WIDTH as u64, ROWS_PER_THREADGROUP as u64, 1],
     )
 }
@@ -177,23 +177,23 @@ impl Family for Delta {
         params.insert("masked".into(), json!(masked));
 
         let mut inputs = vec![
-            BufferPlan::array("q", dtype, bthd(h.hk, h.dk)),
-            BufferPlan::array("k", dtype, bthd(h.hk, h.dk)),
-            BufferPlan::array("v", dtype, bthd(h.hv, h.dv)),
-            BufferPlan::array("g", Dtype::F32, vec![DimExpr::size(0), DimExpr::size(1), DimExpr::fixed(h.hv as u64)]),
-            BufferPlan::array("beta", dtype, vec![DimExpr::size(0), DimExpr::size(1), DimExpr::fixed(h.hv as u64)]),
-            BufferPlan::array("state_in", state, state_shape(h)),
+            array("q", dtype, bthd(h.hk, h.dk)),
+            array("k", dtype, bthd(h.hk, h.dk)),
+            array("v", dtype, bthd(h.hv, h.dv)),
+            array("g", Dtype::F32, vec![Dim::size(0), Dim::size(1), Dim::Fixed(h.hv as u64)]),
+            array("beta", dtype, vec![Dim::size(0), Dim::size(1), Dim::Fixed(h.hv as u64)]),
+            array("state_in", state, state_shape(h)),
             tin(),
         ];
         if masked {
-            inputs.push(BufferPlan::array("mask", Dtype::Bool, vec![DimExpr::size(0), DimExpr::size(1)]));
+            inputs.push(array("mask", Dtype::Bool, vec![Dim::size(0), Dim::size(1)]));
         }
         let (grid, threadgroup) = launch(h);
         Ok(vec![KernelPlan {
             part: None,
-            sizes: SIZES.to_vec(),
+            sizes: SIZES.iter().map(|s| s.to_string()).collect(),
             inputs,
-            outputs: vec![BufferPlan::array("y", dtype, bthd(h.hv, h.dv)), BufferPlan::array("state_out", state, state_shape(h))],
+            outputs: vec![array("y", dtype, bthd(h.hv, h.dv)), array("state_out", state, state_shape(h))],
             grid,
             threadgroup,
             threadgroup_memory_bytes: 0,

@@ -17,7 +17,7 @@
 
 use super::delta::{bthd, heads, launch, params, state_shape, tin, FIELDS, SIZES};
 use super::{Axis, AxisKind, AxisLit, Family, FamilyInfo};
-use crate::model::{BufferPlan, DimExpr, Dtype, Geometry, KernelPlan, Variant, Violation};
+use crate::model::{array, BufferDef, Dim, Dtype, Source, Geometry, KernelPlan, Variant, Violation};
 
 pub struct DeltaState;
 
@@ -57,21 +57,23 @@ impl Family for DeltaState {
         let h = heads(g)?;
         let params = params(h, dtype, state);
         let (grid, threadgroup) = launch(h);
-        let per_step = |width: i64| vec![DimExpr::size(0), DimExpr::size(1), DimExpr::fixed(width as u64)];
+        let per_step = |width: i64| vec![Dim::size(0), Dim::size(1), Dim::Fixed(width as u64)];
         Ok(vec![KernelPlan {
             part: None,
-            sizes: SIZES.to_vec(),
+            sizes: SIZES.iter().map(|s| s.to_string()).collect(),
             inputs: vec![
-                BufferPlan::array("k", dtype, bthd(h.hk, h.dk)),
-                BufferPlan::array("v", dtype, bthd(h.hv, h.dv)),
-                BufferPlan::array("g", Dtype::F32, per_step(h.hv)),
-                BufferPlan::array("beta", dtype, per_step(h.hv)),
-                BufferPlan::array("state_in", state, state_shape(h)),
+                array("k", dtype, bthd(h.hk, h.dk)),
+                array("v", dtype, bthd(h.hv, h.dv)),
+                array("g", Dtype::F32, per_step(h.hv)),
+                array("beta", dtype, per_step(h.hv)),
+                array("state_in", state, state_shape(h)),
                 tin(),
-                // Kept lengths are loop counts over T: a larger one reads past the inputs.
-                BufferPlan { at_most: Some(1), ..BufferPlan::array("lengths", Dtype::I32, vec![DimExpr::size(0)]) },
+                // Kept lengths are loop counts over T: a larger one reads past the
+                // inputs. They come from the host, as in the seed, so the launch
+                // checks them without reading device memory.
+                BufferDef { at_most: Some(1), source: Source::HostInts, ..array("lengths", Dtype::I32, vec![Dim::size(0)]) },
             ],
-            outputs: vec![BufferPlan::array("state_out", state, state_shape(h))],
+            outputs: vec![array("state_out", state, state_shape(h))],
             grid,
             threadgroup,
             threadgroup_memory_bytes: 0,

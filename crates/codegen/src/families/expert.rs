@@ -6,8 +6,7 @@
 
 use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
 use crate::model::{
-    multiples_near, BufferPlan, BufferSource, DimExpr, Dtype, Geometry, KernelPlan, Params, RegionPlan, Variant,
-    Violation,
+    array, multiples_near, BufferDef, Dim, Dtype, Geometry, KernelPlan, Params, Region, Source, Variant, Violation,
 };
 use serde_json::json;
 
@@ -218,31 +217,32 @@ impl Family for Expert {
             params.insert(name.into(), json!(offset(name)));
         }
 
-        let slot = |reads: &[&'static str]| BufferPlan {
-            name: "slot",
+        let slot = |reads: &[&'static str]| BufferDef {
+            name: "slot".into(),
             dtype: Dtype::U8,
-            shape: vec![DimExpr::fixed(l.bytes as u64)],
-            source: BufferSource::Data,
+            shape: vec![Dim::Fixed(l.bytes as u64)].into(),
+            source: Source::Data,
             regions: l
                 .regions
                 .iter()
                 .filter(|r| reads.contains(&r.0))
-                .map(|&(name, offset, bytes, align)| RegionPlan { name, offset: offset as u64, bytes: bytes as u64, align: align as u64 })
-                .collect(),
+                .map(|&(name, offset, bytes, align)| Region { name: name.into(), offset: offset as u64, bytes: bytes as u64, align: align as u64 })
+                .collect::<Vec<_>>()
+                .into(),
             align: 4,
             at_most: None,
         };
         // M, the sample count, is the only run-time size: the grid's z extent.
-        let m = DimExpr::size(0);
+        let m = Dim::size(0);
         let plan = |part: &'static str, input: &'static str, in_width: i64, output: &'static str, out_width: i64, reads: &[&'static str]| {
             let mut params = params.clone();
             params.insert("part".into(), json!(part));
             KernelPlan {
-                part: Some(part),
-                sizes: vec!["M"],
-                inputs: vec![BufferPlan::array(input, dtype, vec![m.clone(), DimExpr::fixed(in_width as u64)]), slot(reads)],
-                outputs: vec![BufferPlan::array(output, dtype, vec![m.clone(), DimExpr::fixed(out_width as u64)])],
-                grid: [DimExpr::fixed(threads), DimExpr::fixed((out_width / rows) as u64), m.clone()],
+                part: Some(part.to_string()),
+                sizes: vec!["M".into()],
+                inputs: vec![array(input, dtype, vec![m.clone(), Dim::Fixed(in_width as u64)]), slot(reads)],
+                outputs: vec![array(output, dtype, vec![m.clone(), Dim::Fixed(out_width as u64)])],
+                grid: [Dim::Fixed(threads), Dim::Fixed((out_width / rows) as u64), m.clone()],
                 threadgroup: [threads, 1, 1],
                 threadgroup_memory_bytes: 0,
                 params,

@@ -18,7 +18,7 @@
 //! Template: `templates/gated_rms_norm.metal.tera`.
 
 use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
-use crate::model::{BufferPlan, DimExpr, Geometry, KernelPlan, Params, Variant, Violation};
+use crate::model::{array, Dim, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
 pub struct GatedRmsNorm;
@@ -94,17 +94,17 @@ impl Family for GatedRmsNorm {
         params.insert("STEP".into(), json!(threads * 4));
         params.insert("multi_simdgroup".into(), json!(threads > 32));
 
-        let rows_by_d = vec![DimExpr::size(0), DimExpr::fixed(d as u64)];
+        let rows_by_d = vec![Dim::size(0), Dim::Fixed(d as u64)];
         Ok(vec![KernelPlan {
             part: None,
-            sizes: vec!["R"],
+            sizes: vec!["R".into()],
             inputs: vec![
-                BufferPlan::array("x", dtype, rows_by_d.clone()),
-                BufferPlan::array("gate", dtype, rows_by_d.clone()),
-                BufferPlan::array("weight", dtype, vec![DimExpr::fixed(d as u64)]),
+                array("x", dtype, rows_by_d.clone()),
+                array("gate", dtype, rows_by_d.clone()),
+                array("weight", dtype, vec![Dim::Fixed(d as u64)]),
             ],
-            outputs: vec![BufferPlan::array("out", dtype, rows_by_d)],
-            grid: [DimExpr::scaled(threads as u64, &[0]), DimExpr::fixed(1), DimExpr::fixed(1)],
+            outputs: vec![array("out", dtype, rows_by_d)],
+            grid: [Dim::product(threads as u64, &[0]), Dim::Fixed(1), Dim::Fixed(1)],
             threadgroup: [threads as u64, 1, 1],
             // The SIMD-group sums and the inverse, needed only past one SIMD-group.
             threadgroup_memory_bytes: if threads > 32 { (32 + 1) * 4 } else { 0 },
@@ -154,7 +154,7 @@ mod tests {
         let generated = crate::generate(vec![source]).unwrap_or_else(|e| panic!("{e}"));
         for (rk, eps) in generated.kernels.iter().zip([1e-5f64, 3.3e-7]) {
             let bits = (eps as f32).to_bits();
-            assert!(rk.body.contains(&format!("as_type<float>(0x{bits:08x}u)")), "{}", rk.body);
+            assert!(rk.def.body().contains(&format!("as_type<float>(0x{bits:08x}u)")), "{}", rk.def.body());
             assert_eq!(rk.kernel.plan.params["EPS"].as_u64(), Some(u64::from(bits)));
         }
     }

@@ -18,7 +18,7 @@ macro_rules! families {
         /// Each family's template: `(file name, text)`.
         pub static TEMPLATES: &[(&str, &str)] = &[$((
             concat!(stringify!($module), ".metal.tera"),
-            include_str!(concat!("../../../../templates/", stringify!($module), ".metal.tera")),
+            include_str!(concat!("../../families/", stringify!($module), ".metal.tera")),
         )),*];
     };
 }

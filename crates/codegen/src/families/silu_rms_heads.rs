@@ -18,7 +18,7 @@
 //! Template: `templates/silu_rms_heads.metal.tera`.
 
 use super::{Axis, AxisKind, AxisLit, Family, Field, FieldKind, FamilyInfo};
-use crate::model::{BufferPlan, DimExpr, Geometry, KernelPlan, Params, Variant, Violation};
+use crate::model::{array, Dim, Geometry, KernelPlan, Params, Variant, Violation};
 use serde_json::json;
 
 pub struct SiluRmsHeads;
@@ -102,28 +102,28 @@ impl Family for SiluRmsHeads {
         params.insert("TWO_HK".into(), json!(2 * hk));
         params.insert("KEY_CHANNELS".into(), json!(2 * hk * dk));
 
-        let rows = || vec![DimExpr::size(0), DimExpr::size(1)];
+        let rows = || vec![Dim::size(0), Dim::size(1)];
         let heads = |h: i64, d: i64| {
             let mut s = rows();
-            s.extend([DimExpr::fixed(h as u64), DimExpr::fixed(d as u64)]);
+            s.extend([Dim::Fixed(h as u64), Dim::Fixed(d as u64)]);
             s
         };
         let mut x_shape = rows();
-        x_shape.push(DimExpr::fixed(channels as u64));
+        x_shape.push(Dim::Fixed(channels as u64));
         Ok(vec![KernelPlan {
             part: None,
-            sizes: vec!["B", "S"],
+            sizes: vec!["B".into(), "S".into()],
             inputs: vec![
-                BufferPlan::array("x", dtype, x_shape),
-                BufferPlan::array("qscale", dtype, vec![DimExpr::fixed(dk as u64)]),
-                BufferPlan::array("kscale", dtype, vec![DimExpr::fixed(dk as u64)]),
+                array("x", dtype, x_shape),
+                array("qscale", dtype, vec![Dim::Fixed(dk as u64)]),
+                array("kscale", dtype, vec![Dim::Fixed(dk as u64)]),
             ],
             outputs: vec![
-                BufferPlan::array("q", dtype, heads(hk, dk)),
-                BufferPlan::array("k", dtype, heads(hk, dk)),
-                BufferPlan::array("v", dtype, heads(hv, dv)),
+                array("q", dtype, heads(hk, dk)),
+                array("k", dtype, heads(hk, dk)),
+                array("v", dtype, heads(hv, dv)),
             ],
-            grid: [DimExpr::fixed((32 * (2 * hk + hv)) as u64), DimExpr::scaled(1, &[0, 1]), DimExpr::fixed(1)],
+            grid: [Dim::Fixed((32 * (2 * hk + hv)) as u64), Dim::product(1, &[0, 1]), Dim::Fixed(1)],
             threadgroup: [32, 1, 1],
             threadgroup_memory_bytes: 0,
             params,

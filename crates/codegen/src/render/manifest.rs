@@ -2,7 +2,7 @@
 //! buffers and launch geometry, for tools and reviewers.
 
 use super::RenderedKernel;
-use crate::model::{BufferPlan, BufferSource};
+use kernelgen_contract::{BufferDef, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -19,49 +19,52 @@ struct Entry<'a> {
     spec: &'a str,
     geometry: &'a str,
     variant: BTreeMap<&'static str, String>,
-    part: Option<&'static str>,
-    metal: String,
+    part: Option<&'a str>,
+    metal: &'a str,
     mlx_name: &'a str,
     sha256: &'a str,
-    sizes: &'a [&'static str],
-    inputs: Vec<Buffer>,
-    outputs: Vec<Buffer>,
+    sizes: Vec<&'a str>,
+    inputs: Vec<Buffer<'a>>,
+    outputs: Vec<Buffer<'a>>,
     grid: Vec<String>,
-    threadgroup: [u64; 3],
-    threads_per_threadgroup: u64,
-    threadgroup_memory_bytes: u64,
+    threadgroup: [u32; 3],
+    threads_per_threadgroup: u32,
+    threadgroup_memory_bytes: u32,
 }
 
 #[derive(Serialize)]
-struct Buffer {
-    name: &'static str,
+struct Buffer<'a> {
+    name: &'a str,
     dtype: &'static str,
     shape: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    holds_size: Option<&'static str>,
+    holds_size: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    from_host: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    regions: Vec<Region>,
+    regions: Vec<Region<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    values_at_most: Option<&'static str>,
+    values_at_most: Option<&'a str>,
 }
 
 #[derive(Serialize)]
-struct Region {
-    name: &'static str,
+struct Region<'a> {
+    name: &'a str,
     offset: u64,
     bytes: u64,
 }
 
-fn buffer(b: &BufferPlan, sizes: &[&'static str]) -> Buffer {
+fn buffer<'a>(b: &'a BufferDef, sizes: &[&'a str]) -> Buffer<'a> {
     Buffer {
-        name: b.name,
+        name: &b.name,
         dtype: b.dtype.short_name(),
         shape: b.shape.iter().map(|d| d.describe(sizes)).collect(),
         holds_size: match b.source {
-            BufferSource::SizeValue(i) => Some(sizes[i]),
-            BufferSource::Data => None,
+            Source::SizeValue(i) => Some(sizes[i]),
+            _ => None,
         },
-        regions: b.regions.iter().map(|r| Region { name: r.name, offset: r.offset, bytes: r.bytes }).collect(),
+        from_host: b.source == Source::HostInts,
+        regions: b.regions.iter().map(|r| Region { name: &r.name, offset: r.offset, bytes: r.bytes }).collect(),
         values_at_most: b.at_most.map(|i| sizes[i]),
     }
 }
@@ -73,24 +76,25 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
             .iter()
             .map(|rk| {
                 let k = &rk.kernel;
-                let p = &k.plan;
+                let d = &rk.def;
+                let sizes = d.size_names();
                 Entry {
                     name: &k.name,
                     family: k.family.name(),
                     spec: &k.source.origin,
                     geometry: &k.geometry,
                     variant: k.variant.values.iter().map(|(a, v)| (*a, v.to_string())).collect(),
-                    part: p.part,
-                    metal: format!("generated/{}", rk.metal_path),
-                    mlx_name: &rk.mlx_name,
+                    part: k.plan.part.as_deref(),
+                    metal: &d.metal_path,
+                    mlx_name: &d.mlx_name,
                     sha256: &rk.sha256,
-                    sizes: &p.sizes,
-                    inputs: p.inputs.iter().map(|b| buffer(b, &p.sizes)).collect(),
-                    outputs: p.outputs.iter().map(|b| buffer(b, &p.sizes)).collect(),
-                    grid: p.grid.iter().map(|d| d.describe(&p.sizes)).collect(),
-                    threadgroup: p.threadgroup,
-                    threads_per_threadgroup: p.threadgroup.iter().product(),
-                    threadgroup_memory_bytes: p.threadgroup_memory_bytes,
+                    inputs: d.inputs.iter().map(|b| buffer(b, &sizes)).collect(),
+                    outputs: d.outputs.iter().map(|b| buffer(b, &sizes)).collect(),
+                    grid: d.grid.iter().map(|g| g.describe(&sizes)).collect(),
+                    threadgroup: d.threadgroup,
+                    threads_per_threadgroup: d.threads_per_threadgroup(),
+                    threadgroup_memory_bytes: d.threadgroup_memory_bytes,
+                    sizes,
                 }
             })
             .collect(),

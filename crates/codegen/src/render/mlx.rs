@@ -2,7 +2,7 @@
 //! and shared by every family, so the checked-in `.metal` and the strings a
 //! launcher hands to MLX cannot disagree.
 
-use crate::model::BufferPlan;
+use crate::model::BufferDef;
 
 /// MLX passes inputs with fewer elements than this in the `constant` space.
 const MAX_CONSTANT_ARRAY_SIZE: u64 = 8;
@@ -33,7 +33,7 @@ const METAL_ATTRIBUTES: &[(&str, &str)] = &[
 ];
 
 /// How MLX passes an input, from its element count at launch.
-fn input_class(b: &BufferPlan) -> (&'static str, &'static str, &'static str) {
+fn input_class(b: &BufferDef) -> (&'static str, &'static str, &'static str) {
     // (address space, reference or pointer, kernel-name suffix)
     if b.shape.is_empty() {
         ("constant", "&", "s")
@@ -47,17 +47,18 @@ fn input_class(b: &BufferPlan) -> (&'static str, &'static str, &'static str) {
 
 /// Inputs whose run-time shape can fall under 8 elements: MLX passes those
 /// in the `constant` space at such sizes, which changes the signature and name.
-pub fn small_runtime_inputs(inputs: &[BufferPlan]) -> Vec<&'static str> {
+pub fn small_runtime_inputs(inputs: &[BufferDef], size_count: usize) -> Vec<&str> {
+    let ones = vec![1; size_count];
     inputs
         .iter()
         .filter(|b| !b.shape.is_empty() && b.fixed_elements().is_none())
-        .filter(|b| b.shape.iter().map(|d| d.coeff).product::<u64>() < MAX_CONSTANT_ARRAY_SIZE)
-        .map(|b| b.name)
+        .filter(|b| b.shape.iter().map(|d| d.eval(&ones).unwrap_or(u64::MAX)).product::<u64>() < MAX_CONSTANT_ARRAY_SIZE)
+        .map(|b| b.name.as_ref())
         .collect()
 }
 
 /// The function name MLX gives a kernel with no template arguments.
-pub fn mlx_kernel_name(name: &str, inputs: &[BufferPlan], outputs: &[BufferPlan]) -> String {
+pub fn mlx_kernel_name(name: &str, inputs: &[BufferDef], outputs: &[BufferDef]) -> String {
     let mut out = format!("custom_kernel_{name}");
     for b in inputs {
         out.push('_');
@@ -80,7 +81,7 @@ pub struct Assembled {
 
 /// MLX's `write_signature` for a kernel without template arguments: the
 /// header verbatim, the signature from the argument list, the body, `}`.
-pub fn assemble(func_name: &str, header: &str, body: &str, inputs: &[BufferPlan], outputs: &[BufferPlan]) -> Assembled {
+pub fn assemble(func_name: &str, header: &str, body: &str, inputs: &[BufferDef], outputs: &[BufferDef]) -> Assembled {
     let mut s = String::with_capacity(header.len() + body.len() + 1024);
     s.push_str(header);
     let header_range = (0, header.len());

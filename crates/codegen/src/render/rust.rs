@@ -1,12 +1,25 @@
-//! The Rust side of generated kernels: one module per spec holding a
-//! `KernelDef` per kernel (the launch contract every backend reads), and
-//! the `mod.rs` that gathers them. The text is formatted here, so it does
-//! not depend on an installed rustfmt.
+//! The Rust side of generated kernels: one module per spec holding each
+//! kernel's `KernelDef` (the launch contract, written as a Rust literal of the
+//! same value the generator built) and the typed launchers, and the `mod.rs`
+//! that gathers them. The text is formatted here, so it does not depend on an
+//! installed rustfmt.
 
 use super::{RenderError, RenderedKernel, Renderer};
-use crate::model::{BufferPlan, BufferSource, DimExpr};
+use kernelgen_contract::{BufferDef, Dim, KernelDef, Op, Source};
 use serde::Serialize;
 use tera::Context;
+
+/// How a kernel's `metal` text appears in its `KernelDef`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetalText {
+    /// `include_str!("../<metal path>")`, relative to the Rust module: the
+    /// module lives in the emitted tree next to the `.metal` files, which stay
+    /// the one copy of each kernel's source.
+    Include,
+    /// The text itself, as a raw string literal (the proc-macros expand to
+    /// code with no file beside it).
+    Inline,
+}
 
 /// A Rust string literal holding `text` verbatim (raw, with enough `#`s).
 pub fn raw_string(text: &str) -> String {
@@ -18,67 +31,93 @@ pub fn raw_string(text: &str) -> String {
     format!("r{h}\"{text}\"{h}")
 }
 
-fn dim(d: &DimExpr) -> String {
-    if d.sizes.is_empty() {
-        format!("Dim::fixed({})", d.coeff)
-    } else {
-        let sizes: Vec<String> = d.sizes.iter().map(usize::to_string).collect();
-        format!("Dim {{ coeff: {}, sizes: &[{}] }}", d.coeff, sizes.join(", "))
+/// A Rust string literal for any text: Rust's own escaping, so no name or
+/// path can end the literal or start code.
+pub fn str_literal(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// `Cow::Borrowed("...")`.
+fn text(s: &str) -> String {
+    format!("Cow::Borrowed({})", str_literal(s))
+}
+
+fn op(o: &Op) -> String {
+    match o {
+        Op::Const(c) => format!("Op::Const({c})"),
+        Op::Size(i) => format!("Op::Size({i})"),
+        other => format!("Op::{other:?}"),
     }
 }
 
-fn buffer(b: &BufferPlan) -> String {
-    let shape: Vec<String> = b.shape.iter().map(dim).collect();
-    let source = match b.source {
-        BufferSource::Data => "Source::Data".to_string(),
-        BufferSource::SizeValue(i) => format!("Source::SizeValue({i})"),
-    };
+fn dim(d: &Dim) -> String {
+    match d {
+        Dim::Fixed(n) => format!("Dim::Fixed({n})"),
+        Dim::Expr(ops) => format!("Dim::expr(&[{}])", ops.iter().map(op).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+fn source(s: Source) -> String {
+    match s {
+        Source::Data => "Source::Data".into(),
+        Source::SizeValue(i) => format!("Source::SizeValue({i})"),
+        Source::HostInts => "Source::HostInts".into(),
+        other => unreachable!("kernelgen-contract grew a Source the generator does not write: {other:?}"),
+    }
+}
+
+fn buffer(b: &BufferDef) -> String {
     let regions = if b.regions.is_empty() {
-        "&[]".to_string()
+        "Cow::Borrowed(&[])".to_string()
     } else {
         let items: Vec<String> = b
             .regions
             .iter()
-            .map(|r| format!("            Region {{ name: \"{}\", offset: {}, bytes: {}, align: {} }},\n", r.name, r.offset, r.bytes, r.align))
+            .map(|r| format!("                Region {{ name: {}, offset: {}, bytes: {}, align: {} }},\n", text(&r.name), r.offset, r.bytes, r.align))
             .collect();
-        format!("&[\n{}        ]", items.concat())
+        format!("Cow::Borrowed(&[\n{}            ])", items.concat())
     };
     format!(
-        "BufferDef {{\n        name: \"{}\",\n        dtype: Dtype::{},\n        shape: &[{}],\n        source: {source},\n        regions: {regions},\n        align: {},\n        at_most: {},\n    }}",
-        b.name,
-        b.dtype.rust_variant(),
-        shape.join(", "),
+        "        BufferDef {{\n            name: {},\n            dtype: Dtype::{},\n            shape: Cow::Borrowed(&[{}]),\n            source: {},\n            regions: {regions},\n            align: {},\n            at_most: {},\n        }},\n",
+        text(&b.name),
+        b.dtype.variant_name(),
+        b.shape.iter().map(dim).collect::<Vec<_>>().join(", "),
+        source(b.source),
         b.align,
         b.at_most.map_or("None".to_string(), |i| format!("Some({i})"))
     )
 }
 
-fn buffers(list: &[BufferPlan]) -> String {
+fn buffers(list: &[BufferDef]) -> String {
     if list.is_empty() {
-        return "&[]".into();
+        return "Cow::Borrowed(&[])".into();
     }
-    let items: Vec<String> = list.iter().map(|b| format!("    {},\n", buffer(b))).collect();
-    format!("&[\n{}]", items.concat())
+    format!("Cow::Borrowed(&[\n{}    ])", list.iter().map(buffer).collect::<String>())
 }
 
-#[derive(Serialize)]
-struct KernelView {
-    static_name: String,
-    name: String,
-    family: String,
-    spec: String,
-    doc: String,
-    mlx_name: String,
-    header: String,
-    body: String,
-    metal: String,
-    metal_path: String,
-    inputs: String,
-    outputs: String,
-    sizes: String,
-    grid: String,
-    threadgroup: String,
-    threadgroup_memory_bytes: u64,
+/// The `KernelDef` literal of one kernel (everything after `= `).
+fn def_literal(d: &KernelDef, metal_path: &str, metal: MetalText) -> String {
+    let metal = match metal {
+        MetalText::Include => format!("Cow::Borrowed(include_str!({}))", str_literal(&format!("../{metal_path}"))),
+        MetalText::Inline => format!("Cow::Borrowed({})", raw_string(&d.metal)),
+    };
+    let range = |r: kernelgen_contract::TextRange| format!("TextRange {{ start: {}, end: {} }}", r.start, r.end);
+    format!(
+        "KernelDef {{\n    name: {},\n    family: {},\n    spec: {},\n    mlx_name: {},\n    metal: {metal},\n    header: {},\n    body: {},\n    metal_path: {},\n    inputs: {},\n    outputs: {},\n    sizes: Cow::Borrowed(&[{}]),\n    grid: [{}],\n    threadgroup: [{}],\n    threadgroup_memory_bytes: {},\n}}",
+        text(&d.name),
+        text(&d.family),
+        text(&d.spec),
+        text(&d.mlx_name),
+        range(d.header),
+        range(d.body),
+        text(&d.metal_path),
+        buffers(&d.inputs),
+        buffers(&d.outputs),
+        d.sizes.iter().map(|s| text(s)).collect::<Vec<_>>().join(", "),
+        d.grid.iter().map(dim).collect::<Vec<_>>().join(", "),
+        d.threadgroup.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+        d.threadgroup_memory_bytes,
+    )
 }
 
 /// `glm52_expert_q4` -> `Glm52ExpertQ4`.
@@ -92,24 +131,34 @@ pub fn camel(name: &str) -> String {
         .collect()
 }
 
-/// `bf16 [M, 6144]`
-fn describe(b: &BufferPlan, sizes: &[&str]) -> String {
-    format!("{} [{}]", b.dtype.short_name(), b.shape.iter().map(|d| d.describe(sizes)).collect::<Vec<_>>().join(", "))
+/// `` `bf16 [M, 6144]` `` (in code quotes: rustdoc would read `[M]` as a link).
+fn describe(b: &BufferDef, sizes: &[&str]) -> String {
+    format!("`{} {}`", b.dtype.short_name(), b.shape_text(sizes))
+}
+
+#[derive(Serialize)]
+struct KernelView {
+    static_name: String,
+    doc: String,
+    def: String,
 }
 
 #[derive(Serialize)]
 struct Arg {
     name: String,
+    /// The Rust type of the argument (`&B::Array`, `&[i32]`).
+    ty: String,
     doc: String,
 }
 
 #[derive(Serialize)]
 struct MethodView {
     name: String,
-    kernel: String,
     static_name: String,
     doc: String,
     args: Vec<Arg>,
+    arrays: Vec<String>,
+    host: Vec<String>,
     outputs: Vec<Arg>,
     /// Named-output struct, for kernels with more than one output.
     outputs_struct: Option<String>,
@@ -128,43 +177,45 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
     let mut out: Vec<LauncherView> = Vec::new();
     for rk in kernels {
         let k = &rk.kernel;
-        let p = &k.plan;
-        let base = match p.part {
-            Some(part) => k.name.strip_suffix(&format!("_{part}")).unwrap_or(&k.name).to_string(),
-            None => k.name.clone(),
-        };
-        let type_name = camel(&base);
-        let sizes = &p.sizes;
-        let args: Vec<Arg> = p
+        let d = &rk.def;
+        let type_name = camel(&k.launcher);
+        let sizes = d.size_names();
+        let args: Vec<Arg> = d
             .inputs
             .iter()
-            .filter(|b| b.source == BufferSource::Data)
-            .map(|b| Arg { name: b.name.to_string(), doc: describe(b, sizes) })
+            .filter(|b| matches!(b.source, Source::Data | Source::HostInts))
+            .map(|b| Arg {
+                name: b.name.to_string(),
+                // Host integers are int32 (the expansion checks it).
+                ty: if b.source == Source::HostInts { "&[i32]".into() } else { "&B::Array".into() },
+                doc: describe(b, &sizes),
+            })
             .collect();
-        let outputs: Vec<Arg> = p.outputs.iter().map(|b| Arg { name: b.name.to_string(), doc: describe(b, sizes) }).collect();
-        let filled: Vec<String> = p
+        let outputs: Vec<Arg> = d.outputs.iter().map(|b| Arg { name: b.name.to_string(), ty: String::new(), doc: describe(b, &sizes) }).collect();
+        let filled: Vec<String> = d
             .inputs
             .iter()
             .filter_map(|b| match b.source {
-                BufferSource::SizeValue(i) => Some(format!("`{}` (holds {})", b.name, sizes[i])),
-                BufferSource::Data => None,
+                Source::SizeValue(i) => Some(format!("`{}` (holds {})", b.name, sizes[i])),
+                _ => None,
             })
             .collect();
         let mut doc = format!(
             "`{}`: {} -> {}",
             k.name,
-            args.iter().map(|a| format!("{} {}", a.name, a.doc)).collect::<Vec<_>>().join(", "),
-            outputs.iter().map(|a| format!("{} {}", a.name, a.doc)).collect::<Vec<_>>().join(", ")
+            args.iter().map(|a| format!("`{}` {}", a.name, a.doc)).collect::<Vec<_>>().join(", "),
+            outputs.iter().map(|a| format!("`{}` {}", a.name, a.doc)).collect::<Vec<_>>().join(", ")
         );
         if !filled.is_empty() {
             doc.push_str(&format!("; the launcher fills {}", filled.join(", ")));
         }
         let method = MethodView {
-            name: p.part.unwrap_or("launch").to_string(),
-            kernel: k.name.clone(),
+            name: k.plan.part.clone().unwrap_or_else(|| "launch".into()),
             static_name: k.name.to_uppercase(),
             doc,
             outputs_struct: (outputs.len() > 1).then(|| format!("{}Outputs", camel(&k.name))),
+            arrays: d.data_inputs().map(|b| b.name.to_string()).collect(),
+            host: d.host_inputs().map(|b| b.name.to_string()).collect(),
             args,
             outputs,
         };
@@ -181,35 +232,17 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
 }
 
 /// The Rust module for one spec's kernels.
-pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel]) -> Result<String, RenderError> {
+pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel], metal: MetalText) -> Result<String, RenderError> {
     let views: Vec<KernelView> = kernels
         .iter()
         .map(|rk| {
             let k = &rk.kernel;
-            let p = &k.plan;
             let mut axes: Vec<String> = k.variant.values.iter().map(|(a, v)| format!("{a} {v}")).collect();
             axes.push(format!("geometry {}", k.geometry));
-            if let Some(part) = p.part {
+            if let Some(part) = &k.plan.part {
                 axes.push(format!("part {part}"));
             }
-            KernelView {
-                static_name: k.name.to_uppercase(),
-                name: k.name.clone(),
-                family: k.family.name().into(),
-                spec: k.source.origin.clone(),
-                doc: axes.join(", "),
-                mlx_name: rk.mlx_name.clone(),
-                header: raw_string(&rk.header),
-                body: raw_string(&rk.body),
-                metal: raw_string(&rk.metal),
-                metal_path: format!("generated/{}", rk.metal_path),
-                inputs: buffers(&p.inputs),
-                outputs: buffers(&p.outputs),
-                sizes: p.sizes.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "),
-                grid: p.grid.iter().map(dim).collect::<Vec<_>>().join(", "),
-                threadgroup: p.threadgroup.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
-                threadgroup_memory_bytes: p.threadgroup_memory_bytes,
-            }
+            KernelView { static_name: k.name.to_uppercase(), doc: axes.join(", "), def: def_literal(&rk.def, &rk.metal_path, metal) }
         })
         .collect();
     let mut ctx = Context::new();

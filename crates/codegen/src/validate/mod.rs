@@ -115,7 +115,7 @@ fn unknown_keys(r: &mut Reporter, entries: &[Entry], allowed: &[&str], prefix: &
 }
 
 /// ", did you mean `x`?" when a close name exists.
-fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+pub(crate) fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
     candidates
         .map(|c| (edit_distance(name, c), c))
         .filter(|(d, c)| *d <= 2.max(c.len() / 3))

@@ -1,0 +1,773 @@
+//! Reading a family file: TOML to a [`FamilyDef`], every problem reported
+//! with file, line, column and field, all at once, like a spec's. Every
+//! expression is parsed and type-checked here, so an unknown name or a type
+//! error points at its span in the file.
+
+use super::expr::{self, Expr, ExprError, Scope, Type};
+use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, Located, PackedDef, PartDef, Piece, RegionDef, Role, Size};
+use crate::diag::{Diagnostics, Reporter};
+use crate::model::{dtype_from_short, AxisValue};
+use crate::spec::{Entry, Node, Span, SpecSource, Value};
+use crate::validate::suggest;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Reads a family file and its template. `template` gives the template's
+/// file name and text, or `None` when it could not be found (reported here).
+pub fn read(source: Arc<SpecSource>, template: impl FnOnce(&str) -> Option<String>) -> Result<FamilyDef, Diagnostics> {
+    let mut r = Reporter::new(source.clone());
+    let tree = match crate::spec::toml::parse(&source.text) {
+        Ok(t) => t,
+        Err((message, span)) => {
+            r.error(span, "(syntax)", format!("TOML syntax error: {message}"), None);
+            return Err(r.diagnostics);
+        }
+    };
+    let mut f = Reader { r, source: source.clone() };
+    let def = f.family(&tree, template);
+    if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
+}
+
+struct Reader {
+    r: Reporter,
+    source: Arc<SpecSource>,
+}
+
+const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel"];
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
+}
+
+/// What names mean in the family's expressions.
+struct Names {
+    types: BTreeMap<String, Type>,
+    /// Field paths `has` may ask about.
+    fields: Vec<String>,
+}
+
+impl Scope for Names {
+    fn type_of(&self, name: &str) -> Option<Type> {
+        self.types.get(name).copied()
+    }
+    fn is_field(&self, name: &str) -> bool {
+        self.fields.iter().any(|f| f == name)
+    }
+    fn names(&self) -> Vec<String> {
+        self.types.keys().cloned().collect()
+    }
+}
+
+impl Reader {
+    fn error(&mut self, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
+        self.r.error(span, field, message, help);
+    }
+
+    fn unknown_keys(&mut self, entries: &[Entry], allowed: &[&str], prefix: &str) {
+        for e in entries {
+            if !allowed.contains(&e.key.as_str()) {
+                let hint = suggest(&e.key, allowed.iter().copied());
+                let list = allowed.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                self.error(e.key_span.clone(), join(prefix, &e.key), format!("unknown key `{}`", e.key), Some(format!("expected one of: {list}{hint}")));
+            }
+        }
+    }
+
+    fn table<'a>(&mut self, node: &'a Node, field: &str) -> &'a [Entry] {
+        match node.as_table() {
+            Some(t) => t,
+            None => {
+                self.error(node.span.clone(), field, format!("expected a table, found {}", node.value.kind()), None);
+                &[]
+            }
+        }
+    }
+
+    fn string(&mut self, node: &Node, field: &str) -> Option<String> {
+        match node.as_str() {
+            Some(s) => Some(s.to_string()),
+            None => {
+                self.error(node.span.clone(), field, format!("expected a string, found {}", node.value.kind()), None);
+                None
+            }
+        }
+    }
+
+    fn opt_string(&mut self, entries: &[Entry], key: &str, prefix: &str) -> Option<String> {
+        let e = entries.iter().find(|e| e.key == key)?;
+        self.string(&e.node, &join(prefix, key))
+    }
+
+    fn req_string(&mut self, entries: &[Entry], key: &str, prefix: &str, span: &Span, what: &str) -> Option<String> {
+        match entries.iter().find(|e| e.key == key) {
+            Some(e) => self.string(&e.node, &join(prefix, key)),
+            None => {
+                self.error(span.clone(), join(prefix, key), format!("missing `{key}` ({what})"), Some(format!("add `{key} = ...`")));
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, entries: &[Entry], key: &str, prefix: &str, default: bool) -> bool {
+        match entries.iter().find(|e| e.key == key) {
+            None => default,
+            Some(e) => match e.node.value {
+                Value::Bool(b) => b,
+                ref other => {
+                    self.error(e.node.span.clone(), join(prefix, key), format!("expected true or false, found {}", other.kind()), None);
+                    default
+                }
+            },
+        }
+    }
+
+    /// Where an expression's text starts: after the opening quote(s).
+    fn text_start(&self, span: &Span) -> usize {
+        let rest = &self.source.text[span.start.min(self.source.text.len())..];
+        if rest.starts_with("\"\"\"") || rest.starts_with("'''") {
+            span.start + 3
+        } else if rest.starts_with('"') || rest.starts_with('\'') {
+            span.start + 1
+        } else {
+            span.start
+        }
+    }
+
+    fn expr_error(&mut self, at: usize, field: &str, e: ExprError) {
+        self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, None);
+    }
+
+    /// An expression: a string (or an integer, for a constant).
+    fn expr(&mut self, node: &Node, field: &str) -> Option<FileExpr> {
+        let text = match &node.value {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => format!("{f:?}"),
+            Value::Bool(b) => b.to_string(),
+            other => {
+                self.error(node.span.clone(), field, format!("expected an expression (a string), found {}", other.kind()), None);
+                return None;
+            }
+        };
+        let at = if matches!(node.value, Value::Str(_)) { self.text_start(&node.span) } else { node.span.start };
+        match expr::parse(&text) {
+            Ok(e) => Some(Located { value: e, span: at..at + text.len() }),
+            Err(e) => {
+                self.expr_error(at, field, e);
+                None
+            }
+        }
+    }
+
+    /// An expression checked in `scope` to have type `want`.
+    fn typed(&mut self, node: &Node, field: &str, scope: &Names, want: Type, what: &str) -> Option<FileExpr> {
+        let e = self.expr(node, field)?;
+        match expr::check_as(&e.value, scope, want, what) {
+            Ok(()) => Some(e),
+            Err(errors) => {
+                for err in errors {
+                    self.expr_error(e.span.start, field, err);
+                }
+                None
+            }
+        }
+    }
+
+    fn family(&mut self, tree: &Node, template: impl FnOnce(&str) -> Option<String>) -> Option<FamilyDef> {
+        let whole = 0..self.source.text.len().min(1);
+        let top = tree.as_table().unwrap_or(&[]);
+        self.unknown_keys(top, TOP, "");
+        let name = self.req_string(top, "family", "", &whole, "the family's name, as specs write it");
+        let summary = self.req_string(top, "summary", "", &whole, "one line on what the family computes");
+        if let Some(n) = &name {
+            if !crate::validate::is_identifier(n) {
+                let span = top.iter().find(|e| e.key == "family").map_or(whole.clone(), |e| e.node.span.clone());
+                self.error(span, "family", format!("family name `{n}` cannot start a kernel name"), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
+            }
+        }
+        let has_header = self.boolean(top, "header", "", false);
+        let template_name = self.opt_string(top, "template", "").or_else(|| name.as_ref().map(|n| format!("{n}.metal.tera")));
+
+        let axes = match top.iter().find(|e| e.key == "axes") {
+            Some(e) => self.axes(&e.node),
+            None => Vec::new(),
+        };
+        let fields = match top.iter().find(|e| e.key == "fields") {
+            Some(e) => self.fields(&e.node, "fields", &axes),
+            None => Vec::new(),
+        };
+
+        // The names expressions may use: axes, fields (a per-axis table's
+        // sub-fields as `<field>.<sub>`), then each derived value in turn.
+        let mut names = Names { types: BTreeMap::new(), fields: Vec::new() };
+        for a in &axes {
+            let t = match a.kind {
+                AxisKind::Choice(_) => Type::Str,
+                AxisKind::Int { .. } => Type::Int,
+                AxisKind::Bool => Type::Bool,
+            };
+            names.types.insert(a.name.clone(), t);
+        }
+        fn add_fields(names: &mut Names, fields: &[Field], prefix: &str) {
+            for f in fields {
+                let path = join(prefix, &f.name);
+                match &f.kind {
+                    FieldKind::Int { .. } => {
+                        names.types.insert(path.clone(), Type::Int);
+                    }
+                    FieldKind::Float => {
+                        names.types.insert(path.clone(), Type::Float);
+                    }
+                    FieldKind::PerAxisValue { fields, .. } => add_fields(names, fields, &path),
+                }
+                names.fields.push(path);
+            }
+        }
+        add_fields(&mut names, &fields, "");
+
+        let mut lets = Vec::new();
+        if let Some(e) = top.iter().find(|e| e.key == "let") {
+            for entry in self.table(&e.node, "let") {
+                let field = format!("let.{}", entry.key);
+                if names.types.contains_key(&entry.key) {
+                    self.error(entry.key_span.clone(), field.clone(), format!("`{}` is already an axis, a field or a derived value", entry.key), Some("derived values need names of their own".into()));
+                    continue;
+                }
+                let Some(x) = self.expr(&entry.node, &field) else { continue };
+                match expr::check(&x.value, &names) {
+                    Ok(t) => {
+                        names.types.insert(entry.key.clone(), t);
+                        lets.push((entry.key.clone(), x));
+                    }
+                    Err(errors) => {
+                        for err in errors {
+                            self.expr_error(x.span.start, &field, err);
+                        }
+                    }
+                }
+            }
+        }
+
+        let mut checks = Vec::new();
+        if let Some(e) = top.iter().find(|e| e.key == "check") {
+            match e.node.as_array() {
+                Some(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(c) = self.check(item, &format!("check[{i}]"), &names, &axes, &fields) {
+                            checks.push(c);
+                        }
+                    }
+                }
+                None => self.error(e.node.span.clone(), "check", "expected [[check]] tables", None),
+            }
+        }
+
+        let mut sizes = Vec::new();
+        if let Some(e) = top.iter().find(|e| e.key == "sizes") {
+            for entry in self.table(&e.node, "sizes") {
+                let field = format!("sizes.{}", entry.key);
+                if names.types.contains_key(&entry.key) {
+                    self.error(entry.key_span.clone(), field, format!("`{}` is already an axis, a field or a derived value", entry.key), None);
+                    continue;
+                }
+                if let Some(doc) = self.string(&entry.node, &field) {
+                    sizes.push(Size { name: entry.key.clone(), doc });
+                }
+            }
+        }
+        // Shapes, grids and byte counts may also use the run-time sizes.
+        let mut with_sizes = Names { types: names.types.clone(), fields: names.fields.clone() };
+        for s in &sizes {
+            with_sizes.types.insert(s.name.clone(), Type::Size);
+        }
+
+        let mut packed = Vec::new();
+        if let Some(e) = top.iter().find(|e| e.key == "packed") {
+            for entry in self.table(&e.node, "packed") {
+                if let Some(p) = self.packed(entry, &names) {
+                    packed.push(p);
+                }
+            }
+        }
+
+        let mut parts = Vec::new();
+        match top.iter().find(|e| e.key == "kernel") {
+            None => self.error(whole.clone(), "kernel", "the family defines no kernel", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
+            Some(e) => match e.node.as_array() {
+                Some(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(p) = self.part(item, &format!("kernel[{i}]"), &names, &with_sizes, &sizes, &packed) {
+                            parts.push(p);
+                        }
+                    }
+                    if parts.len() > 1 && parts.iter().any(|p| p.part.is_none()) {
+                        self.error(e.node.span.clone(), "kernel", "a family of several kernels names each one's `part`", Some("add `part = \"...\"` to every [[kernel]]".into()));
+                    }
+                }
+                None => self.error(e.node.span.clone(), "kernel", "expected [[kernel]] tables", None),
+            },
+        }
+        self.sizes_are_readable(&sizes, &parts);
+
+        let template_name = template_name?;
+        let template_text = match template(&template_name) {
+            Some(t) => Some(t),
+            None => {
+                let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
+                self.error(span, "template", format!("template `{template_name}` was not found next to the family file"), Some(format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`")));
+                None
+            }
+        };
+        Some(FamilyDef {
+            name: name?,
+            summary: summary?,
+            source: self.source.clone(),
+            template: (template_name, template_text?),
+            has_header,
+            axes,
+            fields,
+            lets,
+            checks,
+            sizes,
+            packed,
+            parts,
+        })
+    }
+
+    fn axes(&mut self, node: &Node) -> Vec<Axis> {
+        let mut out = Vec::new();
+        for e in self.table(node, "axes") {
+            let prefix = format!("axes.{}", e.key);
+            let body = self.table(&e.node, &prefix);
+            self.unknown_keys(body, &["doc", "values", "range", "kind", "default", "name"], &prefix);
+            let doc = self.opt_string(body, "doc", &prefix).unwrap_or_default();
+            let name_prefix = self.opt_string(body, "name", &prefix).unwrap_or_default();
+            let values = body.iter().find(|x| x.key == "values");
+            let range = body.iter().find(|x| x.key == "range");
+            let kind = body.iter().find(|x| x.key == "kind");
+            let kind = match (values, range, kind) {
+                (Some(v), None, None) => {
+                    let names: Vec<String> = v.node.as_array().unwrap_or(&[]).iter().filter_map(|n| self.string(n, &format!("{prefix}.values"))).collect();
+                    if names.is_empty() {
+                        self.error(v.node.span.clone(), format!("{prefix}.values"), "expected a non-empty list of names", None);
+                    }
+                    AxisKind::Choice(names)
+                }
+                (None, Some(r), None) => match self.range(&r.node, &format!("{prefix}.range")) {
+                    Some((min, max)) => AxisKind::Int { min, max },
+                    None => continue,
+                },
+                (None, None, Some(k)) if k.node.as_str() == Some("bool") => AxisKind::Bool,
+                _ => {
+                    self.error(e.key_span.clone(), prefix.clone(), "an axis has exactly one of `values` (names), `range` (integers) or `kind = \"bool\"`", None);
+                    continue;
+                }
+            };
+            let mut axis = Axis { name: e.key.clone(), doc, kind, default: Vec::new(), name_prefix };
+            if axis.kind == AxisKind::Bool && axis.name_prefix.is_empty() {
+                self.error(e.key_span.clone(), format!("{prefix}.name"), "a boolean axis needs `name`, the word `true` adds to kernel names", None);
+            }
+            match body.iter().find(|x| x.key == "default") {
+                None => self.error(e.key_span.clone(), format!("{prefix}.default"), "missing `default` (the values used when a spec does not list the axis)", None),
+                Some(d) => {
+                    for item in d.node.as_array().unwrap_or(&[]) {
+                        let v = match &item.value {
+                            Value::Str(s) => AxisValue::Str(s.clone()),
+                            Value::Int(i) => AxisValue::Int(*i),
+                            Value::Bool(b) => AxisValue::Bool(*b),
+                            _ => AxisValue::Str(String::new()),
+                        };
+                        if axis.allows(&v) {
+                            axis.default.push(v);
+                        } else {
+                            self.error(item.span.clone(), format!("{prefix}.default"), format!("{v} is not a value of this axis"), Some(format!("use {}", axis.allowed())));
+                        }
+                    }
+                    if axis.default.is_empty() {
+                        self.error(d.node.span.clone(), format!("{prefix}.default"), "expected a non-empty list of default values", None);
+                    }
+                }
+            }
+            out.push(axis);
+        }
+        out
+    }
+
+    fn range(&mut self, node: &Node, field: &str) -> Option<(i64, i64)> {
+        match node.as_array().map(|a| a.iter().map(Node::as_int).collect::<Option<Vec<_>>>()) {
+            Some(Some(v)) if v.len() == 2 && v[0] <= v[1] => Some((v[0], v[1])),
+            _ => {
+                self.error(node.span.clone(), field, "expected [min, max], two integers with min <= max", None);
+                None
+            }
+        }
+    }
+
+    fn fields(&mut self, node: &Node, prefix: &str, axes: &[Axis]) -> Vec<Field> {
+        let mut out = Vec::new();
+        for e in self.table(node, prefix) {
+            let field = join(prefix, &e.key);
+            let body = self.table(&e.node, &field);
+            self.unknown_keys(body, &["doc", "kind", "range", "required", "axis", "fields"], &field);
+            let doc = self.opt_string(body, "doc", &field).unwrap_or_default();
+            let required = self.boolean(body, "required", &field, true);
+            let kind = match self.opt_string(body, "kind", &field).as_deref() {
+                Some("int") | None => {
+                    let range = body.iter().find(|x| x.key == "range");
+                    let (min, max) = match range {
+                        Some(r) => match self.range(&r.node, &format!("{field}.range")) {
+                            Some(r) => r,
+                            None => continue,
+                        },
+                        None => (i64::MIN, i64::MAX),
+                    };
+                    FieldKind::Int { min, max }
+                }
+                Some("float") => FieldKind::Float,
+                Some("table") => {
+                    let Some(axis) = self.req_string(body, "axis", &field, &e.key_span, "the axis whose values key the sub-tables") else { continue };
+                    if !axes.iter().any(|a| a.name == axis && matches!(a.kind, AxisKind::Choice(_))) {
+                        self.error(e.key_span.clone(), format!("{field}.axis"), format!("`{axis}` is not an axis of names"), None);
+                    }
+                    let sub = match body.iter().find(|x| x.key == "fields") {
+                        Some(s) => self.fields(&s.node, &format!("{field}.fields"), axes),
+                        None => Vec::new(),
+                    };
+                    FieldKind::PerAxisValue { axis, fields: sub }
+                }
+                Some(other) => {
+                    self.error(e.key_span.clone(), format!("{field}.kind"), format!("unknown field kind `{other}`"), Some("use \"int\", \"float\" or \"table\"".into()));
+                    continue;
+                }
+            };
+            out.push(Field { name: e.key.clone(), doc, kind, required });
+        }
+        out
+    }
+
+    /// A message with `{expression}` parts; `{{` and `}}` are braces.
+    fn pieces(&mut self, node: &Node, field: &str, scope: &Names) -> Vec<Piece> {
+        let Some(text) = self.string(node, field) else { return Vec::new() };
+        let at = self.text_start(&node.span);
+        let mut out = Vec::new();
+        let mut literal = String::new();
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'{' if b.get(i + 1) == Some(&b'{') => {
+                    literal.push('{');
+                    i += 2;
+                }
+                b'}' if b.get(i + 1) == Some(&b'}') => {
+                    literal.push('}');
+                    i += 2;
+                }
+                b'{' => {
+                    let Some(close) = text[i..].find('}') else {
+                        self.error(at + i..at + text.len(), field, "`{` is not closed: write `{{` for a brace", None);
+                        return out;
+                    };
+                    if !literal.is_empty() {
+                        out.push(Piece::Text(std::mem::take(&mut literal)));
+                    }
+                    let inner = &text[i + 1..i + close];
+                    let start = at + i + 1;
+                    match expr::parse(inner).and_then(|e| expr::check(&e, scope).map(|_| e).map_err(|mut v| v.remove(0))) {
+                        Ok(e) => out.push(Piece::Expr(Located { value: e, span: start..start + inner.len() })),
+                        Err(e) => self.expr_error(start, field, e),
+                    }
+                    i += close + 1;
+                }
+                _ => {
+                    let len = text[i..].chars().next().map_or(1, char::len_utf8);
+                    literal.push_str(&text[i..i + len]);
+                    i += len;
+                }
+            }
+        }
+        if !literal.is_empty() {
+            out.push(Piece::Text(literal));
+        }
+        out
+    }
+
+    fn check(&mut self, node: &Node, prefix: &str, names: &Names, axes: &[Axis], fields: &[Field]) -> Option<Check> {
+        let body = self.table(node, prefix);
+        self.unknown_keys(body, &["require", "blame", "message", "help"], prefix);
+        let require = match body.iter().find(|e| e.key == "require") {
+            Some(e) => self.typed(&e.node, &format!("{prefix}.require"), names, Type::Bool, "`require`"),
+            None => {
+                self.error(node.span.clone(), format!("{prefix}.require"), "missing `require` (the condition that must hold)", None);
+                None
+            }
+        };
+        let blame = self.opt_string(body, "blame", prefix);
+        if let Some(b) = &blame {
+            let ok = match b.strip_prefix("axes.") {
+                Some(axis) => axes.iter().any(|a| a.name == axis),
+                None => field_exists(fields, b),
+            };
+            if !ok {
+                let span = body.iter().find(|e| e.key == "blame").map_or(node.span.clone(), |e| e.node.span.clone());
+                self.error(span, format!("{prefix}.blame"), format!("`{b}` is neither a geometry field nor `axes.<axis>`"), None);
+            }
+        }
+        let message = match body.iter().find(|e| e.key == "message") {
+            Some(e) => self.pieces(&e.node, &format!("{prefix}.message"), names),
+            None => {
+                self.error(node.span.clone(), format!("{prefix}.message"), "missing `message` (what is wrong)", None);
+                Vec::new()
+            }
+        };
+        let help = match body.iter().find(|e| e.key == "help") {
+            Some(e) => self.pieces(&e.node, &format!("{prefix}.help"), names),
+            None => Vec::new(),
+        };
+        Some(Check { require: require?, blame, message, help })
+    }
+
+    fn packed(&mut self, entry: &Entry, names: &Names) -> Option<PackedDef> {
+        let prefix = format!("packed.{}", entry.key);
+        let body = self.table(&entry.node, &prefix);
+        self.unknown_keys(body, &["doc", "bytes", "align", "region"], &prefix);
+        let doc = self.opt_string(body, "doc", &prefix).unwrap_or_default();
+        let bytes = self.req_typed(body, "bytes", &prefix, &entry.key_span, names, Type::Int);
+        let align = self.opt_typed(body, "align", &prefix, names, Type::Int, "1");
+        let mut regions = Vec::new();
+        match body.iter().find(|e| e.key == "region").and_then(|e| e.node.as_array()) {
+            Some(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let field = format!("{prefix}.region[{i}]");
+                    let r = self.table(item, &field);
+                    self.unknown_keys(r, &["name", "doc", "offset", "bytes", "align", "blame", "format", "shape"], &field);
+                    let name = self.req_string(r, "name", &field, &item.span, "the region's name");
+                    let doc = self.opt_string(r, "doc", &field).unwrap_or_default();
+                    let offset = self.req_typed(r, "offset", &field, &item.span, names, Type::Int);
+                    let bytes = self.req_typed(r, "bytes", &field, &item.span, names, Type::Int);
+                    let align = self.opt_typed(r, "align", &field, names, Type::Int, "1");
+                    let blame = self.opt_string(r, "blame", &field);
+                    let format = match r.iter().find(|e| e.key == "format") {
+                        Some(e) => self.typed(&e.node, &format!("{field}.format"), names, Type::Str, "`format`"),
+                        None => None,
+                    };
+                    let shape = match r.iter().find(|e| e.key == "shape") {
+                        Some(e) => self.exprs(&e.node, &format!("{field}.shape"), names, Type::Int),
+                        None => Vec::new(),
+                    };
+                    if let (Some(name), Some(offset), Some(bytes), Some(align)) = (name, offset, bytes, align) {
+                        regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape });
+                    }
+                }
+            }
+            None => self.error(entry.key_span.clone(), format!("{prefix}.region"), "a packed buffer lists its regions as [[packed.<name>.region]] tables", None),
+        }
+        Some(PackedDef { name: entry.key.clone(), doc, bytes: bytes?, align: align?, regions })
+    }
+
+    fn req_typed(&mut self, body: &[Entry], key: &str, prefix: &str, span: &Span, names: &Names, want: Type) -> Option<FileExpr> {
+        match body.iter().find(|e| e.key == key) {
+            Some(e) => self.typed(&e.node, &join(prefix, key), names, want, &format!("`{key}`")),
+            None => {
+                self.error(span.clone(), join(prefix, key), format!("missing `{key}`"), None);
+                None
+            }
+        }
+    }
+
+    fn opt_typed(&mut self, body: &[Entry], key: &str, prefix: &str, names: &Names, want: Type, default: &str) -> Option<FileExpr> {
+        match body.iter().find(|e| e.key == key) {
+            Some(e) => self.typed(&e.node, &join(prefix, key), names, want, &format!("`{key}`")),
+            None => Some(Located { value: expr::parse(default).expect("defaults parse"), span: 0..0 }),
+        }
+    }
+
+    fn exprs(&mut self, node: &Node, field: &str, names: &Names, want: Type) -> Vec<FileExpr> {
+        match node.as_array() {
+            Some(items) => items.iter().enumerate().filter_map(|(i, n)| self.typed(n, &format!("{field}[{i}]"), names, want, "a dimension")).collect(),
+            None => {
+                self.error(node.span.clone(), field, format!("expected a list of expressions, found {}", node.value.kind()), None);
+                Vec::new()
+            }
+        }
+    }
+
+    fn three(&mut self, body: &[Entry], key: &str, prefix: &str, span: &Span, names: &Names) -> Option<[FileExpr; 3]> {
+        let field = join(prefix, key);
+        let Some(e) = body.iter().find(|e| e.key == key) else {
+            self.error(span.clone(), field, format!("missing `{key}` (three expressions: x, y, z)"), None);
+            return None;
+        };
+        let list = self.exprs(&e.node, &field, names, Type::Size);
+        if e.node.as_array().is_some_and(|a| a.len() != 3) {
+            self.error(e.node.span.clone(), field, "expected three expressions: x, y, z", None);
+            return None;
+        }
+        list.try_into().ok()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn part(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef]) -> Option<PartDef> {
+        let body = self.table(node, prefix);
+        self.unknown_keys(body, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory"], prefix);
+        let part = self.opt_string(body, "part", prefix);
+        let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
+        let grid = self.three(body, "grid", prefix, &node.span, with_sizes);
+        let threadgroup = self.three(body, "threadgroup", prefix, &node.span, names);
+        let threadgroup_memory = self.opt_typed(body, "threadgroup_memory", prefix, names, Type::Int, "0");
+        let mut buffers = |key: &str, output: bool| -> Vec<BufferSpec> {
+            let Some(e) = body.iter().find(|e| e.key == key) else { return Vec::new() };
+            let Some(items) = e.node.as_array() else {
+                self.error(e.node.span.clone(), join(prefix, key), format!("expected [[kernel.{key}]] tables"), None);
+                return Vec::new();
+            };
+            items.iter().enumerate().filter_map(|(i, item)| self.buffer(item, &format!("{prefix}.{key}[{i}]"), names, with_sizes, sizes, packed, output)).collect()
+        };
+        let inputs = buffers("input", false);
+        let outputs = buffers("output", true);
+        if outputs.is_empty() {
+            self.error(node.span.clone(), format!("{prefix}.output"), "a kernel writes at least one output", None);
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for b in inputs.iter().chain(&outputs) {
+            if seen.contains(&b.name.as_str()) {
+                self.error(b.span.clone(), prefix, format!("two buffers are named `{}`", b.name), None);
+            }
+            seen.push(&b.name);
+        }
+        Some(PartDef { part, doc, inputs, outputs, grid: grid?, threadgroup: threadgroup?, threadgroup_memory: threadgroup_memory?, span: node.span.clone() })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn buffer(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef], output: bool) -> Option<BufferSpec> {
+        let body = self.table(node, prefix);
+        self.unknown_keys(body, &["name", "doc", "dtype", "shape", "holds", "host", "at_most", "packed", "reads", "align", "when"], prefix);
+        let name = self.req_string(body, "name", prefix, &node.span, "the buffer's name, as the kernel body uses it")?;
+        if !is_msl_identifier(&name) {
+            self.error(node.span.clone(), format!("{prefix}.name"), format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
+        }
+        let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
+        let size_ref = |r: &mut Reader, key: &str| -> Option<String> {
+            let s = r.opt_string(body, key, prefix)?;
+            if sizes.iter().any(|x| x.name == s) {
+                Some(s)
+            } else {
+                let span = body.iter().find(|e| e.key == key).map_or(node.span.clone(), |e| e.node.span.clone());
+                r.error(span, join(prefix, key), format!("`{s}` is not a run-time size of the family"), Some(format!("declare it under [sizes]{}", suggest(&s, sizes.iter().map(|x| x.name.as_str())))));
+                None
+            }
+        };
+        let holds = size_ref(self, "holds");
+        let at_most = size_ref(self, "at_most");
+        let host = self.boolean(body, "host", prefix, false);
+        let role = match (holds, host) {
+            (Some(s), false) => Role::Holds(s),
+            (None, true) => Role::Host,
+            (None, false) => Role::Data,
+            (Some(_), true) => {
+                self.error(node.span.clone(), prefix, "a buffer either holds a size or comes from the host, not both", None);
+                Role::Data
+            }
+        };
+        if output && role != Role::Data {
+            self.error(node.span.clone(), prefix, "an output is written by the kernel: it neither holds a size nor comes from the host", None);
+        }
+        let packed_ref = match self.opt_string(body, "packed", prefix) {
+            None => None,
+            Some(p) => match packed.iter().find(|x| x.name == p) {
+                None => {
+                    self.error(node.span.clone(), format!("{prefix}.packed"), format!("`{p}` is not a packed buffer of the family"), Some("declare it as [packed.<name>]".into()));
+                    None
+                }
+                Some(layout) => {
+                    let reads: Vec<String> = match body.iter().find(|e| e.key == "reads") {
+                        Some(e) => e.node.as_array().unwrap_or(&[]).iter().filter_map(|n| self.string(n, &format!("{prefix}.reads"))).collect(),
+                        None => layout.regions.iter().map(|r| r.name.clone()).collect(),
+                    };
+                    for r in &reads {
+                        if !layout.regions.iter().any(|x| &x.name == r) {
+                            self.error(node.span.clone(), format!("{prefix}.reads"), format!("`{r}` is not a region of `{p}`"), None);
+                        }
+                    }
+                    Some((p, reads))
+                }
+            },
+        };
+        let dtype = match body.iter().find(|e| e.key == "dtype") {
+            Some(e) => match e.node.as_str().and_then(dtype_from_short) {
+                Some(d) => Some(DtypeSpec::Fixed(d)),
+                None => self.typed(&e.node, &format!("{prefix}.dtype"), names, Type::Str, "a dtype").map(DtypeSpec::Expr),
+            },
+            None if packed_ref.is_some() => Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::U8)),
+            None => {
+                self.error(node.span.clone(), format!("{prefix}.dtype"), "missing `dtype` (a dtype such as \"f32\", or an axis naming one)", None);
+                None
+            }
+        };
+        if matches!(role, Role::Holds(_) | Role::Host) && !matches!(dtype, Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::I32))) {
+            self.error(node.span.clone(), format!("{prefix}.dtype"), "size values and host integers are int32", Some("write `dtype = \"i32\"`".into()));
+        }
+        let shape = match (body.iter().find(|e| e.key == "shape"), &packed_ref) {
+            (Some(e), None) => self.exprs(&e.node, &format!("{prefix}.shape"), with_sizes, Type::Size),
+            (None, Some(_)) => Vec::new(),
+            (Some(e), Some(_)) => {
+                self.error(e.node.span.clone(), format!("{prefix}.shape"), "a packed buffer's shape is its byte size", None);
+                Vec::new()
+            }
+            (None, None) => {
+                self.error(node.span.clone(), format!("{prefix}.shape"), "missing `shape` (a list of dimensions)", None);
+                Vec::new()
+            }
+        };
+        let align = match body.iter().find(|e| e.key == "align") {
+            Some(e) => self.typed(&e.node, &format!("{prefix}.align"), names, Type::Int, "`align`"),
+            None => None,
+        };
+        let when = match body.iter().find(|e| e.key == "when") {
+            Some(e) => self.typed(&e.node, &format!("{prefix}.when"), names, Type::Bool, "`when`"),
+            None => None,
+        };
+        Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, when, span: node.span.clone() })
+    }
+
+    /// Every run-time size must be readable off an input's shape: some
+    /// dimension of an array or host input is `size` or `c * size`.
+    fn sizes_are_readable(&mut self, sizes: &[Size], parts: &[PartDef]) {
+        for s in sizes {
+            for p in parts {
+                let readable = p.inputs.iter().filter(|b| matches!(b.role, Role::Data | Role::Host)).any(|b| b.shape.iter().any(|d| linear_in(&d.value, &s.name)));
+                if !readable {
+                    self.error(p.span.clone(), "kernel", format!("run-time size `{}` cannot be read off any input's shape", s.name), Some(format!("give some array input a dimension `{}` (or `c * {}`), so each launch knows it", s.name, s.name)));
+                }
+            }
+        }
+    }
+}
+
+fn field_exists(fields: &[Field], path: &str) -> bool {
+    let (head, rest) = path.split_once('.').map_or((path, None), |(h, r)| (h, Some(r)));
+    fields.iter().any(|f| {
+        f.name == head
+            && match (&f.kind, rest) {
+                (FieldKind::PerAxisValue { fields, .. }, Some(rest)) => field_exists(fields, rest),
+                (_, None) => true,
+                _ => false,
+            }
+    })
+}
+
+/// `name` or `expr * name` or `name * expr` where `expr` names no size
+/// (syntactically: it is not `name`).
+fn linear_in(e: &Expr, size: &str) -> bool {
+    use super::expr::{BinOp, ExprKind};
+    match &e.kind {
+        ExprKind::Name(n) => n == size,
+        ExprKind::Binary(BinOp::Mul, a, b) => (matches!(&a.kind, ExprKind::Name(n) if n == size) && !b.names().contains(&size)) || (matches!(&b.kind, ExprKind::Name(n) if n == size) && !a.names().contains(&size)),
+        _ => false,
+    }
+}
+
+fn is_msl_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic()) && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}

@@ -1,0 +1,331 @@
+//! Planning a family's kernels for one variant and geometry: evaluate the
+//! derived values, check every constraint and every packed layout, then the
+//! buffers, grid and threadgroup of each part.
+
+use super::expr::{self, Env, ExprError, Value};
+use super::{DtypeSpec, FamilyDef, FieldKind, FileExpr, PackedDef, PartDef, Piece, Role};
+use crate::diag::line_col;
+use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Dim, Geometry, KernelPlan, Params, Region, Source, Violation};
+use std::collections::BTreeMap;
+
+/// What a family's expressions see for one variant and geometry.
+struct Bindings<'a> {
+    def: &'a FamilyDef,
+    axes: &'a [(&'a str, &'a AxisValue)],
+    geometry: &'a Geometry,
+    lets: BTreeMap<String, Value>,
+}
+
+impl Bindings<'_> {
+    fn axis(&self, name: &str) -> Option<&AxisValue> {
+        self.axes.iter().find(|(a, _)| *a == name).map(|(_, v)| *v)
+    }
+
+    /// The geometry path of a field name: a per-axis table's sub-field
+    /// `slot.bytes` is `slot.<the variant's value>.bytes`.
+    fn field_path(&self, name: &str) -> Option<String> {
+        let (head, rest) = name.split_once('.').map_or((name, None), |(h, r)| (h, Some(r)));
+        let field = self.def.field(head)?;
+        match (&field.kind, rest) {
+            (FieldKind::PerAxisValue { axis, .. }, Some(rest)) => Some(format!("{head}.{}.{rest}", self.axis(axis)?)),
+            (_, None) => Some(head.to_string()),
+            _ => None,
+        }
+    }
+}
+
+impl Env for Bindings<'_> {
+    fn value(&self, name: &str) -> Result<Option<Value>, String> {
+        if let Some(v) = self.axis(name) {
+            return Ok(Some(match v {
+                AxisValue::Str(s) => Value::Str(s.clone()),
+                AxisValue::Int(i) => Value::Int(*i),
+                AxisValue::Bool(b) => Value::Bool(*b),
+            }));
+        }
+        if let Some(v) = self.lets.get(name) {
+            return Ok(Some(v.clone()));
+        }
+        if self.def.sizes.iter().any(|s| s.name == name) {
+            return Ok(None);
+        }
+        let path = self.field_path(name).ok_or_else(|| format!("`{name}` has no value here"))?;
+        match self.geometry.fields.get(&path) {
+            Some((crate::model::FieldValue::Int(i), _)) => Ok(Some(Value::Int(*i))),
+            Some((crate::model::FieldValue::Float(f), _)) => Ok(Some(Value::Float(*f))),
+            None => Err(format!("geometry field `{path}` is not given (guard its use with `has({name})`)")),
+        }
+    }
+
+    fn size_index(&self, name: &str) -> Option<usize> {
+        self.def.sizes.iter().position(|s| s.name == name)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.field_path(name).is_some_and(|p| self.geometry.fields.contains_key(&p))
+    }
+}
+
+impl FamilyDef {
+    /// Checks one variant at one geometry and plans its kernels (one per
+    /// part), or says every constraint it violates.
+    pub fn plan(&self, axes: &[(&str, &AxisValue)], g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {
+        let mut b = Bindings { def: self, axes, geometry: g, lets: BTreeMap::new() };
+        let mut bad = Vec::new();
+        for (name, e) in &self.lets {
+            match expr::eval(&e.value, &b) {
+                Ok(v) => {
+                    b.lets.insert(name.clone(), v);
+                }
+                Err(err) => {
+                    bad.push(self.broken(e, &format!("let.{name}"), err));
+                    return Err(bad);
+                }
+            }
+        }
+        for c in &self.checks {
+            match expr::eval(&c.require.value, &b) {
+                Ok(Value::Bool(true)) => {}
+                Ok(_) => {
+                    let blame = match c.blame.as_deref() {
+                        None => Blame::Geometry,
+                        Some(b2) => match b2.strip_prefix("axes.") {
+                            Some(axis) => Blame::Axis(axis.to_string()),
+                            None => Blame::Field(b.field_path(b2).unwrap_or_else(|| b2.to_string())),
+                        },
+                    };
+                    match (self.text(&c.message, &b), self.text(&c.help, &b)) {
+                        (Ok(message), Ok(help)) => bad.push(Violation { blame, message, help }),
+                        (Err(v), _) | (_, Err(v)) => bad.push(v),
+                    }
+                }
+                Err(err) => bad.push(self.broken(&c.require, "check", err)),
+            }
+        }
+        // Layout problems are reported with the constraints' (one run, every problem).
+        let mut layouts = BTreeMap::new();
+        for p in &self.packed {
+            match self.layout(p, &b) {
+                Ok((l, problems)) if problems.is_empty() => {
+                    layouts.insert(p.name.clone(), l);
+                }
+                Ok((_, problems)) => bad.extend(problems),
+                Err(v) => bad.push(v),
+            }
+        }
+        if !bad.is_empty() {
+            return Err(bad);
+        }
+        let mut params = Params::new();
+        for (axis, v) in axes {
+            params.insert(axis.to_string(), serde_json::to_value(AxisJson(v)).expect("plain values"));
+        }
+        for (path, (v, _)) in &g.fields {
+            if !path.contains('.') {
+                let json = match v {
+                    crate::model::FieldValue::Int(i) => serde_json::json!(i),
+                    crate::model::FieldValue::Float(f) => serde_json::json!(f),
+                };
+                params.insert(path.clone(), json);
+            }
+        }
+        for (name, v) in &b.lets {
+            params.insert(name.clone(), v.json());
+        }
+        let mut plans = Vec::new();
+        for part in &self.parts {
+            match self.plan_part(part, &b, &layouts, &params) {
+                Ok(p) => plans.push(p),
+                Err(v) => bad.push(v),
+            }
+        }
+        if bad.is_empty() { Ok(plans) } else { Err(bad) }
+    }
+
+    /// An expression of the family that failed to evaluate for this geometry
+    /// (a family bug, or a geometry the family's checks let through).
+    fn broken(&self, e: &FileExpr, what: &str, err: ExprError) -> Violation {
+        let (line, col) = line_col(&self.source.text, e.span.start + err.span.start);
+        Violation {
+            blame: Blame::Geometry,
+            message: format!("family `{}` cannot be planned for this geometry: {what} ({}:{line}:{col}): {}", self.name, self.source.display, err.message),
+            help: "fix the geometry, or add a [[check]] to the family that rejects it with a message".into(),
+        }
+    }
+
+    fn text(&self, pieces: &[Piece], b: &Bindings<'_>) -> Result<String, Violation> {
+        let mut out = String::new();
+        for p in pieces {
+            match p {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Expr(e) => out.push_str(&expr::eval(&e.value, b).map_err(|err| self.broken(e, "a message", err))?.text()),
+            }
+        }
+        Ok(out)
+    }
+
+    fn int(&self, e: &FileExpr, b: &Bindings<'_>, what: &str) -> Result<i64, Violation> {
+        match expr::eval(&e.value, b) {
+            Ok(Value::Int(i)) => Ok(i),
+            Ok(other) => Err(self.broken(e, what, ExprError { span: e.value.span.clone(), message: format!("expected an integer, found {}", other.text()) })),
+            Err(err) => Err(self.broken(e, what, err)),
+        }
+    }
+
+    fn dim(&self, e: &FileExpr, b: &Bindings<'_>, what: &str) -> Result<Dim, Violation> {
+        expr::eval_dim(&e.value, b).map_err(|err| self.broken(e, what, err))
+    }
+
+    /// A packed layout's size, alignment and regions, and what is wrong with
+    /// them: every region inside the buffer, aligned, and disjoint from the
+    /// others. A problem blames the first field the region's offset reads that
+    /// the geometry gives (an explicit layout), else the geometry.
+    fn layout(&self, p: &PackedDef, b: &Bindings<'_>) -> Result<(Layout, Vec<Violation>), Violation> {
+        let what = format!("packed.{}", p.name);
+        let bytes = self.int(&p.bytes, b, &format!("{what}.bytes"))?;
+        let align = self.int(&p.align, b, &format!("{what}.align"))?;
+        let mut regions = Vec::new();
+        for r in &p.regions {
+            let at = format!("{what}.region `{}`", r.name);
+            let blame = r.blame.as_deref().filter(|f| b.has(f)).and_then(|f| b.field_path(f)).map_or(Blame::Geometry, Blame::Field);
+            regions.push((r.name.clone(), self.int(&r.offset, b, &at)?, self.int(&r.bytes, b, &at)?, self.int(&r.align, b, &at)?, blame));
+        }
+        let buffer = &p.name;
+        let mut bad = Vec::new();
+        for (name, offset, len, align, blame) in &regions {
+            let (offset, len, align) = (*offset, *len, *align);
+            if offset < 0 || len < 0 || offset.checked_add(len).is_none_or(|end| end > bytes) {
+                let help = if len <= bytes {
+                    format!("move {name} to an offset of at most {} or make the {buffer} at least {} bytes", bytes - len, offset.saturating_add(len))
+                } else {
+                    format!("make the {buffer} at least {} bytes: {name} alone take {len}", offset.saturating_add(len))
+                };
+                bad.push(Violation { blame: blame.clone(), message: format!("{name} occupy bytes {offset}..{} but the {buffer} has only {bytes} bytes", offset.saturating_add(len)), help });
+            }
+            if align > 1 && offset % align != 0 {
+                bad.push(Violation {
+                    blame: blame.clone(),
+                    message: format!("offset {offset} of {name} is not a multiple of {align}, which the kernel's loads need"),
+                    help: format!("use a multiple of {align}, such as {}", expr::near_multiples(offset, align)),
+                });
+            }
+        }
+        for (i, a) in regions.iter().enumerate() {
+            for r in &regions[i + 1..] {
+                let (a_end, r_end) = (a.1 + a.2, r.1 + r.2);
+                if a.1 < r_end && r.1 < a_end {
+                    let help = if r.2 <= a.1 {
+                        format!("regions must be disjoint: start {} at {a_end} or later, or at {} or earlier", r.0, a.1 - r.2)
+                    } else {
+                        format!("regions must be disjoint: start {} at {a_end} or later", r.0)
+                    };
+                    bad.push(Violation { blame: r.4.clone(), message: format!("{} (bytes {}..{r_end}) overlap {} (bytes {}..{a_end})", r.0, r.1, a.0, a.1), help });
+                }
+            }
+        }
+        let regions = regions
+            .into_iter()
+            .map(|(name, offset, len, align, _)| Region { name: name.into(), offset: offset.max(0) as u64, bytes: len.max(0) as u64, align: align.max(1) as u64 })
+            .collect();
+        Ok((Layout { bytes: bytes.max(0) as u64, align: align.max(1) as u64, regions }, bad))
+    }
+
+    fn plan_part(&self, part: &PartDef, b: &Bindings<'_>, layouts: &BTreeMap<String, Layout>, params: &Params) -> Result<KernelPlan, Violation> {
+        let buffers = |list: &[super::BufferSpec]| -> Result<Vec<BufferDef>, Violation> {
+            let mut out = Vec::new();
+            for spec in list {
+                let what = format!("buffer `{}`", spec.name);
+                if let Some(w) = &spec.when {
+                    match expr::eval(&w.value, b) {
+                        Ok(Value::Bool(true)) => {}
+                        Ok(_) => continue,
+                        Err(err) => return Err(self.broken(w, &what, err)),
+                    }
+                }
+                let dtype = match &spec.dtype {
+                    DtypeSpec::Fixed(d) => *d,
+                    DtypeSpec::Expr(e) => match expr::eval(&e.value, b) {
+                        Ok(Value::Str(s)) => dtype_from_short(&s).ok_or_else(|| self.broken(e, &what, ExprError { span: e.value.span.clone(), message: format!("`{s}` is not a dtype") }))?,
+                        Ok(other) => return Err(self.broken(e, &what, ExprError { span: e.value.span.clone(), message: format!("expected a dtype name, found {}", other.text()) })),
+                        Err(err) => return Err(self.broken(e, &what, err)),
+                    },
+                };
+                let mut def = match &spec.packed {
+                    Some((layout, reads)) => {
+                        let l = &layouts[layout];
+                        BufferDef {
+                            regions: l.regions.iter().filter(|r| reads.iter().any(|x| *x == r.name)).cloned().collect::<Vec<_>>().into(),
+                            align: l.align,
+                            ..array_of(&spec.name, dtype, vec![Dim::Fixed(l.bytes)])
+                        }
+                    }
+                    None => {
+                        let shape = spec.shape.iter().map(|d| self.dim(d, b, &what)).collect::<Result<Vec<_>, _>>()?;
+                        array_of(&spec.name, dtype, shape)
+                    }
+                };
+                def.source = match &spec.role {
+                    Role::Data => Source::Data,
+                    Role::Holds(size) => Source::SizeValue(self.size_index(size)),
+                    Role::Host => Source::HostInts,
+                };
+                if let Some(a) = &spec.align {
+                    def.align = self.int(a, b, &what)?.max(1) as u64;
+                }
+                def.at_most = spec.at_most.as_deref().map(|s| self.size_index(s));
+                out.push(def);
+            }
+            Ok(out)
+        };
+        let inputs = buffers(&part.inputs)?;
+        let outputs = buffers(&part.outputs)?;
+        let grid = [self.dim(&part.grid[0], b, "grid")?, self.dim(&part.grid[1], b, "grid")?, self.dim(&part.grid[2], b, "grid")?];
+        let mut threadgroup = [0u64; 3];
+        for (t, e) in threadgroup.iter_mut().zip(&part.threadgroup) {
+            *t = self.int(e, b, "threadgroup")?.max(0) as u64;
+        }
+        let threadgroup_memory_bytes = self.int(&part.threadgroup_memory, b, "threadgroup_memory")?.max(0) as u64;
+        let mut params = params.clone();
+        if let Some(p) = &part.part {
+            params.insert("part".into(), serde_json::json!(p));
+        }
+        Ok(KernelPlan {
+            part: part.part.clone(),
+            sizes: self.sizes.iter().map(|s| s.name.clone()).collect(),
+            inputs,
+            outputs,
+            grid,
+            threadgroup,
+            threadgroup_memory_bytes,
+            params,
+        })
+    }
+
+    fn size_index(&self, name: &str) -> usize {
+        self.sizes.iter().position(|s| s.name == name).expect("the reader checked size names")
+    }
+}
+
+fn array_of(name: &str, dtype: kernelgen_contract::Dtype, shape: Vec<Dim>) -> BufferDef {
+    BufferDef { name: name.to_string().into(), ..array("", dtype, shape) }
+}
+
+/// A packed buffer's evaluated layout.
+struct Layout {
+    bytes: u64,
+    align: u64,
+    regions: Vec<Region>,
+}
+
+/// An axis value as a template sees it (a string, an integer or a boolean).
+struct AxisJson<'a>(&'a AxisValue);
+
+impl serde::Serialize for AxisJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            AxisValue::Str(v) => s.serialize_str(v),
+            AxisValue::Int(v) => s.serialize_i64(*v),
+            AxisValue::Bool(v) => s.serialize_bool(*v),
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! A walk over clang's JSON AST (`-Xclang -ast-dump=json`) collecting the facts the rules
+//! need, for nodes located in the user's files only. With the prelude precompiled, the dump
+//! holds little besides the user's declarations.
+//!
+//! clang prints a location's `file` and `line` only when they change from the previous
+//! location printed, so the walk visits locations in print order (loc, range begin, range
+//! end, then children) and carries the last file and line along.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+
+#[derive(Clone, Debug, Default)]
+pub struct Loc {
+    /// Shared: a dump has hundreds of thousands of locations in a handful of files.
+    pub file: Rc<str>,
+    pub line: u32,
+    pub col: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: String,
+    pub ty: String,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub id: String,
+    pub name: String,
+    pub loc: Loc,
+    /// Start of the declaration (after any leading attributes, which clang drops).
+    pub begin: Loc,
+    pub end: Loc,
+    pub params: Vec<Param>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Fact {
+    Lambda(Loc),
+    /// A call from the function `from` (canonical id) to `to`, at `loc`.
+    Call {
+        from: String,
+        to: String,
+        to_name: String,
+        loc: Loc,
+    },
+    /// A class with a base class: (location, class name, base type, base is virtual).
+    Base(Loc, String, String, bool),
+    /// A type spelled with a function pointer or reference.
+    FunctionPointer(Loc, String),
+    /// A conversion between address spaces (castKind AddressSpaceConversion): location,
+    /// source type, destination type; `exempt` when it only feeds an implicit copy or move
+    /// member (Metal gives those to every address space).
+    AddressSpaceCast {
+        loc: Loc,
+        from: String,
+        to: String,
+        exempt: bool,
+    },
+    /// A variable declared inside a function: (location, name, enclosing function id).
+    LocalVar(Loc, String, Option<String>),
+}
+
+pub struct Ast {
+    pub functions: Vec<Function>,
+    pub facts: Vec<Fact>,
+    /// Redeclaration id -> first declaration id.
+    canon: std::collections::HashMap<String, String>,
+}
+
+impl Ast {
+    pub fn canonical(&self, id: &str) -> String {
+        let mut cur = id.to_string();
+        for _ in 0..64 {
+            match self.canon.get(&cur) {
+                Some(p) if *p != cur => cur = p.clone(),
+                _ => break,
+            }
+        }
+        cur
+    }
+}
+
+struct Walker<'a> {
+    last_file: Rc<str>,
+    last_line: u32,
+    in_user: &'a dyn Fn(&str) -> bool,
+    functions: Vec<Function>,
+    facts: Vec<Fact>,
+    canon: std::collections::HashMap<String, String>,
+    /// Ids of implicitly declared members (copy and move constructors and assignments).
+    implicit: std::collections::HashSet<String>,
+}
+
+fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
+    if v.get("isImplicit").and_then(Value::as_bool).unwrap_or(false)
+        && matches!(s(v, "kind"), "CXXMethodDecl" | "CXXConstructorDecl")
+    {
+        out.insert(s(v, "id").to_string());
+    }
+    if let Some(inner) = v.get("inner").and_then(Value::as_array) {
+        for c in inner {
+            implicit_members(c, out);
+        }
+    }
+}
+
+/// Whether a call node calls an implicit copy or move member: an operator whose callee is
+/// implicit, or a construction whose constructor type reads like an implicit copy or move
+/// (one reference parameter, noexcept: what clang gives the ones it declares).
+fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>) -> bool {
+    match s(n, "kind") {
+        "CXXOperatorCallExpr" | "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| implicit.contains(&id)),
+        "CXXConstructExpr" => {
+            let ty = n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("");
+            ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && !ty.contains(',')
+        }
+        _ => false,
+    }
+}
+
+pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
+    let mut w = Walker {
+        last_file: Rc::from(""),
+        last_line: 0,
+        in_user,
+        functions: Vec::new(),
+        facts: Vec::new(),
+        canon: Default::default(),
+        implicit: Default::default(),
+    };
+    implicit_members(&v, &mut w.implicit);
+    w.node(&v, None, false);
+    Ok(Ast { functions: w.functions, facts: w.facts, canon: w.canon })
+}
+
+fn s<'v>(v: &'v Value, k: &str) -> &'v str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn qual_type(v: &Value) -> String {
+    v.get("type").map(|t| s(t, "qualType").to_string()).unwrap_or_default()
+}
+
+/// The type with typedefs looked through (clang gives it when it differs).
+fn desugared(v: &Value) -> String {
+    v.get("type")
+        .map(|t| t.get("desugaredQualType").and_then(Value::as_str).unwrap_or(s(t, "qualType")).to_string())
+        .unwrap_or_default()
+}
+
+impl Walker<'_> {
+    /// Read one bare location, updating the carried file and line.
+    fn bare(&mut self, l: &Value) -> Loc {
+        if let Some(f) = l.get("file").and_then(Value::as_str)
+            && &*self.last_file != f
+        {
+            self.last_file = Rc::from(f);
+        }
+        if let Some(n) = l.get("line").and_then(Value::as_u64) {
+            self.last_line = n as u32;
+        }
+        Loc {
+            file: self.last_file.clone(),
+            line: self.last_line,
+            col: l.get("col").and_then(Value::as_u64).unwrap_or(0) as u32,
+        }
+    }
+
+    /// A location that may be a macro expansion: the expansion location is where the user's
+    /// code is (both halves are read, in print order, to keep the carried state right).
+    fn loc(&mut self, l: Option<&Value>) -> Loc {
+        let Some(l) = l else { return Loc { file: self.last_file.clone(), line: self.last_line, col: 0 } };
+        if l.get("spellingLoc").is_some() || l.get("expansionLoc").is_some() {
+            if let Some(sp) = l.get("spellingLoc") {
+                self.bare(sp);
+            }
+            return match l.get("expansionLoc") {
+                Some(e) => self.bare(e),
+                None => Loc::default(),
+            };
+        }
+        if l.get("col").is_none() && l.get("offset").is_none() {
+            return Loc { file: self.last_file.clone(), line: self.last_line, col: 0 };
+        }
+        self.bare(l)
+    }
+
+    /// `exempt`: this node is an operand of an implicit copy or move member.
+    fn node(&mut self, n: &Value, func: Option<&str>, exempt: bool) {
+        let kind = s(n, "kind");
+        let loc = self.loc(n.get("loc"));
+        let range = n.get("range");
+        let begin = self.loc(range.and_then(|r| r.get("begin")));
+        let end = self.loc(range.and_then(|r| r.get("end")));
+        let id = s(n, "id").to_string();
+        if let Some(prev) = n.get("previousDecl").and_then(Value::as_str) {
+            self.canon.insert(id.clone(), prev.to_string());
+        }
+        let user = (self.in_user)(&loc.file) && !n.get("isImplicit").and_then(Value::as_bool).unwrap_or(false);
+        let mut inner_func = func.map(str::to_string);
+        match kind {
+            "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl" => {
+                let inner = n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+                inner_func = Some(id.clone());
+                // Parameters are read in the child walk (their locations come in order).
+                let mut f = Function {
+                    id: id.clone(),
+                    name: s(n, "name").to_string(),
+                    loc: loc.clone(),
+                    begin,
+                    end,
+                    params: Vec::new(),
+                };
+                for c in inner {
+                    if s(c, "kind") == "ParmVarDecl" {
+                        let ploc = self.loc(c.get("loc"));
+                        let r = c.get("range");
+                        self.loc(r.and_then(|r| r.get("begin")));
+                        self.loc(r.and_then(|r| r.get("end")));
+                        f.params.push(Param { name: s(c, "name").to_string(), ty: qual_type(c), loc: ploc.clone() });
+                        if user {
+                            self.check_type(&ploc, &desugared(c));
+                        }
+                        self.children(c, inner_func.as_deref(), false);
+                    } else {
+                        self.node(c, inner_func.as_deref(), false);
+                    }
+                }
+                if user {
+                    self.check_type(&loc, qual_type(n).split('(').next().unwrap_or(""));
+                    self.functions.push(f);
+                }
+                return;
+            }
+            "LambdaExpr" if user => self.facts.push(Fact::Lambda(loc.clone())),
+            "CXXRecordDecl" if user => {
+                for b in n.get("bases").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
+                    let ty = b.get("type").map(|t| s(t, "qualType").to_string()).unwrap_or_default();
+                    let virt = b.get("isVirtual").and_then(Value::as_bool).unwrap_or(false);
+                    self.facts.push(Fact::Base(loc.clone(), s(n, "name").to_string(), ty, virt));
+                }
+            }
+            "CallExpr" | "CXXMemberCallExpr" | "CXXOperatorCallExpr" if user => {
+                if let (Some(from), Some((to, name))) = (func, callee(n)) {
+                    self.facts.push(Fact::Call { from: from.to_string(), to, to_name: name, loc: begin.clone() });
+                }
+            }
+            "CStyleCastExpr"
+            | "CXXStaticCastExpr"
+            | "CXXReinterpretCastExpr"
+            | "CXXFunctionalCastExpr"
+            | "ImplicitCastExpr"
+                if user && s(n, "castKind") == "AddressSpaceConversion" =>
+            {
+                let from =
+                    n.get("inner").and_then(Value::as_array).and_then(|i| i.first()).map(qual_type).unwrap_or_default();
+                self.facts.push(Fact::AddressSpaceCast { loc: begin.clone(), from, to: qual_type(n), exempt });
+            }
+            // Variables and fields (and, above, parameters and returns) hold run-time values;
+            // a function pointer type in a typedef or a template parameter is a compile-time
+            // device MLX's fft.h uses, which Metal accepts.
+            "VarDecl" | "FieldDecl" if user => {
+                self.check_type(&loc, &desugared(n));
+                if kind == "VarDecl" {
+                    self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
+                }
+            }
+            _ => {}
+        }
+        let exempt_children = calls_implicit_member(n, &self.implicit);
+        self.children(n, inner_func.as_deref(), exempt_children);
+    }
+
+    fn children(&mut self, n: &Value, func: Option<&str>, exempt: bool) {
+        if let Some(inner) = n.get("inner").and_then(Value::as_array) {
+            for c in inner {
+                self.node(c, func, exempt);
+            }
+        }
+    }
+
+    fn check_type(&mut self, loc: &Loc, ty: &str) {
+        // `void (*)(int)`, `int (&)(float)`: a parenthesised declarator followed by a parameter
+        // list (not `float (&)[4]`, a reference to an array).
+        let b = ty.as_bytes();
+        let fnptr = (0..b.len().saturating_sub(1)).any(|j| {
+            b[j] == b')' && b[j + 1] == b'(' && ty[..j].rfind('(').is_some_and(|o| ty[o + 1..j].contains(['*', '&']))
+        });
+        if fnptr {
+            self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
+        }
+    }
+}
+
+/// The function a call expression calls, from the DeclRefExpr/MemberExpr under it.
+fn callee(n: &Value) -> Option<(String, String)> {
+    let first = n.get("inner")?.as_array()?.first()?;
+    let mut cur = first;
+    for _ in 0..8 {
+        if let Some(d) = cur.get("referencedDecl").or_else(|| cur.get("referencedMemberDecl").map(|_| cur)) {
+            if s(cur, "kind") == "MemberExpr" {
+                let id = s(cur, "referencedMemberDecl").to_string();
+                return Some((id, s(cur, "name").to_string()));
+            }
+            if matches!(s(d, "kind"), "FunctionDecl" | "CXXMethodDecl") {
+                return Some((s(d, "id").to_string(), s(d, "name").to_string()));
+            }
+            return None;
+        }
+        cur = cur.get("inner")?.as_array()?.first()?;
+    }
+    None
+}

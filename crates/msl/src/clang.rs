@@ -1,0 +1,86 @@
+//! Finding clang and running it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::Error;
+
+/// Names tried on `PATH`, newest first; Debian's `clang` is clang 14 on bookworm.
+const CANDIDATES: [&str; 8] =
+    ["clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14", "clang++"];
+
+pub struct Clang {
+    pub path: PathBuf,
+    /// First line of `clang --version`.
+    pub version: String,
+    pub major: u32,
+}
+
+impl Clang {
+    /// `explicit` (from the options) or `$KERNELGEN_MSL_CLANG`, else the first candidate on PATH.
+    pub fn find(explicit: Option<&Path>) -> Result<Clang, Error> {
+        let env = std::env::var_os("KERNELGEN_MSL_CLANG").map(PathBuf::from);
+        let tried: Vec<PathBuf> = match explicit.map(Path::to_path_buf).or(env) {
+            Some(p) => vec![p],
+            None => CANDIDATES.iter().map(PathBuf::from).collect(),
+        };
+        for p in &tried {
+            if let Some(c) = Clang::probe(p) {
+                if c.major < 14 {
+                    continue;
+                }
+                return Ok(c);
+            }
+        }
+        Err(Error::ClangNotFound(format!(
+            "no clang (14 or newer) found (tried {}); install it with `apt-get install -y clang` or set KERNELGEN_MSL_CLANG",
+            tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )))
+    }
+
+    fn probe(path: &Path) -> Option<Clang> {
+        let out = Command::new(path).arg("--version").output().ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = text.lines().next()?.trim().to_string();
+        let major = version.split("version ").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+        Some(Clang { path: path.to_path_buf(), version, major })
+    }
+
+    /// Flags that make clang parse MSL: C++ for OpenCL 2021 (real address spaces) with the
+    /// generic address space standing for Metal's `thread` default (every conversion into it
+    /// from a named space shows in the AST, where the rules reject it), for AArch64 (native
+    /// `half`, `_Float16` for bfloat), no system headers.
+    pub fn base_flags(metal_version: u32) -> Vec<String> {
+        [
+            "-x",
+            "clcpp",
+            "-cl-std=clc++2021",
+            "-target",
+            "aarch64-unknown-linux-gnu",
+            "-nostdinc",
+            "-cl-no-stdinc",
+            "-Xclang",
+            "-cl-ext=+cl_khr_fp16,+__opencl_c_generic_address_space,+__cl_clang_function_pointers",
+            "-fno-color-diagnostics",
+            "-fno-caret-diagnostics",
+            "-fdiagnostics-show-option",
+            "-ferror-limit=0",
+            "-ftemplate-backtrace-limit=0",
+            "-Wno-pragma-system-header-outside-header",
+            // Metal accepts narrowing in vector and aggregate brace initialisers (`short2{a, b}`
+            // with int values, as MLX's steel code writes).
+            "-Wno-c++11-narrowing",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("-D__METAL_VERSION__={metal_version}")])
+        .collect()
+    }
+
+    pub fn command(&self) -> Command {
+        Command::new(&self.path)
+    }
+}

@@ -1,0 +1,202 @@
+//! clang's diagnostics: parsed from its text output, mapped back to the user's files, and
+//! reworded where clang's OpenCL vocabulary would confuse a Metal programmer.
+
+use crate::Problem;
+use crate::sources::Workspace;
+
+#[derive(Clone, Debug)]
+pub struct Diag {
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+    pub severity: String,
+    pub message: String,
+    pub notes: Vec<Diag>,
+}
+
+/// Parse `file:line:col: severity: message [-Wflag]` lines; notes attach to the last
+/// error or warning.
+pub fn parse(stderr: &str) -> Vec<Diag> {
+    let mut out: Vec<Diag> = Vec::new();
+    for line in stderr.lines() {
+        let Some(d) = parse_line(line) else { continue };
+        if d.severity == "note" {
+            if let Some(last) = out.last_mut() {
+                last.notes.push(d);
+            }
+        } else {
+            out.push(d);
+        }
+    }
+    out
+}
+
+fn parse_line(line: &str) -> Option<Diag> {
+    for sev in ["fatal error", "error", "warning", "note"] {
+        let pat = format!(": {sev}: ");
+        let Some(at) = line.find(&pat) else { continue };
+        let loc = &line[..at];
+        let message = line[at + pat.len()..].to_string();
+        let mut parts = loc.rsplitn(3, ':');
+        let col = parts.next()?.parse().ok()?;
+        let lno = parts.next()?.parse().ok()?;
+        let file = parts.next()?.to_string();
+        let severity = if sev == "fatal error" { "error".to_string() } else { sev.to_string() };
+        return Some(Diag { file, line: lno, col, severity, message, notes: Vec::new() });
+    }
+    None
+}
+
+/// Messages that describe a Metal-valid construct that only our OpenCL modelling rejects,
+/// or that another rule reports in Metal's words.
+fn benign(message: &str) -> bool {
+    const BENIGN: &[&str] = &[
+        // clang's own words for restrictions that the token rules report with their section.
+        "'dynamic_cast' is not supported",
+        "'typeid' is not supported",
+        "with exceptions disabled",
+        "does not support the 'register'",
+        "does not support the 'thread_local'",
+        "'default delete' is not supported",
+        "function cannot be called 'main'",
+        "'main' is not allowed to be declared inline",
+        "use of type 'long double' requires",
+        "virtual functions are not supported in C++ for OpenCL",
+        // Floating literals without a suffix are float in Metal.
+        "double precision constant requires cl_khr_fp64",
+        // `double` is reported by the token rule (with its section).
+        "use of type 'double' requires",
+        "an attribute list cannot appear here",
+        // The std-library rule reports these includes.
+        "KGMSL_STD_INCLUDE",
+        "-Wunknown-attributes",
+    ];
+    BENIGN.iter().any(|b| message.contains(b))
+}
+
+/// clang's wording, in Metal's.
+pub fn reword(message: &str) -> String {
+    let mut m = message.to_string();
+    let table: &[(&str, &str)] = &[
+        (
+            "non-kernel function variable cannot be declared in local address space",
+            "threadgroup variables may be declared only in kernel functions (MSL 4.4)",
+        ),
+        (
+            "program scope variable must reside in constant address space",
+            "program scope variable must reside in constant address space (MSL 4.2)",
+        ),
+        ("pointers to functions are not allowed", "function pointers are not supported in MSL (section 1.5)"),
+        (
+            "virtual functions are not supported in C++ for OpenCL",
+            "virtual functions are not supported in MSL (section 1.5)",
+        ),
+        ("C++ for OpenCL version 2021 does not support", "MSL does not support"),
+        ("C++ for OpenCL", "MSL"),
+        ("OpenCL", "Metal"),
+        ("'_Float16'", "'bfloat'"),
+        ("_Float16", "bfloat"),
+        (" (aka 'bfloat')", ""),
+        ("__global ", "device "),
+        ("__constant ", "constant "),
+        ("__local ", "threadgroup "),
+        (" *__private", " *"),
+        ("&__private", "&"),
+        ("__private ", "thread "),
+        ("__global", "device"),
+        ("__constant", "constant"),
+        ("__local", "threadgroup"),
+        ("__private", "thread"),
+        ("__kgmsl_id_", ""),
+        ("__generic ", "thread "),
+        (" *__generic", " *"),
+        ("&__generic", "&"),
+        ("__generic", "thread"),
+        (" [-Werror]", ""),
+    ];
+    for (from, to) in table.iter().copied() {
+        m = m.replace(from, to);
+    }
+    // clang's flag suffix (`[-Wfoo]`) means nothing to a Metal programmer.
+    if let Some(i) = m.rfind(" [-W")
+        && m.ends_with(']')
+    {
+        m.truncate(i);
+    }
+    m
+}
+
+/// Errors that only our modelling produces. First, clang gives temporaries in constant evaluation
+/// at namespace scope no address space, so a `thread`-qualified constructor cannot build
+/// them; in Metal they are `thread` objects. A static_assert that failed only because of such
+/// a constructor goes too.
+fn artifacts(diags: &[Diag]) -> Vec<bool> {
+    // Likewise a string literal is `const constant char[N]` in clang but converts to Metal's
+    // `constant char*` (MLX's os_log fallback takes its format that way).
+    let modelled = |m: &str| {
+        m.contains("in address space unqualified")
+            || (m.contains("no known conversion from 'const __constant char[") && m.contains("to '__constant char *"))
+    };
+    let unqualified: Vec<bool> = diags.iter().map(|d| d.notes.iter().any(|n| modelled(&n.message))).collect();
+    let sites: Vec<(&str, u32, u32)> = diags
+        .iter()
+        .zip(&unqualified)
+        .filter(|(_, u)| **u)
+        .flat_map(|(d, _)| d.notes.iter().map(|n| (n.file.as_str(), n.line, n.col)))
+        .collect();
+    diags
+        .iter()
+        .zip(&unqualified)
+        .map(|(d, u)| {
+            *u || (d.message.starts_with("static_assert expression is not an integral constant expression")
+                && sites.contains(&(d.file.as_str(), d.line, d.col)))
+        })
+        .collect()
+}
+
+/// Errors as problems in the user's files. An error inside the prelude is reported where the
+/// user's code led to it (the first note in a user file).
+pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let artifact = artifacts(diags);
+    for (d, art) in diags.iter().zip(artifact) {
+        if d.severity != "error" || benign(&d.message) || art {
+            continue;
+        }
+        // A header clang found that the workspace did not mirror keeps its own path; the
+        // prelude and <built-in> point to the user's code that led there.
+        let outside = !d.file.contains("/prelude-") && !d.file.starts_with('<');
+        let here = ws
+            .original(&d.file, d.line, d.col)
+            .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)))
+            .or_else(|| outside.then(|| (d.file.clone(), d.line, d.col)));
+        let (file, line, col) = here.unwrap_or_else(|| {
+            let main = ws.file(&ws.main_path.display().to_string()).map(|f| f.display.clone()).unwrap_or_default();
+            (main, 1, 1)
+        });
+        out.push(Problem { file, line, col, message: reword(&d.message) });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_errors_and_notes() {
+        let d = parse("a.metal:3:5: error: bad thing [-Wfoo]\na.metal:1:2: note: here\n2 errors generated.\n");
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].line, d[0].col, d[0].notes.len()), (3, 5, 1));
+    }
+
+    #[test]
+    fn rewords_address_spaces() {
+        assert_eq!(
+            reword(
+                "cannot initialize a variable of type '__private float *__private' with an lvalue of type '__global float *__private'"
+            ),
+            "cannot initialize a variable of type 'thread float *' with an lvalue of type 'device float *'"
+        );
+    }
+}

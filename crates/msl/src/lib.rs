@@ -1,0 +1,312 @@
+//! A strict Metal Shading Language front-end check that runs on Linux.
+//!
+//! kernelgen's emulator compiles MSL as plain C++, which accepts much that Apple's Metal
+//! compiler rejects. This crate parses a `.metal` source with clang as C++ for OpenCL 2021
+//! against its own address-space-aware declarations of the Metal standard library (so
+//! `device`, `constant`, `threadgroup` and `thread` are real qualifiers), then applies Metal's
+//! rules that clang does not know (MSL 1.5 language restrictions, kernel signatures,
+//! attribute types, function constants). Every problem is reported, at its line and column
+//! in the original file.
+//!
+//! ```no_run
+//! use kernelgen_msl::{Checker, Options};
+//! let checker = Checker::new(Options::default())?;
+//! match checker.check("[[kernel]] void k(device float* x [[buffer(0)]]) { x[0] = 1; }", "k.metal", &[]) {
+//!     Ok(()) => println!("ok"),
+//!     Err(problems) => problems.iter().for_each(|p| eprintln!("{p}")),
+//! }
+//! # Ok::<(), kernelgen_msl::Error>(())
+//! ```
+//!
+//! **How it works.** One check is one `clang -fsyntax-only` run (about 0.1 s) over the
+//! source and its headers, rewritten into a scratch tree (see `rewrite`), with the prelude
+//! precompiled once per cache directory; then a walk over clang's JSON AST and over the
+//! tokens. **Caching:** [`Checker::content_key`] names a result by everything it depends on;
+//! with [`Options::cache_results`], results are also kept on disk under that key.
+//!
+//! README.md beside Cargo.toml lists every rule, how it is implemented and the limits.
+
+mod ast;
+mod cache;
+mod clang;
+mod diag;
+mod lex;
+mod prelude;
+mod rewrite;
+mod rules;
+mod sources;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Bumped whenever the prelude, the rewrites or the rules change what a check reports.
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 1";
+
+/// The Metal version modelled by default: 3.1 (macOS 14), the first with native `bfloat`,
+/// which MLX 0.29.4 and later require.
+pub const DEFAULT_METAL_VERSION: u32 = 310;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// clang to use; else `$KERNELGEN_MSL_CLANG`; else `clang`, `clang-19` ... `clang-14` on PATH.
+    pub clang: Option<PathBuf>,
+    /// `__METAL_VERSION__` (310 = Metal 3.1). Lambdas are rejected below 400.
+    pub metal_version: u32,
+    /// Where the precompiled prelude, the scratch trees of running checks and (with
+    /// `cache_results`) results live. Default: `kernelgen-msl` in the system temp dir.
+    pub cache_dir: Option<PathBuf>,
+    /// Keep each result on disk under its [`Checker::content_key`] and reuse it.
+    pub cache_results: bool,
+    /// What to do with `[[function_constant(n)]]`.
+    pub function_constants: FunctionConstants,
+}
+
+/// Function constants (MSL 5.8) are values chosen when a pipeline is built. kernelgen's
+/// emulator cannot run them, so by default a check reports each one; `Declare` parses them
+/// as Metal does (a program-scope constant of unknown value), for code such as MLX's headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionConstants {
+    Reject,
+    Declare,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            clang: None,
+            metal_version: DEFAULT_METAL_VERSION,
+            cache_dir: None,
+            cache_results: false,
+            function_constants: FunctionConstants::Reject,
+        }
+    }
+}
+
+/// One problem, as Metal would report it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Problem {
+    /// The caller's file name for the checked source, or a header's path.
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+    }
+}
+
+/// Why a check could not run at all (as opposed to problems in the source).
+#[derive(Debug)]
+pub enum Error {
+    /// No usable clang: the message says what was tried and how to install one.
+    ClangNotFound(String),
+    /// The prelude did not precompile (a bug of this crate; clang's output attached).
+    Prelude(String),
+    /// clang's output could not be understood.
+    Clang(String),
+    Io(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::ClangNotFound(m) => write!(f, "MSL check: {m}"),
+            Error::Prelude(m) => write!(f, "MSL check: the Metal prelude does not compile:\n{m}"),
+            Error::Clang(m) => write!(f, "MSL check: {m}"),
+            Error::Io(m) => write!(f, "MSL check: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub struct Checker {
+    clang: clang::Clang,
+    prelude: prelude::Prelude,
+    opts: Options,
+    cache: PathBuf,
+    result_cache: bool,
+}
+
+impl Checker {
+    pub fn new(opts: Options) -> Result<Checker, Error> {
+        let clang = clang::Clang::find(opts.clang.as_deref())?;
+        let result_cache = opts.cache_results;
+        let cache = opts.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("kernelgen-msl"));
+        std::fs::create_dir_all(&cache).map_err(|e| Error::Io(format!("{}: {e}", cache.display())))?;
+        let prelude = prelude::Prelude::prepare(&clang, &cache, opts.metal_version)?;
+        Ok(Checker { clang, prelude, opts, cache, result_cache })
+    }
+
+    /// The clang in use (`--version`'s first line).
+    pub fn clang_version(&self) -> &str {
+        &self.clang.version
+    }
+
+    /// A key naming the result of `check` for these inputs: the checker version, the clang,
+    /// the Metal version, the file name, the source and every header it includes.
+    pub fn content_key(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> String {
+        let dirs = sources::canonical_dirs(include_dirs);
+        let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs);
+        let mut parts: Vec<String> = vec![
+            CHECKER_VERSION.into(),
+            prelude::HEADER.into(),
+            self.clang.version.clone(),
+            self.opts.metal_version.to_string(),
+            format!("{:?}", self.opts.function_constants),
+            file_name.into(),
+            source.into(),
+        ];
+        parts.extend(dirs.iter().map(|d| d.display().to_string()));
+        for (p, c) in headers {
+            parts.push(p.display().to_string());
+            parts.push(c);
+        }
+        let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+        cache::hash_hex(&refs)
+    }
+
+    /// Check one `.metal` source. `file_name` names it in problems (and, when its directory
+    /// exists, quoted includes resolve next to it); `include_dirs` are `-I` directories.
+    pub fn check(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<(), Vec<Problem>> {
+        let cached = self
+            .result_cache
+            .then(|| self.cache.join("results").join(self.content_key(source, file_name, include_dirs)));
+        if let Some(p) = &cached
+            && let Ok(text) = std::fs::read_to_string(p)
+            && let Some(problems) = decode(&text)
+        {
+            return if problems.is_empty() { Ok(()) } else { Err(problems) };
+        }
+        let problems = match self.run(source, file_name, include_dirs) {
+            Ok(p) => p,
+            Err(e) => vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }],
+        };
+        if let Some(p) = &cached {
+            let _ = std::fs::create_dir_all(self.cache.join("results"));
+            let _ = cache::write_atomic(p, encode(&problems).as_bytes());
+        }
+        if problems.is_empty() { Ok(()) } else { Err(problems) }
+    }
+
+    fn run(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<Vec<Problem>, Error> {
+        let ws = sources::Workspace::create(&self.cache, source, file_name, include_dirs)?;
+        let dirs = sources::canonical_dirs(include_dirs);
+        let mut problems = Vec::new();
+        for f in ws.files.values() {
+            let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
+            rules::tokens(
+                &f.display,
+                &f.original,
+                &|name| sources::is_foreign_angle_include(name, &dirs),
+                reject_fc,
+                &mut problems,
+            );
+        }
+        let mut cmd = self.clang.command();
+        cmd.args(clang::Clang::base_flags(self.opts.metal_version))
+            .arg("-fsyntax-only")
+            .arg("-isystem")
+            .arg(&self.prelude.dir)
+            .arg("-include-pch")
+            .arg(&self.prelude.pch);
+        for d in &ws.include_flags {
+            cmd.arg("-I").arg(d);
+        }
+        cmd.args(["-Xclang", "-ast-dump=json"]).arg(&ws.main_path);
+        let out = cmd.output().map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // KGMSL_DEBUG=1 shows clang's own diagnostics (for work on the prelude and rules).
+        if std::env::var_os("KGMSL_DEBUG").is_some() {
+            eprintln!("kernelgen-msl: clang's diagnostics for {file_name}:\n{stderr}");
+        }
+        let diags = diag::parse(&stderr);
+        let foreign = |d: &diag::Diag| {
+            d.message.ends_with("file not found")
+                && d.message.split('\'').nth(1).is_some_and(|n| sources::is_foreign_angle_include(n, &dirs))
+        };
+        let kept: Vec<diag::Diag> = diags.into_iter().filter(|d| !foreign(d)).collect();
+        problems.extend(diag::problems(&kept, &ws));
+        if out.stdout.is_empty() {
+            if problems.is_empty() {
+                return Err(Error::Clang(format!("clang produced no AST: {stderr}")));
+            }
+        } else {
+            let json = String::from_utf8_lossy(&out.stdout);
+            let ast = ast::parse(&json, &|f| ws.file(f).is_some()).map_err(Error::Clang)?;
+            self.apply_rules(&ws, &ast, &mut problems);
+        }
+        problems.sort();
+        problems.dedup();
+        Ok(problems)
+    }
+
+    fn apply_rules(&self, ws: &sources::Workspace, ast: &ast::Ast, problems: &mut Vec<Problem>) {
+        let map = |l: &ast::Loc| ws.original(&l.file, l.line, l.col);
+        // Functions in original coordinates, per file.
+        let mut kernels = std::collections::HashSet::new();
+        for (path, f) in &ws.files {
+            let path = path.display().to_string();
+            let mapped: Vec<ast::Function> = ast
+                .functions
+                .iter()
+                .filter(|g| *g.loc.file == *path)
+                .map(|g| {
+                    let mut g = g.clone();
+                    for l in [&mut g.loc, &mut g.begin, &mut g.end] {
+                        if *l.file == *path {
+                            l.col = f.rewritten.original_col(l.line, l.col);
+                        }
+                    }
+                    for p in &mut g.params {
+                        p.loc.col = f.rewritten.original_col(p.loc.line, p.loc.col);
+                    }
+                    g
+                })
+                .collect();
+            let refs: Vec<&ast::Function> = mapped.iter().collect();
+            kernels.extend(rules::kernels(&f.display, &f.original, &refs, problems));
+        }
+        let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
+            .files
+            .values()
+            .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
+            .collect();
+        rules::ast(ast, &kernels, &tg, self.opts.metal_version, &map, problems);
+    }
+}
+
+// Cached results: one problem per line, tab-separated; the first line marks the format.
+fn encode(problems: &[Problem]) -> String {
+    let mut s = String::from("kgmsl-result 1\n");
+    for p in problems {
+        s.push_str(&format!("{}\t{}\t{}\t{}\n", p.file, p.line, p.col, p.message.replace(['\n', '\t'], " ")));
+    }
+    s
+}
+
+fn decode(text: &str) -> Option<Vec<Problem>> {
+    let mut lines = text.lines();
+    if lines.next()? != "kgmsl-result 1" {
+        return None;
+    }
+    lines
+        .map(|l| {
+            let mut it = l.splitn(4, '\t');
+            Some(Problem {
+                file: it.next()?.to_string(),
+                line: it.next()?.parse().ok()?,
+                col: it.next()?.parse().ok()?,
+                message: it.next()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Where the MLX wheel's kernel headers are expected by the tests and the fetch script.
+pub fn default_mlx_include_dir(crate_dir: &Path) -> PathBuf {
+    crate_dir.join("../../target-msl/mlx-metal/0.32.2/mlx/include")
+}

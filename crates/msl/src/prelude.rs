@@ -1,0 +1,73 @@
+//! The stand-in for Metal's headers: written once into a directory (named by a hash of its
+//! content and of the flags) together with a precompiled header, so a check parses only the
+//! user's code.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+use crate::cache::{hash_hex, write_atomic};
+use crate::clang::Clang;
+
+pub const HEADER: &str = include_str!("prelude/metal_stdlib.h");
+
+/// Header names that Metal's `#include <...>` accepts; each resolves to the one prelude.
+pub const METAL_HEADERS: [&str; 12] = [
+    "metal_stdlib",
+    "metal_math",
+    "metal_simdgroup",
+    "metal_simdgroup_matrix",
+    "metal_common",
+    "metal_integer",
+    "metal_atomic",
+    "metal_compute",
+    "metal_logging",
+    "metal_types",
+    "metal_relational",
+    "metal_geometric",
+];
+
+pub struct Prelude {
+    /// Directory holding `metal_stdlib` and the other names (passed with -isystem).
+    pub dir: PathBuf,
+    pub pch: PathBuf,
+}
+
+impl Prelude {
+    pub fn prepare(clang: &Clang, cache: &Path, metal_version: u32) -> Result<Prelude, Error> {
+        let flags = Clang::base_flags(metal_version);
+        let key = hash_hex(&[HEADER, &flags.join(" "), &clang.version, crate::CHECKER_VERSION]);
+        let dir = cache.join(format!("prelude-{}", &key[..16]));
+        let pch = dir.join("metal_stdlib.pch");
+        if pch.exists() {
+            return Ok(Prelude { dir, pch });
+        }
+        fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("creating {}: {e}", dir.display())))?;
+        let io = |p: &Path, e: std::io::Error| Error::Io(format!("writing {}: {e}", p.display()));
+        write_atomic(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
+        for name in &METAL_HEADERS[1..] {
+            write_atomic(&dir.join(name), b"#include <metal_stdlib>\n").map_err(|e| io(&dir, e))?;
+        }
+        // The PCH is built from a one-line file that includes the prelude from the -isystem
+        // directory, so the prelude counts as a system header (no warnings from it).
+        let root = dir.join("pch-root.h");
+        write_atomic(&root, b"#include <metal_stdlib>\n").map_err(|e| io(&root, e))?;
+        let tmp = dir.join(format!("metal_stdlib.pch.{}", std::process::id()));
+        let out = clang
+            .command()
+            .args(&flags)
+            .arg("-fsyntax-only")
+            .arg("-isystem")
+            .arg(&dir)
+            .args(["-Xclang", "-emit-pch", "-Xclang", "-o", "-Xclang"])
+            .arg(&tmp)
+            .arg(&root)
+            .output()
+            .map_err(|e| Error::Io(format!("running {}: {e}", clang.path.display())))?;
+        if !out.status.success() || !tmp.exists() {
+            return Err(Error::Prelude(String::from_utf8_lossy(&out.stderr).into_owned()));
+        }
+        fs::rename(&tmp, &pch).map_err(|e| io(&pch, e))?;
+        Ok(Prelude { dir, pch })
+    }
+}

@@ -1,0 +1,455 @@
+//! Source rewrites that let clang (C++ for OpenCL) parse MSL, with a map back to the original
+//! lines and columns. Each rewrite keeps lines; a few insert characters within a line.
+//!
+//! 1. `float4(a, b)` and `short2 v(a, b);` (vector constructors with several arguments, which
+//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};`. Names
+//!    that alias vector types (`typedef float2 complex_T;`) count as vector types.
+//! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
+//!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
+//! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
+//!    OpenCL allows `__local` variables only in OpenCL kernels, and a Metal kernel is not one.
+//!    The declarations are recorded so that the rules can check they sit in a Metal kernel.
+//! 5. `thread` opening a declaration inside a function body is blanked: a local variable is
+//!    in the thread space already (elsewhere `thread` stands for OpenCL's generic space).
+//! 4. A function constant `constant T x [[function_constant(n)]];` becomes `constant T x {};`:
+//!    a program-scope constant (its value is chosen at pipeline build time in Metal).
+
+use crate::lex::{Kind, Token, matching, tokenize};
+
+/// A threadgroup variable declaration that was rewritten (original position of its name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadgroupDecl {
+    pub name: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+pub struct Rewritten {
+    pub text: String,
+    pub threadgroup_decls: Vec<ThreadgroupDecl>,
+    /// Per output line (0-based): (output column where a segment starts, original column).
+    segments: Vec<Vec<(u32, u32)>>,
+}
+
+impl Rewritten {
+    /// The original column of a column of the rewritten text (lines are unchanged).
+    pub fn original_col(&self, line: u32, col: u32) -> u32 {
+        let Some(segs) = self.segments.get(line.saturating_sub(1) as usize) else { return col };
+        let mut best = (1, 1);
+        for &(out, orig) in segs {
+            if out <= col {
+                best = (out, orig);
+            }
+        }
+        (best.1 + col.saturating_sub(best.0)).max(1)
+    }
+}
+
+struct Edit {
+    offset: usize,
+    delete: usize,
+    insert: String,
+}
+
+fn is_vector_name(s: &str) -> bool {
+    let s = s.strip_prefix("packed_").unwrap_or(s);
+    let Some(base) = s.strip_suffix(['2', '3', '4']) else { return false };
+    matches!(
+        base,
+        "bool"
+            | "char"
+            | "uchar"
+            | "short"
+            | "ushort"
+            | "int"
+            | "uint"
+            | "long"
+            | "ulong"
+            | "float"
+            | "half"
+            | "bfloat"
+    )
+}
+
+/// Index just past a balanced `<...>` starting at `i` (which must be `<`).
+fn skip_angles(toks: &[Token], i: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (j, t) in toks.iter().enumerate().skip(i) {
+        match t.text.as_str() {
+            "<" => depth += 1,
+            ">" => depth -= 1,
+            ">>" => depth -= 2,
+            "(" | "[" => {}
+            ";" | "{" | "}" => return None,
+            _ => {}
+        }
+        if depth <= 0 {
+            return Some(j + 1);
+        }
+    }
+    None
+}
+
+fn has_top_level_comma(toks: &[Token], open: usize, close: usize) -> bool {
+    let mut depth = 0i32;
+    for t in &toks[open + 1..close] {
+        match t.text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth -= 1,
+            "," if depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Names declared as aliases of vector types: `typedef float2 X;`, `using X = vec<T, 2>;`.
+pub fn vector_aliases(src: &str) -> Vec<String> {
+    let toks = tokenize(src);
+    let mut out = Vec::new();
+    for i in 0..toks.len() {
+        let vector_at = |j: usize| {
+            let j = if toks.get(j).is_some_and(|t| t.is("metal")) && toks.get(j + 1).is_some_and(|t| t.is("::")) {
+                j + 2
+            } else {
+                j
+            };
+            toks.get(j)
+                .is_some_and(|t| is_vector_name(&t.text) || (t.is("vec") && toks.get(j + 1).is_some_and(|n| n.is("<"))))
+        };
+        if toks[i].is("typedef")
+            && (vector_at(i + 1) || (toks.get(i + 1).is_some_and(|t| t.is("typename")) && vector_at(i + 2)))
+        {
+            if let Some(semi) = toks[i..].iter().position(|t| t.is(";")) {
+                let name = &toks[i + semi - 1];
+                if name.kind == Kind::Ident {
+                    out.push(name.text.clone());
+                }
+            }
+        } else if toks[i].is("using")
+            && toks.get(i + 1).is_some_and(|t| t.kind == Kind::Ident)
+            && toks.get(i + 2).is_some_and(|t| t.is("="))
+            && (vector_at(i + 3) || (toks.get(i + 3).is_some_and(|t| t.is("typename")) && vector_at(i + 4)))
+        {
+            out.push(toks[i + 1].text.clone());
+        }
+    }
+    out
+}
+
+fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>) {
+    let in_body = function_bodies(toks);
+    for i in 0..toks.len() {
+        let t = &toks[i];
+        if t.kind != Kind::Ident {
+            continue;
+        }
+        let mut after = if is_vector_name(&t.text) || aliases.contains(&t.text) {
+            i + 1
+        } else if t.text == "vec" && toks.get(i + 1).is_some_and(|n| n.is("<")) {
+            match skip_angles(toks, i + 1) {
+                Some(j) => j,
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        // `short2 offset(a, b);`: a variable with constructor arguments, inside a function
+        // body (elsewhere `T name(...)` declares a function).
+        if in_body[i]
+            && toks.get(after).is_some_and(|n| n.kind == Kind::Ident)
+            && toks.get(after + 1).is_some_and(|n| n.is("("))
+        {
+            after += 1;
+        }
+        let Some(open) = toks.get(after).filter(|o| o.is("(")).map(|_| after) else { continue };
+        let Some(close) = matching(toks, open) else { continue };
+        if !has_top_level_comma(toks, open, close) {
+            continue;
+        }
+        edits.push(Edit { offset: toks[open].offset, delete: 1, insert: "{".into() });
+        edits.push(Edit { offset: toks[close].offset, delete: 1, insert: "}".into() });
+    }
+}
+
+fn instantiation_attributes(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len() {
+        if !toks[i].is("template") {
+            continue;
+        }
+        let mut j = i + 1;
+        while toks.get(j).is_some_and(|t| t.is("[")) && toks.get(j + 1).is_some_and(|t| t.is("[")) {
+            let Some(close) = matching(toks, j) else { break };
+            let start = toks[j].offset;
+            let end = toks[close].offset + 1;
+            // Blank, keeping newlines and line continuations so lines stay where they were.
+            let blank: String = src[start..end].chars().map(|c| if c == '\n' || c == '\\' { c } else { ' ' }).collect();
+            edits.push(Edit { offset: start, delete: end - start, insert: blank });
+            j = close + 1;
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Brace {
+    Function,
+    Block,
+    Other,
+}
+
+/// For each token, whether it sits inside a function body (as far as braces tell).
+fn function_bodies(toks: &[Token]) -> Vec<bool> {
+    let mut stack: Vec<Brace> = Vec::new();
+    let mut out = Vec::with_capacity(toks.len());
+    for i in 0..toks.len() {
+        brace_step(toks, i, &mut stack);
+        out.push(matches!(stack.last(), Some(Brace::Function | Brace::Block)));
+    }
+    out
+}
+
+/// Track the kind of the innermost brace: a function body, a block inside one, or anything
+/// else (a class, a namespace, an initialiser list).
+fn brace_step(toks: &[Token], i: usize, stack: &mut Vec<Brace>) {
+    let t = &toks[i];
+    if t.kind == Kind::Punct && t.is("{") {
+        let in_fn = stack.iter().any(|b| *b != Brace::Other);
+        let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+        let fn_like = prev == ")"
+            || matches!(prev, "const" | "thread" | "device" | "threadgroup" | "constant" | "noexcept" | "override");
+        let kind = if in_fn {
+            if fn_like || matches!(prev, "else" | "do" | "{" | "}" | ";" | ":") { Brace::Block } else { Brace::Other }
+        } else if fn_like {
+            Brace::Function
+        } else {
+            Brace::Other
+        };
+        stack.push(kind);
+    } else if t.kind == Kind::Punct && t.is("}") {
+        stack.pop();
+    }
+}
+
+fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &mut Vec<ThreadgroupDecl>) {
+    let mut stack: Vec<Brace> = Vec::new();
+    for i in 0..toks.len() {
+        let t = &toks[i];
+        if t.kind == Kind::Punct && (t.is("{") || t.is("}")) {
+            brace_step(toks, i, &mut stack);
+            continue;
+        }
+        if !t.is("threadgroup") || t.pp || !matches!(stack.last(), Some(Brace::Function | Brace::Block)) {
+            continue;
+        }
+        let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+        if !matches!(prev, ";" | "{" | "}") {
+            continue;
+        }
+        // threadgroup <type tokens> name [dims]* ;
+        let Some(semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
+            continue;
+        };
+        if !toks[semi].is(";") {
+            continue;
+        }
+        let body = &toks[i + 1..semi];
+        // The name is the last identifier before the first `[` at angle depth 0 (or before `;`).
+        let mut depth = 0i32;
+        let mut first_bracket = None;
+        for (k, t) in body.iter().enumerate() {
+            match t.text.as_str() {
+                "<" => depth += 1,
+                ">" => depth -= 1,
+                ">>" => depth -= 2,
+                "[" if depth == 0 => {
+                    first_bracket = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        // One plain declarator only before the dimensions (no initializer, pointer, reference
+        // or second name); commas inside template arguments are fine.
+        let decl_end = first_bracket.unwrap_or(body.len());
+        if body[decl_end..].iter().any(|t| t.is("=")) {
+            continue;
+        }
+        let mut angle = 0i32;
+        let mut plain = true;
+        for t in &body[..decl_end] {
+            match t.text.as_str() {
+                "<" => angle += 1,
+                ">" => angle -= 1,
+                ">>" => angle -= 2,
+                "," if angle > 0 => {}
+                "=" | "," | "*" | "&" | "(" | "&&" => plain = false,
+                _ => {}
+            }
+            plain &= !t.pp;
+        }
+        if !plain {
+            continue;
+        }
+        let name_idx = decl_end.wrapping_sub(1);
+        let Some(name) = body.get(name_idx).filter(|t| t.kind == Kind::Ident) else { continue };
+        if name_idx == 0 {
+            continue;
+        }
+        let type_text = &src[t.offset..name.offset];
+        let dims_text = match first_bracket {
+            Some(k) => &src[body[k].offset..toks[semi].offset],
+            None => "",
+        };
+        let name_end = name.offset + name.text.len();
+        edits.push(Edit { offset: name.offset, delete: 0, insert: "(&".into() });
+        edits.push(Edit { offset: name_end, delete: 0, insert: ")".into() });
+        let init = format!(" = __kgmsl_threadgroup_alloc<{}{}>()", type_text.trim_end(), dims_text.trim_end());
+        edits.push(Edit { offset: toks[semi].offset, delete: 0, insert: init.replace('\n', " ") });
+        decls.push(ThreadgroupDecl { name: name.text.clone(), line: name.line, col: name.col });
+    }
+}
+
+fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
+    let in_body = function_bodies(toks);
+    for i in 1..toks.len() {
+        let t = &toks[i];
+        if t.is("thread") && !t.pp && in_body[i] && matches!(toks[i - 1].text.as_str(), ";" | "{" | "}" | "(") {
+            // `(`: the init-statement of a `for`; a cast `(thread T*)x` is followed by a type
+            // and then `*` or `&`, a declaration by a name: tell them apart at the first `)`.
+            if toks[i - 1].is("(") {
+                let close = toks[i..].iter().position(|x| x.is(")") || x.is(";")).map(|p| p + i);
+                if close.is_none_or(|c| toks[c].is(")")) {
+                    continue;
+                }
+            }
+            edits.push(Edit { offset: t.offset, delete: 6, insert: "      ".into() });
+        }
+    }
+}
+
+fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len() {
+        if !(toks[i].is("[")
+            && toks.get(i + 1).is_some_and(|t| t.is("["))
+            && toks.get(i + 2).is_some_and(|t| t.is("function_constant")))
+        {
+            continue;
+        }
+        let Some(close) = matching(toks, i) else { continue };
+        if !toks.get(close + 1).is_some_and(|t| t.is(";")) {
+            continue; // a parameter's attribute: left alone
+        }
+        let (a, b) = (toks[i].offset, toks[close].offset + 1);
+        let blank: String = src[a..b]
+            .chars()
+            .enumerate()
+            .map(|(k, c)| match (k, c) {
+                (_, '\n') => '\n',
+                (0, _) => '{',
+                (1, _) => '}',
+                _ => ' ',
+            })
+            .collect();
+        edits.push(Edit { offset: a, delete: b - a, insert: blank });
+    }
+}
+
+pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
+    let toks = tokenize(src);
+    let mut edits = Vec::new();
+    let mut threadgroup_decls = Vec::new();
+    vector_constructors(&toks, vector_aliases, &mut edits);
+    instantiation_attributes(src, &toks, &mut edits);
+    threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
+    function_constants(src, &toks, &mut edits);
+    thread_locals(&toks, &mut edits);
+    edits.sort_by_key(|e| (e.offset, e.delete == 0));
+    apply(src, edits, threadgroup_decls)
+}
+
+fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -> Rewritten {
+    let mut text = String::with_capacity(src.len() + 64);
+    let mut segments: Vec<Vec<(u32, u32)>> = vec![vec![(1, 1)]];
+    let (mut out_col, mut orig_col) = (1u32, 1u32);
+    let mut pos = 0usize;
+    let push_orig = |text: &mut String, segs: &mut Vec<Vec<(u32, u32)>>, s: &str, oc: &mut u32, gc: &mut u32| {
+        for ch in s.chars() {
+            text.push(ch);
+            if ch == '\n' {
+                *oc = 1;
+                *gc = 1;
+                segs.push(vec![(1, 1)]);
+            } else {
+                *oc += ch.len_utf8() as u32;
+                *gc += ch.len_utf8() as u32;
+            }
+        }
+    };
+    for e in edits {
+        if e.offset < pos {
+            continue; // overlapping edit: keep the first
+        }
+        push_orig(&mut text, &mut segments, &src[pos..e.offset], &mut out_col, &mut orig_col);
+        if e.delete > 0 && e.insert.len() == e.delete {
+            // A same-length replacement: columns are unchanged.
+            push_orig(&mut text, &mut segments, &e.insert, &mut out_col, &mut orig_col);
+        } else {
+            text.push_str(&e.insert);
+            out_col += e.insert.len() as u32;
+            orig_col += e.delete as u32;
+            if let Some(l) = segments.last_mut() {
+                l.push((out_col, orig_col));
+            }
+        }
+        pos = e.offset + e.delete;
+    }
+    push_orig(&mut text, &mut segments, &src[pos..], &mut out_col, &mut orig_col);
+    Rewritten { text, threadgroup_decls, segments }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_constructor_takes_braces() {
+        let src = "void f() { float4 v = float4(a, b.xy, 1); float4 w = float4(a); x = metal::vec<float, 2>(1, 2); short2 o(p, q); C c(1, 2); }\nvec<int, 2> g(uint3 e, int n);";
+        let r = rewrite(src, &["C".to_string()]);
+        assert_eq!(
+            r.text,
+            "void f() { float4 v = float4{a, b.xy, 1}; float4 w = float4(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
+        );
+        assert_eq!(r.original_col(1, 32), 32);
+        assert_eq!(
+            vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;"),
+            vec!["complex_T", "F"]
+        );
+    }
+
+    #[test]
+    fn instantiation_attributes_are_blanked() {
+        let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;", &[]);
+        assert_eq!(r.text, format!("template {} decltype(f<1>) f<1>;", " ".repeat(29)));
+    }
+
+    #[test]
+    fn function_constant_becomes_initialised_constant() {
+        let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;", &[]);
+        assert_eq!(r.text, format!("constant bool align_M {{}}{};\nint x;", " ".repeat(24)));
+    }
+
+    #[test]
+    fn threadgroup_local_becomes_reference() {
+        let r = rewrite(
+            "void k() {\n  threadgroup float xs[4 * N];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };",
+            &[],
+        );
+        assert_eq!(
+            r.text.lines().nth(1).unwrap(),
+            "  threadgroup float (&xs)[4 * N] = __kgmsl_threadgroup_alloc<threadgroup float[4 * N]>();"
+        );
+        assert_eq!(r.threadgroup_decls, vec![ThreadgroupDecl { name: "xs".into(), line: 2, col: 21 }]);
+        assert!(r.text.ends_with("struct S { threadgroup float y[2]; };"));
+        assert_eq!(r.original_col(2, 23), 21);
+    }
+}

@@ -1,0 +1,421 @@
+//! Metal's rules that clang does not enforce by itself: MSL's language restrictions
+//! (section 1.5), kernel signatures (address spaces, chapter 4; attributes, 5.2), and
+//! function constants (not supported by kernelgen).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::Problem;
+use crate::ast::{Ast, Fact, Function};
+use crate::lex::{Kind, Token, matching, tokenize};
+use crate::rewrite::ThreadgroupDecl;
+
+fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Problem {
+    Problem { file: file.to_string(), line, col, message: message.into() }
+}
+
+/// Keyword-level restrictions of section 1.5, on one file's tokens.
+pub fn tokens(
+    file: &str,
+    src: &str,
+    foreign_include: &dyn Fn(&str) -> bool,
+    reject_function_constants: bool,
+    out: &mut Vec<Problem>,
+) {
+    let toks = tokenize(src);
+    for (i, t) in toks.iter().enumerate() {
+        let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+        let next = toks.get(i + 1).map_or("", |n| n.text.as_str());
+        let p = |m: &str| problem(file, t.line, t.col, m);
+        if t.kind == Kind::Directive {
+            if let Some(name) = angle_include(&t.text)
+                && foreign_include(&name)
+            {
+                out.push(p(&format!(
+                        "the C++ standard library is not available in MSL (section 1.5): #include <{name}> is not a Metal header"
+                    )));
+            }
+            continue;
+        }
+        if t.kind != Kind::Ident {
+            continue;
+        }
+        let msg = match t.text.as_str() {
+            "dynamic_cast" => "dynamic_cast is not supported in MSL (section 1.5)",
+            "typeid" => "typeid (run-time type information) is not supported in MSL (section 1.5)",
+            "new" => "the new operator is not supported in MSL (section 1.5)",
+            "delete" if prev != "=" => "the delete operator is not supported in MSL (section 1.5)",
+            // The noexcept *specifier* is fine (MLX's headers use it); the operator is not.
+            "noexcept"
+                if !matches!(
+                    prev,
+                    ")" | "const" | "thread" | "device" | "threadgroup" | "constant" | "volatile" | "&" | "&&" | "]"
+                ) =>
+            {
+                "the noexcept operator is not supported in MSL (section 1.5)"
+            }
+            "goto" => "goto is not supported in MSL (section 1.5)",
+            "register" => "the register storage class is not supported in MSL (section 1.5)",
+            "thread_local" => "thread_local is not supported in MSL (section 1.5)",
+            "virtual" => "virtual functions are not supported in MSL (section 1.5)",
+            "throw" | "try" | "catch" => "exceptions (throw, try, catch) are not supported in MSL (section 1.5)",
+            "double" if prev == "long" => continue,
+            "double" => "double is not supported in MSL (section 1.5); use float",
+            "long" if next == "double" => "long double is not supported in MSL (section 1.5); use float",
+            "std" if next == "::" => {
+                "the C++ standard library is not available in MSL (section 1.5): use metal:: instead of std::"
+            }
+            "function_constant" if reject_function_constants && (prev == "[" || prev == ",") => {
+                "function constants ([[function_constant(n)]], MSL 5.8) are not supported by kernelgen: pass the value as a buffer or a template argument"
+            }
+            _ => continue,
+        };
+        out.push(p(msg));
+    }
+}
+
+fn angle_include(directive: &str) -> Option<String> {
+    let rest = directive.trim_start_matches('#').trim_start().strip_prefix("include")?.trim_start();
+    let r = rest.strip_prefix('<')?;
+    Some(r.split('>').next()?.to_string())
+}
+
+/// One `[[...]]` attribute: its name, its argument text, and position.
+#[derive(Clone, Debug)]
+pub struct Attr {
+    pub name: String,
+    pub arg: Option<String>,
+    pub line: u32,
+    pub col: u32,
+    /// Where the `]]` ends (line, col just past it).
+    pub end: (u32, u32),
+    /// Token index of the first `[`.
+    pub first: usize,
+}
+
+fn attributes(toks: &[Token]) -> Vec<Attr> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 1 < toks.len() {
+        if !(toks[i].is("[") && toks[i + 1].is("[")) {
+            i += 1;
+            continue;
+        }
+        let Some(close) = matching(toks, i) else { break };
+        let end_tok = &toks[close];
+        let end = (end_tok.line, end_tok.col + 1);
+        let mut j = i + 2;
+        while j < close.saturating_sub(1) {
+            let t = &toks[j];
+            if t.kind == Kind::Ident {
+                // `ns::name` keeps the last part.
+                let mut name = t.text.clone();
+                let mut k = j + 1;
+                while toks.get(k).is_some_and(|x| x.is("::")) && toks.get(k + 1).is_some_and(|x| x.kind == Kind::Ident)
+                {
+                    name = toks[k + 1].text.clone();
+                    k += 2;
+                }
+                let mut arg = None;
+                if toks.get(k).is_some_and(|x| x.is("("))
+                    && let Some(c) = matching(toks, k)
+                {
+                    arg = Some(toks[k + 1..c].iter().map(|x| x.text.as_str()).collect::<Vec<_>>().join(""));
+                    k = c + 1;
+                }
+                out.push(Attr { name, arg, line: t.line, col: t.col, end, first: i });
+                j = k;
+            } else {
+                j += 1;
+            }
+        }
+        i = close + 1;
+    }
+    out
+}
+
+const VECTOR_ATTRS: [&str; 9] = [
+    "thread_position_in_grid",
+    "threadgroup_position_in_grid",
+    "thread_position_in_threadgroup",
+    "threads_per_threadgroup",
+    "threads_per_grid",
+    "threadgroups_per_grid",
+    "grid_size",
+    "grid_origin",
+    "dispatch_threads_per_threadgroup",
+];
+const SCALAR_ATTRS: [&str; 11] = [
+    "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup",
+    "thread_index_in_threadgroup",
+    "threads_per_simdgroup",
+    "simdgroups_per_threadgroup",
+    "dispatch_simdgroups_per_threadgroup",
+    "thread_execution_width",
+    "thread_index_in_quadgroup",
+    "quadgroup_index_in_threadgroup",
+    "quadgroups_per_threadgroup",
+    "dispatch_quadgroups_per_threadgroup",
+];
+const OTHER_PARAM_ATTRS: [&str; 5] = ["texture", "sampler", "threadgroup", "stage_in", "visible_function_table"];
+
+fn before(a: (u32, u32), b: (u32, u32)) -> bool {
+    a <= b
+}
+
+/// The address space of a pointer's or reference's pointee in clang's spelling of a type
+/// (`const __global float *`), or None when the type is neither.
+fn pointee_space(ty: &str) -> Option<&'static str> {
+    let head = ty.split(['*', '&']).next()?;
+    if !ty.contains('*') && !ty.contains('&') {
+        return None;
+    }
+    Some(if head.contains("__global") {
+        "device"
+    } else if head.contains("__constant") {
+        "constant"
+    } else if head.contains("__local") {
+        "threadgroup"
+    } else {
+        "thread"
+    })
+}
+
+/// The address space an lvalue or a pointer's pointee is in, from clang's spelling of its
+/// type: the first space named before any `*` or `&` (private and generic are both `thread`).
+fn space_class(ty: &str) -> &'static str {
+    let head = ty.split(['*', '&']).next().unwrap_or("");
+    if head.contains("__global") {
+        "device"
+    } else if head.contains("__constant") {
+        "constant"
+    } else if head.contains("__local") {
+        "threadgroup"
+    } else {
+        "thread"
+    }
+}
+
+fn plain_type(ty: &str) -> String {
+    let t = ty.replace("__private", "").replace("__generic", "").replace("const ", "").replace("metal::", "");
+    t.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Kernel signatures in one file: address spaces of pointer parameters (MSL 4), attribute
+/// parameter types (5.2.1), unique buffer indices; returns the kernels found (by id).
+pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Problem>) -> HashSet<String> {
+    let toks = tokenize(src);
+    let attrs = attributes(&toks);
+    let mut kernels = HashSet::new();
+    let mut done = HashSet::new();
+    // Not the `[[kernel]]` of an explicit instantiation (`template [[host_name(..)]] [[kernel]]
+    // ...`, whose pattern is checked where it is declared) nor one inside a #define.
+    let instantiation = |a: &Attr| {
+        let mut j = a.first;
+        while j >= 2 && toks[j - 1].is("]") && toks[j - 2].is("]") {
+            let Some(open) = (0..j - 1).rev().find(|&k| {
+                toks[k].is("[") && k + 1 < toks.len() && toks[k + 1].is("[") && matching(&toks, k) == Some(j - 1)
+            }) else {
+                break;
+            };
+            j = open;
+        }
+        j > 0 && toks[j - 1].is("template")
+    };
+    for a in attrs.iter().filter(|a| a.name == "kernel" && !toks[a.first].pp && !instantiation(a)) {
+        // The kernel is the first function declared after the attribute (clang drops the
+        // attribute, so the declaration starts after it).
+        let Some(f) = functions
+            .iter()
+            .filter(|f| before(a.end, (f.begin.line, f.begin.col)) && f.begin.line > 0)
+            .min_by_key(|f| (f.begin.line, f.begin.col))
+        else {
+            continue;
+        };
+        // Every instantiation of a template kernel shares the position of its pattern.
+        for g in functions.iter().filter(|g| g.loc.line == f.loc.line && g.loc.col == f.loc.col) {
+            kernels.insert(g.id.clone());
+        }
+        if !done.insert((f.loc.line, f.loc.col)) {
+            continue;
+        }
+        check_kernel(file, &toks, &attrs, f, out);
+    }
+    kernels
+}
+
+fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &mut Vec<Problem>) {
+    let mut buffers: HashMap<String, String> = HashMap::new();
+    for p in &f.params {
+        // The parameter's attribute follows its name.
+        let name_idx = toks.iter().position(|t| t.line == p.loc.line && t.col == p.loc.col);
+        let attr = name_idx.and_then(|i| attrs.iter().find(|a| a.first == i + 1));
+        let space = pointee_space(&p.ty);
+        let ty = plain_type(&p.ty);
+        let at = |m: String| problem(file, p.loc.line, p.loc.col, m);
+        if space == Some("thread") {
+            out.push(at(format!(
+                "kernel parameter '{}' is a pointer or reference in the thread address space; kernel pointer and reference parameters must be declared device, constant or threadgroup (MSL 4)",
+                p.name
+            )));
+        }
+        let Some(a) = attr else { continue };
+        let aat = |m: String| problem(file, a.line, a.col, m);
+        match a.name.as_str() {
+            "buffer" => {
+                let idx = a.arg.clone().unwrap_or_default();
+                if !matches!(space, Some("device" | "constant")) {
+                    out.push(aat(format!(
+                        "[[buffer({idx})]] parameter '{}' must be a device or constant pointer or reference (MSL 5.2.1)",
+                        p.name
+                    )));
+                }
+                if let Some(first) = buffers.get(&idx) {
+                    out.push(aat(format!(
+                        "buffer index {idx} is used twice in kernel '{}': by '{first}' and by '{}' (MSL 5.2.1)",
+                        f.name, p.name
+                    )));
+                } else {
+                    buffers.insert(idx, p.name.clone());
+                }
+            }
+            n if VECTOR_ATTRS.contains(&n) => {
+                const OK: [&str; 8] =
+                    ["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3", "unsigned int", "unsigned short"];
+                if !OK.contains(&ty.as_str()) {
+                    out.push(aat(format!(
+                        "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint, uint2, uint3, ushort, ushort2 or ushort3 (MSL 5.2.3.6)",
+                        p.name
+                    )));
+                }
+            }
+            n if SCALAR_ATTRS.contains(&n) => {
+                const OK: [&str; 4] = ["uint", "ushort", "unsigned int", "unsigned short"];
+                if !OK.contains(&ty.as_str()) {
+                    out.push(aat(format!(
+                        "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint or ushort (MSL 5.2.3.6)",
+                        p.name
+                    )));
+                }
+            }
+            n if OTHER_PARAM_ATTRS.contains(&n) => {}
+            "function_constant" => {}
+            n => out.push(aat(format!("unknown kernel parameter attribute [[{n}]] on '{}' (MSL 5.2.1)", p.name))),
+        }
+    }
+}
+
+/// Maps an AST location to the user's (file, line, col); None outside the user's files.
+pub type LocMap<'a> = &'a dyn Fn(&crate::ast::Loc) -> Option<(String, u32, u32)>;
+
+/// Rules on the AST: lambdas, recursion, derived classes, function pointers, address-space
+/// casts, a function named main, threadgroup variables outside kernels.
+pub fn ast(
+    ast: &Ast,
+    kernels: &HashSet<String>,
+    tg_decls: &[(String, ThreadgroupDecl)],
+    metal_version: u32,
+    map: LocMap,
+    out: &mut Vec<Problem>,
+) {
+    let mut push = |l: &crate::ast::Loc, m: String| {
+        if let Some((f, line, col)) = map(l) {
+            out.push(Problem { file: f, line, col, message: m });
+        }
+    };
+    let mut edges: HashMap<String, Vec<(String, String, crate::ast::Loc)>> = HashMap::new();
+    for fact in &ast.facts {
+        match fact {
+            Fact::Lambda(l) if metal_version < 400 => {
+                push(l, "lambda expressions are not supported in MSL (section 1.5)".into());
+            }
+            Fact::Call { from, to, to_name, loc } => {
+                edges.entry(ast.canonical(from)).or_default().push((ast.canonical(to), to_name.clone(), loc.clone()));
+            }
+            Fact::Base(l, class, base, virt) => {
+                // Type-trait bases (integral_constant and its aliases) carry no state and are
+                // what MLX's own headers derive from; Metal compiles them.
+                let trait_base =
+                    ["integral_constant", "bool_constant", "true_type", "false_type"].iter().any(|b| base.contains(b));
+                if *virt || !trait_base {
+                    push(
+                        l,
+                        format!(
+                            "derived classes are not supported in MSL (section 1.5): '{class}' derives from '{base}'"
+                        ),
+                    );
+                }
+            }
+            Fact::FunctionPointer(l, ty) => {
+                push(
+                    l,
+                    format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
+                );
+            }
+            Fact::AddressSpaceCast { loc, from, to, exempt } if !*exempt && space_class(from) != space_class(to) => {
+                push(
+                    loc,
+                    format!(
+                        "conversion from '{}' to '{}' changes the address space; Metal has no conversion between address spaces (MSL 4)",
+                        crate::diag::reword(from),
+                        crate::diag::reword(to)
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+    for f in &ast.functions {
+        if f.name == "main" {
+            push(&f.loc, "a function named main is not allowed in MSL (section 1.5)".into());
+        }
+    }
+    // Recursion: every call edge inside a cycle of the call graph.
+    let mut reported = HashSet::new();
+    for (from, calls) in &edges {
+        for (to, name, loc) in calls {
+            if reaches(&edges, to, from) && reported.insert((loc.line, loc.col, loc.file.to_string())) {
+                push(
+                    loc,
+                    format!(
+                        "recursive function calls are not supported in MSL (section 1.5): '{name}' is called recursively"
+                    ),
+                );
+            }
+        }
+    }
+    // Threadgroup variables (rewritten into references) must sit in a kernel.
+    for fact in &ast.facts {
+        let Fact::LocalVar(l, name, func) = fact else { continue };
+        let Some((file, line, col)) = map(l) else { continue };
+        if !tg_decls.iter().any(|(f, d)| *f == file && d.line == line && d.col == col && d.name == *name) {
+            continue;
+        }
+        let in_kernel = func.as_ref().is_some_and(|id| kernels.contains(id) || kernels.contains(&ast.canonical(id)));
+        if !in_kernel {
+            out.push(Problem {
+                file,
+                line,
+                col,
+                message: format!("threadgroup variable '{name}' declared outside a kernel function; threadgroup variables may be declared only in kernel functions (MSL 4.4)"),
+            });
+        }
+    }
+}
+
+fn reaches(edges: &HashMap<String, Vec<(String, String, crate::ast::Loc)>>, start: &str, goal: &str) -> bool {
+    let mut stack = vec![start.to_string()];
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if n == goal {
+            return true;
+        }
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if let Some(next) = edges.get(&n) {
+            stack.extend(next.iter().map(|(t, _, _)| t.clone()));
+        }
+    }
+    false
+}

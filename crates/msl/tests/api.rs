@@ -1,0 +1,93 @@
+//! The API around a check: errors without clang, content keys, the result cache, timing.
+mod common;
+
+use std::time::Instant;
+
+use kernelgen_msl::{Checker, Error, Options};
+
+const KERNEL: &str = "#include <metal_stdlib>\nusing namespace metal;\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = metal::exp(y[i]);\n}\n";
+
+#[test]
+fn a_missing_clang_is_a_one_line_error() {
+    let opts = Options { clang: Some("/nonexistent/clang".into()), ..Options::default() };
+    match Checker::new(opts) {
+        Err(Error::ClangNotFound(m)) => {
+            assert!(m.contains("apt-get install -y clang"), "{m}");
+            assert!(!m.contains('\n'), "{m}");
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a checker without clang"),
+    }
+}
+
+#[test]
+fn content_key_follows_the_inputs() {
+    let c = common::checker();
+    let a = c.content_key(KERNEL, "k.metal", &[]);
+    assert_eq!(a, c.content_key(KERNEL, "k.metal", &[]));
+    assert_ne!(a, c.content_key(&KERNEL.replace("exp", "log"), "k.metal", &[]));
+    assert_ne!(a, c.content_key(KERNEL, "other.metal", &[]));
+}
+
+#[test]
+fn cached_results_are_reused_and_equal() {
+    let dir = std::env::temp_dir().join(format!("kgmsl-cache-test-{}", std::process::id()));
+    let opts = Options { cache_dir: Some(dir.clone()), cache_results: true, ..Options::default() };
+    let c = Checker::new(opts).unwrap_or_else(|e| panic!("{e}"));
+    let bad = KERNEL.replace("y[i] = ", "double d = 1; y[i] = ");
+    let first = c.check(&bad, "k.metal", &[]).unwrap_err();
+    let t = Instant::now();
+    let second = c.check(&bad, "k.metal", &[]).unwrap_err();
+    let hit = t.elapsed();
+    assert_eq!(first, second);
+    assert!(hit.as_millis() < 50, "a cache hit took {hit:?}");
+    assert!(c.check(KERNEL, "k.metal", &[]).is_ok());
+    assert!(c.check(KERNEL, "k.metal", &[]).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn one_generated_kernel_checks_well_under_half_a_second() {
+    let c = common::checker();
+    let _ = c.check(KERNEL, "warm.metal", &[]); // the prelude is built on first use
+    let f = common::crate_dir().join("../../generated/metal/affine/small_affine_q3_bf16.metal");
+    let src = if f.is_file() { common::read(&f) } else { KERNEL.to_string() };
+    let t = Instant::now();
+    let runs = 5;
+    for _ in 0..runs {
+        assert!(c.check(&src, "kernel.metal", &[]).is_ok());
+    }
+    let per = t.elapsed() / runs;
+    println!("one kernel: {per:?} per check");
+    assert!(per.as_millis() < 400, "{per:?} per check");
+}
+
+/// Bad input gives problems, never a panic: truncated sources, stray bytes, unbalanced
+/// brackets and attributes, non-ASCII text.
+#[test]
+fn bad_input_is_reported_not_a_panic() {
+    let c = common::checker();
+    let mut cases: Vec<String> = vec![
+        String::new(),
+        "[[".into(),
+        "[[kernel]]".into(),
+        "[[kernel]] void k(device float* x [[buffer(".into(),
+        "template [[host_name(\"x\")]] [[kernel".into(),
+        "threadgroup".into(),
+        "void f() { threadgroup float a[; }".into(),
+        "void f() { float4 v = float4(1, 2".into(),
+        "/* unterminated".into(),
+        "\"unterminated string".into(),
+        "#include <metal_stdlib>\n#define X(a) [[kernel]] void a(\nX(k)".into(),
+        "constant bool b [[function_constant(".into(),
+        "é ü 中文 \u{1F600} [[kernel]] void k() {}".into(),
+        "\\\n\\\n#".into(),
+    ];
+    // Every prefix of a real kernel.
+    let k = KERNEL;
+    cases.extend((0..k.len()).step_by(7).filter(|&i| k.is_char_boundary(i)).map(|i| k[..i].to_string()));
+    for src in &cases {
+        // Either outcome is fine; a panic fails the test.
+        let _ = c.check(src, "bad.metal", &[]);
+    }
+}

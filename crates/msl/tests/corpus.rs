@@ -1,0 +1,139 @@
+//! The invalid corpus (tests/invalid/*.metal) and the valid one (tests/valid/*.metal).
+//!
+//! Each invalid case is MSL that g++ with the emulator's macros accepts and Metal rejects. It
+//! cites the MSL specification section it breaks and carries `// expect: LINE: fragment`
+//! (or `LINE:COL:`) lines: every expectation must be met by a reported problem, and every
+//! reported problem must be on an expected line.
+mod common;
+
+struct Expect {
+    line: u32,
+    col: Option<u32>,
+    fragment: String,
+}
+
+fn expectations(src: &str) -> Vec<Expect> {
+    src.lines()
+        .filter_map(|l| l.trim().strip_prefix("// expect:"))
+        .map(|rest| {
+            let mut parts = rest.trim().splitn(3, ':');
+            let line = parts.next().and_then(|s| s.trim().parse().ok()).expect("expect: LINE: fragment");
+            let second = parts.next().unwrap_or("").to_string();
+            match (second.trim().parse::<u32>().ok(), parts.next()) {
+                (Some(col), Some(frag)) => Expect { line, col: Some(col), fragment: frag.trim().to_string() },
+                _ => {
+                    let frag = match parts.next() {
+                        Some(more) => format!("{second}:{more}"),
+                        None => second,
+                    };
+                    Expect { line, col: None, fragment: frag.trim().to_string() }
+                }
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_invalid_case_is_rejected_at_its_lines() {
+    let files = common::files(&common::crate_dir().join("tests/invalid"), "metal");
+    assert!(files.len() >= 30, "only {} invalid cases", files.len());
+    let c = common::checker();
+    let mut failures = Vec::new();
+    for f in &files {
+        let src = common::read(f);
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            src.contains("MSL specification section") || src.contains("MSL specification chapter"),
+            "{name} cites no section"
+        );
+        let exp = expectations(&src);
+        assert!(!exp.is_empty(), "{name} has no expectations");
+        let problems = match c.check(&src, &name, &[]) {
+            Ok(()) => {
+                failures.push(format!("{name}: accepted"));
+                continue;
+            }
+            Err(p) => p,
+        };
+        for e in &exp {
+            let hit = problems
+                .iter()
+                .any(|p| p.line == e.line && e.col.is_none_or(|c| p.col == c) && p.message.contains(&e.fragment));
+            if !hit {
+                failures.push(format!(
+                    "{name}: no problem at line {} containing {:?}; got:\n  {}",
+                    e.line,
+                    e.fragment,
+                    problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  ")
+                ));
+            }
+        }
+        for p in &problems {
+            if !exp.iter().any(|e| e.line == p.line) {
+                failures.push(format!("{name}: unexpected problem {p}"));
+            }
+        }
+    }
+    println!("{} invalid cases", files.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_valid_case_passes() {
+    let files = common::files(&common::crate_dir().join("tests/valid"), "metal");
+    assert!(!files.is_empty());
+    let c = common::checker();
+    let mut failures = Vec::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if let Err(p) = c.check(&common::read(f), &name, &[]) {
+            failures.extend(p.iter().map(|p| p.to_string()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn problems_display_as_file_line_col() {
+    let c = common::checker();
+    let src = "#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]]) {\n  double d = 1;\n  y[0] = d;\n}\n";
+    let p = c.check(src, "d.metal", &[]).unwrap_err();
+    assert_eq!(p[0].to_string(), "d.metal:3:3: double is not supported in MSL (section 1.5); use float");
+}
+
+/// The point of the invalid corpus: today's emulator path (g++ with the emulator's shim for
+/// `<metal_stdlib>`, where `device` and friends are empty macros) accepts every case.
+/// Skips when g++ or the shim is absent (the emulator is being moved between crates).
+#[test]
+fn gpp_with_the_emulator_shim_accepts_every_invalid_case() {
+    let root = common::crate_dir().join("../..");
+    let Some(shim) = ["src/emu/shim/kgemu_shim.h", "crates/emu/src/shim/kgemu_shim.h"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.is_file())
+    else {
+        println!("skipping: the emulator's kgemu_shim.h is not in this checkout");
+        return;
+    };
+    if std::process::Command::new("g++").arg("--version").output().is_err() {
+        println!("skipping: no g++");
+        return;
+    }
+    let inc = std::env::temp_dir().join(format!("kgmsl-gpp-{}", std::process::id()));
+    std::fs::create_dir_all(&inc).unwrap();
+    std::fs::write(inc.join("metal_stdlib"), format!("#include \"{}\"\n", shim.display())).unwrap();
+    let mut rejected = Vec::new();
+    for f in common::files(&common::crate_dir().join("tests/invalid"), "metal") {
+        let out = std::process::Command::new("g++")
+            .args(["-std=c++17", "-fsyntax-only", "-Wno-attributes", "-w", "-I"])
+            .arg(&inc)
+            .arg(&f)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            rejected.push(format!("{}: {}", f.display(), String::from_utf8_lossy(&out.stderr)));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&inc);
+    assert!(rejected.is_empty(), "g++ already rejects these, so they prove nothing:\n{}", rejected.join("\n"));
+}

@@ -1,0 +1,9 @@
+// Invalid MSL (function pointer param): g++ with the emulator's macros accepts it, Metal does not.
+// Cites: MSL specification section 1.5 (Metal and C++: unsupported C++ features).
+// expect: 6: function pointers are not supported
+#include <metal_stdlib>
+using namespace metal;
+inline float apply(float (*f)(float), float x) { return f(x); }
+[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  y[i] = y[i];
+}

@@ -1,0 +1,9 @@
+// Invalid MSL (lambda): g++ with the emulator's macros accepts it, Metal does not.
+// Cites: MSL specification section 1.5 (Metal and C++: unsupported C++ features).
+// expect: 7: lambda expressions are not supported
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  auto sq = [](float v) { return v * v; };
+  y[i] = sq(y[i]);
+}

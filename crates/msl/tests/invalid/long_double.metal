@@ -1,0 +1,9 @@
+// Invalid MSL (long double): g++ with the emulator's macros accepts it, Metal does not.
+// Cites: MSL specification section 1.5 (Metal and C++: unsupported C++ features).
+// expect: 7: long double is not supported
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  long double acc = y[i];
+  y[i] = float(acc);
+}

@@ -1,0 +1,13 @@
+// Invalid MSL (try catch): g++ with the emulator's macros accepts it, Metal does not.
+// Cites: MSL specification section 1.5 (Metal and C++: unsupported C++ features).
+// expect: 8: exceptions
+// expect: 10: exceptions
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  try {
+    y[i] = 1.0f;
+  } catch (...) {
+    y[i] = 0.0f;
+  }
+}
