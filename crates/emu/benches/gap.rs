@@ -56,7 +56,7 @@ fn expert(name: &'static str, m: usize) -> Case {
     let d = def(name);
     let down = def(&name.replace("gate_up", "down"));
     let region = |d: &KernelDef, r: &str| d.inputs[1].regions.iter().find(|x| x.name == r).unwrap().offset as usize;
-    let (h, i) = (d.inputs[0].shape[1].coeff as usize, d.outputs[0].shape[1].coeff as usize);
+    let (h, i) = (d.inputs[0].shape[1].as_fixed().expect("a fixed dimension") as usize, d.outputs[0].shape[1].as_fixed().expect("a fixed dimension") as usize);
     let g = ExpertGeometry {
         hidden: h,
         intermediate: i,
@@ -66,7 +66,7 @@ fn expert(name: &'static str, m: usize) -> Case {
         gate_scales: region(d, "gate_scales"),
         up_scales: region(d, "up_scales"),
         down_scales: region(down, "down_scales"),
-        slot_bytes: d.inputs[1].shape[0].coeff as usize,
+        slot_bytes: d.inputs[1].shape[0].as_fixed().expect("a fixed dimension") as usize,
     };
     let slot = ExpertWeights::random(Quant::Q4, h, i, 3).pack(Quant::Q4, &g);
     let x = random_bf16(&mut SplitMix64::new(4), m * h, 1.0);
@@ -85,8 +85,8 @@ fn expert(name: &'static str, m: usize) -> Case {
 fn affine(name: &'static str) -> Case {
     use reference::affine::{Bits, Quantized, affine_row_replay};
     let d = def(name);
-    let (k, n) = (d.inputs[0].shape[1].coeff as usize, d.inputs[1].shape[0].coeff as usize);
-    let words = d.inputs[1].shape[1].coeff as usize;
+    let (k, n) = (d.inputs[0].shape[1].as_fixed().expect("a fixed dimension") as usize, d.inputs[1].shape[0].as_fixed().expect("a fixed dimension") as usize);
+    let words = d.inputs[1].shape[1].as_fixed().expect("a fixed dimension") as usize;
     let bits = if words * 32 == k * 4 { Bits::Four } else { Bits::Three };
     let mut rng = SplitMix64::new(5);
     let groups = k / 64;
@@ -123,7 +123,7 @@ fn affine(name: &'static str) -> Case {
 fn delta(name: &'static str, b: usize, t: usize) -> Case {
     use reference::delta::{DeltaGeometry, DeltaInputs, delta_replay};
     let d = def(name);
-    let dim = |i: usize, j: usize| d.inputs[i].shape[j].coeff as usize;
+    let dim = |i: usize, j: usize| d.inputs[i].shape[j].as_fixed().expect("a fixed dimension") as usize;
     let geom = DeltaGeometry { b, t, hk: dim(0, 2), hv: dim(2, 2), dk: dim(0, 3), dv: dim(2, 3) };
     let mut rng = SplitMix64::new(6);
     let scale = 1.7 / (geom.dk as f32).sqrt();
@@ -158,7 +158,7 @@ fn delta(name: &'static str, b: usize, t: usize) -> Case {
 fn silu_rms_heads(name: &'static str, b: usize, s: usize) -> Case {
     use reference::silu_rms_heads::{HeadsGeometry, silu_rms_heads_replay};
     let d = def(name);
-    let dim = |i: usize, j: usize| d.outputs[i].shape[j].coeff as usize;
+    let dim = |i: usize, j: usize| d.outputs[i].shape[j].as_fixed().expect("a fixed dimension") as usize;
     let geom = HeadsGeometry { rows: b * s, hk: dim(0, 2), hv: dim(2, 2), dk: dim(0, 3), dv: dim(2, 3) };
     let mut rng = SplitMix64::new(7);
     let x = random_bf16(&mut rng, b * s * geom.channels(), 4.0);
@@ -188,7 +188,7 @@ fn silu_rms_heads(name: &'static str, b: usize, s: usize) -> Case {
 
 fn gated_rms_norm(name: &'static str, rows: usize, eps: f32) -> Case {
     let d = def(name);
-    let width = d.inputs[2].shape[0].coeff as usize;
+    let width = d.inputs[2].shape[0].as_fixed().expect("a fixed dimension") as usize;
     let mut rng = SplitMix64::new(8);
     let x = random_bf16(&mut rng, rows * width, 1.0);
     let gate = random_bf16(&mut rng, rows * width, 4.0);
@@ -322,10 +322,10 @@ fn main() {
             let (t, w) = on_cores(Some(1), || fastest(1, Clock::Cpu, || (case.replay)(&case.inputs)));
             replay1 = replay1.min(t);
             want = w;
-            let (t, g) = on_cores(Some(1), || fastest(1, Clock::Cpu, || backend::launch(&serial, d, &refs).expect("launch")));
+            let (t, g) = on_cores(Some(1), || fastest(1, Clock::Cpu, || backend::launch_vec(&serial, d, &refs, &[]).expect("launch")));
             emu1 = emu1.min(t);
             got = g;
-            let (t, _) = on_cores(Some(1), || fastest(1, Clock::Wall, || backend::launch(&serial, d, &refs).expect("launch")));
+            let (t, _) = on_cores(Some(1), || fastest(1, Clock::Wall, || backend::launch_vec(&serial, d, &refs, &[]).expect("launch")));
             emu1_wall = emu1_wall.min(t);
         }
         assert!(got == want, "{}: the emulator differs from the replay model", case.kernel);
@@ -335,12 +335,12 @@ fn main() {
         } else {
             (replay1 / cores as u32, "*")
         };
-        let (emu_n, got) = fastest(reps, Clock::Wall, || backend::launch(&parallel, d, &refs).expect("launch"));
+        let (emu_n, got) = fastest(reps, Clock::Wall, || backend::launch_vec(&parallel, d, &refs, &[]).expect("launch"));
         assert!(got == want, "{}: the emulator with {cores} workers differs from the replay model", case.kernel);
         drop(got);
         let peak = peak_rss_mib();
-        let grid = d.grid_at(&backend::check(&serial, d, &refs, &[]).expect("sizes")).expect("grid");
-        let threads: u64 = grid.iter().product();
+        let grid = backend::check(&serial, d, &refs, &[], &[]).expect("sizes").grid;
+        let threads: u64 = grid.iter().map(|&g| u64::from(g)).product();
         let s = |t: Duration| format!("{:.3}s", t.as_secs_f64());
         println!(
             "{:<34} {:<10} {:>9} {:>10} {:>10} {:>6.2}x {:>10} {:>10} {:>6.2}x {:>7.2}x {:>9.2} {:>9.0}",

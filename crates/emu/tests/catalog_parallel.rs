@@ -31,10 +31,22 @@ impl Rng {
     }
 }
 
-fn inputs(def: &KernelDef, seed: u64) -> Vec<HostArray> {
+/// The data inputs as arrays and the host-integer inputs (kept lengths, within their bound).
+fn inputs(def: &KernelDef, seed: u64) -> (Vec<HostArray>, Vec<Vec<i32>>) {
     let sizes: Vec<u64> = def.sizes.iter().map(|s| size_of(s)).collect();
     let mut rng = Rng(seed);
-    def.inputs
+    let host = def
+        .inputs
+        .iter()
+        .filter(|b| b.source == Source::HostInts)
+        .map(|b| {
+            let n = b.elements(&sizes).expect("elements");
+            let bound = b.at_most.map_or(1, |k| sizes[k]);
+            (0..n).map(|_| (rng.next() % (bound + 1)) as i32).collect()
+        })
+        .collect();
+    let arrays = def
+        .inputs
         .iter()
         .filter(|b| b.source == Source::Data)
         .map(|b| {
@@ -64,7 +76,8 @@ fn inputs(def: &KernelDef, seed: u64) -> Vec<HostArray> {
             }
             HostArray::new(b.dtype, shape, data)
         })
-        .collect()
+        .collect();
+    (arrays, host)
 }
 
 #[test]
@@ -79,15 +92,16 @@ fn every_bundled_kernel_gives_the_serial_bits_with_several_workers_in_every_orde
     let serial_shuffled = emu(RunOrder::Shuffle(0x5eed), 1);
     assert!(CATALOG.len() >= 60, "the catalog has {} kernels", CATALOG.len());
     for (k, def) in CATALOG.iter().enumerate() {
-        let arrays = inputs(def, 0x1234 + k as u64);
+        let (arrays, host) = inputs(def, 0x1234 + k as u64);
         let refs: Vec<&HostArray> = arrays.iter().collect();
-        let want = backend::launch(&serial, def, &refs).unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        let host: Vec<&[i32]> = host.iter().map(|h| h.as_slice()).collect();
+        let want = backend::launch_vec(&serial, def, &refs, &host).unwrap_or_else(|e| panic!("{}: {e}", def.name));
         for (order, b) in &parallel {
-            let got = backend::launch(b, def, &refs).unwrap_or_else(|e| panic!("{}: {e}", def.name));
+            let got = backend::launch_vec(b, def, &refs, &host).unwrap_or_else(|e| panic!("{}: {e}", def.name));
             assert!(got == want, "{}: {workers} workers in {order:?} differ from one worker in forward order", def.name);
         }
         // one worker in a shuffled order: the same bits too (the kernels have no races)
-        let got = backend::launch(&serial_shuffled, def, &refs).unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        let got = backend::launch_vec(&serial_shuffled, def, &refs, &host).unwrap_or_else(|e| panic!("{}: {e}", def.name));
         assert!(got == want, "{}: one worker shuffled differs from forward", def.name);
     }
 }
