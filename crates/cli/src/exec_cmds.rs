@@ -144,7 +144,7 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
         let (dtype, bytes) = match (input, output) {
             (Some(_), Some(_)) => return Err(format!("error: {label} is given both as --buffer and as --output")),
             (None, None) => return Err(format!("error: kernel `{}`: {label} has no --buffer {slot}=FILE.npy or --output {slot}=DTYPE:SHAPE", sig.name)),
-            (Some((_, arr)), None) => (arr.dtype, arr.data.clone()),
+            (Some((_, arr)), None) => (arr.dtype, arr.data.to_vec()),
             (None, Some((_, dtype, shape))) => (*dtype, vec![OUTPUT_POISON; shape.iter().product::<u64>() as usize * dtype.size()]),
         };
         if let Some(p) = param {

@@ -67,11 +67,14 @@ pub struct DeviceBuffer {
     gaps: Vec<Range<usize>>,
     regions: Vec<Range<usize>>,
     armed: Option<Armed>,
+    /// Dispatches that bind this buffer read-only right now (see `arm_shared`).
+    shared: std::sync::Mutex<usize>,
 }
 
 struct Armed {
     protected: Vec<Range<usize>>, // page ranges (absolute addresses) made PROT_NONE
     guard_opened: bool,
+    read_only: bool,
     asan: Vec<Range<usize>>, // absolute ranges ASan-poisoned
 }
 
@@ -153,7 +156,19 @@ impl DeviceBuffer {
             std::ptr::write_bytes(rw, POISON, data as usize - rw as usize);
             std::ptr::write_bytes(data.add(bytes), POISON, slack);
         }
-        DeviceBuffer { map, map_len, rw, rw_len, data, len: bytes, align, gaps: Vec::new(), regions: Vec::new(), armed: None }
+        DeviceBuffer {
+            map,
+            map_len,
+            rw,
+            rw_len,
+            data,
+            len: bytes,
+            align,
+            gaps: Vec::new(),
+            regions: Vec::new(),
+            armed: None,
+            shared: std::sync::Mutex::new(0),
+        }
     }
 
     /// A copy of `b`, default alignment.
@@ -256,7 +271,7 @@ impl DeviceBuffer {
         self.disarm();
         self.fill_gaps();
         let page = page_size();
-        let mut armed = Armed { protected: Vec::new(), guard_opened: false, asan: Vec::new() };
+        let mut armed = Armed { protected: Vec::new(), guard_opened: false, read_only: false, asan: Vec::new() };
         let base = self.data as usize;
         for g in &self.gaps {
             let (a, b) = (base + g.start, base + g.end);
@@ -288,11 +303,65 @@ impl DeviceBuffer {
         self.armed = Some(armed);
     }
 
+    /// Before a dispatch that binds this buffer read-only (an input a launch must not
+    /// change): its pages become read-only, so a write faults; the head and slack are
+    /// ASan-poisoned under sanitize. Several dispatches may hold it at once (from shared
+    /// references): the first arms, the last to call [`DeviceBuffer::disarm_shared`]
+    /// disarms. Only for buffers without declared regions.
+    pub(crate) fn arm_shared(&self, sanitize: bool) {
+        debug_assert!(self.gaps.is_empty(), "a buffer with regions is armed with arm()");
+        let mut n = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if *n == 0 {
+            if self.rw_len > 0 {
+                unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ) };
+            }
+            if sanitize {
+                for r in [self.head(), self.slack()] {
+                    sanitize::asan_poison(r.start, r.end - r.start);
+                }
+            }
+        }
+        *n += 1;
+    }
+
+    /// After a dispatch that bound this buffer read-only: undo [`DeviceBuffer::arm_shared`].
+    pub(crate) fn disarm_shared(&self, sanitize: bool) {
+        let mut n = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            if self.rw_len > 0 {
+                unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ | libc::PROT_WRITE) };
+            }
+            if sanitize {
+                for r in [self.head(), self.slack()] {
+                    sanitize::asan_unpoison(r.start, r.end - r.start);
+                }
+            }
+        }
+    }
+
+    /// Make an armed buffer's data read-only for the rest of the dispatch (its protected
+    /// gap pages stay `PROT_NONE`); `disarm` makes it writable again.
+    pub(crate) fn protect_read_only(&mut self) {
+        let Some(a) = self.armed.as_mut() else { return };
+        if self.rw_len == 0 {
+            return;
+        }
+        unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ) };
+        for r in &a.protected {
+            unsafe { libc::mprotect(r.start as *mut libc::c_void, r.end - r.start, libc::PROT_NONE) };
+        }
+        a.read_only = true;
+    }
+
     /// After a dispatch (or on drop): undo `arm`.
     pub(crate) fn disarm(&mut self) {
         if let Some(a) = self.armed.take() {
             for r in &a.asan {
                 sanitize::asan_unpoison(r.start, r.end - r.start);
+            }
+            if a.read_only {
+                unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ | libc::PROT_WRITE) };
             }
             for r in &a.protected {
                 unsafe { libc::mprotect(r.start as *mut libc::c_void, r.end - r.start, libc::PROT_READ | libc::PROT_WRITE) };

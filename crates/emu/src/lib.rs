@@ -189,7 +189,7 @@ use std::time::Duration;
 
 pub use backend::EmuBackend;
 pub use buffer::{DeviceBuffer, POISON};
-pub use host::HostArray;
+pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 
 /// Set the worker count of every dispatch whose [`EmuOptions::workers`] is 0 (automatic),
@@ -653,6 +653,20 @@ impl Program {
         &self,
         kernel: &str,
         buffers: &mut [&mut DeviceBuffer],
+        grid: [u32; 3],
+        threadgroup: [u32; 3],
+        order: RunOrder,
+        workers: usize,
+    ) -> Result<DispatchStats, EmuError> {
+        let mut bufs: Vec<runtime::Buf<'_>> = buffers.iter_mut().map(|b| runtime::Buf::Mut(&mut **b)).collect();
+        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers)
+    }
+
+    /// The dispatch behind every other: buffers the kernel writes, reads, or reads in place.
+    pub(crate) fn dispatch_bufs(
+        &self,
+        kernel: &str,
+        buffers: &mut [runtime::Buf<'_>],
         grid: [u32; 3],
         threadgroup: [u32; 3],
         order: RunOrder,

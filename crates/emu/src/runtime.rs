@@ -976,7 +976,7 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub entry: usize,
     pub kernel: &'a KernelSignature,
     pub file_name: &'a str,
-    pub buffers: &'a mut [&'b mut DeviceBuffer],
+    pub buffers: &'a mut [Buf<'b>],
     pub grid: [u32; 3],
     pub threadgroup: [u32; 3],
     pub order: RunOrder,
@@ -1010,14 +1010,36 @@ fn order_into(out: &mut Vec<u32>, n: usize, order: RunOrder, salt: u64) {
     }
 }
 
+/// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages
+/// read-only while the dispatch runs, so a write faults) that the dispatch owns for its
+/// duration, or one it only reads and shares with other users (an input borrowed in place).
+pub(crate) enum Buf<'b> {
+    Mut(&'b mut DeviceBuffer),
+    ReadOnly(&'b mut DeviceBuffer),
+    Shared(&'b DeviceBuffer),
+}
+
+impl Buf<'_> {
+    fn get(&self) -> &DeviceBuffer {
+        match self {
+            Buf::Mut(b) | Buf::ReadOnly(b) => b,
+            Buf::Shared(b) => b,
+        }
+    }
+}
+
 struct Armed<'a, 'b> {
-    buffers: &'a mut [&'b mut DeviceBuffer],
+    buffers: &'a mut [Buf<'b>],
+    sanitize: bool,
 }
 
 impl Drop for Armed<'_, '_> {
     fn drop(&mut self) {
         for b in self.buffers.iter_mut() {
-            b.disarm();
+            match b {
+                Buf::Mut(b) | Buf::ReadOnly(b) => b.disarm(),
+                Buf::Shared(b) => b.disarm_shared(self.sanitize),
+            }
         }
     }
 }
@@ -1122,7 +1144,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     }
     install_handlers();
 
-    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.data_ptr()).collect();
+    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.get().data_ptr()).collect();
     let mut meta = a_meta(&a);
     meta.tg = tg;
     meta.tgs = tgs;
@@ -1133,9 +1155,16 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
     meta.order = a.order;
     for b in a.buffers.iter_mut() {
-        b.arm(a.sanitize, a.guard_pages);
+        match b {
+            Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
+            Buf::ReadOnly(b) => {
+                b.arm(a.sanitize, a.guard_pages);
+                b.protect_read_only();
+            }
+            Buf::Shared(b) => b.arm_shared(a.sanitize),
+        }
     }
-    let armed = Armed { buffers: a.buffers };
+    let armed = Armed { buffers: a.buffers, sanitize: a.sanitize };
 
     let mut tg_order = Vec::new();
     order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
@@ -1443,7 +1472,7 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         file_name: a.file_name.to_string(),
         so_path: a.object.path.clone(),
         buffer_names: names,
-        buffers: a.buffers.iter().map(|b| &**b as *const DeviceBuffer).collect(),
+        buffers: a.buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
         tg: [0; 3],
         tgs: [0; 3],
         grid: [0; 3],

@@ -39,7 +39,7 @@
 //!        + sum_groups |bias| (r_T * sum_k |x_k| + ...) + ulp_T(y) / 2`
 //! with `r_T` = 3 or 7 units of `T`'s roundoff (0 for f32).
 
-use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum, simd_sum};
+use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum_with, gamma, simd_sum};
 
 /// MLX's group size for these kernels.
 pub const GROUP_SIZE: usize = 64;
@@ -118,6 +118,48 @@ pub fn unpack(w: &[u32], count: usize, bits: Bits) -> Vec<u8> {
             (((lo | (hi << 32)) >> (bit % 32)) & mask) as u8
         })
         .collect()
+}
+
+/// [`unpack`] into `out` (cleared first), without an allocation per call.
+fn unpack_into(w: &[u32], count: usize, bits: Bits, out: &mut Vec<u8>) {
+    out.clear();
+    match bits {
+        Bits::Four => {
+            assert!(count <= w.len() * 8, "unpack: stream too short");
+            out.resize(count.div_ceil(8) * 8, 0);
+            for (o, &word) in out.chunks_exact_mut(8).zip(w) {
+                for (j, v) in o.iter_mut().enumerate() {
+                    *v = ((word >> (4 * j)) & 0xf) as u8;
+                }
+            }
+            out.truncate(count);
+        }
+        Bits::Three if count % 32 == 0 => {
+            // every 3 words hold 32 values
+            assert!(count * 3 <= w.len() * 32, "unpack: stream too short");
+            out.resize(count, 0);
+            for (o, ws) in out.chunks_exact_mut(32).zip(w.chunks_exact(3)) {
+                let bits = u128::from(ws[0]) | (u128::from(ws[1]) << 32) | (u128::from(ws[2]) << 64);
+                for (j, v) in o.iter_mut().enumerate() {
+                    *v = ((bits >> (3 * j)) & 7) as u8;
+                }
+            }
+        }
+        Bits::Three => {
+            assert!(count * 3 <= w.len() * 32, "unpack: stream too short");
+            out.extend((0..count).map(|i| {
+                let bit = i * 3;
+                let lo = u64::from(w[bit / 32]);
+                let hi = w.get(bit / 32 + 1).map_or(0, |&x| u64::from(x));
+                (((lo | (hi << 32)) >> (bit % 32)) & 7) as u8
+            }));
+        }
+    }
+}
+
+thread_local! {
+    /// One row's quantized values and its groups' scales and biases (f64), per thread.
+    static ROW: std::cell::RefCell<(Vec<u8>, Vec<f64>, Vec<f64>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// `f(row)` for every row, on every core, in row order (each row is
@@ -229,6 +271,28 @@ impl<T: Element> Quantized<T> {
             .collect()
     }
 
+    /// The same matrix, borrowed.
+    pub fn view(&self) -> QuantizedView<'_, T> {
+        QuantizedView { n: self.n, k: self.k, bits: self.bits, w: &self.w, scales: &self.scales, biases: &self.biases }
+    }
+}
+
+/// A [`Quantized`] matrix over borrowed slices: the references read weights where they
+/// already are (a launch's input array), so a large matrix is never copied.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantizedView<'a, T> {
+    pub n: usize,
+    pub k: usize,
+    pub bits: Bits,
+    /// `[N, K * bits / 32]`.
+    pub w: &'a [u32],
+    /// `[N, K / 64]`.
+    pub scales: &'a [T],
+    /// `[N, K / 64]`.
+    pub biases: &'a [T],
+}
+
+impl<T> QuantizedView<'_, T> {
     fn check(&self) {
         assert!(
             self.k % STEP == 0,
@@ -309,6 +373,11 @@ fn bytes(w: &[u32]) -> Vec<u8> {
 /// K must be a multiple of 512 (the seed also needs N % 64 == 0 and
 /// K <= 7680 for its launch; rows are computed alike for any N).
 pub fn affine_row_replay<T: Element>(x: &[T], w: &Quantized<T>) -> Vec<T> {
+    affine_row_replay_view(x, &w.view())
+}
+
+/// [`affine_row_replay`] over a borrowed matrix.
+pub fn affine_row_replay_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Vec<T> {
     w.check();
     assert_eq!(x.len(), w.k, "affine row: x must be [K]");
     let (k, bits) = (w.k, w.bits);
@@ -344,6 +413,11 @@ pub fn affine_row_replay<T: Element>(x: &[T], w: &Quantized<T>) -> Vec<T> {
 /// f64 reference: dequantise (`scale * q + bias`) and dot with `x` in f64,
 /// with the per-row bound of the module documentation.
 pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
+    affine_row_f64_view(x, &w.view())
+}
+
+/// [`affine_row_f64`] over a borrowed matrix.
+pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exact {
     w.check();
     assert_eq!(x.len(), w.k, "affine row: x must be [K]");
     let (k, bits) = (w.k, w.bits);
@@ -377,36 +451,50 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
             sum
         })
         .collect();
+    let steps_gamma = gamma(k / STEP + 5);
+    let accum_gamma = gamma(accum_depth);
     let rows = per_row(w.n, |row| {
-        // One row dequantized at a time (the head matrix has 1.3e9 values).
-        let q = unpack(&w.w[row * words..(row + 1) * words], k, bits);
-        let exact: f64 = (0..k)
-            .map(|c| {
-                let g = row * groups + c / GROUP_SIZE;
-                let deq = f64::from(w.scales[g].to_f32()) * f64::from(q[c])
-                    + f64::from(w.biases[g].to_f32());
-                xf[c] * deq
-            })
-            .sum();
-        let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
-            let c0 = chunk * VALUES_PER_LANE;
-            let g = row * groups + c0 / GROUP_SIZE;
-            let s = Tracked::exact(f64::from(w.scales[g].to_f32()));
-            let b = Tracked::exact(f64::from(w.biases[g].to_f32()));
-            let accum = f32_sum(
-                (c0..c0 + VALUES_PER_LANE).map(|c| Tracked {
-                    v: f64::from(q[c]) * xf[c],
-                    e: tiny,
-                }),
-                accum_depth,
-            );
-            let scaled = s.mul(accum).round_f32();
-            let biased = sums[chunk].mul(b).round_f32();
-            scaled.add(biased).round_f32()
-        });
-        let y = f32_sum(qdots, k / STEP + 5).round_to::<T>();
-        // y.v is the same real number summed in another order.
-        (exact, y.e + (y.v - exact).abs())
+        // One row dequantized at a time (the head matrix has 1.3e9 values),
+        // into this thread's buffer; each group's scale and bias widened once.
+        ROW.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let (q, sf, bf) = &mut *buf;
+            unpack_into(&w.w[row * words..(row + 1) * words], k, bits, q);
+            sf.clear();
+            bf.clear();
+            sf.extend(w.scales[row * groups..(row + 1) * groups].iter().map(|s| f64::from(s.to_f32())));
+            bf.extend(w.biases[row * groups..(row + 1) * groups].iter().map(|b| f64::from(b.to_f32())));
+            // Four interleaved partial sums (a sequential sum of 5120 terms is one long
+            // chain of dependent additions): the same real number, another f64 rounding.
+            let mut part = [0.0f64; 4];
+            for (c4, (qs, xs)) in q.chunks_exact(4).zip(xf.chunks_exact(4)).enumerate() {
+                let g = c4 * 4 / GROUP_SIZE;
+                for j in 0..4 {
+                    part[j] += xs[j] * (sf[g] * f64::from(qs[j]) + bf[g]);
+                }
+            }
+            let exact = (part[0] + part[1]) + (part[2] + part[3]);
+            let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
+                let c0 = chunk * VALUES_PER_LANE;
+                let g = c0 / GROUP_SIZE;
+                let s = Tracked::exact(sf[g]);
+                let b = Tracked::exact(bf[g]);
+                let accum = f32_sum_with(
+                    (c0..c0 + VALUES_PER_LANE).map(|c| Tracked {
+                        v: f64::from(q[c]) * xf[c],
+                        e: tiny,
+                    }),
+                    accum_depth,
+                    accum_gamma,
+                );
+                let scaled = s.mul(accum).round_f32();
+                let biased = sums[chunk].mul(b).round_f32();
+                scaled.add(biased).round_f32()
+            });
+            let y = f32_sum_with(qdots, k / STEP + 5, steps_gamma).round_to::<T>();
+            // y.v is the same real number summed in another order.
+            (exact, y.e + (y.v - exact).abs())
+        })
     });
     let (value, tol) = rows.into_iter().unzip();
     Exact { value, tol }
@@ -416,6 +504,20 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
 mod tests {
     use super::*;
     use half::{bf16, f16};
+
+    #[test]
+    fn unpack_into_matches_unpack() {
+        let mut rng = SplitMix64::new(9);
+        let mut out = Vec::new();
+        for bits in [Bits::Three, Bits::Four] {
+            for count in [32, 64, 96, 512, 5120, 40] {
+                let words = (count * bits.bits()).div_ceil(32) + 1;
+                let w: Vec<u32> = (0..words).map(|_| rng.next_u64() as u32).collect();
+                unpack_into(&w, count, bits, &mut out);
+                assert_eq!(out, unpack(&w, count, bits), "{bits:?} {count}");
+            }
+        }
+    }
 
     #[test]
     fn four_bit_words_hold_values_lsb_first() {

@@ -505,6 +505,12 @@ impl Tracked {
 /// `|kernel - sum| <= sum(e_i) + gamma(depth) * sum(|v_i| + e_i)`
 /// (Higham 3.1 on the kernel's own, already perturbed, terms).
 pub(crate) fn f32_sum(terms: impl IntoIterator<Item = Tracked>, depth: usize) -> Tracked {
+    f32_sum_with(terms, depth, gamma(depth))
+}
+
+/// [`f32_sum`] with `gamma(depth)` computed once by the caller (the same result).
+#[inline]
+pub(crate) fn f32_sum_with(terms: impl IntoIterator<Item = Tracked>, depth: usize, gamma_depth: f64) -> Tracked {
     let mut v = 0.0f64;
     let mut e = 0.0f64;
     let mut mag = 0.0f64;
@@ -515,7 +521,7 @@ pub(crate) fn f32_sum(terms: impl IntoIterator<Item = Tracked>, depth: usize) ->
         mag += t.hi();
         n += 1;
     }
-    let e = e + gamma(depth) * mag + (n + depth) as f64 * UNDERFLOW + (n as f64) * F64_SLACK * mag;
+    let e = e + gamma_depth * mag + (n + depth) as f64 * UNDERFLOW + (n as f64) * F64_SLACK * mag;
     Tracked { v, e }
 }
 

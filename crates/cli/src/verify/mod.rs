@@ -88,14 +88,16 @@ pub fn random<T: Element>(rng: &mut reference::SplitMix64, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32((rng.unit() * 2.0 - 1.0) as f32)).collect()
 }
 
-/// Element values as host bytes of their dtype.
+/// Element values as host bytes of their dtype (a large array in guarded memory, which the
+/// emulator backend binds without copying).
 pub fn host<T: Element>(shape: Vec<u64>, values: &[T]) -> HostArray {
     let size = T::DTYPE.size();
-    let mut data = Vec::with_capacity(values.len() * size);
-    for v in values {
-        data.extend_from_slice(&v.to_bits().to_le_bytes()[..size]);
+    let mut a = HostArray::zeros(T::DTYPE, shape);
+    assert_eq!(a.data.len(), values.len() * size, "host: shape and values disagree");
+    for (c, v) in a.data.chunks_exact_mut(size).zip(values) {
+        c.copy_from_slice(&v.to_bits().to_le_bytes()[..size]);
     }
-    HostArray::new(T::DTYPE, shape, data)
+    a
 }
 
 fn elements<T: Element>(a: &HostArray) -> Vec<T> {
