@@ -39,7 +39,7 @@
 //!        + sum_groups |bias| (r_T * sum_k |x_k| + ...) + ulp_T(y) / 2`
 //! with `r_T` = 3 or 7 units of `T`'s roundoff (0 for f32).
 
-use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum_with, gamma, simd_sum};
+use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum_finish, f32_sum_with, gamma, simd_sum};
 
 /// MLX's group size for these kernels.
 pub const GROUP_SIZE: usize = 64;
@@ -159,7 +159,8 @@ fn unpack_into(w: &[u32], count: usize, bits: Bits, out: &mut Vec<u8>) {
 
 thread_local! {
     /// One row's quantized values and its groups' scales and biases (f64), per thread.
-    static ROW: std::cell::RefCell<(Vec<u8>, Vec<f64>, Vec<f64>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    static ROW: std::cell::RefCell<(Vec<u8>, Vec<f64>, Vec<f64>, Vec<Tracked>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// `f(row)` for every row, on every core, in row order (each row is
@@ -452,13 +453,15 @@ pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exa
         })
         .collect();
     let steps_gamma = gamma(k / STEP + 5);
+    // the bound part of each chunk's sum: `tiny` added 16 times from 0
+    let tiny16 = (0..VALUES_PER_LANE).fold(0.0f64, |e, _| e + tiny);
     let accum_gamma = gamma(accum_depth);
     let rows = per_row(w.n, |row| {
         // One row dequantized at a time (the head matrix has 1.3e9 values),
         // into this thread's buffer; each group's scale and bias widened once.
         ROW.with(|buf| {
             let mut buf = buf.borrow_mut();
-            let (q, sf, bf) = &mut *buf;
+            let (q, sf, bf, qd) = &mut *buf;
             unpack_into(&w.w[row * words..(row + 1) * words], k, bits, q);
             sf.clear();
             bf.clear();
@@ -474,23 +477,35 @@ pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exa
                 }
             }
             let exact = (part[0] + part[1]) + (part[2] + part[3]);
-            let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
-                let c0 = chunk * VALUES_PER_LANE;
-                let g = c0 / GROUP_SIZE;
-                let s = Tracked::exact(sf[g]);
-                let b = Tracked::exact(bf[g]);
-                let accum = f32_sum_with(
-                    (c0..c0 + VALUES_PER_LANE).map(|c| Tracked {
-                        v: f64::from(q[c]) * xf[c],
-                        e: tiny,
-                    }),
-                    accum_depth,
-                    accum_gamma,
-                );
-                let scaled = s.mul(accum).round_f32();
-                let biased = sums[chunk].mul(b).round_f32();
-                scaled.add(biased).round_f32()
-            });
+            // Each chunk's accumulation (f32_sum over its 16 products, in order), four
+            // chunks at a time so that their chains of additions overlap.
+            qd.clear();
+            const SPAN: usize = 4 * VALUES_PER_LANE;
+            for (c4, (qs, xs)) in q.chunks_exact(SPAN).zip(xf.chunks_exact(SPAN)).enumerate() {
+                let c4 = c4 * 4;
+                let (qs, xs): (&[u8; SPAN], &[f64; SPAN]) = (qs.try_into().unwrap(), xs.try_into().unwrap());
+                let mut v = [0.0f64; 4];
+                let mut mag = [0.0f64; 4];
+                for i in 0..VALUES_PER_LANE {
+                    for j in 0..4 {
+                        let c = j * VALUES_PER_LANE + i;
+                        let t = f64::from(qs[c]) * xs[c];
+                        v[j] += t;
+                        mag[j] += t.abs() + tiny;
+                    }
+                }
+                for j in 0..4 {
+                    let chunk = c4 + j;
+                    let g = chunk * VALUES_PER_LANE / GROUP_SIZE;
+                    let s = Tracked::exact(sf[g]);
+                    let b = Tracked::exact(bf[g]);
+                    let accum = f32_sum_finish(v[j], tiny16, mag[j], VALUES_PER_LANE, accum_depth, accum_gamma);
+                    let scaled = s.mul(accum).round_f32();
+                    let biased = sums[chunk].mul(b).round_f32();
+                    qd.push(scaled.add(biased).round_f32());
+                }
+            }
+            let qdots = qd.iter().copied();
             let y = f32_sum_with(qdots, k / STEP + 5, steps_gamma).round_to::<T>();
             // y.v is the same real number summed in another order.
             (exact, y.e + (y.v - exact).abs())
@@ -504,6 +519,76 @@ pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exa
 mod tests {
     use super::*;
     use half::{bf16, f16};
+
+    /// The f64 model as first written (one row at a time, one f32_sum per chunk): the
+    /// optimized model must give exactly its bits.
+    fn f64_plain<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
+        let (k, bits) = (w.k, w.bits);
+        let groups = k / GROUP_SIZE;
+        let xf: Vec<f64> = x.iter().map(|v| f64::from(v.to_f32())).collect();
+        let words = bits.words_per_row(k);
+        let (accum_depth, run) = match bits {
+            Bits::Three => (21, 8),
+            Bits::Four => (8, 4),
+        };
+        let tiny = 2f64.powi(-149) * 4096.0;
+        let sums: Vec<Tracked> = xf
+            .chunks_exact(VALUES_PER_LANE)
+            .map(|c| {
+                let mut sum = Tracked::exact(0.0);
+                for r in c.chunks_exact(run) {
+                    let mut t = Tracked::exact(r[0]);
+                    for &v in &r[1..] {
+                        t = t.add(Tracked::exact(v)).round_op::<T>();
+                    }
+                    sum = sum.add(t).round_f32();
+                }
+                sum
+            })
+            .collect();
+        let (value, tol) = (0..w.n)
+            .map(|row| {
+                let q = unpack(&w.w[row * words..(row + 1) * words], k, bits);
+                let mut part = [0.0f64; 4];
+                for c in 0..k {
+                    let g = row * groups + c / GROUP_SIZE;
+                    let deq = f64::from(w.scales[g].to_f32()) * f64::from(q[c]) + f64::from(w.biases[g].to_f32());
+                    part[c % 4] += xf[c] * deq;
+                }
+                let exact = (part[0] + part[1]) + (part[2] + part[3]);
+                let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
+                    let c0 = chunk * VALUES_PER_LANE;
+                    let g = row * groups + c0 / GROUP_SIZE;
+                    let s = Tracked::exact(f64::from(w.scales[g].to_f32()));
+                    let b = Tracked::exact(f64::from(w.biases[g].to_f32()));
+                    let accum = super::super::f32_sum((c0..c0 + VALUES_PER_LANE).map(|c| Tracked { v: f64::from(q[c]) * xf[c], e: tiny }), accum_depth);
+                    let scaled = s.mul(accum).round_f32();
+                    let biased = sums[chunk].mul(b).round_f32();
+                    scaled.add(biased).round_f32()
+                });
+                let y = super::super::f32_sum(qdots, k / STEP + 5).round_to::<T>();
+                (exact, y.e + (y.v - exact).abs())
+            })
+            .unzip();
+        Exact { value, tol }
+    }
+
+    #[test]
+    fn f64_model_is_the_plain_form_bit_for_bit() {
+        fn same<T: Element>(bits: Bits, n: usize, k: usize, seed: u64) {
+            let w = Quantized::<T>::random(n, k, bits, seed);
+            let mut rng = SplitMix64::new(seed);
+            let x: Vec<T> = (0..k).map(|_| T::from_f32((rng.unit() * 2.0 - 1.0) as f32)).collect();
+            let (a, b) = (affine_row_f64(&x, &w), f64_plain(&x, &w));
+            let bits_of = |e: &Exact| e.value.iter().chain(&e.tol).map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits_of(&a), bits_of(&b), "{bits:?} N={n} K={k}");
+        }
+        for bits in [Bits::Three, Bits::Four] {
+            same::<bf16>(bits, 37, 1024, 1);
+            same::<f16>(bits, 8, 2560, 2);
+            same::<f32>(bits, 5, 512, 3);
+        }
+    }
 
     #[test]
     fn unpack_into_matches_unpack() {

@@ -178,6 +178,7 @@ pub fn simd_sum(lanes: &[f32]) -> f32 {
 }
 
 /// The binary exponent `floor(log2 |x|)` of a finite nonzero f64.
+#[inline]
 fn exponent(x: f64) -> i32 {
     let bits = x.abs().to_bits();
     let biased = (bits >> 52) as i32;
@@ -192,6 +193,7 @@ fn exponent(x: f64) -> i32 {
 /// The spacing of `T`'s representable numbers at `|x|`: `2^(e - p + 1)` for
 /// `2^e <= |x| < 2^(e+1)`, and the subnormal spacing below the smallest
 /// normal (also for `x == 0`). For infinite or NaN `x` it is infinite.
+#[inline]
 pub fn ulp<T: Element>(x: f64) -> f64 {
     if !x.is_finite() {
         return f64::INFINITY;
@@ -408,10 +410,12 @@ pub(crate) struct Tracked {
 }
 
 impl Tracked {
+    #[inline]
     pub fn exact(v: f64) -> Self {
         Tracked { v, e: 0.0 }
     }
 
+    #[inline]
     fn with_slack(v: f64, e: f64) -> Self {
         Tracked {
             v,
@@ -420,18 +424,22 @@ impl Tracked {
     }
 
     /// An upper bound on the magnitude of the kernel's value.
+    #[inline]
     pub fn hi(self) -> f64 {
         self.v.abs() + self.e
     }
 
+    #[inline]
     pub fn add(self, o: Tracked) -> Self {
         Self::with_slack(self.v + o.v, self.e + o.e)
     }
 
+    #[inline]
     pub fn sub(self, o: Tracked) -> Self {
         Self::with_slack(self.v - o.v, self.e + o.e)
     }
 
+    #[inline]
     pub fn mul(self, o: Tracked) -> Self {
         Self::with_slack(
             self.v * o.v,
@@ -460,6 +468,7 @@ impl Tracked {
     }
 
     /// The kernel rounds to f32 here.
+    #[inline]
     pub fn round_f32(self) -> Self {
         Tracked {
             v: self.v,
@@ -468,6 +477,7 @@ impl Tracked {
     }
 
     /// The kernel rounds (an f32 value) to `T` here; nothing for f32.
+    #[inline]
     pub fn round_to<T: Element>(self) -> Self {
         if T::PRECISION == 24 {
             return self;
@@ -486,6 +496,7 @@ impl Tracked {
 
     /// The result of an operation on `T` operands: computed in f32, rounded
     /// to f32 and then to `T` (once for f32).
+    #[inline]
     pub fn round_op<T: Element>(self) -> Self {
         self.round_f32().round_to::<T>()
     }
@@ -521,6 +532,13 @@ pub(crate) fn f32_sum_with(terms: impl IntoIterator<Item = Tracked>, depth: usiz
         mag += t.hi();
         n += 1;
     }
+    f32_sum_finish(v, e, mag, n, depth, gamma_depth)
+}
+
+/// The end of [`f32_sum`]: from the sums of the terms' values, bounds and magnitudes
+/// (`|v_i| + e_i`), each added left to right from 0.
+#[inline(always)]
+pub(crate) fn f32_sum_finish(v: f64, e: f64, mag: f64, n: usize, depth: usize, gamma_depth: f64) -> Tracked {
     let e = e + gamma_depth * mag + (n + depth) as f64 * UNDERFLOW + (n as f64) * F64_SLACK * mag;
     Tracked { v, e }
 }
