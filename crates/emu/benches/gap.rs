@@ -82,15 +82,36 @@ fn expert(name: &'static str, m: usize) -> Case {
     }
 }
 
+/// The bytes of an array as elements, in place (the array is 16-byte aligned guarded memory).
+fn elements<T: Copy>(a: &HostArray) -> &[T] {
+    // SAFETY: only instantiated with u32 and bf16, for which every bit pattern is valid.
+    let (head, v, tail) = unsafe { a.data.align_to::<T>() };
+    assert!(head.is_empty() && tail.is_empty() && cfg!(target_endian = "little"), "an aligned little-endian array");
+    v
+}
+
+/// `values` as the bytes of a guarded array (bound in place by the emulator backend).
+fn guarded_bf16(shape: Vec<u64>, values: &[bf16]) -> HostArray {
+    let mut a = HostArray::guarded(kernelgen::Dtype::Bf16, shape);
+    for (c, v) in a.data.chunks_exact_mut(2).zip(values) {
+        c.copy_from_slice(&v.to_le_bytes());
+    }
+    a
+}
+
 fn affine(name: &'static str) -> Case {
-    use reference::affine::{Bits, Quantized, affine_row_replay};
+    use reference::affine::{Bits, QuantizedView, affine_row_replay_view};
     let d = def(name);
     let (k, n) = (d.inputs[0].shape[1].as_fixed().expect("a fixed dimension") as usize, d.inputs[1].shape[0].as_fixed().expect("a fixed dimension") as usize);
     let words = d.inputs[1].shape[1].as_fixed().expect("a fixed dimension") as usize;
     let bits = if words * 32 == k * 4 { Bits::Four } else { Bits::Three };
     let mut rng = SplitMix64::new(5);
     let groups = k / 64;
-    let w: Vec<u8> = (0..n * words).flat_map(|_| (rng.next_u64() as u32).to_le_bytes()).collect();
+    // the weights are drawn into the guarded input array; the replay reads them there
+    let mut w = HostArray::guarded(kernelgen::Dtype::U32, vec![n as u64, words as u64]);
+    for c in w.data.chunks_exact_mut(4) {
+        c.copy_from_slice(&(rng.next_u64() as u32).to_le_bytes());
+    }
     let levels = f64::from(bits.max_q());
     let scales: Vec<bf16> = (0..n * groups).map(|_| bf16::from_f32(((0.5 + rng.unit()) * 2.0 / levels) as f32)).collect();
     let biases = random_bf16(&mut rng, n * groups, 1.0);
@@ -99,21 +120,14 @@ fn affine(name: &'static str) -> Case {
         kernel: name,
         sizes: "-".into(),
         inputs: vec![
-            HostArray::from_bf16(vec![1, k as u64], &x),
-            HostArray::new(kernelgen::Dtype::U32, vec![n as u64, words as u64], w),
-            HostArray::from_bf16(vec![n as u64, groups as u64], &scales),
-            HostArray::from_bf16(vec![n as u64, groups as u64], &biases),
+            guarded_bf16(vec![1, k as u64], &x),
+            w,
+            guarded_bf16(vec![n as u64, groups as u64], &scales),
+            guarded_bf16(vec![n as u64, groups as u64], &biases),
         ],
         replay: Box::new(move |inp| {
-            let q = Quantized {
-                n,
-                k,
-                bits,
-                w: inp[1].data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-                scales: bf16s(&inp[2]),
-                biases: bf16s(&inp[3]),
-            };
-            let y = affine_row_replay(&bf16s(&inp[0]), &q);
+            let q = QuantizedView { n, k, bits, w: elements::<u32>(&inp[1]), scales: elements::<bf16>(&inp[2]), biases: elements::<bf16>(&inp[3]) };
+            let y = affine_row_replay_view(elements::<bf16>(&inp[0]), &q);
             vec![HostArray::from_bf16(vec![1, n as u64], &y)]
         }),
         parallel_replay: true,
