@@ -439,6 +439,8 @@ struct Sched {
     tg_blocked: usize,
     sgs: Vec<SgCount>,
     pending: Option<Pending>,
+    /// `report`, `abort` or `pending` is set.
+    stop: bool,
     /// The worker's fiber stacks, and the indices of those no fiber holds.
     stacks: *const Stack,
     free_stacks: Vec<u32>,
@@ -472,10 +474,11 @@ unsafe fn fiber(s: *mut Sched, i: usize) -> *mut Fiber {
     unsafe { (*s).fibers.as_mut_ptr().add(i) }
 }
 
-/// Whether the threadgroup must stop (a fault, a sanitizer report, a scheduling error).
+/// Whether the threadgroup must stop (a sanitizer report, a scheduling error, a refused
+/// allocation): set with them, so the scheduler's hot path tests one flag.
 #[inline(always)]
 unsafe fn stopping(s: *mut Sched) -> bool {
-    unsafe { (*s).report.is_some() || (*s).abort.is_some() || (*s).pending.is_some() }
+    unsafe { (*s).stop }
 }
 
 /// The next ready fiber in run order, from the current position in the round; at the end
@@ -590,9 +593,13 @@ unsafe fn yield_fiber(s: *mut Sched) {
         if let Some(a) = (*s).asan {
             (a.start_switch)(&mut (*f).fake, lo, size);
         }
-        kgemu_rt_switch(&mut (*f).sp, to);
-        if let Some(a) = (*s).asan {
-            (a.finish_switch)((*f).fake, null_mut(), null_mut());
+        match (*s).asan {
+            Some(a) => {
+                kgemu_rt_switch(&mut (*f).sp, to);
+                (a.finish_switch)((*f).fake, null_mut(), null_mut());
+            }
+            // the switch in tail position: the resumed fiber returns straight to its kernel
+            None => kgemu_rt_switch(&mut (*f).sp, to),
         }
     }
 }
@@ -632,7 +639,7 @@ unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
                         Some(j) => {
                             let g = &*fiber(s, j);
                             if (g.op, g.line) != (f.op, f.line) {
-                                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: j, second: i });
+                                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: j, second: i }); (*s).stop = true;
                                 return;
                             }
                         }
@@ -649,7 +656,7 @@ unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
         }
         if let Some(c0) = first_coll {
             if n_coll != c.live {
-                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: c0, second: first_other.unwrap_or(c0) });
+                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: c0, second: first_other.unwrap_or(c0) }); (*s).stop = true;
                 return;
             }
             let mut lanes = [null_mut::<c_void>(); SIMD];
@@ -671,7 +678,7 @@ unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
             for i in lo..hi {
                 let f = &*fiber(s, i);
                 if f.state != State::Exited && (f.state != State::Barrier(2) || f.line != line) {
-                    (*s).pending = Some(Pending::Barrier { first: b0, second: i });
+                    (*s).pending = Some(Pending::Barrier { first: b0, second: i }); (*s).stop = true;
                     return;
                 }
             }
@@ -713,7 +720,7 @@ unsafe fn tg_release(s: *mut Sched) {
                 None => first = Some(i),
                 Some(j) => {
                     if f.line != (*fiber(s, j)).line {
-                        (*s).pending = Some(Pending::Barrier { first: j, second: i });
+                        (*s).pending = Some(Pending::Barrier { first: j, second: i }); (*s).stop = true;
                         return;
                     }
                 }
@@ -853,6 +860,7 @@ unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, na
         let align = (align as usize).max(16);
         let offset = (*s).arena_used.div_ceil(align) * align;
         if (*s).tg_data + size > TG_LIMIT || offset + size + TG_REDZONE > TG_ARENA {
+            (*s).stop = true;
             (*s).abort = Some((
                 format!(
                     "threadgroup memory exceeds Apple's 32 KiB: `{name}` needs {size} bytes with {} already declared",
@@ -894,6 +902,7 @@ unsafe extern "C" fn rt_asan_note(addr: usize, size: u64, is_write: u32, pc: usi
             }
         }
         let what = if is_write != 0 { "invalid write" } else { "invalid read" };
+        (*s).stop = true;
         (*s).report = Some(SanReport {
             what: format!("AddressSanitizer: {what} of {size} byte(s) at {addr:#x}"),
             file_line: None,
@@ -928,6 +937,7 @@ unsafe extern "C" fn rt_ubsan_note(
                 what = format!("{what} (needs {align}-byte alignment)");
             }
         }
+        (*s).stop = true;
         (*s).report = Some(SanReport {
             what: format!("UndefinedBehaviorSanitizer: {what}"),
             file_line: text(file).map(|f| (f, line)),
@@ -1213,6 +1223,7 @@ fn work(shared: &Shared<'_>) {
             tg_blocked: 0,
             sgs: Vec::with_capacity(MAX_THREADS / SIMD),
             pending: None,
+            stop: false,
             stacks: std::ptr::null(),
             free_stacks: Vec::with_capacity(MAX_THREADS),
             thread_fn: m.thread_fn,
@@ -1568,6 +1579,7 @@ unsafe fn run_threadgroup(
         (*s).live = n;
         (*s).tg_blocked = 0;
         (*s).pending = None;
+        (*s).stop = false;
         (*s).stacks = stacks.as_ptr();
         (*s).free_stacks.clear();
         (*s).free_stacks.extend((0..n.min(stacks.len()) as u32).rev());
