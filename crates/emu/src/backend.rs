@@ -1,9 +1,15 @@
-//! The emulator backend: runs a generated kernel's `.metal` on the CPU, with
-//! guard pages after every buffer, poisoned gaps between the declared regions
-//! of packed buffers, and outputs filled with poison so an element the kernel
-//! fails to write shows up. Each buffer is aligned to what its kernel relies
-//! on (its contract's `align`), so its end sits flush against the guard page:
-//! one element past the end faults.
+//! The emulator backend: runs a generated kernel's `.metal` on the CPU, every buffer between
+//! `PROT_NONE` guard regions (see [`DeviceBuffer`]), poisoned gaps between the declared
+//! regions of packed buffers, and outputs filled with poison so an element the kernel fails
+//! to write shows up. Each buffer is aligned to what its kernel relies on (its contract's
+//! `align`), so its end sits flush against the guard: one element past the end faults.
+//!
+//! Inputs are read-only while the kernel runs (a write faults, naming the buffer). An input
+//! whose bytes are in guarded memory ([`crate::HostData`]: [`HostArray::zeros`] of 16 MiB or
+//! more, [`HostArray::guarded`], every large output of a launch) is bound in place when its
+//! start is aligned as the contract needs and it declares no regions: a launch then copies
+//! nothing. Any other input is copied once into a device buffer. Outputs of 16 MiB or more
+//! move into their arrays without a copy.
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
