@@ -593,7 +593,9 @@ impl SplitMix64 {
     /// Uniform integer in `lo..=hi`.
     pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
         let span = (hi - lo + 1) as u64;
-        lo + (self.next_u64() % span) as i64
+        // the same value without a division when the span is a power of two (weights)
+        let r = if span.is_power_of_two() { self.next_u64() & (span - 1) } else { self.next_u64() % span };
+        lo + r as i64
     }
 }
 
