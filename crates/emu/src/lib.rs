@@ -107,7 +107,8 @@
 //! `__builtin_expf` (glibc `expf`); `rsqrt`/`precise::rsqrt` = `1.0f / __builtin_sqrtf(x)`;
 //! `fma` = `__builtin_fmaf` (compiled with `-mfma` when the CPU has FMA: same result, an
 //! FMA is exact); the rest via builtins. Flags: `-O2 -std=c++17 -ffp-contract=off
-//! -fno-strict-aliasing -fno-fast-math -Wno-attributes -fvisibility=hidden`. Unsuffixed
+//! -fno-strict-aliasing -fno-fast-math -Wno-attributes -fvisibility=hidden
+//! -fstack-clash-protection`. Unsuffixed
 //! literals are `double` in C++ (suffix them with `f`).
 //!
 //! **Threadgroup memory.** `threadgroup T x[N];` becomes a reference into a per-threadgroup
@@ -123,15 +124,18 @@
 //! end (its end flush with the second), so every access `a[i]` with a 32-bit index, a
 //! `uint` that wrapped around or a negative `int`, on elements up to 16 bytes, faults in the
 //! buffer's own guard and is reported with the buffer and the byte offset, however far. A
-//! guard page would only catch the next page: with a `uint` index `a[4095]` of a 4-float
-//! buffer lands wherever the next mapping is. Checking every access in the shim was the
+//! guard page would only catch the next page: `a[2048]` of a 4-float buffer would land
+//! wherever the next mapping is, and `a[-1]` in unprotected memory. Checking every access in the shim was the
 //! alternative; it would cost a compare per load and store, change what the compiler may
 //! vectorize, and need every cast of a device pointer rewritten, where reserved address space
 //! costs nothing. Less than a page before the data (the *head*, none when the length is a
 //! multiple of 4096) shares the data's first page: it holds poison, a write there is an
 //! [`EmuError::Corruption`] with the buffer and the negative offset, a read returns poison,
-//! and under sanitize both are faults. Declared regions poison their gaps. SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU
-//! thread are caught (on an alternate signal stack) and reported as [`EmuError::Fault`]
+//! and under sanitize both are faults. Declared regions poison their gaps. Through the
+//! backend ([`EmuBackend`]) a kernel's inputs are read-only while it runs, so a write to one
+//! faults too. A GPU thread's stack (256 KiB) has a 64 KiB guard below it and kernels are
+//! built with `-fstack-clash-protection`, so an overflowing frame faults in the guard.
+//! SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU thread are caught (on an alternate signal stack) and reported as [`EmuError::Fault`]
 //! with the kernel, the thread's `thread_position_in_grid` and
 //! `threadgroup_position_in_grid`, what was accessed (which buffer, how far past its end,
 //! or which gap), and the `.metal` line, found from the faulting instruction with
