@@ -4,7 +4,7 @@
 CARGO     ?= cargo
 KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 
-.PHONY: generate check test test-sanitize bench deps
+.PHONY: generate check test test-sanitize fuzz bench deps
 
 ## Regenerate generated/ (MSL, launcher Rust, manifest) from specs/ and templates/.
 generate:
@@ -15,10 +15,13 @@ check:
 	$(KERNELGEN) check
 
 ## What the build and tests need beyond Rust: g++ (the emulator compiles Metal as C++),
-## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`).
+## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`),
+## and MLX's Metal kernel headers from the mlx-metal wheel under target/mlx-metal
+## (the emulator's tests run MLX's own kernels from them; never committed).
 deps:
 	@command -v g++ >/dev/null || (apt-get update && apt-get install -y g++)
 	@python3 -c "import numpy, pytest" 2>/dev/null || python3 -m pip install --quiet numpy pytest
+	bash crates/emu/tests/mlx-metal/fetch.sh
 
 ## Unit, snapshot, CLI and emulator tests, then every kernel verified in the emulator.
 test: deps
@@ -32,8 +35,17 @@ test: deps
 test-sanitize: deps
 	$(KERNELGEN) verify --sanitize
 
+## Spec fuzzing for longer than `make test` does (8 s there): mutations of the bundled specs through the
+## generator and the binary; no panic, exit codes 0/1/2 only, every error with file:line:col, successes
+## deterministic. FUZZ_SECS sets the duration, FUZZ_SEED replays a run.
+FUZZ_SECS ?= 300
+fuzz:
+	KERNELGEN_FUZZ_SECS=$(FUZZ_SECS) $(if $(FUZZ_SEED),KERNELGEN_FUZZ_SEED=$(FUZZ_SEED)) \
+	  $(CARGO) test --package kernelgen-cli --test fuzz -- --nocapture
+
 ## Benchmarks: catalog generation, emulator throughput and build times.
 bench: deps
 	$(CARGO) bench --workspace
 
 -include mlx/mlx.mk
+-include apple/apple.mk

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n10240_affine_q3_bf16.metal")),
-    header: TextRange { start: 429, end: 2452 },
-    body: TextRange { start: 2997, end: 4914 },
+    header: TextRange { start: 443, end: 2466 },
+    body: TextRange { start: 3011, end: 4928 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n10240_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -73,6 +73,7 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(2560), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(22947840), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
 };
 
 /// `k5120_n10240_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n10240.
@@ -82,8 +83,8 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n10240_affine_q4_bf16.metal")),
-    header: TextRange { start: 429, end: 1939 },
-    body: TextRange { start: 2484, end: 4401 },
+    header: TextRange { start: 443, end: 1953 },
+    body: TextRange { start: 2498, end: 4415 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n10240_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -138,6 +139,7 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(2560), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(29501440), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
 };
 
 /// `k5120_n6144_affine_q3_bf16`: bits 3, dtype bf16, geometry k5120_n6144.
@@ -147,8 +149,8 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n6144_affine_q3_bf16.metal")),
-    header: TextRange { start: 428, end: 2451 },
-    body: TextRange { start: 2995, end: 4910 },
+    header: TextRange { start: 442, end: 2465 },
+    body: TextRange { start: 3009, end: 4924 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n6144_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -203,6 +205,7 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1536), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(13772800), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `k5120_n6144_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n6144.
@@ -212,8 +215,8 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k5120_n6144_affine_q4_bf16.metal")),
-    header: TextRange { start: 428, end: 1938 },
-    body: TextRange { start: 2482, end: 4397 },
+    header: TextRange { start: 442, end: 1952 },
+    body: TextRange { start: 2496, end: 4411 },
     metal_path: Cow::Borrowed("generated/metal/affine/k5120_n6144_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -268,6 +271,7 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1536), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(17704960), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `k6144_n5120_affine_q3_bf16`: bits 3, dtype bf16, geometry k6144_n5120.
@@ -277,8 +281,8 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k6144_n5120_affine_q3_bf16.metal")),
-    header: TextRange { start: 428, end: 2451 },
-    body: TextRange { start: 2995, end: 4910 },
+    header: TextRange { start: 442, end: 2465 },
+    body: TextRange { start: 3009, end: 4924 },
     metal_path: Cow::Borrowed("generated/metal/affine/k6144_n5120_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -333,6 +337,7 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1280), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
+    cost: Cost { bytes_read: Dim::Fixed(13774848), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `k6144_n5120_affine_q4_bf16`: bits 4, dtype bf16, geometry k6144_n5120.
@@ -342,8 +347,8 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k6144_n5120_affine_q4_bf16.metal")),
-    header: TextRange { start: 428, end: 1938 },
-    body: TextRange { start: 2482, end: 4397 },
+    header: TextRange { start: 442, end: 1952 },
+    body: TextRange { start: 2496, end: 4411 },
     metal_path: Cow::Borrowed("generated/metal/affine/k6144_n5120_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -398,6 +403,7 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(1280), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
+    cost: Cost { bytes_read: Dim::Fixed(17707008), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
 };
 
 /// `head_affine_q3_bf16`: bits 3, dtype bf16, geometry head.
@@ -407,8 +413,8 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/head_affine_q3_bf16.metal")),
-    header: TextRange { start: 421, end: 2444 },
-    body: TextRange { start: 2981, end: 4891 },
+    header: TextRange { start: 435, end: 2458 },
+    body: TextRange { start: 2995, end: 4905 },
     metal_path: Cow::Borrowed("generated/metal/affine/head_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -463,6 +469,7 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(62080), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(556247040), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
 };
 
 /// `head_affine_q4_bf16`: bits 4, dtype bf16, geometry head.
@@ -472,8 +479,8 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/head_affine_q4_bf16.metal")),
-    header: TextRange { start: 421, end: 1931 },
-    body: TextRange { start: 2468, end: 4378 },
+    header: TextRange { start: 435, end: 1945 },
+    body: TextRange { start: 2482, end: 4392 },
     metal_path: Cow::Borrowed("generated/metal/affine/head_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -528,6 +535,7 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(62080), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
+    cost: Cost { bytes_read: Dim::Fixed(715171840), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
 };
 
 /// `k1024_n12288_affine_q3_bf16`: bits 3, dtype bf16, geometry k1024_n12288.
@@ -537,8 +545,8 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k1024_n12288_affine_q3_bf16.metal")),
-    header: TextRange { start: 429, end: 2452 },
-    body: TextRange { start: 2997, end: 4911 },
+    header: TextRange { start: 443, end: 2466 },
+    body: TextRange { start: 3011, end: 4925 },
     metal_path: Cow::Borrowed("generated/metal/affine/k1024_n12288_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -593,6 +601,7 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(3072), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(5507072), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
 };
 
 /// `k1024_n12288_affine_q4_bf16`: bits 4, dtype bf16, geometry k1024_n12288.
@@ -602,8 +611,8 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/k1024_n12288_affine_q4_bf16.metal")),
-    header: TextRange { start: 429, end: 1939 },
-    body: TextRange { start: 2484, end: 4398 },
+    header: TextRange { start: 443, end: 1953 },
+    body: TextRange { start: 2498, end: 4412 },
     metal_path: Cow::Borrowed("generated/metal/affine/k1024_n12288_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -658,6 +667,7 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(3072), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(7079936), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
 };
 
 /// `small_affine_q3_bf16`: bits 3, dtype bf16, geometry small.
@@ -667,8 +677,8 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_affine_q3_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/small_affine_q3_bf16.metal")),
-    header: TextRange { start: 422, end: 2445 },
-    body: TextRange { start: 2983, end: 4883 },
+    header: TextRange { start: 436, end: 2459 },
+    body: TextRange { start: 2997, end: 4897 },
     metal_path: Cow::Borrowed("generated/metal/affine/small_affine_q3_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -723,6 +733,7 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
+    cost: Cost { bytes_read: Dim::Fixed(29696), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
 };
 
 /// `small_affine_q4_bf16`: bits 4, dtype bf16, geometry small.
@@ -732,8 +743,8 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_affine_q4_bf16_bfloat16_t_uint32_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine/small_affine_q4_bf16.metal")),
-    header: TextRange { start: 422, end: 1932 },
-    body: TextRange { start: 2470, end: 4370 },
+    header: TextRange { start: 436, end: 1946 },
+    body: TextRange { start: 2484, end: 4384 },
     metal_path: Cow::Borrowed("generated/metal/affine/small_affine_q4_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -788,6 +799,7 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
+    cost: Cost { bytes_read: Dim::Fixed(37888), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
 };
 
 /// Every kernel of this spec.
@@ -812,6 +824,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// affine kernels for geometry k5120_n10240, bits 3, dtype bf16.
 pub struct K5120N10240AffineQ3Bf16;

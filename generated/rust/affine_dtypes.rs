@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f16_float16_t_uint32_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q3_f16.metal")),
-    header: TextRange { start: 429, end: 2449 },
-    body: TextRange { start: 2979, end: 4880 },
+    header: TextRange { start: 443, end: 2463 },
+    body: TextRange { start: 2993, end: 4894 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q3_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -73,6 +73,7 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(116736), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// `small2_affine_q3_f32`: bits 3, dtype f32, geometry small2.
@@ -82,8 +83,8 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f32_float_uint32_t_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q3_f32.metal")),
-    header: TextRange { start: 429, end: 2437 },
-    body: TextRange { start: 2935, end: 4820 },
+    header: TextRange { start: 443, end: 2451 },
+    body: TextRange { start: 2949, end: 4834 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q3_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -138,6 +139,7 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(135168), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// `small2_affine_q4_f16`: bits 4, dtype f16, geometry small2.
@@ -147,8 +149,8 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f16_float16_t_uint32_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q4_f16.metal")),
-    header: TextRange { start: 429, end: 1936 },
-    body: TextRange { start: 2466, end: 4367 },
+    header: TextRange { start: 443, end: 1950 },
+    body: TextRange { start: 2480, end: 4381 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q4_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -203,6 +205,7 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(149504), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// `small2_affine_q4_f32`: bits 4, dtype f32, geometry small2.
@@ -212,8 +215,8 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/affine_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f32_float_uint32_t_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small2_affine_q4_f32.metal")),
-    header: TextRange { start: 429, end: 1924 },
-    body: TextRange { start: 2422, end: 4307 },
+    header: TextRange { start: 443, end: 1938 },
+    body: TextRange { start: 2436, end: 4321 },
     metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small2_affine_q4_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -268,6 +271,7 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(64), Dim::Fixed(1)],
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
+    cost: Cost { bytes_read: Dim::Fixed(167936), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
 };
 
 /// Every kernel of this spec.
@@ -284,6 +288,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// affine kernels for geometry small2, bits 3, dtype f16.
 pub struct Small2AffineQ3F16;

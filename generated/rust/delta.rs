@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/qwen35_delta_bf16_f32.metal")),
-    header: TextRange { start: 420, end: 420 },
-    body: TextRange { start: 1145, end: 3387 },
+    header: TextRange { start: 434, end: 434 },
+    body: TextRange { start: 1159, end: 3401 },
     metal_path: Cow::Borrowed("generated/metal/delta/qwen35_delta_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -109,6 +109,7 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16576), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `qwen35_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry qwen35.
@@ -118,8 +119,8 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_masked_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bool_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/qwen35_delta_masked_bf16_f32.metal")),
-    header: TextRange { start: 544, end: 544 },
-    body: TextRange { start: 1322, end: 3778 },
+    header: TextRange { start: 558, end: 558 },
+    body: TextRange { start: 1336, end: 3792 },
     metal_path: Cow::Borrowed("generated/metal/delta/qwen35_delta_masked_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -219,6 +220,7 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16577), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_bf16_f32`: masked false, dtype bf16, state_dtype f32, geometry small.
@@ -228,8 +230,8 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/small_delta_bf16_f32.metal")),
-    header: TextRange { start: 552, end: 552 },
-    body: TextRange { start: 1276, end: 3482 },
+    header: TextRange { start: 566, end: 566 },
+    body: TextRange { start: 1290, end: 3496 },
     metal_path: Cow::Borrowed("generated/metal/delta/small_delta_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -320,6 +322,7 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry small.
@@ -329,8 +332,8 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_masked_bf16_f32_bfloat16_t_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_bool_bfloat16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta/small_delta_masked_bf16_f32.metal")),
-    header: TextRange { start: 565, end: 565 },
-    body: TextRange { start: 1342, end: 3762 },
+    header: TextRange { start: 579, end: 579 },
+    body: TextRange { start: 1356, end: 3776 },
     metal_path: Cow::Borrowed("generated/metal/delta/small_delta_masked_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -430,6 +433,7 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(537), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// Every kernel of this spec.
@@ -446,6 +450,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// delta kernels for geometry qwen35, masked false, dtype bf16, state_dtype f32.
 pub struct Qwen35DeltaBf16F32;

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static SMALL2_DELTA_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_f16_f32_float16_t_float16_t_float16_t_float_float16_t_float_int32_tc_float16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_f16_f32.metal")),
-    header: TextRange { start: 559, end: 559 },
-    body: TextRange { start: 1273, end: 3472 },
+    header: TextRange { start: 573, end: 573 },
+    body: TextRange { start: 1287, end: 3486 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -109,6 +109,7 @@ pub static SMALL2_DELTA_F16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(16), Dim::expr(&[Op::Const(2), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(332), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small2_delta_f32_f32`: masked false, dtype f32, state_dtype f32, geometry small2.
@@ -118,8 +119,8 @@ pub static SMALL2_DELTA_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_f32_f32_float_float_float_float_float_float_int32_tc_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_f32_f32.metal")),
-    header: TextRange { start: 559, end: 559 },
-    body: TextRange { start: 1233, end: 3424 },
+    header: TextRange { start: 573, end: 573 },
+    body: TextRange { start: 1247, end: 3438 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -210,6 +211,7 @@ pub static SMALL2_DELTA_F32_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(16), Dim::expr(&[Op::Const(2), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(656), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(128), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small2_delta_masked_f16_f32`: masked true, dtype f16, state_dtype f32, geometry small2.
@@ -219,8 +221,8 @@ pub static SMALL2_DELTA_MASKED_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_masked_f16_f32_float16_t_float16_t_float16_t_float_float16_t_float_int32_tc_bool_float16_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_masked_f16_f32.metal")),
-    header: TextRange { start: 572, end: 572 },
-    body: TextRange { start: 1339, end: 3751 },
+    header: TextRange { start: 586, end: 586 },
+    body: TextRange { start: 1353, end: 3765 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_masked_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -320,6 +322,7 @@ pub static SMALL2_DELTA_MASKED_F16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(16), Dim::expr(&[Op::Const(2), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(333), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small2_delta_masked_f32_f32`: masked true, dtype f32, state_dtype f32, geometry small2.
@@ -329,8 +332,8 @@ pub static SMALL2_DELTA_MASKED_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_delta_masked_f32_f32_float_float_float_float_float_float_int32_tc_bool_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_dtypes/small2_delta_masked_f32_f32.metal")),
-    header: TextRange { start: 572, end: 572 },
-    body: TextRange { start: 1299, end: 3699 },
+    header: TextRange { start: 586, end: 586 },
+    body: TextRange { start: 1313, end: 3713 },
     metal_path: Cow::Borrowed("generated/metal/delta_dtypes/small2_delta_masked_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -430,6 +433,7 @@ pub static SMALL2_DELTA_MASKED_F32_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(16), Dim::expr(&[Op::Const(2), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(657), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(128), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// Every kernel of this spec.
@@ -446,6 +450,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// delta kernels for geometry small2, masked false, dtype f16, state_dtype f32.
 pub struct Small2DeltaF16F32;

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_bf16_f32_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/qwen35_delta_state_bf16_f32.metal")),
-    header: TextRange { start: 564, end: 564 },
-    body: TextRange { start: 1182, end: 3022 },
+    header: TextRange { start: 578, end: 578 },
+    body: TextRange { start: 1196, end: 3036 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/qwen35_delta_state_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -100,6 +100,7 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `qwen35_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry qwen35.
@@ -109,8 +110,8 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_f16_f32_float16_t_float16_t_float_float16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/qwen35_delta_state_f16_f32.metal")),
-    header: TextRange { start: 563, end: 563 },
-    body: TextRange { start: 1174, end: 3012 },
+    header: TextRange { start: 577, end: 577 },
+    body: TextRange { start: 1188, end: 3026 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/qwen35_delta_state_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -192,6 +193,7 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `qwen35_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry qwen35.
@@ -201,8 +203,8 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_f32_f32_float_float_float_float_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/qwen35_delta_state_f32_f32.metal")),
-    header: TextRange { start: 563, end: 563 },
-    body: TextRange { start: 1150, end: 2984 },
+    header: TextRange { start: 577, end: 577 },
+    body: TextRange { start: 1164, end: 2998 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/qwen35_delta_state_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -284,6 +286,7 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(128), Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(24832), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_state_bf16_f32`: dtype bf16, state_dtype f32, geometry small.
@@ -293,8 +296,8 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_bf16_f32_bfloat16_t_bfloat16_t_float_bfloat16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/small_delta_state_bf16_f32.metal")),
-    header: TextRange { start: 585, end: 585 },
-    body: TextRange { start: 1202, end: 3015 },
+    header: TextRange { start: 599, end: 599 },
+    body: TextRange { start: 1216, end: 3029 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/small_delta_state_bf16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -376,6 +379,7 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry small.
@@ -385,8 +389,8 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_f16_f32_float16_t_float16_t_float_float16_t_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/small_delta_state_f16_f32.metal")),
-    header: TextRange { start: 584, end: 584 },
-    body: TextRange { start: 1194, end: 3005 },
+    header: TextRange { start: 598, end: 598 },
+    body: TextRange { start: 1208, end: 3019 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/small_delta_state_f16_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -468,6 +472,7 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// `small_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry small.
@@ -477,8 +482,8 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/delta_state.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_f32_f32_float_float_float_float_float_int32_tc_int32_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/delta_state/small_delta_state_f32_f32.metal")),
-    header: TextRange { start: 584, end: 584 },
-    body: TextRange { start: 1170, end: 2977 },
+    header: TextRange { start: 598, end: 598 },
+    body: TextRange { start: 1184, end: 2991 },
     metal_path: Cow::Borrowed("generated/metal/delta_state/small_delta_state_f32_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -560,6 +565,7 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul])],
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
 };
 
 /// Every kernel of this spec.
@@ -578,6 +584,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// delta_state kernels for geometry qwen35, dtype bf16, state_dtype f32.
 pub struct Qwen35DeltaStateBf16F32;

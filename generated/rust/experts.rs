@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 903, end: 3259 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 917, end: 3273 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -36,10 +36,10 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -60,6 +60,7 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -69,8 +70,8 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_bf16_r4_down.metal")),
-    header: TextRange { start: 431, end: 431 },
-    body: TextRange { start: 899, end: 2328 },
+    header: TextRange { start: 445, end: 445 },
+    body: TextRange { start: 913, end: 2342 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -88,8 +89,8 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -110,6 +111,7 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -119,8 +121,8 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_f32_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 881, end: 3181 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 895, end: 3195 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -138,10 +140,10 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -162,6 +164,7 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -171,8 +174,8 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_f32_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 877, end: 2290 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 891, end: 2304 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -190,8 +193,8 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -212,6 +215,7 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -221,8 +225,8 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 903, end: 2801 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 917, end: 2815 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -240,10 +244,10 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -264,6 +268,7 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -273,8 +278,8 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_bf16_r4_down.metal")),
-    header: TextRange { start: 431, end: 431 },
-    body: TextRange { start: 899, end: 2008 },
+    header: TextRange { start: 445, end: 445 },
+    body: TextRange { start: 913, end: 2022 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -292,8 +297,8 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -314,6 +319,7 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -323,8 +329,8 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_f32_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 881, end: 2728 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 895, end: 2742 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -342,10 +348,10 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -366,6 +372,7 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
 };
 
 /// `glm52_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -375,8 +382,8 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_f32_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 877, end: 1975 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 891, end: 1989 },
     metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -394,8 +401,8 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -416,6 +423,7 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -425,8 +433,8 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 437, end: 437 },
-    body: TextRange { start: 909, end: 3262 },
+    header: TextRange { start: 451, end: 451 },
+    body: TextRange { start: 923, end: 3276 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -444,10 +452,10 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -468,6 +476,7 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -477,8 +486,8 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_bf16_r4_down.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 905, end: 2331 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 919, end: 2345 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -496,8 +505,8 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -518,6 +527,7 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -527,8 +537,8 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_f32_r4_gate_up.metal")),
-    header: TextRange { start: 436, end: 436 },
-    body: TextRange { start: 887, end: 3184 },
+    header: TextRange { start: 450, end: 450 },
+    body: TextRange { start: 901, end: 3198 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -546,10 +556,10 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -570,6 +580,7 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -579,8 +590,8 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_f32_r4_down.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 883, end: 2293 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 897, end: 2307 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -598,8 +609,8 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -620,6 +631,7 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -629,8 +641,8 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 437, end: 437 },
-    body: TextRange { start: 909, end: 2804 },
+    header: TextRange { start: 451, end: 451 },
+    body: TextRange { start: 923, end: 2818 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -648,10 +660,10 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -672,6 +684,7 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -681,8 +694,8 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_bf16_r4_down.metal")),
-    header: TextRange { start: 434, end: 434 },
-    body: TextRange { start: 905, end: 2011 },
+    header: TextRange { start: 448, end: 448 },
+    body: TextRange { start: 919, end: 2025 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -700,8 +713,8 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -722,6 +735,7 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -731,8 +745,8 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_f32_r4_gate_up.metal")),
-    header: TextRange { start: 436, end: 436 },
-    body: TextRange { start: 887, end: 2731 },
+    header: TextRange { start: 450, end: 450 },
+    body: TextRange { start: 901, end: 2745 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -750,10 +764,10 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -774,6 +788,7 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
 };
 
 /// `qwen3moe_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -783,8 +798,8 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_f32_r4_down.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 883, end: 1978 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 897, end: 1992 },
     metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -802,8 +817,8 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -824,6 +839,7 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -833,8 +849,8 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 901, end: 3228 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 915, end: 3242 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -852,10 +868,10 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -876,6 +892,7 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -885,8 +902,8 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_bf16_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 897, end: 2300 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 911, end: 2314 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -904,8 +921,8 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -926,6 +943,7 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -935,8 +953,8 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_f32_r4_gate_up.metal")),
-    header: TextRange { start: 432, end: 432 },
-    body: TextRange { start: 879, end: 3150 },
+    header: TextRange { start: 446, end: 446 },
+    body: TextRange { start: 893, end: 3164 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -954,10 +972,10 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -978,6 +996,7 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -987,8 +1006,8 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_f32_r4_down.metal")),
-    header: TextRange { start: 429, end: 429 },
-    body: TextRange { start: 875, end: 2262 },
+    header: TextRange { start: 443, end: 443 },
+    body: TextRange { start: 889, end: 2276 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1006,8 +1025,8 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -1028,6 +1047,7 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1037,8 +1057,8 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_bf16_r4_gate_up.metal")),
-    header: TextRange { start: 433, end: 433 },
-    body: TextRange { start: 901, end: 2771 },
+    header: TextRange { start: 447, end: 447 },
+    body: TextRange { start: 915, end: 2785 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_bf16_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1056,10 +1076,10 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -1080,6 +1100,7 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1089,8 +1110,8 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down_bfloat16_t_uint8_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_bf16_r4_down.metal")),
-    header: TextRange { start: 430, end: 430 },
-    body: TextRange { start: 897, end: 1981 },
+    header: TextRange { start: 444, end: 444 },
+    body: TextRange { start: 911, end: 1995 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_bf16_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1108,8 +1129,8 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -1130,6 +1151,7 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1139,8 +1161,8 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_f32_r4_gate_up.metal")),
-    header: TextRange { start: 432, end: 432 },
-    body: TextRange { start: 879, end: 2698 },
+    header: TextRange { start: 446, end: 446 },
+    body: TextRange { start: 893, end: 2712 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_f32_r4_gate_up.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1158,10 +1180,10 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -1182,6 +1204,7 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
 };
 
 /// `tiny_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1191,8 +1214,8 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/experts.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down_float_uint8_t_float"),
     metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_f32_r4_down.metal")),
-    header: TextRange { start: 429, end: 429 },
-    body: TextRange { start: 875, end: 1948 },
+    header: TextRange { start: 443, end: 443 },
+    body: TextRange { start: 889, end: 1962 },
     metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_f32_r4_down.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -1210,8 +1233,8 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -1232,6 +1255,7 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
 };
 
 /// Every kernel of this spec.
@@ -1268,11 +1292,51 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
+
+/// The layout of `slot`: 18923520 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ4Bf16R4`].
+pub static GLM52_EXPERT_Q4_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 18923520,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
 
 /// expert kernels for geometry glm52, quant q4, dtype bf16, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ4Bf16R4;
 
 impl Glm52ExpertQ4Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q4_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..6291456
+    /// - `up_weights`: `q4 [2048, 6144]`: up projection, `[I, H]`, at bytes 6291456..12582912
+    /// - `down_weights`: `q4 [6144, 2048]`: down projection, `[H, I]`, at bytes 12582912..18874368
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 18874368..18882560
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 18882560..18890752
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 18890752..18915328
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1306,10 +1370,48 @@ impl Glm52ExpertQ4Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 18923520 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ4F32R4`].
+pub static GLM52_EXPERT_Q4_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 18923520,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
+
 /// expert kernels for geometry glm52, quant q4, dtype f32, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ4F32R4;
 
 impl Glm52ExpertQ4F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q4_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..6291456
+    /// - `up_weights`: `q4 [2048, 6144]`: up projection, `[I, H]`, at bytes 6291456..12582912
+    /// - `down_weights`: `q4 [6144, 2048]`: down projection, `[H, I]`, at bytes 12582912..18874368
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 18874368..18882560
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 18882560..18890752
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 18890752..18915328
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1343,10 +1445,48 @@ impl Glm52ExpertQ4F32R4 {
     }
 }
 
+/// The layout of `slot`: 37797888 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ8Bf16R4`].
+pub static GLM52_EXPERT_Q8_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 37797888,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
+
 /// expert kernels for geometry glm52, quant q8, dtype bf16, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ8Bf16R4;
 
 impl Glm52ExpertQ8Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q8_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..12582912
+    /// - `up_weights`: `i8 [2048, 6144]`: up projection, `[I, H]`, at bytes 12582912..25165824
+    /// - `down_weights`: `i8 [6144, 2048]`: down projection, `[H, I]`, at bytes 25165824..37748736
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 37748736..37756928
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 37756928..37765120
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 37765120..37789696
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1380,10 +1520,48 @@ impl Glm52ExpertQ8Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 37797888 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ8F32R4`].
+pub static GLM52_EXPERT_Q8_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 37797888,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
+
 /// expert kernels for geometry glm52, quant q8, dtype f32, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ8F32R4;
 
 impl Glm52ExpertQ8F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q8_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..12582912
+    /// - `up_weights`: `i8 [2048, 6144]`: up projection, `[I, H]`, at bytes 12582912..25165824
+    /// - `down_weights`: `i8 [6144, 2048]`: down projection, `[H, I]`, at bytes 25165824..37748736
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 37748736..37756928
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 37756928..37765120
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 37765120..37789696
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1417,10 +1595,48 @@ impl Glm52ExpertQ8F32R4 {
     }
 }
 
+/// The layout of `slot`: 2375680 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ4Bf16R4`].
+pub static QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 2375680,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q4, dtype bf16, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ4Bf16R4;
 
 impl Qwen3moeExpertQ4Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..786432
+    /// - `up_weights`: `q4 [768, 2048]`: up projection, `[I, H]`, at bytes 786432..1572864
+    /// - `down_weights`: `q4 [2048, 768]`: down projection, `[H, I]`, at bytes 1572864..2359296
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 2359296..2362368
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 2362368..2365440
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 2365440..2373632
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `bf16 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1454,10 +1670,48 @@ impl Qwen3moeExpertQ4Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 2375680 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ4F32R4`].
+pub static QWEN3MOE_EXPERT_Q4_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 2375680,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q4, dtype f32, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ4F32R4;
 
 impl Qwen3moeExpertQ4F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q4_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..786432
+    /// - `up_weights`: `q4 [768, 2048]`: up projection, `[I, H]`, at bytes 786432..1572864
+    /// - `down_weights`: `q4 [2048, 768]`: down projection, `[H, I]`, at bytes 1572864..2359296
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 2359296..2362368
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 2362368..2365440
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 2365440..2373632
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `f32 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1491,10 +1745,48 @@ impl Qwen3moeExpertQ4F32R4 {
     }
 }
 
+/// The layout of `slot`: 4734976 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ8Bf16R4`].
+pub static QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 4734976,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q8, dtype bf16, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ8Bf16R4;
 
 impl Qwen3moeExpertQ8Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..1572864
+    /// - `up_weights`: `i8 [768, 2048]`: up projection, `[I, H]`, at bytes 1572864..3145728
+    /// - `down_weights`: `i8 [2048, 768]`: down projection, `[H, I]`, at bytes 3145728..4718592
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 4718592..4721664
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 4721664..4724736
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 4724736..4732928
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `bf16 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1528,10 +1820,48 @@ impl Qwen3moeExpertQ8Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 4734976 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ8F32R4`].
+pub static QWEN3MOE_EXPERT_Q8_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 4734976,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q8, dtype f32, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ8F32R4;
 
 impl Qwen3moeExpertQ8F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q8_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..1572864
+    /// - `up_weights`: `i8 [768, 2048]`: up projection, `[I, H]`, at bytes 1572864..3145728
+    /// - `down_weights`: `i8 [2048, 768]`: down projection, `[H, I]`, at bytes 3145728..4718592
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 4718592..4721664
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 4721664..4724736
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 4724736..4732928
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `f32 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1565,10 +1895,48 @@ impl Qwen3moeExpertQ8F32R4 {
     }
 }
 
+/// The layout of `slot`: 73728 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ4Bf16R4`].
+pub static TINY_EXPERT_Q4_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 73728,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q4, dtype bf16, rows_per_threadgroup 4.
 pub struct TinyExpertQ4Bf16R4;
 
 impl TinyExpertQ4Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q4_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [128, 256]`: gate projection, `[I, H]`, at bytes 0..16384
+    /// - `up_weights`: `q4 [128, 256]`: up projection, `[I, H]`, at bytes 20480..36864
+    /// - `down_weights`: `q4 [256, 128]`: down projection, `[H, I]`, at bytes 40960..57344
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 61440..61952
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 65536..66048
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 69632..70656
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [73728]` -> `mid` `bf16 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1602,10 +1970,48 @@ impl TinyExpertQ4Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 73728 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ4F32R4`].
+pub static TINY_EXPERT_Q4_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 73728,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q4, dtype f32, rows_per_threadgroup 4.
 pub struct TinyExpertQ4F32R4;
 
 impl TinyExpertQ4F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q4_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [128, 256]`: gate projection, `[I, H]`, at bytes 0..16384
+    /// - `up_weights`: `q4 [128, 256]`: up projection, `[I, H]`, at bytes 20480..36864
+    /// - `down_weights`: `q4 [256, 128]`: down projection, `[H, I]`, at bytes 40960..57344
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 61440..61952
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 65536..66048
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 69632..70656
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [73728]` -> `mid` `f32 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1639,10 +2045,48 @@ impl TinyExpertQ4F32R4 {
     }
 }
 
+/// The layout of `slot`: 122880 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ8Bf16R4`].
+pub static TINY_EXPERT_Q8_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 122880,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q8, dtype bf16, rows_per_threadgroup 4.
 pub struct TinyExpertQ8Bf16R4;
 
 impl TinyExpertQ8Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q8_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [128, 256]`: gate projection, `[I, H]`, at bytes 0..32768
+    /// - `up_weights`: `i8 [128, 256]`: up projection, `[I, H]`, at bytes 36864..69632
+    /// - `down_weights`: `i8 [256, 128]`: down projection, `[H, I]`, at bytes 73728..106496
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 110592..111104
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 114688..115200
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 118784..119808
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [122880]` -> `mid` `bf16 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1676,10 +2120,48 @@ impl TinyExpertQ8Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 122880 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ8F32R4`].
+pub static TINY_EXPERT_Q8_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 122880,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q8, dtype f32, rows_per_threadgroup 4.
 pub struct TinyExpertQ8F32R4;
 
 impl TinyExpertQ8F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q8_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [128, 256]`: gate projection, `[I, H]`, at bytes 0..32768
+    /// - `up_weights`: `i8 [128, 256]`: up projection, `[I, H]`, at bytes 36864..69632
+    /// - `down_weights`: `i8 [256, 128]`: down projection, `[H, I]`, at bytes 73728..106496
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 110592..111104
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 114688..115200
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 118784..119808
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [122880]` -> `mid` `f32 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each

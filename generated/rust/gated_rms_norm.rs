@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head128_gated_rms_norm_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm/head128_gated_rms_norm_bf16.metal")),
-    header: TextRange { start: 453, end: 453 },
-    body: TextRange { start: 948, end: 2296 },
+    header: TextRange { start: 467, end: 467 },
+    body: TextRange { start: 962, end: 2310 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm/head128_gated_rms_norm_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -64,6 +64,7 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `wide4096_gated_rms_norm_bf16`: dtype bf16, geometry wide4096.
@@ -73,8 +74,8 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_wide4096_gated_rms_norm_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm/wide4096_gated_rms_norm_bf16.metal")),
-    header: TextRange { start: 454, end: 454 },
-    body: TextRange { start: 1024, end: 2908 },
+    header: TextRange { start: 468, end: 468 },
+    body: TextRange { start: 1038, end: 2922 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm/wide4096_gated_rms_norm_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -120,6 +121,7 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [1024, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Const(8192), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `odd200_gated_rms_norm_bf16`: dtype bf16, geometry odd200.
@@ -129,8 +131,8 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_odd200_gated_rms_norm_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm/odd200_gated_rms_norm_bf16.metal")),
-    header: TextRange { start: 452, end: 452 },
-    body: TextRange { start: 1020, end: 2886 },
+    header: TextRange { start: 466, end: 466 },
+    body: TextRange { start: 1034, end: 2900 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm/odd200_gated_rms_norm_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -176,6 +178,7 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [64, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Const(400), Op::Add]), bytes_written: Dim::expr(&[Op::Const(400), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.
@@ -191,6 +194,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// gated_rms_norm kernels for geometry head128, dtype bf16.
 pub struct Head128GatedRmsNormBf16;

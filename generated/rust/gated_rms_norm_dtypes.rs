@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.metal")),
-    header: TextRange { start: 460, end: 460 },
-    body: TextRange { start: 947, end: 2291 },
+    header: TextRange { start: 474, end: 474 },
+    body: TextRange { start: 961, end: 2305 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -64,6 +64,7 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `head128x_gated_rms_norm_f32`: dtype f32, geometry head128x.
@@ -73,8 +74,8 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f32_float_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.metal")),
-    header: TextRange { start: 460, end: 460 },
-    body: TextRange { start: 915, end: 2243 },
+    header: TextRange { start: 474, end: 474 },
+    body: TextRange { start: 929, end: 2257 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -120,6 +121,7 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `odd1000_gated_rms_norm_f16`: dtype f16, geometry odd1000.
@@ -129,8 +131,8 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.metal")),
-    header: TextRange { start: 459, end: 459 },
-    body: TextRange { start: 1019, end: 2894 },
+    header: TextRange { start: 473, end: 473 },
+    body: TextRange { start: 1033, end: 2908 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -176,6 +178,7 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul, Op::Const(2000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2000), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// `odd1000_gated_rms_norm_f32`: dtype f32, geometry odd1000.
@@ -185,8 +188,8 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f32_float_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.metal")),
-    header: TextRange { start: 459, end: 459 },
-    body: TextRange { start: 987, end: 2846 },
+    header: TextRange { start: 473, end: 473 },
+    body: TextRange { start: 1001, end: 2860 },
     metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -232,6 +235,7 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     grid: [Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(8000), Op::Size(0), Op::Mul, Op::Const(4000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.
@@ -248,6 +252,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// gated_rms_norm kernels for geometry head128x, dtype f16.
 pub struct Head128xGatedRmsNormF16;

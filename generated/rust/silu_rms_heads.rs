@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static QWEN35_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_qwen35_silu_rms_heads_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads/qwen35_silu_rms_heads_bf16.metal")),
-    header: TextRange { start: 452, end: 452 },
-    body: TextRange { start: 969, end: 2714 },
+    header: TextRange { start: 466, end: 466 },
+    body: TextRange { start: 983, end: 2728 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads/qwen35_silu_rms_heads_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -82,6 +82,7 @@ pub static QWEN35_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(2048), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul]), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
 };
 
 /// `small_silu_rms_heads_bf16`: dtype bf16, geometry small.
@@ -91,8 +92,8 @@ pub static SMALL_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small_silu_rms_heads_bf16_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t_bfloat16_t"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads/small_silu_rms_heads_bf16.metal")),
-    header: TextRange { start: 451, end: 451 },
-    body: TextRange { start: 967, end: 2682 },
+    header: TextRange { start: 465, end: 465 },
+    body: TextRange { start: 981, end: 2696 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads/small_silu_rms_heads_bf16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -156,6 +157,7 @@ pub static SMALL_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     grid: [Dim::Fixed(224), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul]), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(432), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(96), Op::Add]), bytes_written: Dim::expr(&[Op::Const(432), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.
@@ -170,6 +172,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// silu_rms_heads kernels for geometry qwen35, dtype bf16.
 pub struct Qwen35SiluRmsHeadsBf16;

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -17,8 +17,8 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_silu_rms_heads_f16_float16_t_float16_t_float16_t_float16_t_float16_t_float16_t"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.metal")),
-    header: TextRange { start: 458, end: 458 },
-    body: TextRange { start: 962, end: 2669 },
+    header: TextRange { start: 472, end: 472 },
+    body: TextRange { start: 976, end: 2683 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -82,6 +82,7 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul]), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
 };
 
 /// `small2_silu_rms_heads_f32`: dtype f32, geometry small2.
@@ -91,8 +92,8 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
     spec: Cow::Borrowed("specs/silu_rms_heads_dtypes.toml"),
     mlx_name: Cow::Borrowed("custom_kernel_small2_silu_rms_heads_f32_float_float_float_float_float_float"),
     metal: Cow::Borrowed(include_str!("../metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.metal")),
-    header: TextRange { start: 458, end: 458 },
-    body: TextRange { start: 914, end: 2581 },
+    header: TextRange { start: 472, end: 472 },
+    body: TextRange { start: 928, end: 2595 },
     metal_path: Cow::Borrowed("generated/metal/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.metal"),
     inputs: Cow::Borrowed(&[
         BufferDef {
@@ -156,6 +157,7 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
     grid: [Dim::Fixed(128), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul]), Dim::Fixed(1)],
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(1024), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
 };
 
 /// Every kernel of this spec.
@@ -170,6 +172,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// silu_rms_heads kernels for geometry small2, dtype f16.
 pub struct Small2SiluRmsHeadsF16;

@@ -1,11 +1,15 @@
 //! `generate`, `check` and `list`: the generator's commands.
 
-use kernelgen_codegen::{emit, read_specs, Generated};
-use std::path::{Path, PathBuf};
+use crate::out::outln;
+use crate::SpecArgs;
+use kernelgen_codegen::{emit, family_dirs_near, generate_with, read_families, read_specs, Generated, Options};
+use std::path::Path;
 use std::process::ExitCode;
 
-/// Reads and generates every spec in memory; every command starts here.
-pub fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
+/// Reads the families and generates every spec in memory; every command
+/// starts here.
+pub fn run_pipeline(args: &SpecArgs) -> Result<Generated, String> {
+    let specs = &args.specs;
     let sources = read_specs(specs).map_err(|e| e.to_string())?;
     if sources.is_empty() {
         return Err(format!(
@@ -13,38 +17,45 @@ pub fn run_pipeline(specs: &[PathBuf]) -> Result<Generated, String> {
             specs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         ));
     }
-    kernelgen_codegen::generate(sources).map_err(|e| e.to_string())
+    let mut dirs = args.families.clone();
+    dirs.extend(family_dirs_near(specs).into_iter().filter(|d| !args.families.iter().any(|f| std::fs::canonicalize(f).ok().as_ref() == Some(d))));
+    let families = read_families(&dirs).map_err(|e| e.to_string())?;
+    generate_with(sources, &families, Options::default()).map_err(|e| e.to_string())
 }
 
-pub fn generate(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
+pub fn generate(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
     let generated = run_pipeline(specs)?;
-    let changes = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    let written = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    for warning in &written.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let changes = written.changes;
     if changes.is_empty() {
-        println!("{}: up to date ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
+        outln!("{}: up to date ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
     } else {
         for change in &changes {
-            println!("{change}");
+            outln!("{change}");
         }
-        println!("{}: {} files updated ({} kernels)", out.display(), changes.len(), generated.kernels.len());
+        outln!("{}: {} files updated ({} kernels)", out.display(), changes.len(), generated.kernels.len());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn check(specs: &[PathBuf], out: &Path) -> Result<ExitCode, String> {
+pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
     let generated = run_pipeline(specs)?;
     let diffs = emit::check(out, &generated.files).map_err(|e| format!("error: {e}"))?;
     if diffs.is_empty() {
-        println!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
+        outln!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
         return Ok(ExitCode::SUCCESS);
     }
     for diff in &diffs {
-        println!("{diff}");
+        outln!("{diff}");
     }
-    println!("{}: {} files differ from what the specs generate; run `make generate` and commit the result", out.display(), diffs.len());
+    outln!("{}: {} files differ from what the specs generate; run `make generate` and commit the result", out.display(), diffs.len());
     Ok(ExitCode::from(1))
 }
 
-pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
+pub fn list(specs: &SpecArgs) -> Result<ExitCode, String> {
     let generated = run_pipeline(specs)?;
     let rows: Vec<[String; 6]> = generated
         .kernels
@@ -62,7 +73,7 @@ pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
                 .join(" ");
             [
                 k.name.clone(),
-                k.family.name().to_string(),
+                k.family.name.clone(),
                 format!("{variant},geometry={}", k.geometry),
                 p.threadgroup.iter().product::<u64>().to_string(),
                 p.threadgroup_memory_bytes.to_string(),
@@ -86,21 +97,21 @@ pub fn list(specs: &[PathBuf]) -> Result<ExitCode, String> {
                 s.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", s.trim_end());
+        outln!("{}", s.trim_end());
     };
     line(header.to_vec());
     for row in &rows {
         line(row.iter().map(String::as_str).collect());
     }
-    println!("{} kernels", rows.len());
-    let mut families: Vec<&'static dyn kernelgen_codegen::families::Family> = Vec::new();
+    outln!("{} kernels", rows.len());
+    let mut families: Vec<&kernelgen_codegen::family::FamilyDef> = Vec::new();
     for r in &generated.kernels {
-        if !families.iter().any(|f| f.name() == r.kernel.family.name()) {
-            families.push(r.kernel.family);
+        if !families.iter().any(|f| f.name == r.kernel.family.name) {
+            families.push(&r.kernel.family);
         }
     }
     for f in families {
-        println!("  {}: {}", f.name(), f.info().summary);
+        outln!("  {}: {} ({})", f.name, f.summary, f.source.origin);
     }
     Ok(ExitCode::SUCCESS)
 }

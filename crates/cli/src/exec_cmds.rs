@@ -1,12 +1,13 @@
 //! `run` (one generated kernel on .npy inputs) and `emu` (any Metal file).
 
-use crate::npy;
+use crate::npy::{self, FileDtype, NpyArray};
+use crate::out::outln;
 use kernelgen::backend::{self, Backend};
 use kernelgen::contract::Source;
 use kernelgen::launch::LaunchError;
 use kernelgen::Dtype;
 use kernelgen_emu::backend::{EmuBackend, OUTPUT_POISON};
-use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator, HostArray};
+use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator, FunctionConstant, HostArray, LoadOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -18,11 +19,81 @@ fn pairs<'a>(items: &'a [String], what: &str) -> Result<Vec<(&'a str, &'a str)>,
         .collect()
 }
 
+/// Each NAME given once: `--size R=2 --size R=3` is a mistake, not the first.
+fn once<'a>(items: Vec<(&'a str, &'a str)>, what: &str) -> Result<Vec<(&'a str, &'a str)>, String> {
+    for (i, (name, value)) in items.iter().enumerate() {
+        if let Some((_, first)) = items[..i].iter().find(|(n, _)| n == name) {
+            return Err(format!("error: {what} {name} is given twice ({name}={first} and {name}={value}); give it once"));
+        }
+    }
+    Ok(items)
+}
+
+/// Checks, before anything runs, that `--out DIR` can be a directory: it is
+/// one, or it does not exist and its nearest existing ancestor is one.
+fn check_out(out: &Path) -> Result<(), String> {
+    let mut p = out;
+    loop {
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) if p == out => return Err(format!("error: --out {}: exists and is not a directory", out.display())),
+            Ok(_) => return Err(format!("error: --out {}: {} is not a directory", out.display(), p.display())),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("error: --out {}: {}: {e}", out.display(), p.display())),
+            Err(_) => match p.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => p = parent,
+                _ => return Ok(()),
+            },
+        }
+    }
+}
+
 fn create_out(out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("error: {}: {e}", out.display()))
 }
 
-pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String], out: &Path) -> Result<ExitCode, String> {
+/// Bytes of memory available to this process, where the system says.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+fn human(bytes: u128) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let (mut v, mut u) = (bytes as f64, 0);
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} bytes") } else { format!("{v:.1} {}", units[u]) }
+}
+
+/// The byte size of an output buffer of `shape`, checked: no overflow, and
+/// no more than the memory available (minus what is already claimed).
+fn output_bytes(what: &str, dtype: FileDtype, shape: &[u64], claimed: u64) -> Result<u64, String> {
+    let elements: u128 = shape.iter().try_fold(1u128, |acc, d| acc.checked_mul(*d as u128)).unwrap_or(u128::MAX);
+    let bytes = elements.saturating_mul(dtype.size() as u128);
+    if bytes > usize::MAX as u128 / 2 || bytes > u64::MAX as u128 {
+        return Err(format!("error: {what}: shape {shape:?} has {elements} elements ({} bytes), which no buffer can hold", bytes));
+    }
+    let bytes = bytes as u64;
+    if let Some(available) = available_memory() {
+        // The buffer is held twice (host and device copies).
+        let need = (bytes as u128 + claimed as u128) * 2;
+        if need > available as u128 {
+            return Err(format!(
+                "error: {what}: {} for this output ({} with the other buffers, each held twice) is more than the {} of memory available",
+                human(bytes as u128),
+                human(need),
+                human(available as u128)
+            ));
+        }
+    }
+    Ok(bytes)
+}
+
+pub fn run(specs: &crate::SpecArgs, kernel: &str, inputs: &[String], sizes: &[String], out: &Path) -> Result<ExitCode, String> {
     let generated = crate::codegen_cmds::run_pipeline(specs)?;
     let Some(rendered) = generated.kernels.iter().find(|r| r.kernel.name == kernel) else {
         let mut near: Vec<&str> = generated.kernels.iter().map(|r| r.kernel.name.as_str()).filter(|n| n.starts_with(kernel.split('_').next().unwrap_or(""))).collect();
@@ -30,7 +101,13 @@ pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String],
         return Err(format!("error: no kernel `{kernel}` in the specs{}", if near.is_empty() { String::new() } else { format!("; kernels like it: {}", near.join(", ")) }));
     };
     let def = &rendered.def;
-    let given = pairs(inputs, "--input")?;
+    check_out(out)?;
+    let given = once(pairs(inputs, "--input")?, "--input")?;
+    let mut given_sizes = Vec::new();
+    for (name, value) in once(pairs(sizes, "--size")?, "--size")? {
+        let v: u64 = value.parse().map_err(|_| format!("error: --size {name}={value}: not a non-negative integer"))?;
+        given_sizes.push((name.to_string(), v));
+    }
     let takes = |name: &str| def.inputs.iter().any(|b| b.name == name && matches!(b.source, Source::Data | Source::HostInts));
     for (name, _) in &given {
         if !takes(name) {
@@ -52,11 +129,6 @@ pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String],
             arrays.push(array);
         }
     }
-    let mut given_sizes = Vec::new();
-    for (name, value) in pairs(sizes, "--size")? {
-        let v: u64 = value.parse().map_err(|_| format!("error: --size {name}={value}: not a non-negative integer"))?;
-        given_sizes.push((name.to_string(), v));
-    }
     let emu = EmuBackend::with_defaults().map_err(|e| format!("error: {e}"))?;
     let refs: Vec<&HostArray> = arrays.iter().collect();
     let host_refs: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
@@ -67,7 +139,7 @@ pub fn run(specs: &[PathBuf], kernel: &str, inputs: &[String], sizes: &[String],
     for (b, a) in def.outputs.iter().zip(&outputs) {
         let path = out.join(format!("{}.npy", b.name));
         npy::write(&path, a).map_err(|e| format!("error: {e}"))?;
-        println!("{}: {} {:?}{}", path.display(), b.dtype, a.shape, if b.dtype == Dtype::Bf16 { " (bfloat16 bits as uint16)" } else { "" });
+        outln!("{}: {} {:?}{}", path.display(), b.dtype, a.shape, if b.dtype == Dtype::Bf16 { " (bfloat16 bits as uint16)" } else { "" });
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -90,17 +162,53 @@ pub struct EmuArgs<'a> {
     pub outputs: &'a [String],
     pub out: &'a Path,
     pub sanitize: bool,
+    /// `-I DIR`: searched for `#include` (e.g. MLX's `include/` for `mlx/backend/...`).
+    pub include_dirs: &'a [PathBuf],
+    /// `-D NAME[=VALUE]`.
+    pub defines: &'a [String],
+    /// `INDEX=VALUE` of `[[function_constant(INDEX)]]`.
+    pub function_constants: &'a [String],
 }
 
 pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
     if a.sanitize {
         kernelgen_emu::reexec_with_sanitizer_if_needed().map_err(|e| format!("error: cannot start under the sanitizer runtime: {e}"))?;
     }
+    check_out(a.out)?;
     let grid = triple(a.grid, "--grid")?;
     let threadgroup = triple(a.threadgroup, "--threadgroup")?;
+    // Every size is checked before the kernel is compiled.
+    let index = |s: &str, what: &str| -> Result<u32, String> { s.parse().map_err(|_| format!("error: {what} `{s}`: the buffer index must be an integer")) };
+    let mut given: Vec<(u32, NpyArray)> = Vec::new();
+    for (i, file) in pairs(a.buffers, "--buffer")? {
+        given.push((index(i, "--buffer")?, npy::read_any(Path::new(file)).map_err(|e| format!("error: {e}"))?));
+    }
+    let mut outputs: Vec<(u32, FileDtype, Vec<u64>, u64)> = Vec::new();
+    for (i, spec) in pairs(a.outputs, "--output")? {
+        let (dtype, shape) = spec.split_once(':').ok_or_else(|| format!("error: --output {i}={spec}: expected INDEX=DTYPE:SHAPE, e.g. 2=float32:4,128"))?;
+        let dtype = FileDtype::parse(dtype).ok_or_else(|| format!("error: --output {i}={spec}: unknown dtype `{dtype}` (float32, float16, bfloat16, int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool or f32, f16, bf16, i16, i64, u64)"))?;
+        let shape: Option<Vec<u64>> = shape.split(',').map(|d| d.trim().parse().ok()).collect();
+        let shape = shape.ok_or_else(|| format!("error: --output {i}={spec}: the shape must be comma-separated integers"))?;
+        let claimed = outputs.iter().map(|(_, _, _, b)| *b).sum::<u64>() + given.iter().map(|(_, a)| a.data.len() as u64).sum::<u64>();
+        let bytes = output_bytes(&format!("--output {i}={spec}"), dtype, &shape, claimed)?;
+        outputs.push((index(i, "--output")?, dtype, shape, bytes));
+    }
     let source = std::fs::read_to_string(a.file).map_err(|e| format!("error: {}: {e}", a.file.display()))?;
+    let mut load = LoadOptions { include_dirs: a.include_dirs.to_vec(), ..LoadOptions::default() };
+    for d in a.defines {
+        load.defines.push(match d.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (d.clone(), None),
+        });
+    }
+    for (i, v) in pairs(a.function_constants, "--function-constant")? {
+        let index: u32 = i.parse().map_err(|_| format!("error: --function-constant {i}={v}: the index must be a non-negative integer"))?;
+        let value = FunctionConstant::parse(v)
+            .ok_or_else(|| format!("error: --function-constant {i}={v}: the value must be true, false, an integer or a float"))?;
+        load.function_constants.push((index, value));
+    }
     let emulator = Emulator::new(EmuOptions { sanitize: a.sanitize, ..EmuOptions::default() }).map_err(|e| format!("error: {e}"))?;
-    let program = emulator.load(&source, &a.file.display().to_string()).map_err(|e| format!("error: {e}"))?;
+    let program = emulator.load_with(&source, &a.file.display().to_string(), &load).map_err(|e| format!("error: {e}"))?;
     let names: Vec<&str> = program.kernels().iter().map(|k| k.name.as_str()).collect();
     let sig = match a.kernel {
         Some(k) => program.kernel(k).ok_or_else(|| format!("error: no kernel `{k}` in {}; kernels: {}", a.file.display(), names.join(", ")))?,
@@ -110,23 +218,10 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
             _ => return Err(format!("error: {} has several kernels; choose one with --kernel: {}", a.file.display(), names.join(", "))),
         },
     };
-    let index = |s: &str, what: &str| -> Result<u32, String> { s.parse().map_err(|_| format!("error: {what} `{s}`: the buffer index must be an integer")) };
-    let mut given: Vec<(u32, HostArray)> = Vec::new();
-    for (i, file) in pairs(a.buffers, "--buffer")? {
-        given.push((index(i, "--buffer")?, npy::read(Path::new(file)).map_err(|e| format!("error: {e}"))?));
-    }
-    let mut outputs: Vec<(u32, Dtype, Vec<u64>)> = Vec::new();
-    for (i, spec) in pairs(a.outputs, "--output")? {
-        let (dtype, shape) = spec.split_once(':').ok_or_else(|| format!("error: --output {i}={spec}: expected INDEX=DTYPE:SHAPE, e.g. 2=float32:4,128"))?;
-        let dtype = Dtype::parse(dtype).ok_or_else(|| format!("error: --output {i}={spec}: unknown dtype `{dtype}` (float32, float16, bfloat16, int8, uint8, uint16, int32, uint32, bool or f32, f16, bf16)"))?;
-        let shape: Option<Vec<u64>> = shape.split(',').map(|d| d.trim().parse().ok()).collect();
-        let shape = shape.ok_or_else(|| format!("error: --output {i}={spec}: the shape must be comma-separated integers"))?;
-        outputs.push((index(i, "--output")?, dtype, shape));
-    }
     // Every buffer the kernel binds must be given exactly once, with the type it declares.
     let count = sig.buffer_count() as u32;
     let mut seen = Vec::new();
-    for i in given.iter().map(|(i, _)| *i).chain(outputs.iter().map(|(i, _, _)| *i)) {
+    for i in given.iter().map(|(i, _)| *i).chain(outputs.iter().map(|(i, _, _, _)| *i)) {
         if i >= count {
             return Err(format!("error: kernel `{}` binds buffers 0..{count}, not buffer({i})", sig.name));
         }
@@ -140,17 +235,23 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
         let param = sig.params.iter().find(|p| p.binding == Binding::Buffer(slot));
         let label = param.map_or(format!("buffer({slot})"), |p| format!("buffer({slot}) `{}` ({})", p.name, p.type_name));
         let input = given.iter().find(|(i, _)| *i == slot);
-        let output = outputs.iter().find(|(i, _, _)| *i == slot);
+        let output = outputs.iter().find(|(i, _, _, _)| *i == slot);
         let (dtype, bytes) = match (input, output) {
             (Some(_), Some(_)) => return Err(format!("error: {label} is given both as --buffer and as --output")),
             (None, None) => return Err(format!("error: kernel `{}`: {label} has no --buffer {slot}=FILE.npy or --output {slot}=DTYPE:SHAPE", sig.name)),
-            (Some((_, arr)), None) => (arr.dtype, arr.data.to_vec()),
-            (None, Some((_, dtype, shape))) => (*dtype, vec![OUTPUT_POISON; shape.iter().product::<u64>() as usize * dtype.size()]),
+            (Some((_, arr)), None) => (arr.dtype, arr.data.clone()),
+            (None, Some((_, dtype, _, bytes))) => {
+                let mut poisoned = Vec::new();
+                poisoned.try_reserve_exact(*bytes as usize).map_err(|e| format!("error: {label}: cannot allocate {}: {e}", human(*bytes as u128)))?;
+                poisoned.resize(*bytes as usize, OUTPUT_POISON);
+                (*dtype, poisoned)
+            }
         };
         if let Some(p) = param {
-            let declared = Dtype::ALL.into_iter().find(|d| d.metal_name() == p.type_name || (p.type_name == "half" && *d == Dtype::F16) || (p.type_name == "bfloat" && *d == Dtype::Bf16) || (p.type_name == "int" && *d == Dtype::I32) || (p.type_name == "uint" && *d == Dtype::U32));
+            let declared = FileDtype::of_metal_type(&p.type_name);
             // A uint16 file stands for bf16 bits where the kernel declares bfloat16_t.
-            let compatible = |d: Dtype| Some(d) == declared || (d == Dtype::U16 && declared == Some(Dtype::Bf16));
+            let bf16 = Some(FileDtype::Contract(Dtype::Bf16));
+            let compatible = |d: FileDtype| Some(d) == declared || (d == FileDtype::Contract(Dtype::U16) && declared == bf16);
             if declared.is_some() && !compatible(dtype) {
                 return Err(format!("error: kernel `{}`: {label} is declared {}, given {}", sig.name, p.type_name, dtype.numpy_name()));
             }
@@ -160,12 +261,13 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
     let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
     let stats = program.dispatch(&sig.name, &mut refs, grid, threadgroup).map_err(|e| format!("error: {e}"))?;
     create_out(a.out)?;
-    for (i, dtype, shape) in &outputs {
+    for (i, dtype, shape, _) in &outputs {
         let name = sig.params.iter().find(|p| p.binding == Binding::Buffer(*i)).map_or(format!("buffer{i}"), |p| p.name.clone());
         let path = a.out.join(format!("{name}.npy"));
-        npy::write(&path, &HostArray::new(*dtype, shape.clone(), buffers[*i as usize].as_bytes().to_vec())).map_err(|e| format!("error: {e}"))?;
-        println!("{}: {} {:?}", path.display(), dtype.numpy_name(), shape);
+        let array = NpyArray { dtype: *dtype, shape: shape.clone(), data: buffers[*i as usize].as_bytes().to_vec() };
+        npy::write_any(&path, &array).map_err(|e| format!("error: {e}"))?;
+        outln!("{}: {} {:?}", path.display(), dtype.numpy_name(), shape);
     }
-    println!("{}: {} threads in {} threadgroups, {:.3} s", sig.name, stats.threads, stats.threadgroups, stats.elapsed.as_secs_f64());
+    outln!("{}: {} threads in {} threadgroups, {:.3} s", sig.name, stats.threads, stats.threadgroups, stats.elapsed.as_secs_f64());
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@
 mod codegen_cmds;
 mod exec_cmds;
 mod npy;
+mod out;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,11 @@ pub struct SpecArgs {
     /// Spec file or directory of `*.toml` specs (repeatable).
     #[arg(long = "specs", value_name = "PATH", default_value = "specs")]
     pub specs: Vec<PathBuf>,
+    /// A folder of family files (`<family>.toml` beside `<family>.metal.tera`),
+    /// besides kernelgen's own families and a `families/` folder beside the
+    /// specs (repeatable).
+    #[arg(long = "families", value_name = "DIR")]
+    pub families: Vec<PathBuf>,
 }
 
 /// How the emulator runs.
@@ -132,6 +138,17 @@ enum Command {
         /// Build with AddressSanitizer and UBSan.
         #[arg(long)]
         sanitize: bool,
+        /// A directory searched for #include (repeatable), e.g. MLX's include/ for
+        /// "mlx/backend/metal/kernels/...".
+        #[arg(long = "include", short = 'I', value_name = "DIR")]
+        include_dirs: Vec<PathBuf>,
+        /// A predefined macro, NAME or NAME=VALUE (repeatable).
+        #[arg(long = "define", short = 'D', value_name = "NAME[=VALUE]")]
+        defines: Vec<String>,
+        /// The value of [[function_constant(INDEX)]]: true, false, an integer or a float
+        /// (repeatable); one without a value does not compile where it is read.
+        #[arg(long = "function-constant", value_name = "INDEX=VALUE")]
+        function_constants: Vec<String>,
         #[command(flatten)]
         workers: WorkerArgs,
     },
@@ -140,18 +157,18 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Generate { specs, out } => codegen_cmds::generate(&specs.specs, &out),
-        Command::Check { specs, out } => codegen_cmds::check(&specs.specs, &out),
-        Command::List { specs } => codegen_cmds::list(&specs.specs),
+        Command::Generate { specs, out } => codegen_cmds::generate(&specs, &out),
+        Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
+        Command::List { specs } => codegen_cmds::list(&specs),
         Command::Verify { specs, filter, sanitize, seed, workers } => {
             workers.apply();
-            verify::verify(&specs.specs, filter.as_deref(), sanitize, seed)
+            verify::verify(&specs, filter.as_deref(), sanitize, seed)
         }
         Command::Run { kernel, inputs, sizes, out, specs, workers } => {
             workers.apply();
-            exec_cmds::run(&specs.specs, &kernel, &inputs, &sizes, &out)
+            exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out)
         }
-        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, workers } => {
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, workers } => {
             workers.apply();
             exec_cmds::emu(exec_cmds::EmuArgs {
                 file: &file,
@@ -162,6 +179,9 @@ fn main() -> ExitCode {
                 outputs: &outputs,
                 out: &out,
                 sanitize,
+                include_dirs: &include_dirs,
+                defines: &defines,
+                function_constants: &function_constants,
             })
         }
     };

@@ -68,15 +68,31 @@ fn check_names_a_deleted_file() {
 }
 
 #[test]
-fn check_names_an_orphaned_file() {
+fn check_names_a_foreign_file_and_generate_never_deletes_it() {
     let dir = scratch();
     fs::write(dir.path().join("generated/metal/stray.metal"), "// stray\n").unwrap();
     let o = kernelgen(dir.path(), &["check"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("orphaned: metal/stray.metal"), "{}", text(&o));
-    // generate removes it again.
-    assert!(kernelgen(dir.path(), &["generate"]).status.success());
-    assert!(!dir.path().join("generated/metal/stray.metal").exists());
+    assert!(text(&o).contains("foreign:  metal/stray.metal"), "{}", text(&o));
+    // kernelgen did not write it: generate refuses to replace the tree, and says why.
+    let o = kernelgen(dir.path(), &["generate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("kernelgen did not write") && text(&o).contains("stray.metal"), "{}", text(&o));
+    assert_eq!(fs::read_to_string(dir.path().join("generated/metal/stray.metal")).unwrap(), "// stray\n");
+    fs::remove_file(dir.path().join("generated/metal/stray.metal")).unwrap();
+    assert_eq!(kernelgen(dir.path(), &["check"]).status.code(), Some(0));
+}
+
+#[test]
+fn generate_removes_the_files_of_a_removed_spec() {
+    let dir = scratch();
+    fs::remove_file(dir.path().join("specs/experts.toml")).unwrap();
+    let o = kernelgen(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("orphaned: rust/experts.rs"), "{}", text(&o));
+    let o = kernelgen(dir.path(), &["generate"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!dir.path().join("generated/rust/experts.rs").exists() && !dir.path().join("generated/metal/experts").exists());
     assert_eq!(kernelgen(dir.path(), &["check"]).status.code(), Some(0));
 }
 

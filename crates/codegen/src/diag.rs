@@ -6,7 +6,9 @@ use crate::spec::{Span, SpecSource};
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label};
 use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term::{self, Chars, Config};
+use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// One problem in one spec.
@@ -37,46 +39,119 @@ impl Diagnostic {
 
 /// 1-based line and column of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    // Bytes, so an offset inside a character cannot panic; columns count bytes.
     let offset = offset.min(text.len());
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rfind('\n').map_or(offset, |nl| offset - nl - 1) + 1;
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let col = before.iter().rposition(|b| *b == b'\n').map_or(offset, |nl| offset - nl - 1) + 1;
     (line, col)
 }
 
-/// Every problem found in a run, in file order.
+/// At most this many problems are shown per spec file; the rest are counted
+/// and the message says how many were left out. (A spec with 10000 copies of
+/// one mistake is one mistake to fix; showing them all would take minutes.)
+pub const MAX_SHOWN_PER_FILE: usize = 50;
+
+/// Every problem found in a run, in file order: the first
+/// [`MAX_SHOWN_PER_FILE`] of each file in `.0`, and a count of the others.
+/// Each source is shared (an `Arc`), never copied per problem.
 #[derive(Clone, Debug, Default)]
-pub struct Diagnostics(pub Vec<Diagnostic>);
+pub struct Diagnostics(pub Vec<Diagnostic>, Tally);
+
+/// What [`Diagnostics`] needs beyond the shown problems.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// Every distinct problem seen (source, span, hash of the message), shown or not.
+    seen: HashSet<(usize, usize, usize, u64)>,
+    /// Per source: how many problems it has (shown or not), and the source.
+    per_file: Vec<(Arc<SpecSource>, usize)>,
+}
+
+fn key(d: &Diagnostic) -> (usize, usize, usize, u64) {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    d.message.hash(&mut h);
+    (Arc::as_ptr(&d.source) as usize, d.span.start, d.span.end, h.finish())
+}
 
 impl Diagnostics {
     pub fn push(&mut self, d: Diagnostic) {
         // The same problem reached through several variants is reported once.
-        if !self
-            .0
-            .iter()
-            .any(|o| o.span == d.span && o.message == d.message && Arc::ptr_eq(&o.source, &d.source))
-        {
+        if !self.1.seen.insert(key(&d)) {
+            return;
+        }
+        let count = match self.1.per_file.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &d.source)) {
+            Some((_, n)) => n,
+            None => {
+                self.1.per_file.push((d.source.clone(), 0));
+                &mut self.1.per_file.last_mut().expect("just pushed").1
+            }
+        };
+        *count += 1;
+        if *count <= MAX_SHOWN_PER_FILE {
             self.0.push(d);
         }
     }
 
+    /// No problem at all (shown or not).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.count() == 0
+    }
+
+    /// How many distinct problems were found, shown or not.
+    pub fn count(&self) -> usize {
+        self.1.per_file.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The files with problems that are not shown, and how many each.
+    pub fn omitted(&self) -> impl Iterator<Item = (&SpecSource, usize)> {
+        self.1.per_file.iter().filter(|(_, n)| *n > MAX_SHOWN_PER_FILE).map(|(s, n)| (&**s, n - MAX_SHOWN_PER_FILE))
     }
 
     pub fn extend(&mut self, other: Diagnostics) {
         for d in other.0 {
             self.push(d);
         }
+        // Problems `other` counted but did not keep: counted here too (they
+        // are distinct from each other; they cannot be compared with ours).
+        for (source, n) in other.1.per_file {
+            let hidden = n.saturating_sub(MAX_SHOWN_PER_FILE);
+            if hidden == 0 {
+                continue;
+            }
+            match self.1.per_file.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &source)) {
+                Some((_, m)) => *m += hidden,
+                None => self.1.per_file.push((source, hidden)),
+            }
+        }
     }
 
     /// Plain ASCII rendering with source excerpts, as the CLI prints it.
     pub fn render(&self) -> String {
-        let mut files = SimpleFiles::new();
+        // One entry per source file, borrowed, whatever the number of problems.
+        let mut files: SimpleFiles<&str, &str> = SimpleFiles::new();
+        let mut ids: Vec<(*const SpecSource, usize)> = Vec::new();
         let config = Config { chars: Chars::ascii(), ..Config::default() };
         let mut out = String::new();
         for d in &self.0 {
-            let id = files.add(d.source.display.clone(), d.source.text.clone());
+            let ptr = Arc::as_ptr(&d.source);
+            let id = match ids.iter().find(|(p, _)| *p == ptr) {
+                Some((_, id)) => *id,
+                None => {
+                    let id = files.add(d.source.display.as_str(), d.source.text.as_str());
+                    ids.push((ptr, id));
+                    id
+                }
+            };
+            if excerpt_too_long(d) {
+                // A line of 60 KB would be printed whole for each problem on it.
+                let (line, col) = d.line_col();
+                out.push_str(&format!("error: {}: {}\n  --> {}:{line}:{col}\n", d.field, d.message, d.source.display));
+                if let Some(help) = &d.help {
+                    out.push_str(&format!("  = help: {help}\n"));
+                }
+                out.push('\n');
+                continue;
+            }
             let mut cs = CsDiagnostic::error()
                 .with_message(format!("{}: {}", d.field, d.message))
                 .with_labels(vec![Label::primary(id, d.span.clone())]);
@@ -91,13 +166,36 @@ impl Diagnostics {
                 }
             }
         }
-        let n = self.0.len();
+        for (source, n) in self.omitted() {
+            out.push_str(&format!(
+                "error: {}: {n} more problem{} not shown (at most {MAX_SHOWN_PER_FILE} are shown per file)\n\n",
+                source.display,
+                if n == 1 { " is" } else { "s are" }
+            ));
+        }
+        let n = self.count();
         out.push_str(&format!(
             "error: {n} problem{} in the specs; nothing was written\n",
             if n == 1 { "" } else { "s" }
         ));
         out
     }
+}
+
+/// The longest source line shown as an excerpt under a problem.
+const MAX_EXCERPT_LINE: usize = 240;
+
+/// Whether the lines a problem's span covers are too long to show.
+fn excerpt_too_long(d: &Diagnostic) -> bool {
+    let text = d.source.text.as_bytes();
+    let start = d.span.start.min(text.len());
+    let end = d.span.end.clamp(start, text.len());
+    if !d.source.text.is_char_boundary(start) || !d.source.text.is_char_boundary(end) {
+        return true;
+    }
+    let from = text[..start].iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let to = text[end..].iter().position(|b| *b == b'\n').map_or(text.len(), |i| end + i);
+    to - from > MAX_EXCERPT_LINE
 }
 
 impl fmt::Display for Diagnostics {

@@ -13,14 +13,15 @@
 pub mod diag;
 pub mod emit;
 pub mod expand;
-pub mod families;
 pub mod family;
 pub mod model;
+pub mod names;
 pub mod render;
 pub mod spec;
 pub mod validate;
 
 use diag::{Diagnostic, Diagnostics};
+pub use family::Families;
 use render::{RenderError, RenderedKernel, Renderer};
 use spec::SpecSource;
 use std::fmt;
@@ -57,8 +58,15 @@ pub struct Generated {
     pub files: emit::Tree,
 }
 
-/// Spec files named by `paths`: a directory gives its `*.toml` files (sorted,
-/// recursively), a file gives itself.
+/// The largest spec file read, in bytes (the bundled ones are a few KB).
+pub const MAX_SPEC_BYTES: u64 = 4 << 20;
+
+/// Spec files named by `paths`: a directory gives its `*.toml` files
+/// (recursively; symbolic links to files are read, links to directories are
+/// refused), a file gives itself. The result is in a canonical order (by
+/// origin), whatever the order of `paths`. Only regular files are read, of at
+/// most [`MAX_SPEC_BYTES`]; a file that is not UTF-8 is a spec error at the
+/// line and column of its first bad byte.
 pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
     let mut out = Vec::new();
     for path in paths {
@@ -67,7 +75,7 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
         let files: Vec<(PathBuf, String)> = if meta.is_dir() {
             let base = dir_name(path);
             let mut found = Vec::new();
-            collect_toml(path, path, &mut found).map_err(|e| io(path, e))?;
+            collect_toml(path, path, &mut found)?;
             found.sort();
             found.into_iter().map(|(rel, p)| (p, format!("{base}/{rel}"))).collect()
         } else {
@@ -76,12 +84,121 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
             vec![(path.clone(), format!("{parent}/{file}"))]
         };
         for (file, origin) in files {
-            let text = std::fs::read_to_string(&file).map_err(|e| io(&file, e))?;
+            let text = read_spec_file(&file)?;
             let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             out.push(SpecSource { display: file.display().to_string(), origin, stem, text });
         }
     }
+    // Canonical order: the generated tree must not depend on the order of
+    // the paths (nor on how they are spelled, but for the tie-break).
+    out.sort_by(|a, b| (&a.origin, &a.display).cmp(&(&b.origin, &b.display)));
     Ok(out)
+}
+
+/// The folder kernelgen looks in for the family files of specs at `paths`:
+/// `families/` beside each spec folder (`kernels/specs/x.toml` ->
+/// `kernels/families/`), where it exists.
+pub fn family_dirs_near(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let dir = if p.is_dir() { Some(p.as_path()) } else { p.parent() };
+        let Some(dir) = dir else { continue };
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        let candidate = std::fs::canonicalize(dir).ok().and_then(|d| d.parent().map(|p| p.join("families")));
+        if let Some(c) = candidate.filter(|c| c.is_dir()) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// The bundled families and the family files in `dirs`: every `*.toml` there
+/// is a family file, its template beside it. Every problem of every file is
+/// reported at once, with file, line, column and field.
+pub fn read_families(dirs: &[PathBuf]) -> Result<Families, Error> {
+    let mut defs = Vec::new();
+    let mut problems = Diagnostics::default();
+    for dir in dirs {
+        let io = |e: std::io::Error| Error::Io { path: dir.clone(), message: e.to_string() };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                files.push(path);
+            }
+        }
+        files.sort();
+        let base = dir_name(dir);
+        for file in files {
+            let text = read_spec_file(&file)?;
+            let name = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let source = Arc::new(SpecSource {
+                display: file.display().to_string(),
+                origin: format!("{base}/{name}"),
+                stem: file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                text,
+            });
+            let template = |t: &str| read_spec_file(&dir.join(t)).ok();
+            match family::file::read(source, Some(dir.clone()), template) {
+                Ok(def) => defs.push(def),
+                Err(d) => problems.extend(d),
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::Spec(problems));
+    }
+    Families::with(defs).map_err(Error::Spec)
+}
+
+/// A spec file's text: a regular file (a FIFO would block, `/dev/zero` never
+/// end), at most [`MAX_SPEC_BYTES`], UTF-8.
+fn read_spec_file(path: &Path) -> Result<String, Error> {
+    use std::io::Read;
+    let fail = |message: String| Error::Io { path: path.to_path_buf(), message };
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Opening a FIFO for reading waits for a writer; non-blocking, it does not.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| fail(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(fail("not a regular file (a directory, FIFO, device or socket); a spec is a .toml file".into()));
+    }
+    if meta.len() > MAX_SPEC_BYTES {
+        return Err(fail(format!("the file is {} bytes; a spec is at most {MAX_SPEC_BYTES} bytes", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // A file that grows while it is read stops at the limit too.
+    file.take(MAX_SPEC_BYTES + 1).read_to_end(&mut bytes).map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_SPEC_BYTES {
+        return Err(fail(format!("the file grew past {MAX_SPEC_BYTES} bytes while it was read")));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bad = e.as_bytes()[at];
+        let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+        let source = Arc::new(SpecSource {
+            display: path.display().to_string(),
+            origin: String::new(),
+            stem: String::new(),
+            text,
+        });
+        let mut d = Diagnostics::default();
+        // The text before the bad byte is intact in the lossy copy, so the
+        // line and column are those of the file.
+        d.push(Diagnostic {
+            source,
+            span: at..at + char::REPLACEMENT_CHARACTER.len_utf8(),
+            field: "(encoding)".into(),
+            message: format!("the file is not UTF-8 text: byte 0x{bad:02X} cannot start or continue a character"),
+            help: Some("save the spec as UTF-8".into()),
+        });
+        Error::Spec(d)
+    })
 }
 
 /// The last component of a directory path, resolving `.` and `..`, so the
@@ -91,12 +208,23 @@ fn dir_name(path: &Path) -> String {
     resolved.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "specs".into())
 }
 
-fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
+/// Every `*.toml` under `dir`, relative to `root`. Symbolic links are not
+/// followed into directories (a link to a parent would never end).
+fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
+    let io = |p: &Path, e: std::io::Error| Error::Io { path: p.to_path_buf(), message: e.to_string() };
+    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| io(&path, e))?;
+        let is_toml = path.extension().is_some_and(|e| e == "toml");
+        if kind.is_dir() {
             collect_toml(root, &path, out)?;
-        } else if path.extension().is_some_and(|e| e == "toml") {
+        } else if kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            return Err(Error::Io {
+                path,
+                message: "a symbolic link to a directory: kernelgen does not follow these; name the directory with --specs".into(),
+            });
+        } else if is_toml {
             let rel = path.strip_prefix(root).expect("walk stays under root").to_string_lossy().replace('\\', "/");
             out.push((rel, path));
         }
@@ -106,21 +234,15 @@ fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> st
 
 /// Parses and validates every spec: the models of every spec whose family
 /// is known, and every problem found.
-pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diagnostics) {
+pub fn validate_all(sources: Vec<SpecSource>, families: &Families) -> (Vec<validate::SpecModel>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let mut models = Vec::new();
     let mut stems: Vec<(String, String)> = Vec::new();
     for source in sources {
         let source = Arc::new(source);
         let whole = 0..source.text.len().min(1);
-        if !validate::is_identifier(&source.stem) {
-            diags.push(Diagnostic {
-                source: source.clone(),
-                span: whole.clone(),
-                field: "(file name)".into(),
-                message: format!("spec file name `{}` cannot name a Rust module", source.stem),
-                help: Some("rename the file to lowercase letters, digits and `_`, starting with a letter".into()),
-            });
+        if let Some((message, help)) = stem_problem(&source.stem) {
+            diags.push(Diagnostic { source: source.clone(), span: whole.clone(), field: "(file name)".into(), message, help: Some(help) });
         }
         if let Some((_, other)) = stems.iter().find(|(s, _)| *s == source.stem) {
             diags.push(Diagnostic {
@@ -139,11 +261,28 @@ pub fn validate_all(sources: Vec<SpecSource>) -> (Vec<validate::SpecModel>, Diag
                 continue;
             }
         };
-        let (model, problems) = validate::validate(source, &tree);
+        let (model, problems) = validate::validate(source, &tree, families);
         models.extend(model);
         diags.extend(problems);
     }
     (models, diags)
+}
+
+/// Why a spec file stem cannot name the Rust module of its launchers
+/// (`pub mod <stem>;` in `rust/mod.rs`, the file `rust/<stem>.rs`).
+fn stem_problem(stem: &str) -> Option<(String, String)> {
+    let rename = "rename the file to lowercase letters, digits and `_`, starting with a letter".to_string();
+    if !validate::is_identifier(stem) {
+        Some((format!("spec file name `{}` cannot name a Rust module", stem.escape_debug()), rename))
+    } else if stem == "mod" {
+        Some(("a spec named `mod.toml` would generate `rust/mod.rs`, which is the catalog of every spec".into(), "rename the file".into()))
+    } else if names::is_rust_keyword(stem) {
+        Some((format!("spec file name `{stem}` is a Rust keyword, so `pub mod {stem};` would not compile"), "rename the file, e.g. `{stem}s.toml`".replace("{stem}", stem)))
+    } else if stem.len() > names::MAX_NAME_LEN {
+        Some((format!("spec file name is {} bytes long; at most {} name a module", stem.len(), names::MAX_NAME_LEN), "rename the file to a shorter name".into()))
+    } else {
+        None
+    }
 }
 
 /// How the generated tree is laid out.
@@ -163,12 +302,12 @@ impl Default for Options {
 /// The whole pipeline after reading: validate, expand, render (the emitted
 /// tree's layout).
 pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
-    generate_with(sources, Options::default())
+    generate_with(sources, &Families::bundled(), Options::default())
 }
 
-/// [`generate`] with explicit [`Options`].
-pub fn generate_with(sources: Vec<SpecSource>, options: Options) -> Result<Generated, Error> {
-    let (models, mut diags) = validate_all(sources);
+/// [`generate`] with the user's families and explicit [`Options`].
+pub fn generate_with(sources: Vec<SpecSource>, families: &Families, options: Options) -> Result<Generated, Error> {
+    let (models, mut diags) = validate_all(sources, families);
     // Expansion checks the family constraints even when validation found
     // problems, so one run reports all of them.
     let kernels = match expand::expand(&models) {
@@ -181,7 +320,7 @@ pub fn generate_with(sources: Vec<SpecSource>, options: Options) -> Result<Gener
     if !diags.is_empty() {
         return Err(Error::Spec(diags));
     }
-    let renderer = Renderer::new().map_err(Error::Render)?;
+    let renderer = Renderer::new(families.iter()).map_err(Error::Render)?;
     let rendered = kernels.iter().map(|k| renderer.render_kernel(k)).collect::<Result<Vec<_>, _>>().map_err(Error::Render)?;
 
     let mut files = emit::Tree::new();
@@ -199,6 +338,114 @@ pub fn generate_with(sources: Vec<SpecSource>, options: Options) -> Result<Gener
         files.insert(r.metal_path.clone(), r.metal().to_string());
     }
     files.insert("rust/mod.rs".into(), render::rust::catalog_module(&modules));
-    files.insert(emit::MARKER.into(), render::manifest::manifest(&rendered));
+    files.insert("manifest.json".into(), render::manifest::manifest(&rendered));
     Ok(Generated { kernels: rendered, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(stem: &str, text: &str) -> SpecSource {
+        SpecSource { display: format!("specs/{stem}.toml"), origin: format!("specs/{stem}.toml"), stem: stem.into(), text: text.into() }
+    }
+
+    const TINY: &str = "family = \"expert\"\n[axes]\nquant = [\"q4\"]\n[geometry.tiny]\nhidden = 256\nintermediate = 128\n";
+
+    /// Every keyword that passes as an identifier is refused as a module name,
+    /// at line 1, column 1 of the spec, before anything is rendered.
+    #[test]
+    fn keyword_stems_are_rejected_with_a_location() {
+        for kw in names::RUST_KEYWORDS.iter().filter(|k| names::is_identifier(k)) {
+            match generate(vec![spec(kw, TINY)]) {
+                Err(Error::Spec(d)) => {
+                    assert_eq!(d.0.len(), 1, "{kw}: {d}");
+                    assert!(d.0[0].headline().starts_with(&format!("specs/{kw}.toml:1:1: (file name): ")), "{}", d.0[0].headline());
+                }
+                Err(e) => panic!("{kw}: {e}"),
+                Ok(_) => panic!("{kw}.toml generated"),
+            }
+        }
+        assert!(generate(vec![spec("union", TINY)]).is_ok(), "a weak keyword names a module fine");
+        let long = "s".repeat(names::MAX_NAME_LEN + 1);
+        assert!(matches!(generate(vec![spec(&long, TINY)]), Err(Error::Spec(_))));
+    }
+
+    fn write(dir: &Path, name: &str, text: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn io_message(r: Result<Vec<SpecSource>, Error>) -> String {
+        match r {
+            Err(Error::Io { path, message }) => format!("{}: {message}", path.display()),
+            Err(e) => panic!("expected an I/O error, got {e}"),
+            Ok(s) => panic!("read {} specs", s.len()),
+        }
+    }
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = std::time::Instant::now();
+        let zero = io_message(read_specs(&[PathBuf::from("/dev/zero")]));
+        assert!(zero.contains("not a regular file"), "{zero}");
+        #[cfg(unix)]
+        {
+            let fifo = dir.path().join("fifo.toml");
+            let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+            let m = io_message(read_specs(std::slice::from_ref(&fifo)));
+            assert!(m.contains("fifo.toml: not a regular file"), "{m}");
+            // Found in a directory walk too.
+            let m = io_message(read_specs(&[dir.path().to_path_buf()]));
+            assert!(m.contains("fifo.toml: not a regular file"), "{m}");
+            std::fs::remove_file(&fifo).unwrap();
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        let big = std::fs::File::create(dir.path().join("big.toml")).unwrap();
+        big.set_len(MAX_SPEC_BYTES + 1).unwrap();
+        let m = io_message(read_specs(&[dir.path().join("big.toml")]));
+        assert!(m.contains(&format!("a spec is at most {MAX_SPEC_BYTES} bytes")), "{m}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symbolic_links_to_directories_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "specs/a.toml", TINY.as_bytes());
+        std::os::unix::fs::symlink("..", dir.path().join("specs/loop")).unwrap();
+        let m = io_message(read_specs(&[dir.path().join("specs")]));
+        assert!(m.contains("loop: a symbolic link to a directory"), "{m}");
+    }
+
+    #[test]
+    fn a_spec_that_is_not_utf8_gets_the_line_and_column_of_the_first_bad_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "bad.toml", b"family = \"expert\"\n# caf\xc3\xa9 ok\ndescription = \"ab\xffcd\"\n");
+        match read_specs(&[path]) {
+            Err(Error::Spec(d)) => {
+                assert_eq!(d.0.len(), 1);
+                let h = d.0[0].headline();
+                assert!(h.ends_with("bad.toml:3:18: (encoding): the file is not UTF-8 text: byte 0xFF cannot start or continue a character"), "{h}");
+                assert!(d.render().contains("bad.toml:3:18"), "{}", d.render());
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("read"),
+        }
+    }
+
+    #[test]
+    fn the_order_of_spec_paths_does_not_matter() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "one/a.toml", TINY.as_bytes());
+        let b = write(dir.path(), "two/b.toml", TINY.replace("tiny", "small").as_bytes());
+        let files = |paths: &[PathBuf]| generate(read_specs(paths).unwrap()).unwrap().files;
+        let forward = files(&[a.clone(), b.clone()]);
+        assert_eq!(forward, files(&[b.clone(), a.clone()]));
+        assert_eq!(forward, files(&[dir.path().join("two"), dir.path().join("one")]));
+        assert!(forward["manifest.json"].find("one/a.toml").unwrap() < forward["manifest.json"].find("two/b.toml").unwrap());
+    }
 }

@@ -7,7 +7,7 @@ use crate::spec::Span;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use kernelgen_contract::{BufferDef, Dim, Dtype, Op, Region, Source};
+pub use kernelgen_contract::{BufferDef, Cost, Dim, Dtype, Format, Op, PackedLayout, Region, Source};
 
 /// The dtype a spec or kernel name spells `short` (`bf16`, `f32`, ...).
 pub fn dtype_from_short(short: &str) -> Option<Dtype> {
@@ -36,7 +36,7 @@ impl fmt::Display for AxisValue {
 /// family's axis order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variant {
-    pub values: Vec<(&'static str, AxisValue)>,
+    pub values: Vec<(String, AxisValue)>,
 }
 
 impl Variant {
@@ -94,33 +94,6 @@ pub struct Geometry {
     pub fields: BTreeMap<String, (FieldValue, Span)>,
 }
 
-impl Geometry {
-    pub fn opt_int(&self, path: &str) -> Option<i64> {
-        match self.fields.get(path) {
-            Some((FieldValue::Int(i), _)) => Some(*i),
-            _ => None,
-        }
-    }
-
-    /// A required integer field (the schema guarantees presence).
-    pub fn int(&self, path: &str) -> i64 {
-        self.opt_int(path)
-            .unwrap_or_else(|| panic!("family bug: required integer field `{path}` missing after validation"))
-    }
-
-    pub fn opt_float(&self, path: &str) -> Option<f64> {
-        match self.fields.get(path) {
-            Some((FieldValue::Float(f), _)) => Some(*f),
-            Some((FieldValue::Int(i), _)) => Some(*i as f64),
-            None => None,
-        }
-    }
-
-    pub fn has(&self, path: &str) -> bool {
-        self.fields.contains_key(path)
-    }
-}
-
 /// An ordinary array argument: caller data aligned to its element size.
 pub fn array(name: &'static str, dtype: Dtype, shape: Vec<Dim>) -> BufferDef {
     BufferDef {
@@ -150,6 +123,10 @@ pub struct KernelPlan {
     pub grid: [Dim; 3],
     pub threadgroup: [u64; 3],
     pub threadgroup_memory_bytes: u64,
+    /// What one launch moves and computes.
+    pub cost: Cost,
+    /// The whole layout of each packed buffer the kernel reads (all regions).
+    pub packed: Vec<PackedLayout>,
     /// Values the family's template is rendered with.
     pub params: Params,
 }
@@ -171,21 +148,4 @@ pub struct Violation {
     pub blame: Blame,
     pub message: String,
     pub help: String,
-}
-
-impl Violation {
-    pub fn field(path: impl Into<String>, message: impl Into<String>, help: impl Into<String>) -> Self {
-        Violation { blame: Blame::Field(path.into()), message: message.into(), help: help.into() }
-    }
-
-    pub fn axis(axis: impl Into<String>, message: impl Into<String>, help: impl Into<String>) -> Self {
-        Violation { blame: Blame::Axis(axis.into()), message: message.into(), help: help.into() }
-    }
-}
-
-/// Nearest multiples of `m` around `n`, for "what would be right" hints.
-pub fn multiples_near(n: i64, m: i64) -> String {
-    let below = (n / m) * m;
-    let above = below + m;
-    if below > 0 { format!("{below} or {above}") } else { format!("{above}") }
 }

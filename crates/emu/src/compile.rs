@@ -12,9 +12,10 @@ use super::EmuError;
 pub(crate) const SHIM: &str = include_str!("shim/kgemu_shim.h");
 
 /// Headers a source may include; each resolves to the shim.
-const METAL_HEADERS: [&str; 9] = [
+pub(crate) const METAL_HEADERS: [&str; 16] = [
     "metal_stdlib",
     "metal_simdgroup",
+    "metal_simdgroup_matrix",
     "metal_math",
     "metal_integer",
     "metal_atomic",
@@ -22,12 +23,26 @@ const METAL_HEADERS: [&str; 9] = [
     "metal_common",
     "metal_relational",
     "metal_geometric",
+    "metal_logging",
+    "metal_types",
+    "metal_type_traits",
+    "metal_numeric",
+    "metal_pack",
+    "metal_matrix",
 ];
+
+/// Macros every Metal compile predefines (a user `define` of the same name replaces
+/// the value): `__METAL__`, and `__METAL_VERSION__` of Metal 3.1, the language of
+/// macOS 14, the oldest system MLX 0.32's wheels support.
+pub(crate) const PREDEFINED: [(&str, &str); 2] = [("__METAL__", "1"), ("__METAL_VERSION__", "310")];
 
 pub(crate) struct Builder {
     cache: PathBuf,
     flags: Vec<String>,
     shim_dir: PathBuf,
+    /// Headers of the preprocessing pass: every `<metal_*>` header is empty there,
+    /// so the shim (and its keyword macros) stay out of the preprocessed text.
+    pre_dir: PathBuf,
     key_prefix: Vec<u8>,
 }
 
@@ -164,8 +179,11 @@ impl Builder {
         let shim_dir = cache.join(format!("shim-{}", &shim_hash[..16]));
         std::fs::create_dir_all(&shim_dir).map_err(io(format!("cannot create {}", shim_dir.display())))?;
         write_atomic(&shim_dir.join("kgemu_shim.h"), SHIM.as_bytes())?;
+        let pre_dir = shim_dir.join("pre");
+        std::fs::create_dir_all(&pre_dir).map_err(io(format!("cannot create {}", pre_dir.display())))?;
         for name in METAL_HEADERS {
             write_atomic(&shim_dir.join(name), b"#pragma once\n#include \"kgemu_shim.h\"\n")?;
+            write_atomic(&pre_dir.join(name), b"#pragma once\n")?;
         }
         let gch = shim_dir.join("kgemu_shim.h.gch");
         if !gch.exists() {
@@ -191,7 +209,69 @@ impl Builder {
         let mut key_prefix = Vec::new();
         key_prefix.extend_from_slice(b"kgemu-object-v1\0");
         key_prefix.extend_from_slice(shim_hash.as_bytes());
-        Ok(Builder { cache, flags, shim_dir, key_prefix })
+        Ok(Builder { cache, flags, shim_dir, pre_dir, key_prefix })
+    }
+
+    /// Runs the g++ preprocessor over `source` (named `file_name`), with `include_dirs`
+    /// searched for `#include` and `defines` (after the Metal predefines) set, every
+    /// `<metal_*>` header empty. The result keeps g++'s line markers, so lines map
+    /// back to the `.metal` file and the headers it includes.
+    pub fn preprocess(
+        &self,
+        source: &str,
+        file_name: &str,
+        include_dirs: &[PathBuf],
+        defines: &[(String, Option<String>)],
+    ) -> Result<String, EmuError> {
+        use std::io::Write;
+        let mut cmd = tool(&compiler());
+        cmd.args(["-E", "-x", "c++", "-std=c++17", "-nostdinc", "-Wno-attributes"]);
+        for (name, value) in PREDEFINED {
+            if !defines.iter().any(|(n, _)| n == name) {
+                cmd.arg(format!("-D{name}={value}"));
+            }
+        }
+        for (name, value) in defines {
+            match value {
+                Some(v) => cmd.arg(format!("-D{name}={v}")),
+                None => cmd.arg(format!("-D{name}")),
+            };
+        }
+        // `#include "x.h"` looks next to the .metal file first, as the Metal compiler does.
+        if let Some(parent) = Path::new(file_name).parent().filter(|p| !p.as_os_str().is_empty() && p.is_dir()) {
+            cmd.arg("-iquote").arg(parent);
+        }
+        for dir in include_dirs {
+            if !dir.is_dir() {
+                return Err(EmuError::Compile {
+                    file: file_name.to_string(),
+                    message: format!("include directory {} does not exist", dir.display()),
+                });
+            }
+            cmd.arg("-I").arg(dir);
+        }
+        cmd.arg("-I").arg(&self.pre_dir);
+        cmd.arg("-");
+        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().map_err(io(format!("cannot run {}", compiler())))?;
+        let mut input = format!("#line 1 \"{}\"\n", file_name.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " "));
+        input.push_str(source);
+        if !input.ends_with('\n') {
+            input.push('\n');
+        }
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let out = child.wait_with_output().map_err(io(format!("cannot run {}", compiler())))?;
+        let _ = writer.join();
+        if !out.status.success() {
+            let mut msg = String::from_utf8_lossy(&out.stderr).into_owned();
+            msg = msg.replace(&format!("{}/", self.pre_dir.display()), "");
+            return Err(EmuError::Compile { file: file_name.to_string(), message: msg.trim_end().to_string() });
+        }
+        String::from_utf8(out.stdout).map_err(|_| EmuError::Compile {
+            file: file_name.to_string(),
+            message: format!("{file_name}: the preprocessed source is not UTF-8"),
+        })
     }
 
     pub fn cache_dir(&self) -> &Path {

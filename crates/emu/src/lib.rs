@@ -161,9 +161,81 @@
 //! threadgroup redzones, buffer gaps and alignment slack are ASan-poisoned while a
 //! dispatch runs.
 //!
-//! **Limits.** x86-64 Linux and g++ only. No simdgroup matrices, textures, samplers,
-//! function constants, `[[threadgroup(n)]]` parameters, quad-group collectives or
-//! `rgba` swizzles. One threadgroup variable per declaration statement. A kernel that
+//! **Preprocessing and include paths.** [`Emulator::load_with`] takes [`LoadOptions`]:
+//! include directories (`-I`), predefined macros (`-D`) and function-constant values. A
+//! source loaded with include directories or defines, or with any preprocessor
+//! directive other than `#include <metal_*>`, `#pragma` and `#line` (a `#define`, a
+//! conditional, a quoted include), first goes through `g++ -E` with every `<metal_*>`
+//! header empty (so the address-space keywords stay visible), `__METAL__` and
+//! `__METAL_VERSION__` = 310 predefined (a define of the same name replaces them), and
+//! the `.metal` file's directory searched first for `"..."` includes. Everything below
+//! then reads the expanded text: kernels and `host_name` instantiations made by macros
+//! (MLX's `instantiate_kernel`) are found, code in `#if 0` is not. g++'s line markers
+//! map every error, kernel line, `__builtin_LINE()` call site and debug line back to
+//! the `.metal` file or the header it came from (an error in a header reads
+//! `header.h:N: error: ... (included from file.metal)`). The cache key is the expanded
+//! text, so a changed header recompiles.
+//!
+//! **Rewrites for MSL that is not C++.** On top of the ones in `translate.rs`'s header:
+//! (1) declarations that differ only in address spaces are *twins* once the keywords
+//! are erased (complex.h's `complex_t() thread` / `complex_t() threadgroup`, its
+//! `operator+=(thread complex_t&)` / `(device complex_t&)`, steel's
+//! `pointer_element<device T*>`): in each scope (file, namespace, class) the twin that
+//! names only `thread` (else the first) is kept and the others are blanked, lines kept.
+//! Every object is in one memory on the CPU; a twin whose body differs from the kept
+//! one (MLX has none) would silently lose its own behaviour. (2) `template <>` inside a
+//! class body (member specializations, clang accepts them, g++ does not) becomes a
+//! plain overload. (3) An address-space keyword directly inside `[[ ]]`
+//! (`[[threadgroup(0)]]` on a helper's parameter) is renamed, so g++ ignores the
+//! attribute. (4) Buffer parameters (device or constant pointers and references)
+//! without `[[buffer(n)]]` take, in order, the lowest index no other buffer parameter
+//! uses, as Metal assigns them. (5) A templated kernel whose signature cannot be bound
+//! is an error only when a `host_name` instantiation uses it.
+//!
+//! **Function constants.** A program-scope `constant T name [[function_constant(i)]];`
+//! (T: bool, an integer type, float, half, bfloat) becomes `static constexpr T name =
+//! value;` (`static const` for half and bfloat) with the value of index `i` in
+//! [`LoadOptions::function_constants`] (checked against T: a bool for bool, an integer
+//! in range for integer types, a float or integer for floating types), as MLX sets them
+//! when it creates a pipeline; each set of values is its own compiled object. Without a
+//! value, `name` becomes a stand-in whose every *read* fails to compile with
+//! "function constant NAME [[function_constant(i)]] is read but has no value" at the
+//! reading line; `is_function_constant_defined(name)` is false for it (and true
+//! otherwise). Never a silent zero. A given index that the program does not declare is
+//! an error. A kernel parameter `[[buffer(n), function_constant(c)]]` exists only when
+//! bool constant `c` is true: otherwise it is left out of the signature (its slot, if
+//! not the last, must still be filled at dispatch; the kernel sees a null pointer).
+//! [`Program::function_constants`] lists the declarations and their values.
+//!
+//! **What MLX's headers need from the shim** (crates/emu/MLX_KERNELS.md lists the
+//! kernels that run): `METAL_FUNC`, `__METAL_*_MATH__`, the `__metal_*` builtins that
+//! bf16_math.h calls (computed with the float functions; fast and precise math are the
+//! same here), `metal::` type traits, `metal::array`, `os_log` (messages dropped), and
+//! constexpr half/bfloat conversions and arithmetic (complex.h static_asserts them;
+//! run time still uses F16C). The shim's own bfloat math overloads are templates, so
+//! MLX's bf16_math.h overloads (compute in float, round once) take precedence where it
+//! is included, as they do on a Mac. A collective reached through one of those wrappers
+//! (`simd_sum(bfloat16_t)`) has the wrapper's line as its call site.
+//!
+//! **Quad-groups, rotate and fill shuffles, simdgroup matrices.** `quad_sum`,
+//! `quad_product`, `quad_max`, `quad_min` reduce each group of 4 lanes (inactive lanes
+//! give the identity; `v[i] op v[i + 2]`, then `v[0] op v[1]`); `quad_broadcast`,
+//! `quad_shuffle(_down/_up/_xor)` index within the quad like their simd versions. They
+//! synchronise the whole SIMD-group (stricter than Metal, which needs only the quad).
+//! `simd_shuffle_rotate_down/up` read lane `(i ± delta) % 32`;
+//! `simd_shuffle_and_fill_down/up(data, filling, delta[, modulo = 32])` read `data` of
+//! lane `i ± delta` within each segment of `modulo` lanes and, past its edge, `filling`
+//! of the lane as far in from the segment's other end. `simdgroup_matrix<T, 8, 8>` holds
+//! two elements per lane in the layout MLX's steel/gemm/mma.h assumes (lane l: row
+//! `(l / 4 & 4) + (l / 2) % 4`, columns `(l / 4 & 2) * 2 + (l % 2) * 2` and the next),
+//! reached through `thread_elements()`; `simdgroup_multiply_accumulate(D, A, B, C)` is a
+//! collective computing each element as `C[i][j]` plus `A[i][k]·B[k][j]` for k = 0..7
+//! in float, one fma per k in k order, converted to D's type (Apple documents no
+//! order). `simdgroup_load`/`simdgroup_store` and other sizes are not provided.
+//!
+//! **Limits.** x86-64 Linux and g++ only. No textures, samplers, `simdgroup_load`/
+//! `store`, `[[threadgroup(n)]]` kernel parameters, tensor (`mpp`) operations or `rgba`
+//! swizzles. One threadgroup variable per declaration statement. A kernel that
 //! never returns (a spin-wait on an atomic) hangs the dispatch. Fibers serialise the lanes
 //! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
 //! race.
@@ -218,7 +290,8 @@ pub struct EmuOptions {
     pub sanitize: bool,
     /// Order in which fibers of a threadgroup run, and threadgroups are assigned to workers.
     pub order: RunOrder,
-    /// Keep the `PROT_NONE` guard pages and gap protection armed during dispatch (default true).
+    /// Keep the page after each buffer `PROT_NONE` and the gap protection armed during
+    /// dispatch (default true; the far guard regions stay reserved either way).
     pub guard_pages: bool,
     /// Worker threads that run the threadgroups of a dispatch; 0 (the default) means
     /// `$KERNELGEN_EMU_WORKERS` if set, else one per core. Results do not depend on it.
@@ -446,7 +519,7 @@ pub enum EmuError {
     /// The source did not prepare or compile; `message` has g++'s diagnostics (already
     /// pointing at `file` lines).
     Compile { file: String, message: String },
-    /// A GPU thread faulted (guard page, poisoned gap, sanitizer report, trap).
+    /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
     Fault {
         kernel: String,
         what: String,
@@ -567,11 +640,30 @@ impl Emulator {
     }
 
     /// Compile (or take from cache) one full .metal source. `file_name` is used for
-    /// `#line` and messages.
+    /// `#line` and messages. The same as [`Emulator::load_with`] with no options.
     pub fn load(&self, source: &str, file_name: &str) -> Result<Program, EmuError> {
-        let prepared = translate::translate(source, file_name).map_err(|e| EmuError::Compile {
+        self.load_with(source, file_name, &LoadOptions::default())
+    }
+
+    /// [`Emulator::load`] with include directories, predefined macros and function
+    /// constant values (see [`LoadOptions`] and "Preprocessing" in the crate docs).
+    pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
+        let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
+        let text;
+        let source = if preprocessed {
+            text = self.builder.preprocess(source, file_name, &opts.include_dirs, &opts.defines)?;
+            text.as_str()
+        } else {
+            source
+        };
+        let topts = translate::Options { preprocessed, function_constants: &opts.function_constants };
+        let prepared = translate::translate_with(source, file_name, &topts).map_err(|e| EmuError::Compile {
             file: file_name.to_string(),
-            message: format!("{file_name}:{}: error: {}", e.line, e.message),
+            message: match (e.line, &e.file) {
+                (0, _) => format!("{file_name}: error: {}", e.message),
+                (l, Some(header)) => format!("{header}:{l}: error: {} (included from {file_name})", e.message),
+                (l, None) => format!("{file_name}:{l}: error: {}", e.message),
+            },
         })?;
         let built = self.builder.build(&prepared.cpp, file_name)?;
         let object = runtime::Object::load(&built.so_path, &prepared.symbols, file_name)?;
@@ -585,9 +677,91 @@ impl Emulator {
                 opts: self.opts.clone(),
                 so_path: built.so_path,
                 compiled: built.compiled,
+                function_constants: prepared.function_constants,
             }),
         })
     }
+}
+
+/// How [`Emulator::load_with`] builds a source, beyond the [`EmuOptions`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadOptions {
+    /// Searched for `#include "..."` and `#include <...>` (g++ `-I`), in order, after
+    /// the directory of `file_name` (for `"..."`). `<metal_*>` headers always resolve
+    /// to the emulator's standard library.
+    pub include_dirs: Vec<PathBuf>,
+    /// Predefined macros, `-DNAME` (`None`) or `-DNAME=VALUE`, after the ones every
+    /// Metal compile has (`__METAL__`, `__METAL_VERSION__` = 310); a define of the same
+    /// name replaces those.
+    pub defines: Vec<(String, Option<String>)>,
+    /// Values of `[[function_constant(index)]]` declarations, by index, as MLX sets them
+    /// when it creates a pipeline (`MTLFunctionConstantValues`). Each program is
+    /// compiled with its values (a new set is a new object).
+    pub function_constants: Vec<(u32, FunctionConstant)>,
+}
+
+impl LoadOptions {
+    /// Options with one include directory (e.g. MLX's `include/`, for `#include "mlx/..."`).
+    pub fn with_include_dir(dir: impl Into<PathBuf>) -> LoadOptions {
+        LoadOptions { include_dirs: vec![dir.into()], ..LoadOptions::default() }
+    }
+}
+
+/// The value of one function constant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FunctionConstant {
+    /// For `bool` constants.
+    Bool(bool),
+    /// For integer constants (range-checked against the declared type), or float ones.
+    Int(i64),
+    /// For `float`, `half` and `bfloat` constants (rounded to the declared type).
+    Float(f64),
+}
+
+impl FunctionConstant {
+    /// Parses `true`/`false`, an integer (decimal or `0x` hex) or a float literal.
+    pub fn parse(text: &str) -> Option<FunctionConstant> {
+        let t = text.trim();
+        match t {
+            "true" => return Some(FunctionConstant::Bool(true)),
+            "false" => return Some(FunctionConstant::Bool(false)),
+            _ => {}
+        }
+        let (neg, digits) = match t.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, t),
+        };
+        if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+            let v = i64::from_str_radix(h, 16).ok()?;
+            return Some(FunctionConstant::Int(if neg { -v } else { v }));
+        }
+        if let Ok(v) = t.parse::<i64>() {
+            return Some(FunctionConstant::Int(v));
+        }
+        t.trim_end_matches(['f', 'F']).parse::<f64>().ok().map(FunctionConstant::Float)
+    }
+
+    /// `bool`, `integer` or `float`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            FunctionConstant::Bool(_) => "bool",
+            FunctionConstant::Int(_) => "integer",
+            FunctionConstant::Float(_) => "float",
+        }
+    }
+}
+
+/// A `constant T name [[function_constant(index)]];` declaration of a loaded program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionConstantDecl {
+    pub name: String,
+    pub index: u32,
+    /// The declared type, e.g. `bool`, `int`, `float`.
+    pub type_name: String,
+    /// The value it was compiled with; `None`: not given (reading it does not compile).
+    pub value: Option<FunctionConstant>,
+    /// Line of the declaration (in the `.metal` file or the header declaring it).
+    pub metal_line: u32,
 }
 
 struct ProgramInner {
@@ -598,6 +772,7 @@ struct ProgramInner {
     opts: EmuOptions,
     so_path: PathBuf,
     compiled: bool,
+    function_constants: Vec<FunctionConstantDecl>,
 }
 
 /// A loaded `.metal` file.
@@ -621,6 +796,11 @@ impl Program {
     /// Path of the compiled object.
     pub fn object_path(&self) -> &std::path::Path {
         &self.inner.so_path
+    }
+
+    /// Every `[[function_constant(n)]]` the program declares, with the value it got.
+    pub fn function_constants(&self) -> &[FunctionConstantDecl] {
+        &self.inner.function_constants
     }
 
     /// Whether `load` compiled (false: the object came from the cache).

@@ -1701,7 +1701,7 @@ unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
         }
         for (lo, _) in &(*s).stack_ranges {
             if addr >= lo - STACK_GUARD && addr < *lo {
-                return "the guard page of the GPU thread's stack (stack overflow: too much thread memory)".into();
+                return "the guard below the GPU thread's stack (stack overflow: too much thread memory)".into();
             }
         }
         if addr < 65536 { "a null pointer".to_string() } else { "memory outside every buffer".to_string() }

@@ -5,7 +5,7 @@
 //! newlines re-emits them), so `#line 1 "<file>"` at the top maps every compiler
 //! diagnostic, every `__builtin_LINE()` and every debug line back to the `.metal` file.
 
-use super::{AddressSpace, Attribute, Binding, KernelSignature, Param};
+use super::{AddressSpace, Attribute, Binding, FunctionConstant, FunctionConstantDecl, KernelSignature, Param};
 
 /// A token of the source, with its byte span. Comments are skipped; string and
 /// character literals are single tokens.
@@ -30,14 +30,29 @@ fn tokenize(src: &str) -> Vec<Tok> {
     let mut toks = Vec::new();
     let mut i = 0;
     let mut line = 1u32;
+    let mut line_start = true;
     while i < b.len() {
         let c = b[i];
         if c == b'\n' {
             line += 1;
             i += 1;
+            line_start = true;
+        } else if c == b'#' && line_start {
+            // A preprocessor line (with its continuations) is no C++ token: the
+            // rewrites read code, and g++ handles the directive (or line marker).
+            while i < b.len() && b[i] != b'\n' {
+                if b[i] == b'\\' && b.get(i + 1) == Some(&b'\n') {
+                    line += 1;
+                    i += 1;
+                }
+                i += 1;
+            }
         } else if c.is_ascii_whitespace() {
             i += 1;
-        } else if c == b'/' && b.get(i + 1) == Some(&b'/') {
+        } else if {
+            line_start = false;
+            c == b'/' && b.get(i + 1) == Some(&b'/')
+        } {
             while i < b.len() && b[i] != b'\n' {
                 i += 1;
             }
@@ -116,6 +131,103 @@ fn utf8_len(c: u8) -> usize {
 pub(crate) struct PrepError {
     pub line: u32,
     pub message: String,
+    /// The file of `line` when it is not the `.metal` file itself (an included header).
+    pub file: Option<String>,
+}
+
+fn prep_err(line: u32, message: impl Into<String>) -> PrepError {
+    PrepError { line, message: message.into(), file: None }
+}
+
+/// What `translate_with` needs besides the source.
+#[derive(Default)]
+pub(crate) struct Options<'a> {
+    /// The source is the output of the preprocessing pass (`compile::Builder::preprocess`):
+    /// its g++ line markers map lines back to the `.metal` file and its headers.
+    pub preprocessed: bool,
+    /// Values of `[[function_constant(n)]]` declarations, by index.
+    pub function_constants: &'a [(u32, FunctionConstant)],
+}
+
+/// Whether `source` must go through the preprocessor before translation: it has a
+/// directive other than `#include <metal_*>`, `#pragma` and `#line` (a `#define`, a
+/// conditional, an `#include` of anything else). The rewrites read tokens, so a macro
+/// that expands to a kernel, an instantiation or a threadgroup declaration, or code
+/// in a `#if 0` block, would otherwise be missed or misread.
+pub(crate) fn needs_preprocessing(source: &str) -> bool {
+    source.lines().any(|l| {
+        let Some(rest) = l.trim_start().strip_prefix('#') else { return false };
+        let rest = rest.trim_start();
+        let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        match word.as_str() {
+            "pragma" | "line" | "" => false,
+            "include" => {
+                let target = rest["include".len()..].trim();
+                !(target.starts_with("<metal_") && target.ends_with('>'))
+            }
+            _ => true,
+        }
+    })
+}
+
+/// Per line of the translated text: the file (index into `files`) and line it came from.
+struct LineMap {
+    files: Vec<String>,
+    lines: Vec<(usize, u32)>,
+}
+
+impl LineMap {
+    /// g++ `-E` output: `# N "file" flags` says the next line is line N of `file`.
+    fn parse(text: &str, main: &str) -> LineMap {
+        let mut files = vec![main.to_string()];
+        let mut lines = Vec::new();
+        let (mut file, mut next) = (0usize, 1u32);
+        for l in text.split('\n') {
+            if let Some((n, f)) = line_marker(l) {
+                lines.push((file, 0));
+                file = match files.iter().position(|x| *x == f) {
+                    Some(i) => i,
+                    None => {
+                        files.push(f);
+                        files.len() - 1
+                    }
+                };
+                next = n;
+                continue;
+            }
+            lines.push((file, next));
+            next += 1;
+        }
+        LineMap { files, lines }
+    }
+
+    /// The original (file, line) of a line of the text; `None` for the `.metal` file.
+    fn get(&self, line: u32) -> (Option<String>, u32) {
+        match self.lines.get(line.saturating_sub(1) as usize) {
+            Some(&(0, l)) => (None, l),
+            Some(&(f, l)) => (Some(self.files[f].clone()), l),
+            None => (None, line),
+        }
+    }
+}
+
+/// `# 12 "file" 1 3` (or `#line 12 "file"`).
+fn line_marker(l: &str) -> Option<(u32, String)> {
+    let rest = l.strip_prefix('#')?;
+    let rest = rest.strip_prefix("line").unwrap_or(rest).trim_start();
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n: u32 = digits.parse().ok()?;
+    let rest = rest[digits.len()..].trim_start().strip_prefix('"')?;
+    let mut name = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some((n, name)),
+            '\\' => name.extend(chars.next()),
+            c => name.push(c),
+        }
+    }
+    None
 }
 
 /// A replacement of `src[start..end]` by `text` (newlines of the replaced span are kept).
@@ -132,6 +244,8 @@ pub(crate) struct Prepared {
     pub kernels: Vec<KernelSignature>,
     /// Entry symbol per kernel, in the order of `kernels`.
     pub symbols: Vec<String>,
+    /// Every `[[function_constant(n)]]` declaration, in source order.
+    pub function_constants: Vec<FunctionConstantDecl>,
 }
 
 struct KernelDecl {
@@ -139,6 +253,8 @@ struct KernelDecl {
     line: u32,
     params: Vec<ParsedParam>,
     template_params: Option<Vec<(String, String)>>, // (kind, name)
+    /// Why a templated kernel's signature cannot be bound (reported if instantiated).
+    deferred: Option<PrepError>,
 }
 
 struct ParsedParam {
@@ -149,6 +265,9 @@ struct ParsedParam {
     is_const: bool,
     is_reference: bool,
     is_pointer: bool,
+    /// False for a `[[buffer(i), function_constant(c)]]` parameter whose constant is
+    /// false: the argument does not exist (the entry passes a null pointer).
+    present: bool,
 }
 
 struct Instantiation {
@@ -158,7 +277,43 @@ struct Instantiation {
     line: u32,
 }
 
+#[cfg(test)]
 pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepError> {
+    translate_with(source, file_name, &Options::default())
+}
+
+/// Translates one `.metal` source (or its preprocessed text, see [`Options`]).
+/// Error lines and kernel lines are lines of the `.metal` file (or of the header
+/// named in [`PrepError::file`]).
+pub(crate) fn translate_with(source: &str, file_name: &str, opts: &Options) -> Result<Prepared, PrepError> {
+    let map = opts.preprocessed.then(|| LineMap::parse(source, file_name));
+    let to_orig = |line: u32| -> (Option<String>, u32) {
+        match &map {
+            Some(m) => m.get(line),
+            None => (None, line),
+        }
+    };
+    let mut prepared = translate_inner(source, file_name, opts, &to_orig).map_err(|mut e| {
+        let (file, line) = to_orig(e.line);
+        e.line = line;
+        e.file = file;
+        e
+    })?;
+    for k in &mut prepared.kernels {
+        k.metal_line = to_orig(k.metal_line).1;
+    }
+    for c in &mut prepared.function_constants {
+        c.metal_line = to_orig(c.metal_line).1;
+    }
+    Ok(prepared)
+}
+
+fn translate_inner(
+    source: &str,
+    file_name: &str,
+    opts: &Options,
+    to_orig: &dyn Fn(u32) -> (Option<String>, u32),
+) -> Result<Prepared, PrepError> {
     let toks = tokenize(source);
     let text = |t: &Tok| &source[t.start..t.end];
     let is = |i: usize, s: &str| toks.get(i).is_some_and(|t| &source[t.start..t.end] == s);
@@ -167,17 +322,31 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
     let mut insts: Vec<Instantiation> = Vec::new();
     let mut tg_site = 0u32;
 
-    // brace depth before each token (threadgroup variables live in functions only)
+    // brace depth before each token (threadgroup variables live in functions only),
+    // and parenthesis depth (function constants are declared outside any list)
     let mut depth_at = Vec::with_capacity(toks.len());
-    let mut depth = 0i32;
+    let mut paren_at = Vec::with_capacity(toks.len());
+    let (mut depth, mut paren) = (0i32, 0i32);
     for t in &toks {
         depth_at.push(depth);
+        paren_at.push(paren);
         match &source[t.start..t.end] {
             "{" => depth += 1,
             "}" => depth -= 1,
+            "(" => paren += 1,
+            ")" => paren -= 1,
             _ => {}
         }
     }
+
+    // Program-scope `[[function_constant(n)]]` declarations become constants with the
+    // value given at load time, or a stand-in that fails to compile where it is read.
+    let (fc_decls, fc_edits) = function_constants(&toks, source, &paren_at, opts.function_constants)?;
+    edits.extend(fc_edits);
+    // Declarations that differ only in address spaces (complex.h's `thread` and
+    // `threadgroup` overloads) are one declaration on the CPU.
+    edits.extend(address_space_twins(&toks, source));
+    edits.extend(class_scope_specializations(&toks, source));
 
     let mut i = 0;
     while i < toks.len() {
@@ -219,12 +388,17 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
             }
             Kind::Ident => {
                 let s = text(&t);
-                if s == "threadgroup" {
+                if is_address_space(s) && i >= 2 && is(i - 1, "[") && is(i - 2, "[") {
+                    // `[[threadgroup(0)]]` on a helper's parameter: an attribute, not the
+                    // address space (whose macro would leave `[[(0)]]`); g++ ignores it.
+                    edits.push(Edit { start: t.start, end: t.end, text: format!("kgemu_attr_{s}") });
+                } else if s == "threadgroup" {
                     if let Some(edit) = threadgroup_decl(&toks, source, i, &mut tg_site)? {
                         if depth_at[i] <= 0 {
                             return Err(PrepError {
                                 line: t.line,
                                 message: "threadgroup variables must be declared inside a function".into(),
+                                file: None,
                             });
                         }
                         edits.push(edit);
@@ -238,11 +412,19 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
                     i = end + 1;
                     continue;
                 } else if (s == "kernel" && is(i + 1, "void") && !(i >= 2 && is(i - 1, "[") && is(i - 2, "["))) ||
-                    (s == "kernel" && i >= 2 && is(i - 1, "[") && is(i - 2, "[") && is(i + 1, "]") && is(i + 2, "]"))
+                    (s == "kernel" && i >= 2 && is(i - 1, "[") && is(i - 2, "[") && (is(i + 1, "]") && is(i + 2, "]") || is(i + 1, ",")))
                 {
+                    // `[[kernel]]`, or `[[kernel, max_total_threads_per_threadgroup(n)]]`
+                    // (the other attributes are not checked)
                     let kw_start = if is(i + 1, "void") { i } else { i - 2 };
-                    let after = if is(i + 1, "void") { i + 1 } else { i + 3 };
-                    let decl = kernel_decl(&toks, source, kw_start, after)?;
+                    let mut after = i + 1;
+                    if !is(i + 1, "void") {
+                        while after + 1 < toks.len() && !(is(after, "]") && is(after + 1, "]")) {
+                            after += 1;
+                        }
+                        after += 2;
+                    }
+                    let decl = kernel_decl(&toks, source, kw_start, after, &fc_decls)?;
                     kernels.push(decl);
                 }
             }
@@ -255,7 +437,9 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
     edits.sort_by_key(|e| e.start);
     let mut out = String::with_capacity(source.len() + 4096);
     out.push_str("#include \"kgemu_shim.h\"\n");
-    out.push_str(&format!("#line 1 \"{}\"\n", escape_c(file_name)));
+    if !opts.preprocessed {
+        out.push_str(&format!("#line 1 \"{}\"\n", escape_c(file_name)));
+    }
     let mut pos = 0;
     for e in &edits {
         if e.start < pos {
@@ -288,7 +472,7 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
             name: k.name.clone(),
             function: k.name.clone(),
             metal_line: k.line,
-            params: k.params.iter().map(|p| to_param(p, &[])).collect(),
+            params: k.params.iter().filter(|p| p.present).map(|p| to_param(p, &[])).collect(),
         });
     }
     for inst in &insts {
@@ -299,10 +483,24 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
                     "host_name(\"{}\") instantiates `{}`, which is not a templated [[kernel]] in this file",
                     inst.host_name, inst.function
                 ),
+                file: None,
             });
         };
+        if let Some(e) = &k.deferred {
+            let (file, line) = to_orig(e.line);
+            return Err(prep_err(
+                inst.line,
+                format!(
+                    "host_name(\"{}\") instantiates `{}`: {} ({}:{line})",
+                    inst.host_name,
+                    inst.function,
+                    e.message,
+                    file.as_deref().unwrap_or(file_name)
+                ),
+            ));
+        }
         if sigs.iter().any(|s: &KernelSignature| s.name == inst.host_name) {
-            return Err(PrepError { line: inst.line, message: format!("kernel name `{}` is defined twice", inst.host_name) });
+            return Err(prep_err(inst.line, format!("kernel name `{}` is defined twice", inst.host_name)));
         }
         let tparams = k.template_params.as_deref().unwrap_or(&[]);
         let args = split_top_level(&inst.args);
@@ -315,15 +513,15 @@ pub(crate) fn translate(source: &str, file_name: &str) -> Result<Prepared, PrepE
             name: inst.host_name.clone(),
             function: callee,
             metal_line: inst.line,
-            params: k.params.iter().map(|p| to_param(p, &subst)).collect(),
+            params: k.params.iter().filter(|p| p.present).map(|p| to_param(p, &subst)).collect(),
         });
     }
     for (a, s) in sigs.iter().enumerate() {
         if sigs[..a].iter().any(|o| o.name == s.name) {
-            return Err(PrepError { line: s.metal_line, message: format!("kernel name `{}` is defined twice", s.name) });
+            return Err(prep_err(s.metal_line, format!("kernel name `{}` is defined twice", s.name)));
         }
     }
-    Ok(Prepared { cpp: out, kernels: sigs, symbols })
+    Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().map(|d| d.public).collect() })
 }
 
 fn escape_c(s: &str) -> String {
@@ -376,12 +574,13 @@ fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result
             ">" | "]" | ")" => depth -= 1,
             "*" | "&" if depth == 0 && first_bracket.is_none() => return Ok(None), // pointer/reference
             "=" if depth == 0 => {
-                return Err(PrepError { line, message: "a threadgroup variable cannot have an initializer".into() });
+                return Err(prep_err(line, "a threadgroup variable cannot have an initializer"));
             }
             "," if depth == 0 => {
                 return Err(PrepError {
                     line,
                     message: "declare one threadgroup variable per statement (the emulator rewrites each declaration)".into(),
+                    file: None,
                 });
             }
             ";" if depth == 0 => break,
@@ -431,15 +630,28 @@ fn instantiation(toks: &[Tok], src: &str, i: usize) -> Result<(Instantiation, us
     let bad = || PrepError {
         line,
         message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`".into(),
+        file: None,
     };
     let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
-    // template [ [ host_name ( "x" ) ] ]
-    if tx(i + 4) != "(" || toks.get(i + 5).map(|t| t.kind) != Some(Kind::Str) || tx(i + 6) != ")" || tx(i + 7) != "]" || tx(i + 8) != "]" {
+    // template [ [ host_name ( "x" ) ] ], the name possibly as adjacent literals
+    // ("a" "_" "b", as MLX's instantiation macros stringize their arguments)
+    if tx(i + 4) != "(" {
         return Err(bad());
     }
-    let host = tx(i + 5);
-    let host_name = host[1..host.len() - 1].to_string();
-    let mut k = i + 9;
+    let mut k = i + 5;
+    let mut host_name = String::new();
+    while toks.get(k).map(|t| t.kind) == Some(Kind::Str) {
+        let lit = tx(k);
+        if !lit.starts_with('"') {
+            return Err(bad());
+        }
+        host_name.push_str(&lit[1..lit.len() - 1]);
+        k += 1;
+    }
+    if k == i + 5 || tx(k) != ")" || tx(k + 1) != "]" || tx(k + 2) != "]" {
+        return Err(bad());
+    }
+    k += 3;
     // optional [[kernel]]
     if tx(k) == "[" && tx(k + 1) == "[" {
         while k < toks.len() && !(tx(k) == "]" && tx(k + 1) == "]") {
@@ -488,11 +700,11 @@ fn instantiation(toks: &[Tok], src: &str, i: usize) -> Result<(Instantiation, us
 
 /// Parse a kernel declaration: `kw_start` is the first token of `[[kernel]]` or
 /// `kernel`; `after` the token after it (`void`).
-fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize) -> Result<KernelDecl, PrepError> {
+fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[FcDecl]) -> Result<KernelDecl, PrepError> {
     let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
     let line = toks[kw_start].line;
     if tx(after) != "void" || toks.get(after + 1).map(|t| t.kind) != Some(Kind::Ident) || tx(after + 2) != "(" {
-        return Err(PrepError { line, message: "a [[kernel]] function must be declared as `[[kernel]] void name(...)`".into() });
+        return Err(prep_err(line, "a [[kernel]] function must be declared as `[[kernel]] void name(...)`"));
     }
     let name = tx(after + 1).to_string();
     // template parameters: `template <...>` right before the kernel keyword
@@ -546,7 +758,7 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize) -> Result
         }
     }
     let Some(close) = close else {
-        return Err(PrepError { line, message: format!("unbalanced parameter list of kernel `{name}`") });
+        return Err(prep_err(line, format!("unbalanced parameter list of kernel `{name}`")));
     };
     let mut params = Vec::new();
     let mut start = open + 1;
@@ -555,7 +767,15 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize) -> Result
         let s = tx(j);
         if j == close || (s == "," && depth == 0) {
             if j > start {
-                params.push(parse_param(toks, src, start, j, &name)?);
+                match parse_param(toks, src, start, j, &name, fcs) {
+                    Ok(p) => params.push(p),
+                    // A templated kernel that is never instantiated does not matter,
+                    // as in Metal: its problem is reported by an instantiation.
+                    Err(e) if template_params.is_some() => {
+                        return Ok(KernelDecl { name, line, params: Vec::new(), template_params, deferred: Some(e) });
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             start = j + 1;
             continue;
@@ -566,60 +786,139 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize) -> Result
             _ => {}
         }
     }
-    Ok(KernelDecl { name, line, params, template_params })
+    assign_implicit_buffers(&mut params);
+    Ok(KernelDecl { name, line, params, template_params, deferred: None })
 }
 
-fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str) -> Result<ParsedParam, PrepError> {
+/// Buffer parameters without `[[buffer(n)]]` take, in declaration order, the lowest
+/// index no other buffer parameter uses (Metal assigns the first free location).
+fn assign_implicit_buffers(params: &mut [ParsedParam]) {
+    let mut used: Vec<u32> = params
+        .iter()
+        .filter_map(|p| match p.binding {
+            Binding::Buffer(i) if i != u32::MAX => Some(i),
+            _ => None,
+        })
+        .collect();
+    for p in params.iter_mut() {
+        if p.binding == Binding::Buffer(u32::MAX) {
+            let i = (0..).find(|i| !used.contains(i)).unwrap_or(0);
+            used.push(i);
+            p.binding = Binding::Buffer(i);
+        }
+    }
+}
+
+fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str, fcs: &[FcDecl]) -> Result<ParsedParam, PrepError> {
     let tx = |k: usize| &src[toks[k].start..toks[k].end];
     let line = toks[a].line;
-    // attribute [[...]] at the end
+    // attribute [[...]] at the end: `name` or `name(arg)` entries, comma-separated
     let mut attr_start = b;
-    let mut attr: Option<(String, Option<String>)> = None;
+    let mut attrs: Vec<(String, Option<String>)> = Vec::new();
     for j in a..b.saturating_sub(1) {
         if tx(j) == "[" && tx(j + 1) == "[" {
             attr_start = j;
             let mut k = j + 2;
-            let aname = tx(k).to_string();
-            let mut arg = None;
-            if k + 1 < b && tx(k + 1) == "(" {
-                arg = Some(tx(k + 2).to_string());
-                k += 3;
+            while k < b && tx(k) != "]" {
+                let aname = tx(k).to_string();
+                k += 1;
+                let mut arg = None;
+                if k < b && tx(k) == "(" {
+                    let open = k;
+                    let mut depth = 0;
+                    while k < b {
+                        match tx(k) {
+                            "(" => depth += 1,
+                            ")" => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                        k += 1;
+                    }
+                    if open + 1 < k {
+                        arg = Some(src[toks[open + 1].start..toks[k - 1].end].to_string());
+                    }
+                    k += 1;
+                }
+                attrs.push((aname, arg));
+                if k < b && tx(k) == "," {
+                    k += 1;
+                }
             }
-            let _ = k;
-            attr = Some((aname, arg));
             break;
         }
     }
     if attr_start < a + 2 {
-        return Err(PrepError { line, message: format!("cannot parse a parameter of kernel `{kernel}`") });
+        return Err(prep_err(line, format!("cannot parse a parameter of kernel `{kernel}`")));
     }
     let name_idx = attr_start - 1;
     if toks[name_idx].kind != Kind::Ident {
-        return Err(PrepError { line, message: format!("cannot parse a parameter of kernel `{kernel}`") });
+        return Err(prep_err(line, format!("cannot parse a parameter of kernel `{kernel}`")));
     }
     let name = tx(name_idx).to_string();
-    let Some((aname, arg)) = attr else {
-        return Err(PrepError {
+    // `function_constant(c)`: the argument exists only when bool constant `c` is true.
+    let mut present = true;
+    if let Some(pos) = attrs.iter().position(|(n, _)| n == "function_constant") {
+        let (_, arg) = attrs.remove(pos);
+        let cname = arg.unwrap_or_default();
+        let Some(fc) = fcs.iter().find(|d| d.public.name == cname) else {
+            return Err(prep_err(
+                line,
+                format!("parameter `{name}` of kernel `{kernel}`: [[function_constant({cname})]] must name a program-scope `constant bool` function constant"),
+            ));
+        };
+        present = match fc.public.value {
+            Some(FunctionConstant::Bool(v)) => v,
+            Some(_) => {
+                return Err(prep_err(
+                    line,
+                    format!("parameter `{name}` of kernel `{kernel}` depends on function constant `{cname}`, which must be a bool"),
+                ));
+            }
+            None => {
+                return Err(prep_err(
+                    line,
+                    format!(
+                        "parameter `{name}` of kernel `{kernel}` exists only when function constant `{cname}` [[function_constant({})]] is true, and it has no value: give it at load time",
+                        fc.public.index
+                    ),
+                ));
+            }
+        };
+    }
+    // No attribute: a buffer whose index Metal assigns (see `assign_implicit_buffers`).
+    let (aname, arg) = attrs.first().cloned().unwrap_or_else(|| ("buffer".to_string(), Some("implicit".to_string())));
+    let implicit = attrs.is_empty();
+    if let Some((other, oarg)) = attrs.get(1) {
+        return Err(prep_err(
             line,
-            message: format!("parameter `{name}` of kernel `{kernel}` has no [[buffer(n)]] or thread-attribute; the emulator needs one"),
-        });
-    };
-    let binding = if aname == "buffer" {
-        let idx = arg.as_deref().and_then(parse_int).ok_or_else(|| PrepError {
-            line,
-            message: format!("parameter `{name}` of kernel `{kernel}`: buffer index must be an integer literal"),
+            format!(
+                "parameter `{name}` of kernel `{kernel}` uses [[{other}{}]], which the emulator does not support",
+                oarg.as_ref().map(|a| format!("({a})")).unwrap_or_default()
+            ),
+        ));
+    }
+    let binding = if implicit {
+        Binding::Buffer(u32::MAX)
+    } else if aname == "buffer" {
+        let idx = arg.as_deref().and_then(parse_int).ok_or_else(|| {
+            prep_err(line, format!("parameter `{name}` of kernel `{kernel}`: buffer index must be an integer literal"))
         })?;
         Binding::Buffer(idx)
     } else if let Some(at) = Attribute::from_name(&aname) {
         Binding::Attribute(at)
     } else {
-        return Err(PrepError {
+        return Err(prep_err(
             line,
-            message: format!(
+            format!(
                 "parameter `{name}` of kernel `{kernel}` uses [[{aname}{}]], which the emulator does not support (buffers and thread-position attributes only)",
                 arg.map(|a| format!("({a})")).unwrap_or_default()
             ),
-        });
+        ));
     };
     let mut type_tokens = Vec::new();
     let mut address_space = AddressSpace::Thread;
@@ -639,16 +938,23 @@ fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str) -> Res
             t => type_tokens.push(t.to_string()),
         }
     }
+    if implicit && (!(is_pointer || is_reference) || !matches!(address_space, AddressSpace::Device | AddressSpace::Constant)) {
+        return Err(prep_err(
+            line,
+            format!("parameter `{name}` of kernel `{kernel}` has no [[buffer(n)]] or thread-attribute; the emulator needs one (a device or constant pointer or reference without one is a buffer)"),
+        ));
+    }
     if matches!(binding, Binding::Buffer(_)) && !is_pointer && !is_reference {
         return Err(PrepError {
             line,
             message: format!("buffer parameter `{name}` of kernel `{kernel}` must be a pointer or a reference"),
+            file: None,
         });
     }
     if address_space == AddressSpace::Threadgroup {
-        return Err(PrepError { line, message: format!("threadgroup parameter `{name}` of kernel `{kernel}` is not supported") });
+        return Err(prep_err(line, format!("threadgroup parameter `{name}` of kernel `{kernel}` is not supported")));
     }
-    Ok(ParsedParam { name, binding, type_tokens, address_space, is_const, is_reference, is_pointer })
+    Ok(ParsedParam { name, binding, type_tokens, address_space, is_const, is_reference, is_pointer, present })
 }
 
 fn parse_int(s: &str) -> Option<u32> {
@@ -718,6 +1024,8 @@ fn entry(sym: &str, callee: &str, params: &[ParsedParam]) -> String {
     let args: Vec<String> = params
         .iter()
         .map(|p| match p.binding {
+            Binding::Buffer(_) if !p.present && p.is_reference && !p.is_pointer => "kgemu::BufRef{nullptr}".to_string(),
+            Binding::Buffer(_) if !p.present => "kgemu::BufPtr{nullptr}".to_string(),
             Binding::Buffer(i) if p.is_reference && !p.is_pointer => format!("kgemu::BufRef{{kg_b[{i}]}}"),
             Binding::Buffer(i) => format!("kgemu::BufPtr{{kg_b[{i}]}}"),
             Binding::Attribute(a) => {
@@ -735,6 +1043,279 @@ fn entry(sym: &str, callee: &str, params: &[ParsedParam]) -> String {
         "extern \"C\" __attribute__((visibility(\"default\"))) void {sym}(void* const* kg_b, const kgemu::ThreadInfo* kg_t) {{\n  (void)kg_b; (void)kg_t;\n  {callee}({});\n}}\n",
         args.join(", ")
     )
+}
+
+/// A `[[function_constant(n)]]` declaration found in the source.
+pub(crate) struct FcDecl {
+    pub public: FunctionConstantDecl,
+}
+
+/// Integer function-constant types: (signed, bits).
+fn fc_int_type(ty: &str) -> Option<(bool, u32)> {
+    Some(match ty {
+        "int" | "int32_t" | "signed int" => (true, 32),
+        "uint" | "uint32_t" | "unsigned int" | "unsigned" => (false, 32),
+        "short" | "int16_t" => (true, 16),
+        "ushort" | "uint16_t" | "unsigned short" => (false, 16),
+        "char" | "int8_t" | "signed char" => (true, 8),
+        "uchar" | "uint8_t" | "unsigned char" => (false, 8),
+        "long" | "int64_t" => (true, 64),
+        "ulong" | "uint64_t" | "size_t" | "unsigned long" => (false, 64),
+        _ => return None,
+    })
+}
+
+fn float_literal(v: f32) -> String {
+    if v.is_nan() {
+        "__builtin_nanf(\"\")".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "__builtin_inff()".into() } else { "(-__builtin_inff())".into() }
+    } else {
+        format!("{v:e}f")
+    }
+}
+
+/// The C++ initializer of constant `name` of type `ty` with value `v`, or why not.
+fn fc_initializer(ty: &str, v: FunctionConstant) -> Result<String, String> {
+    let is_float = matches!(ty, "float");
+    let is_half = matches!(ty, "half" | "float16_t" | "bfloat" | "bfloat16_t");
+    match v {
+        FunctionConstant::Bool(b) if ty == "bool" => Ok(if b { "true".into() } else { "false".into() }),
+        FunctionConstant::Int(i) if fc_int_type(ty).is_some() => {
+            let (signed, bits) = fc_int_type(ty).unwrap_or((true, 64));
+            let (lo, hi): (i128, i128) = if signed {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            } else {
+                (0, (1i128 << bits) - 1)
+            };
+            if (i as i128) < lo || (i as i128) > hi {
+                return Err(format!("{i} does not fit in {ty}"));
+            }
+            Ok(if i == i64::MIN { format!("{ty}(-9223372036854775807ll - 1)") } else { format!("{ty}({i}ll)") })
+        }
+        FunctionConstant::Int(i) if is_float || is_half => Ok(format!("{ty}({})", float_literal(i as f32))),
+        FunctionConstant::Float(f) if is_float || is_half => Ok(format!("{ty}({})", float_literal(f as f32))),
+        _ if ty == "bool" || fc_int_type(ty).is_some() || is_float || is_half => Err(format!("{} value for a {ty} constant", match v.kind() { "integer" => "an integer", k => if k == "bool" { "a bool" } else { "a float" } })),
+        _ => Err(format!("function constants of type {ty} are not supported (bool, integer, float, half and bfloat scalars)")),
+    }
+}
+
+/// Finds every program-scope `... T name [[function_constant(n)]];` and rewrites it:
+/// to `static constexpr T name = value;` when `given` has index `n` (`static const` for
+/// half and bfloat), else to a stand-in whose every read is a compile error naming the
+/// constant at the line that reads it (`is_function_constant_defined(name)` is false).
+fn function_constants(toks: &[Tok], src: &str, paren_at: &[i32], given: &[(u32, FunctionConstant)]) -> Result<(Vec<FcDecl>, Vec<Edit>), PrepError> {
+    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+    let mut decls: Vec<FcDecl> = Vec::new();
+    let mut edits = Vec::new();
+    for (g, (idx, _)) in given.iter().enumerate() {
+        if given[..g].iter().any(|(o, _)| o == idx) {
+            return Err(prep_err(0, format!("function constant {idx} is given twice")));
+        }
+    }
+    for i in 2..toks.len() {
+        if tx(i) != "function_constant" || tx(i - 1) != "[" || tx(i - 2) != "[" || paren_at[i] != 0 {
+            continue;
+        }
+        let open = i - 2;
+        let line = toks[open].line;
+        let bad = || prep_err(line, "expected a program-scope `constant T name [[function_constant(index)]];`");
+        // the index, then `]] ;`
+        if tx(i + 1) != "(" || tx(i + 3) != ")" || tx(i + 4) != "]" || tx(i + 5) != "]" || tx(i + 6) != ";" {
+            return Err(bad());
+        }
+        let index = parse_int(tx(i + 2)).ok_or_else(|| prep_err(line, "the index of [[function_constant(index)]] must be an integer literal"))?;
+        let semi = i + 6;
+        let mut start = open;
+        while start > 0 {
+            let p = tx(start - 1);
+            if p == ";" || p == "{" || p == "}" || (toks[start - 1].line < toks[start].line && line_is_directive(src, toks[start - 1].start)) {
+                break;
+            }
+            start -= 1;
+        }
+        if open < start + 2 || toks[open - 1].kind != Kind::Ident {
+            return Err(bad());
+        }
+        let name = tx(open - 1).to_string();
+        let ty_tokens: Vec<String> = (start..open - 1).map(|k| tx(k)).filter(|t| !matches!(*t, "constant" | "const" | "static" | "constexpr")).map(String::from).collect();
+        let ty = join_type(&ty_tokens);
+        if !(start..open - 1).any(|k| tx(k) == "constant") {
+            return Err(prep_err(line, format!("function constant `{name}` must be declared in the constant address space (`constant {ty} {name} [[function_constant({index})]];`)")));
+        }
+        if let Some(other) = decls.iter().find(|d| d.public.index == index) {
+            return Err(prep_err(line, format!("function constant index {index} is used by `{}` and `{name}`", other.public.name)));
+        }
+        let value = given.iter().find(|(n, _)| *n == index).map(|(_, v)| *v);
+        let text = match value {
+            Some(v) => {
+                let init = fc_initializer(&ty, v).map_err(|why| prep_err(line, format!("function constant `{name}` [[function_constant({index})]]: {why}")))?;
+                let kw = if matches!(ty.as_str(), "half" | "float16_t" | "bfloat" | "bfloat16_t") { "static const" } else { "static constexpr" };
+                format!("{kw} {ty} {name} = {init};")
+            }
+            None => {
+                if ty != "bool" && fc_int_type(&ty).is_none() && !matches!(ty.as_str(), "float" | "half" | "float16_t" | "bfloat" | "bfloat16_t") {
+                    return Err(prep_err(line, format!("function constant `{name}`: type {ty} is not supported (bool, integer, float, half and bfloat scalars)")));
+                }
+                format!(
+                    "struct kgemu_fc_{name} {{ static constexpr bool kgemu_fc_missing = true; template <int Z = 0> operator {ty}() const {{ static_assert(Z != 0, \"function constant {name} [[function_constant({index})]] is read but has no value: give it at load time (kernelgen_emu::LoadOptions::function_constants, kernelgen emu --function-constant {index}=VALUE)\"); return {ty}(); }} }}; static constexpr kgemu_fc_{name} {name}{{}};"
+                )
+            }
+        };
+        edits.push(Edit { start: toks[start].start, end: toks[semi].end, text });
+        decls.push(FcDecl { public: FunctionConstantDecl { name, index, type_name: ty, value, metal_line: line } });
+    }
+    for (idx, _) in given {
+        if !decls.iter().any(|d| d.public.index == *idx) {
+            let declared: Vec<String> = decls.iter().map(|d| format!("{} ({})", d.public.index, d.public.name)).collect();
+            return Err(prep_err(
+                0,
+                format!(
+                    "function constant {idx} is given, but the program declares no [[function_constant({idx})]]; it declares {}",
+                    if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                ),
+            ));
+        }
+    }
+    Ok((decls, edits))
+}
+
+/// Metal's address-space keywords.
+fn is_address_space(s: &str) -> bool {
+    matches!(s, "thread" | "threadgroup" | "device" | "constant" | "threadgroup_imageblock" | "ray_data" | "object_data")
+}
+
+/// MSL overloads functions on address spaces: member functions on the address space of
+/// `*this` (complex.h's `complex_t() thread` and `complex_t() threadgroup`), free
+/// functions on the address space of a parameter (`operator+=(thread complex_t<T>&, ..)`
+/// and `operator+=(device complex_t<T>&, ..)`), and templates are specialized on it
+/// (`pointer_element<device T*>`). With the address spaces erased, each such set is one
+/// declaration repeated. So in every scope (the file, each namespace and class body)
+/// the declarations whose text up to the body is the same once the address-space
+/// keywords are removed are twins: the one that names only `thread` (else the first)
+/// is kept, the others are blanked (their lines kept). On the CPU every object lives
+/// in one memory; MLX's twins have identical bodies.
+fn address_space_twins(toks: &[Tok], src: &str) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+    let mut scopes: Vec<(usize, usize)> = vec![(0, toks.len())];
+    let mut stack: Vec<(usize, bool)> = Vec::new();
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => stack.push((i, opens_scope(toks, src, i))),
+            "}" => {
+                if let Some((open, true)) = stack.pop() {
+                    scopes.push((open + 1, i));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut edits = Vec::new();
+    for (from, to) in scopes {
+        struct Decl {
+            start: usize,
+            end: usize,
+            key: String,
+            thread_only: bool,
+        }
+        let mut decls: Vec<Decl> = Vec::new();
+        let mut depth = 0i32;
+        let mut seg = from;
+        for j in from..to {
+            let t = tx(j);
+            match t {
+                "{" | "(" | "[" => depth += 1,
+                "}" | ")" | "]" => depth -= 1,
+                _ => {}
+            }
+            let access = depth == 0 && t == ":" && j == seg + 1 && matches!(tx(seg), "public" | "private" | "protected");
+            if depth == 0 && (t == ";" || t == "}" || access) {
+                if !access && j > seg {
+                    // the head: up to the body's `{` at depth 0
+                    let mut d = 0i32;
+                    let mut head_end = j + 1;
+                    for k in seg..=j {
+                        match tx(k) {
+                            "{" if d == 0 => {
+                                head_end = k;
+                                break;
+                            }
+                            "(" | "[" | "{" => d += 1,
+                            ")" | "]" | "}" => d -= 1,
+                            _ => {}
+                        }
+                    }
+                    let spaces: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| is_address_space(t)).collect();
+                    if !spaces.is_empty() {
+                        let key: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| !is_address_space(t)).collect();
+                        decls.push(Decl { start: seg, end: j, key: key.join(" "), thread_only: spaces.iter().all(|s| *s == "thread") });
+                    }
+                }
+                seg = j + 1;
+            }
+        }
+        for (a, d) in decls.iter().enumerate() {
+            let twins: Vec<usize> = (0..decls.len()).filter(|&o| decls[o].key == d.key).collect();
+            if twins.len() < 2 {
+                continue;
+            }
+            let keep = twins.iter().copied().find(|&o| decls[o].thread_only).unwrap_or(twins[0]);
+            if keep != a {
+                edits.push(Edit { start: toks[d.start].start, end: toks[d.end].end, text: String::new() });
+            }
+        }
+    }
+    edits
+}
+
+/// Whether the `{` at `open` opens a namespace or a class body (a scope of declarations).
+fn opens_scope(toks: &[Tok], src: &str, open: usize) -> bool {
+    scope_keyword(toks, src, open).is_some()
+}
+
+/// `namespace`, `struct`, `class` or `union` when the `{` at `open` opens such a body.
+fn scope_keyword<'s>(toks: &[Tok], src: &'s str, open: usize) -> Option<&'s str> {
+    let tx = |k: usize| &src[toks[k].start..toks[k].end];
+    // walk back over the head: names, `::`, template arguments, bases, attributes
+    let mut k = open;
+    let mut angle = 0i32;
+    while k > 0 {
+        k -= 1;
+        match tx(k) {
+            "namespace" | "struct" | "class" | "union" if angle == 0 => {
+                return (!(k > 0 && tx(k - 1) == "enum")).then_some(tx(k));
+            }
+            ">" => angle += 1,
+            "<" => angle -= 1,
+            ";" | "{" | "}" | "(" | ")" | "=" if angle <= 0 => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `template <>` inside a class body: an explicit specialization of a member function
+/// template, which clang (and so Metal) accepts and g++ rejects ("explicit
+/// specialization in non-namespace scope", binary_ops.h). Without `template <>` it is a
+/// plain overload with the same parameters, which overload resolution prefers to the
+/// template exactly where the specialization would have been chosen.
+fn class_scope_specializations(toks: &[Tok], src: &str) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+    let mut stack: Vec<bool> = Vec::new();
+    let mut edits = Vec::new();
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => stack.push(matches!(scope_keyword(toks, src, i), Some("struct" | "class" | "union"))),
+            "}" => {
+                stack.pop();
+            }
+            "template" if stack.last() == Some(&true) && tx(i + 1) == "<" && tx(i + 2) == ">" => {
+                edits.push(Edit { start: toks[i].start, end: toks[i + 2].end, text: String::new() });
+            }
+            _ => {}
+        }
+    }
+    edits
 }
 
 #[cfg(test)]
@@ -771,6 +1352,73 @@ mod tests {
     fn program_scope_threadgroup_variables_are_rejected() {
         let e = translate("#include <metal_stdlib>\nthreadgroup float shared[32];\n", "p.metal").err().unwrap();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn only_directives_beyond_metal_includes_and_pragmas_need_the_preprocessor() {
+        assert!(!needs_preprocessing("#include <metal_stdlib>\n#pragma clang loop unroll(full)\nkernel void f() {}\n"));
+        assert!(needs_preprocessing("#include \"mlx/backend/metal/kernels/utils.h\"\n"));
+        assert!(needs_preprocessing("  #define N 4\n"));
+        assert!(needs_preprocessing("#if 0\n#endif\n"));
+    }
+
+    #[test]
+    fn line_markers_map_back_to_files() {
+        let text = "# 1 \"k.metal\"\na\n# 1 \"h.h\" 1\nb\nc\n# 3 \"k.metal\" 2\nd\n";
+        let m = LineMap::parse(text, "k.metal");
+        assert_eq!(m.get(2), (None, 1));
+        assert_eq!(m.get(5), (Some("h.h".to_string()), 2));
+        assert_eq!(m.get(7), (None, 3));
+    }
+
+    #[test]
+    fn address_space_twins_keep_the_thread_one() {
+        let src = "struct C {\n  C() thread {}\n  C() threadgroup {}\n  int f(device int* p) const device { return *p; }\n};\nint g(thread int& a) { return a; }\nint g(device int& a) { return a + 1; }\nint h(device int* a);\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        assert!(l[3].contains("C() thread {}") && !l[4].contains("C()"), "{}", p.cpp);
+        assert!(l[5].contains("int f(device int* p)"), "a member without a twin stays");
+        assert!(l[7].contains("int g(thread int& a)") && !l[8].contains("int g"), "{}", p.cpp);
+        assert!(l[9].contains("int h(device int* a);"));
+    }
+
+    #[test]
+    fn member_specializations_become_overloads() {
+        let src = "struct Op {\n  template <typename T> T operator()(T x) { return x; }\n  template <> float operator()(float x) { return -x; }\n};\ntemplate <> struct S<int> {};\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        assert!(!l[4].contains("template") && l[4].contains("float operator()(float x)"), "{}", l[4]);
+        assert!(l[6].contains("template <> struct S<int>"), "namespace-scope specializations stay");
+    }
+
+    #[test]
+    fn buffers_without_an_attribute_take_the_first_free_index() {
+        let src = "kernel void k(device float* a, constant uint& n [[buffer(0)]], device float* b, uint i [[thread_position_in_grid]]) {}\n";
+        let p = translate(src, "k.metal").unwrap();
+        let b: Vec<Binding> = p.kernels[0].params.iter().map(|p| p.binding).collect();
+        assert_eq!(b[..3], [Binding::Buffer(1), Binding::Buffer(0), Binding::Buffer(2)]);
+    }
+
+    #[test]
+    fn function_constants_get_their_values_or_fail_where_read() {
+        let src = "constant bool a [[function_constant(0)]];\nconstant int n [[function_constant(3)]];\nconstant half h [[function_constant(4)]];\nkernel void k(device float* x [[buffer(0)]], device float* m [[buffer(1), function_constant(a)]]) {}\n";
+        let given = [(0, FunctionConstant::Bool(false)), (4, FunctionConstant::Float(0.5))];
+        let p = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &given }).unwrap();
+        assert!(p.cpp.contains("static constexpr bool a = false;"), "{}", p.cpp);
+        assert!(p.cpp.contains("static const half h = half(5e-1f);"), "{}", p.cpp);
+        assert!(p.cpp.contains("static_assert(Z != 0, \"function constant n [[function_constant(3)]] is read but has no value"));
+        assert_eq!(p.kernels[0].params.len(), 1, "the buffer of a false function constant does not exist");
+        assert!(p.cpp.contains("kgemu::BufPtr{nullptr}"));
+        assert_eq!(p.function_constants.iter().map(|c| (c.index, c.value)).collect::<Vec<_>>(), [(0, Some(FunctionConstant::Bool(false))), (3, None), (4, Some(FunctionConstant::Float(0.5)))]);
+        let bad = [(0, FunctionConstant::Int(1))];
+        let e = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &bad }).err().unwrap();
+        assert_eq!(e.line, 1);
+        assert!(e.message.contains("an integer value for a bool constant"), "{}", e.message);
+        let unknown = [(0, FunctionConstant::Bool(true)), (9, FunctionConstant::Bool(true))];
+        let e = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &unknown }).err().unwrap();
+        assert!(e.message.contains("function constant 9 is given"), "{}", e.message);
+        let e = translate_with(src, "k.metal", &Options::default()).err().unwrap();
+        assert_eq!(e.line, 4, "the conditional buffer needs a's value");
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub mod syntax;
 use kernelgen_codegen::diag::Diagnostic;
 use kernelgen_codegen::spec::SpecSource;
 use kernelgen_codegen::render::rust::MetalText;
-use kernelgen_codegen::{Error, Options, generate_with, read_specs, validate};
+use kernelgen_codegen::{Error, Families, Options, generate_with, read_specs, validate};
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::quote;
 use std::path::{Path, PathBuf};
@@ -177,10 +177,10 @@ fn combine(errors: impl IntoIterator<Item = syn::Error>) -> Option<syn::Error> {
 
 /// The launcher module the generator renders for one spec: the text of
 /// `generated/rust/<stem>.rs`, with each kernel's `.metal` text inline where
-/// that file `include_str!`s it (empty when every variant is excluded).
+/// that file `include_str!`s it.
 pub fn module_text(source: SpecSource) -> Result<String, Error> {
     let path = format!("rust/{}.rs", source.stem);
-    let generated = generate_with(vec![source], Options { metal: MetalText::Inline })?;
+    let generated = generate_with(vec![source], &Families::bundled(), Options { metal: MetalText::Inline })?;
     Ok(generated.files.get(&path).cloned().unwrap_or_default())
 }
 

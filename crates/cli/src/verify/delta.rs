@@ -54,7 +54,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
         v.push(host(state_shape.clone(), &d.state));
         v
     };
-    if r.kernel.family.name() == "delta_state" {
+    if r.kernel.family.name == "delta_state" {
         // One batch keeps every step, the other one step.
         let lengths = [T as i32, 1];
         let inp = DeltaStateInputs { k: &d.k, v: &d.v, g: &d.g, beta: &d.beta, state: &d.state, lengths: &lengths };

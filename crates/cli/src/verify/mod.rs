@@ -12,6 +12,7 @@ mod delta;
 mod expert;
 mod norms;
 
+use crate::out::outln;
 use globset::Glob;
 use kernelgen::backend;
 use kernelgen_emu::EmuBackend;
@@ -20,7 +21,6 @@ use kernelgen_emu::host::HostArray;
 use kernelgen_reference::{self as reference, Element, Exact};
 use kernelgen::Dtype;
 use kernelgen_codegen::render::RenderedKernel;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -68,7 +68,7 @@ pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
             }
         };
     }
-    match r.kernel.family.name() {
+    match r.kernel.family.name.as_str() {
         "expert" => Ok(by_dtype!(expert::case)),
         "affine" => Ok(by_dtype!(affine::case)),
         "delta" | "delta_state" => by_dtype!(delta::case),
@@ -80,7 +80,7 @@ pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
 
 /// A JSON integer parameter of the kernel's plan.
 pub fn param(r: &RenderedKernel, name: &str) -> usize {
-    r.kernel.plan.params.get(name).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("family `{}` plans no integer `{name}`", r.kernel.family.name())) as usize
+    r.kernel.plan.params.get(name).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("family `{}` plans no integer `{name}`", r.kernel.family.name.as_str())) as usize
 }
 
 /// Random values in `[-1, 1)`, rounded to `T`.
@@ -172,7 +172,7 @@ fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
     outcome
 }
 
-pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64) -> Result<ExitCode, String> {
+pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, seed: u64) -> Result<ExitCode, String> {
     if sanitize {
         kernelgen_emu::reexec_with_sanitizer_if_needed().map_err(|e| format!("error: cannot start under the sanitizer runtime: {e}"))?;
     }
@@ -187,9 +187,9 @@ pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64
     }
     let backend = EmuBackend::new(EmuOptions { sanitize, ..EmuOptions::default() }).map_err(|e| format!("error: {e}"))?;
     let width = selected.iter().map(|r| r.kernel.name.len()).max().unwrap_or(6).max(6);
-    println!("Each output is compared bit for bit with its replay model and element by element with its f64 model;");
-    println!("MAX ULP and BOUND are the largest error and the largest allowed error, in ulps of the output's largest value.");
-    println!("{:<width$}  {:<10}  {:<5}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "EXACT", "MAX ULP", "BOUND", "TIME");
+    outln!("Each output is compared bit for bit with its replay model and element by element with its f64 model;");
+    outln!("MAX ULP and BOUND are the largest error and the largest allowed error, in ulps of the output's largest value.");
+    outln!("{:<width$}  {:<10}  {:<5}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "EXACT", "MAX ULP", "BOUND", "TIME");
     let mut failures = Vec::new();
     let outcomes = Outcomes::new(selected.len());
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(selected.len());
@@ -211,14 +211,14 @@ pub fn verify(specs: &[PathBuf], filter: Option<&str>, sanitize: bool, seed: u64
     for f in &failures {
         eprintln!("FAILED {f}");
     }
-    println!("verify: {passed} passed, {} failed", failures.len());
+    outln!("verify: {passed} passed, {} failed", failures.len());
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// One row of the table (and the failure, for the summary).
 fn report(o: &Outcome, width: usize, failures: &mut Vec<String>) {
     let status = if o.failure.is_some() { "FAIL" } else if o.exact { "yes" } else { "no" };
-    println!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
+    outln!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
     if let Some(f) = &o.failure {
         failures.push(format!("{}: {f}", o.kernel));
     }

@@ -4,7 +4,7 @@
 //! every axis: `<geometry>_<family>_<axis values>[_<part>]`.
 
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::families::Family;
+use crate::family::FamilyDef;
 use crate::model::{AxisValue, Blame, Dtype, Geometry, KernelPlan, Source, Variant};
 use crate::spec::{Span, SpecSource};
 use crate::validate::SpecModel;
@@ -24,7 +24,7 @@ pub struct Kernel {
     /// The name without the part: the kernels of one variant and geometry
     /// share it, and their launcher type is its CamelCase form.
     pub launcher: String,
-    pub family: &'static dyn Family,
+    pub family: Arc<FamilyDef>,
     pub source: Arc<SpecSource>,
     pub geometry: String,
     pub variant: Variant,
@@ -37,23 +37,42 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
     let mut kernels = Vec::new();
     let mut seen: BTreeMap<String, (Arc<SpecSource>, Span)> = BTreeMap::new();
     for model in models {
+        // The Rust items of this spec's module: item name -> (the kernel or
+        // launcher it names, its geometry).
+        let mut items: BTreeMap<String, (String, String)> = BTreeMap::new();
+        let all = variants(model);
+        // An empty axis list is reported by validation; exclusions that leave
+        // nothing are reported here: a spec that generates no kernel is a mistake.
+        if all.is_empty() && model.axes.iter().all(|c| !c.values.is_empty()) {
+            if let Some(span) = &model.exclude_span {
+                diags.push(Diagnostic {
+                    source: model.source.clone(),
+                    span: span.clone(),
+                    field: "exclude".into(),
+                    message: "the exclusions remove every combination of axis values, so this spec would generate no kernel".into(),
+                    help: Some("remove an exclusion, or list more axis values".into()),
+                });
+            }
+        }
         for g in &model.geometries {
-            for variant in variants(model) {
-                match model.family.plan(&variant, g) {
+            for variant in &all {
+                let axes: Vec<(&str, &AxisValue)> = variant.values.iter().map(|(a, v)| (a.as_str(), v)).collect();
+                match model.family.plan(&axes, g) {
                     Err(violations) => {
                         for v in violations {
-                            let (span, field) = blame(model, g, &variant, &v.blame);
+                            let (span, field) = blame(model, g, variant, &v.blame);
                             diags.push(Diagnostic { source: model.source.clone(), span, field, message: v.message, help: Some(v.help) });
                         }
                     }
                     Ok(plans) => {
                         for plan in plans {
-                            let launcher = kernel_name(model.family, g, &variant, None);
+                            let launcher = kernel_name(&model.family, g, variant, None);
                             let name = match &plan.part {
                                 Some(part) => format!("{launcher}_{part}"),
                                 None => launcher.clone(),
                             };
-                            check_limits(model, g, &variant, &name, &plan, &mut diags);
+                            check_limits(model, g, variant, &name, &plan, &mut diags);
+                            check_rust_names(model, g, variant, &launcher, &name, &plan, &mut items, &mut diags);
                             if let Some((first, _)) = seen.get(&name) {
                                 diags.push(Diagnostic {
                                     source: model.source.clone(),
@@ -68,7 +87,7 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                             kernels.push(Kernel {
                                 name,
                                 launcher,
-                                family: model.family,
+                                family: model.family.clone(),
                                 source: model.source.clone(),
                                 geometry: g.name.clone(),
                                 variant: variant.clone(),
@@ -93,7 +112,7 @@ fn variants(model: &SpecModel) -> Vec<Variant> {
             .flat_map(|v| {
                 choice.values.iter().map(move |(value, _)| {
                     let mut v = v.clone();
-                    v.values.push((choice.axis.name, value.clone()));
+                    v.values.push((choice.axis.name.clone(), value.clone()));
                     v
                 })
             })
@@ -103,11 +122,10 @@ fn variants(model: &SpecModel) -> Vec<Variant> {
     out
 }
 
-pub fn kernel_name(family: &dyn Family, g: &Geometry, v: &Variant, part: Option<&str>) -> String {
-    let mut parts = vec![g.name.clone(), family.name().to_string()];
+pub fn kernel_name(family: &FamilyDef, g: &Geometry, v: &Variant, part: Option<&str>) -> String {
+    let mut parts = vec![g.name.clone(), family.name.clone()];
     for (axis, value) in &v.values {
-        let def = family.axes().iter().find(|a| a.name == *axis).expect("variant axes come from the family");
-        let spelled = def.spell(value);
+        let spelled = family.axis(axis).map(|def| def.spell(value)).unwrap_or_default();
         if !spelled.is_empty() {
             parts.push(spelled);
         }
@@ -133,6 +151,54 @@ fn blame(model: &SpecModel, g: &Geometry, v: &Variant, b: &Blame) -> (Span, Stri
             (span, format!("axes.{axis}"))
         }
         Blame::Geometry => (g.span.clone(), format!("geometry.{}", g.name)),
+    }
+}
+
+/// The Rust items a kernel adds to its spec's module must not coincide with
+/// another kernel's: launcher types are CamelCase, so geometries `v2` and
+/// `v_2` (or `w` and `w_`) would both generate `V2...`. Also checks that
+/// the kernel's file name fits the file system.
+#[allow(clippy::too_many_arguments)]
+fn check_rust_names(
+    model: &SpecModel,
+    g: &Geometry,
+    v: &Variant,
+    launcher: &str,
+    name: &str,
+    plan: &KernelPlan,
+    items: &mut BTreeMap<String, (String, String)>,
+    diags: &mut Diagnostics,
+) {
+    let (span, field) = blame(model, g, v, &Blame::Geometry);
+    let file = format!("{name}.metal");
+    if file.len() > crate::names::MAX_FILE_NAME_LEN {
+        diags.push(Diagnostic {
+            source: model.source.clone(),
+            span: span.clone(),
+            field: field.clone(),
+            message: format!("kernel file name `{}...` is {} bytes long, above the limit of {}", &file[..32], file.len(), crate::names::MAX_FILE_NAME_LEN),
+            help: Some("use a shorter geometry name".into()),
+        });
+    }
+    let mut wanted = vec![(crate::names::camel(launcher), format!("the launcher type of `{launcher}`"))];
+    wanted.push((name.to_uppercase(), format!("the `KernelDef` of `{name}`")));
+    if plan.outputs.len() > 1 {
+        wanted.push((format!("{}Outputs", crate::names::camel(name)), format!("the outputs struct of `{name}`")));
+    }
+    for (item, what) in wanted {
+        match items.get(&item) {
+            Some((other, geometry)) if *other != what => diags.push(Diagnostic {
+                source: model.source.clone(),
+                span: span.clone(),
+                field: field.clone(),
+                message: format!("`{item}`, {what}, is also {other} (geometry `{geometry}`): the generated Rust would not compile"),
+                help: Some(format!("rename geometry `{}` or `{geometry}` so they differ after CamelCase, which drops `_`", g.name)),
+            }),
+            Some(_) => {}
+            None => {
+                items.insert(item, (what, g.name.clone()));
+            }
+        }
     }
 }
 

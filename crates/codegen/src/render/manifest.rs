@@ -15,10 +15,10 @@ struct Manifest<'a> {
 #[derive(Serialize)]
 struct Entry<'a> {
     name: &'a str,
-    family: &'static str,
+    family: &'a str,
     spec: &'a str,
     geometry: &'a str,
-    variant: BTreeMap<&'static str, String>,
+    variant: BTreeMap<&'a str, String>,
     part: Option<&'a str>,
     metal: &'a str,
     mlx_name: &'a str,
@@ -30,6 +30,15 @@ struct Entry<'a> {
     threadgroup: [u32; 3],
     threads_per_threadgroup: u32,
     threadgroup_memory_bytes: u32,
+    cost: CostJson,
+}
+
+#[derive(Serialize)]
+struct CostJson {
+    bytes_read: String,
+    bytes_written: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flops: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -80,10 +89,10 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                 let sizes = d.size_names();
                 Entry {
                     name: &k.name,
-                    family: k.family.name(),
+                    family: &k.family.name,
                     spec: &k.source.origin,
                     geometry: &k.geometry,
-                    variant: k.variant.values.iter().map(|(a, v)| (*a, v.to_string())).collect(),
+                    variant: k.variant.values.iter().map(|(a, v)| (a.as_str(), v.to_string())).collect(),
                     part: k.plan.part.as_deref(),
                     metal: &d.metal_path,
                     mlx_name: &d.mlx_name,
@@ -94,6 +103,11 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                     threadgroup: d.threadgroup,
                     threads_per_threadgroup: d.threads_per_threadgroup(),
                     threadgroup_memory_bytes: d.threadgroup_memory_bytes,
+                    cost: CostJson {
+                        bytes_read: d.cost.bytes_read.describe(&sizes),
+                        bytes_written: d.cost.bytes_written.describe(&sizes),
+                        flops: d.cost.flops.as_ref().map(|f| f.describe(&sizes)),
+                    },
                     sizes,
                 }
             })

@@ -13,7 +13,7 @@
 //! ```
 
 use crate::diag::{Diagnostics, Reporter};
-use crate::families::{self, Axis, Family, Field, FieldKind};
+use crate::family::{Axis, AxisKind, Families, FamilyDef, Field, FieldKind};
 use crate::model::{AxisValue, FieldValue, Geometry};
 use crate::spec::{Entry, Node, Span, SpecSource, Value};
 use std::collections::BTreeMap;
@@ -22,18 +22,20 @@ use std::sync::Arc;
 /// The values a spec chose for one axis.
 #[derive(Clone, Debug)]
 pub struct AxisChoice {
-    pub axis: &'static Axis,
+    pub axis: Axis,
     pub values: Vec<(AxisValue, Span)>,
 }
 
 /// A validated spec.
 pub struct SpecModel {
     pub source: Arc<SpecSource>,
-    pub family: &'static dyn Family,
+    pub family: Arc<FamilyDef>,
     pub family_span: Span,
     /// In the family's axis order.
     pub axes: Vec<AxisChoice>,
-    pub excludes: Vec<Vec<(&'static str, AxisValue)>>,
+    pub excludes: Vec<Vec<(String, AxisValue)>>,
+    /// Where `exclude` is written, when it is.
+    pub exclude_span: Option<Span>,
     pub geometries: Vec<Geometry>,
 }
 
@@ -42,7 +44,7 @@ const TOP_KEYS: &[&str] = &["family", "description", "axes", "exclude", "geometr
 /// Checks one parsed spec. The model comes back whenever the family is
 /// known, with the invalid parts left out, so the later stages can report
 /// their problems in the same run.
-pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Diagnostics) {
+pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (Option<SpecModel>, Diagnostics) {
     let mut r = Reporter::new(source.clone());
     let whole = 0..source.text.len().min(1);
     let entries = root.as_table().unwrap_or(&[]);
@@ -50,22 +52,22 @@ pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Dia
 
     let family = match root.get("family") {
         None => {
-            r.error(whole.clone(), "family", "the spec names no kernel family", Some(format!("add `family = \"...\"` with one of: {}", family_names())));
+            r.error(whole.clone(), "family", "the spec names no kernel family", Some(format!("add `family = \"...\"` with one of: {}", family_names(families))));
             None
         }
         Some(e) => match e.node.as_str() {
             None => {
-                r.error(e.node.span.clone(), "family", format!("expected a string, found {}", e.node.value.kind()), Some(format!("one of: {}", family_names())));
+                r.error(e.node.span.clone(), "family", format!("expected a string, found {}", e.node.value.kind()), Some(format!("one of: {}", family_names(families))));
                 None
             }
-            Some(name) => match families::find(name) {
-                Some(f) => Some((f, e.node.span.clone())),
+            Some(name) => match families.find(name) {
+                Some(f) => Some((f.clone(), e.node.span.clone())),
                 None => {
                     r.error(
                         e.node.span.clone(),
                         "family",
                         format!("unknown family \"{name}\""),
-                        Some(format!("use one of: {}{}", family_names(), suggest(name, families::FAMILIES.iter().map(|f| f.name())))),
+                        Some(format!("use one of: {}{}", family_names(families), suggest(name, families.names()))),
                     );
                     None
                 }
@@ -81,15 +83,16 @@ pub fn validate(source: Arc<SpecSource>, root: &Node) -> (Option<SpecModel>, Dia
         return (None, r.diagnostics);
     };
 
-    let axes = read_axes(&mut r, family, root.get("axes"));
-    let excludes = read_excludes(&mut r, family, &axes, root.get("exclude"));
-    let geometries = read_geometries(&mut r, family, root.get("geometry"), whole);
+    let axes = read_axes(&mut r, &family, root.get("axes"));
+    let excludes = read_excludes(&mut r, &family, &axes, root.get("exclude"));
+    let geometries = read_geometries(&mut r, &family, root.get("geometry"), whole);
 
-    (Some(SpecModel { source, family, family_span, axes, excludes, geometries }), r.diagnostics)
+    let exclude_span = root.get("exclude").map(|e| e.key_span.clone());
+    (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
 }
 
-fn family_names() -> String {
-    families::FAMILIES.iter().map(|f| format!("\"{}\"", f.name())).collect::<Vec<_>>().join(", ")
+fn family_names(families: &Families) -> String {
+    families.names().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(", ")
 }
 
 fn join(prefix: &str, key: &str) -> String {
@@ -150,8 +153,8 @@ fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option
     if axis.allows(&value) {
         return Some(value);
     }
-    let hint = match (&value, axis.kind) {
-        (AxisValue::Str(s), families::AxisKind::Choice(names)) => suggest(s, names.iter().copied()),
+    let hint = match (&value, &axis.kind) {
+        (AxisValue::Str(s), AxisKind::Choice(names)) => suggest(s, names.iter().map(String::as_str)),
         _ => String::new(),
     };
     let shown = match &value {
@@ -163,7 +166,7 @@ fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option
     None
 }
 
-fn read_axes(r: &mut Reporter, family: &'static dyn Family, node: Option<&Entry>) -> Vec<AxisChoice> {
+fn read_axes(r: &mut Reporter, family: &FamilyDef, node: Option<&Entry>) -> Vec<AxisChoice> {
     let listed: &[Entry] = match node {
         None => &[],
         Some(e) => match e.node.as_table() {
@@ -174,14 +177,14 @@ fn read_axes(r: &mut Reporter, family: &'static dyn Family, node: Option<&Entry>
             }
         },
     };
-    let names: Vec<&str> = family.axes().iter().map(|a| a.name).collect();
+    let names: Vec<&str> = family.axes.iter().map(|a| a.name.as_str()).collect();
     unknown_keys(r, listed, &names, "axes");
     let mut choices = Vec::new();
-    for axis in family.axes() {
+    for axis in &family.axes {
         let field = format!("axes.{}", axis.name);
         let Some(e) = listed.iter().find(|e| e.key == axis.name) else {
             let span = node.map_or(0..0, |e| e.key_span.clone());
-            choices.push(AxisChoice { axis, values: axis.default.iter().map(|l| (l.value(), span.clone())).collect() });
+            choices.push(AxisChoice { axis: axis.clone(), values: axis.default.iter().map(|v| (v.clone(), span.clone())).collect() });
             continue;
         };
         let Some(items) = e.node.as_array() else {
@@ -201,18 +204,18 @@ fn read_axes(r: &mut Reporter, family: &'static dyn Family, node: Option<&Entry>
                 }
             }
         }
-        choices.push(AxisChoice { axis, values });
+        choices.push(AxisChoice { axis: axis.clone(), values });
     }
     choices
 }
 
-fn read_excludes(r: &mut Reporter, family: &'static dyn Family, axes: &[AxisChoice], node: Option<&Entry>) -> Vec<Vec<(&'static str, AxisValue)>> {
+fn read_excludes(r: &mut Reporter, family: &FamilyDef, axes: &[AxisChoice], node: Option<&Entry>) -> Vec<Vec<(String, AxisValue)>> {
     let Some(e) = node else { return Vec::new() };
     let Some(items) = e.node.as_array() else {
         r.error(e.node.span.clone(), "exclude", format!("expected a list of tables, found {}", e.node.value.kind()), Some("write exclude = [{ quant = \"q8\", dtype = \"f32\" }]".into()));
         return Vec::new();
     };
-    let names: Vec<&str> = family.axes().iter().map(|a| a.name).collect();
+    let names: Vec<&str> = family.axes.iter().map(|a| a.name.as_str()).collect();
     let mut out = Vec::new();
     for item in items {
         let Some(entries) = item.as_table() else {
@@ -227,11 +230,11 @@ fn read_excludes(r: &mut Reporter, family: &'static dyn Family, axes: &[AxisChoi
         for entry in entries {
             let Some(choice) = axes.iter().find(|c| c.axis.name == entry.key) else { continue };
             let field = format!("exclude.{}", entry.key);
-            if let Some(v) = axis_value(r, choice.axis, &entry.node, &field) {
+            if let Some(v) = axis_value(r, &choice.axis, &entry.node, &field) {
                 if !choice.values.iter().any(|(x, _)| *x == v) {
                     r.error(entry.node.span.clone(), field, format!("{v} is not among the values listed for axis `{}`, so this exclusion matches nothing", entry.key), Some("exclude a listed value or remove the exclusion".into()));
                 }
-                pattern.push((choice.axis.name, v));
+                pattern.push((choice.axis.name.clone(), v));
             }
         }
         out.push(pattern);
@@ -239,7 +242,7 @@ fn read_excludes(r: &mut Reporter, family: &'static dyn Family, axes: &[AxisChoi
     out
 }
 
-fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&Entry>, whole: Span) -> Vec<Geometry> {
+fn read_geometries(r: &mut Reporter, family: &FamilyDef, node: Option<&Entry>, whole: Span) -> Vec<Geometry> {
     let Some(e) = node else {
         r.error(whole, "geometry", "the spec has no geometry", Some("add at least one [geometry.<name>] table with the model's sizes".into()));
         return Vec::new();
@@ -255,45 +258,53 @@ fn read_geometries(r: &mut Reporter, family: &'static dyn Family, node: Option<&
     for g in entries {
         let field = format!("geometry.{}", g.key);
         if !is_identifier(&g.key) {
-            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+            r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key.escape_debug()), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
+        } else if g.key.len() > crate::names::MAX_NAME_LEN {
+            r.error(
+                g.key_span.clone(),
+                format!("geometry.{}...", &g.key[..16]),
+                format!("the geometry name is {} bytes long; at most {} fit in kernel and file names", g.key.len(), crate::names::MAX_NAME_LEN),
+                Some("use a shorter name".into()),
+            );
+            continue;
         }
         let Some(body) = g.node.as_table() else {
             r.error(g.node.span.clone(), field, format!("expected a table of sizes, found {}", g.node.value.kind()), None);
             continue;
         };
         let mut fields = BTreeMap::new();
-        let before = r.diagnostics.0.len();
-        read_fields(r, family, body, family.fields(), &field, "", g.key_span.clone(), &mut fields);
+        let before = r.diagnostics.count();
+        read_fields(r, family, body, &family.fields, &field, "", g.key_span.clone(), &mut fields);
         // A geometry with a bad field is not planned: its constraints would
         // be checked against values that are not there.
-        if r.diagnostics.0.len() == before {
+        if r.diagnostics.count() == before {
             out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
         }
     }
     out
 }
 
+/// Lowercase ASCII letters, digits and `_`, starting with a letter.
 pub fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase()) && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    crate::names::is_identifier(s)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn read_fields(
     r: &mut Reporter,
-    family: &'static dyn Family,
+    family: &FamilyDef,
     entries: &[Entry],
-    schema: &'static [Field],
+    schema: &[Field],
     field_prefix: &str,
     path_prefix: &str,
     table_span: Span,
     out: &mut BTreeMap<String, (FieldValue, Span)>,
 ) {
-    let names: Vec<&str> = schema.iter().map(|f| f.name).collect();
+    let names: Vec<&str> = schema.iter().map(|f| f.name.as_str()).collect();
     unknown_keys(r, entries, &names, field_prefix);
     for f in schema {
-        let field = join(field_prefix, f.name);
-        let path = join(path_prefix, f.name);
+        let field = join(field_prefix, &f.name);
+        let path = join(path_prefix, &f.name);
         let Some(e) = entries.iter().find(|e| e.key == f.name) else {
             if f.required {
                 r.error(table_span.clone(), field, format!("missing required field `{}` ({})", f.name, f.doc), Some(format!("add `{} = ...`", f.name)));
@@ -301,8 +312,8 @@ fn read_fields(
             continue;
         };
         let span = e.node.span.clone();
-        match f.kind {
-            FieldKind::Int { min, max } => match e.node.value {
+        match &f.kind {
+            &FieldKind::Int { min, max } => match e.node.value {
                 Value::Int(i) if (min..=max).contains(&i) => {
                     out.insert(path, (FieldValue::Int(i), span));
                 }
@@ -323,7 +334,7 @@ fn read_fields(
                     r.error(span, field, format!("expected a table keyed by `{axis}` values, found {}", e.node.value.kind()), None);
                     continue;
                 };
-                let axis_def = family.axes().iter().find(|a| a.name == axis).expect("family bug: PerAxisValue names an unknown axis");
+                let Some(axis_def) = family.axis(axis) else { continue };
                 for s in sub {
                     let sub_field = join(&field, &s.key);
                     if !axis_def.allows(&AxisValue::Str(s.key.clone())) {

@@ -31,18 +31,26 @@ template <class T> struct enable_if<true, T> { typedef T type; };
 template <class A, class B> struct is_same { static constexpr bool value = false; };
 template <class A> struct is_same<A, A> { static constexpr bool value = true; };
 template <class T> T&& declval();
+struct bits_tag {};
 
-KG_INLINE float bits_to_float(uint32_t b) { float f; __builtin_memcpy(&f, &b, 4); return f; }
-KG_INLINE uint32_t float_to_bits(float f) { uint32_t b; __builtin_memcpy(&b, &f, 4); return b; }
+// The conversions are constexpr (MLX's complex.h static_asserts half arithmetic): in a
+// constant evaluation they take the portable path, at run time F16C where present.
+#define KG_CX constexpr KG_INLINE
+#define KG_CONSTEVAL() __builtin_is_constant_evaluated()
+KG_CX float bits_to_float(uint32_t b) { return __builtin_bit_cast(float, b); }
+KG_CX uint32_t float_to_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
 
 // IEEE binary16 <-> binary32, round to nearest even; NaN keeps its sign and top payload
 // bits and becomes quiet (both directions) (the same results as the Rust `half` crate).
-KG_INLINE float f16_to_f32(uint16_t h) {
+KG_CX float f16_to_f32(uint16_t h) {
 #if defined(__F16C__)
-  typedef short v8hi __attribute__((vector_size(16)));
-  v8hi v = {(short)h, 0, 0, 0, 0, 0, 0, 0};
-  return __builtin_ia32_vcvtph2ps(v)[0];
-#else
+  if (!KG_CONSTEVAL()) {
+    typedef short v8hi __attribute__((vector_size(16)));
+    v8hi v = {(short)h, 0, 0, 0, 0, 0, 0, 0};
+    return __builtin_ia32_vcvtph2ps(v)[0];
+  }
+#endif
+  {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
   if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (man ? 0x00400000u : 0u) | (man << 13));
@@ -51,15 +59,18 @@ KG_INLINE float f16_to_f32(uint16_t h) {
     return sign ? -f : f;
   }
   return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
-#endif
+  }
 }
 
-KG_INLINE uint16_t f32_to_f16(float f) {
+KG_CX uint16_t f32_to_f16(float f) {
 #if defined(__F16C__)
-  typedef float v4sf __attribute__((vector_size(16)));
-  v4sf v = {f, 0.0f, 0.0f, 0.0f};
-  return (uint16_t)__builtin_ia32_vcvtps2ph(v, 0)[0];
-#else
+  if (!KG_CONSTEVAL()) {
+    typedef float v4sf __attribute__((vector_size(16)));
+    v4sf v = {f, 0.0f, 0.0f, 0.0f};
+    return (uint16_t)__builtin_ia32_vcvtps2ph(v, 0)[0];
+  }
+#endif
+  {
   uint32_t x = float_to_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u, exp = x & 0x7f800000u, man = x & 0x007fffffu;
   if (exp == 0x7f800000u) {
@@ -80,15 +91,15 @@ KG_INLINE uint16_t f32_to_f16(float f) {
   if ((man & round_bit) != 0 && (man & (3u * round_bit - 1u)) != 0)
     return (uint16_t)((sign | he | half_man) + 1u);
   return (uint16_t)(sign | he | half_man);
-#endif
+  }
 }
 
-KG_INLINE float bf16_to_f32(uint16_t b) {
+KG_CX float bf16_to_f32(uint16_t b) {
   // A NaN becomes quiet (as the Rust `half` crate does); everything else is exact.
   uint32_t q = (b & 0x7fffu) > 0x7f80u ? 0x0040u : 0u;
   return bits_to_float((uint32_t)(b | q) << 16);
 }
-KG_INLINE uint16_t f32_to_bf16(float f) {
+KG_CX uint16_t f32_to_bf16(float f) {
   uint32_t x = float_to_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
@@ -101,49 +112,165 @@ typedef unsigned short ushort;
 typedef unsigned char uchar;
 typedef unsigned long ulong;
 
+// ---------------------------------------------------------------- type traits
+// The subset of <metal_type_traits> MLX's headers use (complex.h, utils.h, steel/).
+template <class T, T v> struct integral_constant {
+  static constexpr T value = v;
+  typedef T value_type;
+  typedef integral_constant type;
+  constexpr operator value_type() const { return value; }
+  constexpr value_type operator()() const { return value; }
+};
+template <bool B> using bool_constant = integral_constant<bool, B>;
+typedef bool_constant<true> true_type;
+typedef bool_constant<false> false_type;
+template <bool B, class T = void> struct enable_if {};
+template <class T> struct enable_if<true, T> { typedef T type; };
+template <bool B, class T = void> using enable_if_t = typename enable_if<B, T>::type;
+template <bool B, class T, class F> struct conditional { typedef T type; };
+template <class T, class F> struct conditional<false, T, F> { typedef F type; };
+template <bool B, class T, class F> using conditional_t = typename conditional<B, T, F>::type;
+template <class A, class B> struct is_same : false_type {};
+template <class A> struct is_same<A, A> : true_type {};
+template <class A, class B> constexpr bool is_same_v = is_same<A, B>::value;
+template <class T> struct remove_const { typedef T type; };
+template <class T> struct remove_const<const T> { typedef T type; };
+template <class T> struct remove_volatile { typedef T type; };
+template <class T> struct remove_volatile<volatile T> { typedef T type; };
+template <class T> struct remove_cv { typedef typename remove_volatile<typename remove_const<T>::type>::type type; };
+template <class T> struct remove_reference { typedef T type; };
+template <class T> struct remove_reference<T&> { typedef T type; };
+template <class T> struct remove_reference<T&&> { typedef T type; };
+template <class T> struct remove_pointer { typedef T type; };
+template <class T> struct remove_pointer<T*> { typedef T type; };
+template <class T> struct remove_pointer<T* const> { typedef T type; };
+// Address spaces are erased: removing one is the identity.
+template <class T> struct remove_addrspace { typedef T type; };
+template <class T> using remove_const_t = typename remove_const<T>::type;
+template <class T> using remove_volatile_t = typename remove_volatile<T>::type;
+template <class T> using remove_cv_t = typename remove_cv<T>::type;
+template <class T> using remove_reference_t = typename remove_reference<T>::type;
+template <class T> using remove_pointer_t = typename remove_pointer<T>::type;
+template <class T> using remove_addrspace_t = typename remove_addrspace<T>::type;
+template <class T> struct is_pointer : false_type {};
+template <class T> struct is_pointer<T*> : true_type {};
+template <class T> struct is_pointer<T* const> : true_type {};
+template <class T> constexpr bool is_pointer_v = is_pointer<T>::value;
+template <class T> struct is_const : false_type {};
+template <class T> struct is_const<const T> : true_type {};
+template <class T> constexpr bool is_const_v = is_const<T>::value;
+template <class T> struct is_void : is_same<typename remove_cv<T>::type, void> {};
+template <class T> constexpr bool is_void_v = is_void<T>::value;
+template <class T> T&& kg_declval();
+template <class From, class To> struct is_convertible {
+ private:
+  template <class U> static void take(U);
+  template <class F, class T, class = decltype(take<T>(kg_declval<F>()))> static true_type test(int);
+  template <class F, class T> static false_type test(...);
+ public:
+  static constexpr bool value = is_void<From>::value && is_void<To>::value ? true : decltype(test<From, To>(0))::value;
+};
+template <class From, class To> constexpr bool is_convertible_v = is_convertible<From, To>::value;
+template <class T> struct kg_is_integral_base : false_type {};
+#define KG_INTEGRAL(T) template <> struct kg_is_integral_base<T> : true_type {};
+KG_INTEGRAL(bool) KG_INTEGRAL(char) KG_INTEGRAL(signed char) KG_INTEGRAL(unsigned char)
+KG_INTEGRAL(short) KG_INTEGRAL(unsigned short) KG_INTEGRAL(int) KG_INTEGRAL(unsigned int)
+KG_INTEGRAL(long) KG_INTEGRAL(unsigned long) KG_INTEGRAL(long long) KG_INTEGRAL(unsigned long long)
+#undef KG_INTEGRAL
+template <class T> struct is_integral : kg_is_integral_base<typename remove_cv<T>::type> {};
+template <class T> constexpr bool is_integral_v = is_integral<T>::value;
+struct half;
+struct bfloat;
+template <class T> struct kg_is_float_base : false_type {};
+template <> struct kg_is_float_base<float> : true_type {};
+template <> struct kg_is_float_base<half> : true_type {};
+template <> struct kg_is_float_base<bfloat> : true_type {};
+template <class T> struct is_floating_point : kg_is_float_base<typename remove_cv<T>::type> {};
+template <class T> constexpr bool is_floating_point_v = is_floating_point<T>::value;
+template <class T> struct is_arithmetic : bool_constant<is_integral<T>::value || is_floating_point<T>::value> {};
+template <class T> constexpr bool is_arithmetic_v = is_arithmetic<T>::value;
+template <class T> struct is_scalar : is_arithmetic<T> {};
+template <class T> constexpr bool is_scalar_v = is_scalar<T>::value;
+template <class T, bool I = is_integral<T>::value> struct kg_signed : bool_constant<is_floating_point<T>::value> {};
+template <class T> struct kg_signed<T, true> : bool_constant<(T(-1) < T(0))> {};
+template <class T> struct is_signed : kg_signed<typename remove_cv<T>::type> {};
+template <class T> constexpr bool is_signed_v = is_signed<T>::value;
+template <class T> struct is_unsigned : bool_constant<is_integral<T>::value && !is_signed<T>::value> {};
+template <class T> constexpr bool is_unsigned_v = is_unsigned<T>::value;
+template <class T> struct make_unsigned;
+template <> struct make_unsigned<char> { typedef unsigned char type; };
+template <> struct make_unsigned<signed char> { typedef unsigned char type; };
+template <> struct make_unsigned<unsigned char> { typedef unsigned char type; };
+template <> struct make_unsigned<short> { typedef unsigned short type; };
+template <> struct make_unsigned<unsigned short> { typedef unsigned short type; };
+template <> struct make_unsigned<int> { typedef unsigned int type; };
+template <> struct make_unsigned<unsigned int> { typedef unsigned int type; };
+template <> struct make_unsigned<long> { typedef unsigned long type; };
+template <> struct make_unsigned<unsigned long> { typedef unsigned long type; };
+template <class T> using make_unsigned_t = typename make_unsigned<T>::type;
+template <class... B> struct _disjunction : false_type {};
+template <class B0, class... B> struct _disjunction<B0, B...> : bool_constant<B0::value || _disjunction<B...>::value> {};
+template <class... B> struct _conjunction : true_type {};
+template <class B0, class... B> struct _conjunction<B0, B...> : bool_constant<B0::value && _conjunction<B...>::value> {};
+template <class... B> using disjunction = _disjunction<B...>;
+template <class... B> using conjunction = _conjunction<B...>;
+template <class T> struct make_signed;
+template <> struct make_signed<char> { typedef signed char type; };
+template <> struct make_signed<signed char> { typedef signed char type; };
+template <> struct make_signed<unsigned char> { typedef signed char type; };
+template <> struct make_signed<short> { typedef short type; };
+template <> struct make_signed<unsigned short> { typedef short type; };
+template <> struct make_signed<int> { typedef int type; };
+template <> struct make_signed<unsigned int> { typedef int type; };
+template <> struct make_signed<long> { typedef long type; };
+template <> struct make_signed<unsigned long> { typedef long type; };
+template <class T> using make_signed_t = typename make_signed<T>::type;
+
 // ---------------------------------------------------------------- half and bfloat
 struct bfloat;
 struct half {
   uint16_t bits_;
   half() = default;
-  KG_INLINE half(float f) : bits_(kgemu::f32_to_f16(f)) {}
-  KG_INLINE half(double d) : bits_(kgemu::f32_to_f16((float)d)) {}
-  KG_INLINE half(int i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(uint i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(long i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(ulong i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(short i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(ushort i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(char i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(signed char i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(uchar i) : bits_(kgemu::f32_to_f16((float)i)) {}
-  KG_INLINE half(bool b) : bits_(b ? 0x3c00u : 0u) {}
-  explicit half(bfloat b);
-  KG_INLINE operator float() const { return kgemu::f16_to_f32(bits_); }
-  static KG_INLINE half from_bits(uint16_t b) { half h; h.bits_ = b; return h; }
+  KG_CX half(float f) : bits_(kgemu::f32_to_f16(f)) {}
+  KG_CX half(double d) : bits_(kgemu::f32_to_f16((float)d)) {}
+  KG_CX half(int i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(uint i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(long i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(ulong i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(short i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(ushort i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(char i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(signed char i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(uchar i) : bits_(kgemu::f32_to_f16((float)i)) {}
+  KG_CX half(bool b) : bits_(b ? 0x3c00u : 0u) {}
+  explicit constexpr half(bfloat b);
+  KG_CX operator float() const { return kgemu::f16_to_f32(bits_); }
+  constexpr half(kgemu::bits_tag, uint16_t b) : bits_(b) {}
+  static constexpr half from_bits(uint16_t b) { return half(kgemu::bits_tag{}, b); }
 };
 
 struct bfloat {
   uint16_t bits_;
   bfloat() = default;
-  KG_INLINE bfloat(float f) : bits_(kgemu::f32_to_bf16(f)) {}
-  KG_INLINE bfloat(double d) : bits_(kgemu::f32_to_bf16((float)d)) {}
-  KG_INLINE bfloat(int i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(uint i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(long i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(ulong i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(short i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(ushort i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(char i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(signed char i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(uchar i) : bits_(kgemu::f32_to_bf16((float)i)) {}
-  KG_INLINE bfloat(bool b) : bits_(b ? 0x3f80u : 0u) {}
-  explicit bfloat(half h);
-  KG_INLINE operator float() const { return kgemu::bf16_to_f32(bits_); }
-  static KG_INLINE bfloat from_bits(uint16_t b) { bfloat h; h.bits_ = b; return h; }
+  KG_CX bfloat(float f) : bits_(kgemu::f32_to_bf16(f)) {}
+  KG_CX bfloat(double d) : bits_(kgemu::f32_to_bf16((float)d)) {}
+  KG_CX bfloat(int i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(uint i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(long i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(ulong i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(short i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(ushort i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(char i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(signed char i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(uchar i) : bits_(kgemu::f32_to_bf16((float)i)) {}
+  KG_CX bfloat(bool b) : bits_(b ? 0x3f80u : 0u) {}
+  explicit constexpr bfloat(half h);
+  KG_CX operator float() const { return kgemu::bf16_to_f32(bits_); }
+  constexpr bfloat(kgemu::bits_tag, uint16_t b) : bits_(b) {}
+  static constexpr bfloat from_bits(uint16_t b) { return bfloat(kgemu::bits_tag{}, b); }
 };
-KG_INLINE half::half(bfloat b) : bits_(kgemu::f32_to_f16(float(b))) {}
-KG_INLINE bfloat::bfloat(half h) : bits_(kgemu::f32_to_bf16(float(h))) {}
+KG_CX half::half(bfloat b) : bits_(kgemu::f32_to_f16(float(b))) {}
+KG_CX bfloat::bfloat(half h) : bits_(kgemu::f32_to_bf16(float(h))) {}
 
 typedef half float16_t;
 typedef bfloat bfloat16_t;
@@ -152,47 +279,47 @@ typedef bfloat bfloat16_t;
 // T op integer -> T (the integer converted to T first); T op double -> float;
 // comparisons in float.
 #define KG_H_ARITH(T, op)                                                              \
-  KG_INLINE T operator op(T a, T b) { return T(float(a) op float(b)); }                \
-  KG_INLINE float operator op(T a, float b) { return float(a) op b; }                  \
-  KG_INLINE float operator op(float a, T b) { return a op float(b); }                  \
-  KG_INLINE float operator op(T a, double b) { return float(a) op (float)b; }          \
-  KG_INLINE float operator op(double a, T b) { return (float)a op float(b); }          \
-  KG_INLINE T operator op(T a, int b) { return a op T(b); }                            \
-  KG_INLINE T operator op(int a, T b) { return T(a) op b; }                            \
-  KG_INLINE T operator op(T a, uint b) { return a op T(b); }                           \
-  KG_INLINE T operator op(uint a, T b) { return T(a) op b; }                           \
-  KG_INLINE T operator op(T a, long b) { return a op T(b); }                           \
-  KG_INLINE T operator op(long a, T b) { return T(a) op b; }                           \
-  KG_INLINE T operator op(T a, ulong b) { return a op T(b); }                          \
-  KG_INLINE T operator op(ulong a, T b) { return T(a) op b; }                          \
-  template <class X> KG_INLINE T& operator op##=(T & a, X b) { a = T(a op b); return a; }
+  KG_CX T operator op(T a, T b) { return T(float(a) op float(b)); }                \
+  KG_CX float operator op(T a, float b) { return float(a) op b; }                  \
+  KG_CX float operator op(float a, T b) { return a op float(b); }                  \
+  KG_CX float operator op(T a, double b) { return float(a) op (float)b; }          \
+  KG_CX float operator op(double a, T b) { return (float)a op float(b); }          \
+  KG_CX T operator op(T a, int b) { return a op T(b); }                            \
+  KG_CX T operator op(int a, T b) { return T(a) op b; }                            \
+  KG_CX T operator op(T a, uint b) { return a op T(b); }                           \
+  KG_CX T operator op(uint a, T b) { return T(a) op b; }                           \
+  KG_CX T operator op(T a, long b) { return a op T(b); }                           \
+  KG_CX T operator op(long a, T b) { return T(a) op b; }                           \
+  KG_CX T operator op(T a, ulong b) { return a op T(b); }                          \
+  KG_CX T operator op(ulong a, T b) { return T(a) op b; }                          \
+  template <class X> KG_CX T& operator op##=(T & a, X b) { a = T(a op b); return a; }
 
 #define KG_H_CMP(T, op)                                                                \
-  KG_INLINE bool operator op(T a, T b) { return float(a) op float(b); }                \
-  KG_INLINE bool operator op(T a, float b) { return float(a) op b; }                   \
-  KG_INLINE bool operator op(float a, T b) { return a op float(b); }                   \
-  KG_INLINE bool operator op(T a, double b) { return float(a) op (float)b; }           \
-  KG_INLINE bool operator op(double a, T b) { return (float)a op float(b); }           \
-  KG_INLINE bool operator op(T a, int b) { return float(a) op float(T(b)); }           \
-  KG_INLINE bool operator op(int a, T b) { return float(T(a)) op float(b); }           \
-  KG_INLINE bool operator op(T a, uint b) { return float(a) op float(T(b)); }          \
-  KG_INLINE bool operator op(uint a, T b) { return float(T(a)) op float(b); }          \
-  KG_INLINE bool operator op(T a, long b) { return float(a) op float(T(b)); }          \
-  KG_INLINE bool operator op(long a, T b) { return float(T(a)) op float(b); }          \
-  KG_INLINE bool operator op(T a, ulong b) { return float(a) op float(T(b)); }         \
-  KG_INLINE bool operator op(ulong a, T b) { return float(T(a)) op float(b); }
+  KG_CX bool operator op(T a, T b) { return float(a) op float(b); }                \
+  KG_CX bool operator op(T a, float b) { return float(a) op b; }                   \
+  KG_CX bool operator op(float a, T b) { return a op float(b); }                   \
+  KG_CX bool operator op(T a, double b) { return float(a) op (float)b; }           \
+  KG_CX bool operator op(double a, T b) { return (float)a op float(b); }           \
+  KG_CX bool operator op(T a, int b) { return float(a) op float(T(b)); }           \
+  KG_CX bool operator op(int a, T b) { return float(T(a)) op float(b); }           \
+  KG_CX bool operator op(T a, uint b) { return float(a) op float(T(b)); }          \
+  KG_CX bool operator op(uint a, T b) { return float(T(a)) op float(b); }          \
+  KG_CX bool operator op(T a, long b) { return float(a) op float(T(b)); }          \
+  KG_CX bool operator op(long a, T b) { return float(T(a)) op float(b); }          \
+  KG_CX bool operator op(T a, ulong b) { return float(a) op float(T(b)); }         \
+  KG_CX bool operator op(ulong a, T b) { return float(T(a)) op float(b); }
 
 #define KG_H_TYPE(T)                                                                   \
   KG_H_ARITH(T, +) KG_H_ARITH(T, -) KG_H_ARITH(T, *) KG_H_ARITH(T, /)                  \
   KG_H_CMP(T, ==) KG_H_CMP(T, !=) KG_H_CMP(T, <) KG_H_CMP(T, >) KG_H_CMP(T, <=)        \
   KG_H_CMP(T, >=)                                                                      \
-  KG_INLINE T operator-(T a) { return T::from_bits((uint16_t)(a.bits_ ^ 0x8000u)); }   \
-  KG_INLINE T operator+(T a) { return a; }                                             \
-  KG_INLINE T& operator++(T& a) { a = a + T(1); return a; }                            \
-  KG_INLINE T& operator--(T& a) { a = a - T(1); return a; }                            \
-  KG_INLINE T operator++(T& a, int) { T o = a; a = a + T(1); return o; }               \
-  KG_INLINE T operator--(T& a, int) { T o = a; a = a - T(1); return o; }               \
-  KG_INLINE bool operator!(T a) { return !float(a); }
+  constexpr T operator-(T a) { return T::from_bits((uint16_t)(a.bits_ ^ 0x8000u)); }   \
+  KG_CX T operator+(T a) { return a; }                                             \
+  KG_CX T& operator++(T& a) { a = a + T(1); return a; }                            \
+  KG_CX T& operator--(T& a) { a = a - T(1); return a; }                            \
+  KG_CX T operator++(T& a, int) { T o = a; a = a + T(1); return o; }               \
+  KG_CX T operator--(T& a, int) { T o = a; a = a - T(1); return o; }               \
+  KG_CX bool operator!(T a) { return !float(a); }
 
 KG_H_TYPE(half)
 KG_H_TYPE(bfloat)
@@ -202,8 +329,8 @@ KG_H_TYPE(bfloat)
 
 // Mixed half/bfloat arithmetic computes in float.
 #define KG_HB(op)                                                                      \
-  KG_INLINE float operator op(half a, bfloat b) { return float(a) op float(b); }       \
-  KG_INLINE float operator op(bfloat a, half b) { return float(a) op float(b); }
+  KG_CX float operator op(half a, bfloat b) { return float(a) op float(b); }       \
+  KG_CX float operator op(bfloat a, half b) { return float(a) op float(b); }
 KG_HB(+) KG_HB(-) KG_HB(*) KG_HB(/)
 #undef KG_HB
 
@@ -350,6 +477,18 @@ template <int N> KG_INLINE bool any(const vec<bool, N>& v) {
 KG_INLINE bool all(bool b) { return b; }
 KG_INLINE bool any(bool b) { return b; }
 
+// ---------------------------------------------------------------- array
+template <class T, size_t N> struct array {
+  T elems_[N ? N : 1];
+  KG_INLINE T& operator[](size_t i) { return elems_[i]; }
+  KG_INLINE const T& operator[](size_t i) const { return elems_[i]; }
+  static constexpr size_t size() { return N; }
+};
+
+// uniform<T>: a value the same in every thread; here just the value.
+template <class T> using uniform = T;
+template <class T> KG_INLINE T make_uniform(T x) { return x; }
+
 // ---------------------------------------------------------------- as_type
 template <class To, class From> KG_INLINE To as_type(const From& f) {
   static_assert(sizeof(To) == sizeof(From), "as_type needs types of the same size");
@@ -369,20 +508,20 @@ template <> struct numeric_limits<float> {
   static constexpr float quiet_NaN() { return __builtin_nanf(""); }
 };
 template <> struct numeric_limits<half> {
-  static half min() { return half::from_bits(0x0400); }
-  static half max() { return half::from_bits(0x7bff); }
-  static half lowest() { return half::from_bits(0xfbff); }
-  static half epsilon() { return half::from_bits(0x1400); }
-  static half infinity() { return half::from_bits(0x7c00); }
-  static half quiet_NaN() { return half::from_bits(0x7e00); }
+  static constexpr half min() { return half::from_bits(0x0400); }
+  static constexpr half max() { return half::from_bits(0x7bff); }
+  static constexpr half lowest() { return half::from_bits(0xfbff); }
+  static constexpr half epsilon() { return half::from_bits(0x1400); }
+  static constexpr half infinity() { return half::from_bits(0x7c00); }
+  static constexpr half quiet_NaN() { return half::from_bits(0x7e00); }
 };
 template <> struct numeric_limits<bfloat> {
-  static bfloat min() { return bfloat::from_bits(0x0080); }
-  static bfloat max() { return bfloat::from_bits(0x7f7f); }
-  static bfloat lowest() { return bfloat::from_bits(0xff7f); }
-  static bfloat epsilon() { return bfloat::from_bits(0x3c00); }
-  static bfloat infinity() { return bfloat::from_bits(0x7f80); }
-  static bfloat quiet_NaN() { return bfloat::from_bits(0x7fc0); }
+  static constexpr bfloat min() { return bfloat::from_bits(0x0080); }
+  static constexpr bfloat max() { return bfloat::from_bits(0x7f7f); }
+  static constexpr bfloat lowest() { return bfloat::from_bits(0xff7f); }
+  static constexpr bfloat epsilon() { return bfloat::from_bits(0x3c00); }
+  static constexpr bfloat infinity() { return bfloat::from_bits(0x7f80); }
+  static constexpr bfloat quiet_NaN() { return bfloat::from_bits(0x7fc0); }
 };
 #define KG_INT_LIMITS(T, lo, hi)                                                       \
   template <> struct numeric_limits<T> {                                               \
@@ -403,6 +542,10 @@ KG_INT_LIMITS(ulong, 0ul, 18446744073709551615ul)
 template <class T, int N> struct numeric_limits<vec<T, N>> : numeric_limits<T> {};
 
 // ---------------------------------------------------------------- math
+// The bfloat overloads are templates over exactly `bfloat` (KG_BF): MLX's bf16_math.h
+// (in every MLX preamble) defines the same functions as plain functions, which then
+// win overload resolution instead of being redefinitions; without it these stand in.
+#define KG_BF(B) template <class B, typename kgemu::enable_if<kgemu::is_same<B, bfloat>::value, int>::type = 0>
 // float: compiler builtins (glibc for exp/log/tanh/...); half and bfloat: computed in
 // float and rounded once; vectors: elementwise.
 #define KG_VEC_MAP1(name)                                                              \
@@ -411,7 +554,7 @@ template <class T, int N> struct numeric_limits<vec<T, N>> : numeric_limits<T> {
 #define KG_MATH1(name, expr)                                                           \
   KG_INLINE float name(float x) { return expr; }                                       \
   KG_INLINE half name(half x) { return half(name(float(x))); }                         \
-  KG_INLINE bfloat name(bfloat x) { return bfloat(name(float(x))); }                   \
+  KG_BF(B) KG_INLINE bfloat name(B x) { return bfloat(name(float(x))); }               \
   KG_VEC_MAP1(name)
 KG_MATH1(exp, __builtin_expf(x))
 KG_MATH1(exp2, __builtin_exp2f(x))
@@ -437,15 +580,21 @@ KG_MATH1(atan, __builtin_atanf(x))
 KG_MATH1(sinh, __builtin_sinhf(x))
 KG_MATH1(cosh, __builtin_coshf(x))
 KG_MATH1(tanh, __builtin_tanhf(x))
-KG_MATH1(erf, __builtin_erff(x))
 KG_MATH1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f))
 KG_MATH1(sign, (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : (x == 0.0f ? 0.0f * x : 0.0f))))
+KG_MATH1(asinh, __builtin_asinhf(x))
+KG_MATH1(acosh, __builtin_acoshf(x))
+KG_MATH1(atanh, __builtin_atanhf(x))
+// x*pi in double, so the argument is exact; then the float function of it
+KG_MATH1(cospi, (float)__builtin_cos(3.14159265358979323846 * (double)x))
+KG_MATH1(sinpi, (float)__builtin_sin(3.14159265358979323846 * (double)x))
+KG_MATH1(tanpi, (float)__builtin_tan(3.14159265358979323846 * (double)x))
 #undef KG_MATH1
 
 #define KG_MATH2(name, expr)                                                           \
   KG_INLINE float name(float x, float y) { return expr; }                              \
   KG_INLINE half name(half x, half y) { return half(name(float(x), float(y))); }       \
-  KG_INLINE bfloat name(bfloat x, bfloat y) { return bfloat(name(float(x), float(y))); } \
+  KG_BF(B) KG_INLINE bfloat name(B x, B y) { return bfloat(name(float(x), float(y))); } \
   template <class T, int N> KG_INLINE vec<T, N> name(const vec<T, N>& a, const vec<T, N>& b) { \
     vec<T, N> r; for (int i = 0; i < N; ++i) r.c_[i] = name(a.c_[i], b.c_[i]); return r; } \
   template <class T, int N> KG_INLINE vec<T, N> name(const vec<T, N>& a, T b) {        \
@@ -459,13 +608,23 @@ KG_MATH2(fmax, __builtin_fmaxf(x, y))
 KG_MATH2(copysign, __builtin_copysignf(x, y))
 KG_MATH2(step, (y < x ? 0.0f : 1.0f))
 KG_MATH2(divide, x / y)
+KG_MATH2(fdim, (x > y ? x - y : (x != x || y != y) ? __builtin_nanf("") : 0.0f))
+KG_MATH2(nextafter, __builtin_nextafterf(x, y))
 #undef KG_MATH2
+KG_INLINE float ldexp(float x, int k) { return __builtin_ldexpf(x, k); }
+KG_INLINE float frexp(float x, int* e) { return __builtin_frexpf(x, e); }
+KG_INLINE float frexp(float x, int& e) { return __builtin_frexpf(x, &e); }
+KG_INLINE float fmax3(float x, float y, float z) { return __builtin_fmaxf(__builtin_fmaxf(x, y), z); }
+KG_INLINE float fmin3(float x, float y, float z) { return __builtin_fminf(__builtin_fminf(x, y), z); }
+KG_INLINE float fmedian3(float x, float y, float z) {
+  return __builtin_fmaxf(__builtin_fminf(x, y), __builtin_fminf(__builtin_fmaxf(x, y), z));
+}
 
 KG_INLINE float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 KG_INLINE half fma(half a, half b, half c) {
   return half(__builtin_fmaf(float(a), float(b), float(c)));
 }
-KG_INLINE bfloat fma(bfloat a, bfloat b, bfloat c) {
+KG_BF(B) KG_INLINE bfloat fma(B a, B b, B c) {
   return bfloat(__builtin_fmaf(float(a), float(b), float(c)));
 }
 template <class T, int N>
@@ -476,7 +635,7 @@ KG_INLINE vec<T, N> fma(const vec<T, N>& a, const vec<T, N>& b, const vec<T, N>&
 // abs: floating types as fabs, integers as |x| (unsigned unchanged).
 KG_INLINE float abs(float x) { return __builtin_fabsf(x); }
 KG_INLINE half abs(half x) { return half::from_bits((uint16_t)(x.bits_ & 0x7fffu)); }
-KG_INLINE bfloat abs(bfloat x) { return bfloat::from_bits((uint16_t)(x.bits_ & 0x7fffu)); }
+KG_BF(B) KG_INLINE bfloat abs(B x) { return bfloat::from_bits((uint16_t)(x.bits_ & 0x7fffu)); }
 KG_INLINE int abs(int x) { return x < 0 ? -x : x; }
 KG_INLINE long abs(long x) { return x < 0 ? -x : x; }
 KG_INLINE short abs(short x) { return (short)(x < 0 ? -x : x); }
@@ -566,7 +725,7 @@ using metal::exp; using metal::exp2; using metal::exp10; using metal::log; using
 using metal::log10; using metal::sqrt; using metal::rsqrt; using metal::fabs; using metal::abs;
 using metal::sin; using metal::cos; using metal::tan; using metal::tanh; using metal::pow;
 using metal::powr; using metal::fma; using metal::divide; using metal::fmin; using metal::fmax;
-using metal::floor; using metal::ceil; using metal::round; using metal::trunc; using metal::erf;
+using metal::floor; using metal::ceil; using metal::round; using metal::trunc;
 using metal::sinh; using metal::cosh; using metal::atan; using metal::atan2; using metal::fract;
 using metal::min; using metal::max; using metal::clamp; using metal::saturate;
 }  // namespace precise
@@ -575,7 +734,7 @@ using metal::exp; using metal::exp2; using metal::exp10; using metal::log; using
 using metal::log10; using metal::sqrt; using metal::rsqrt; using metal::fabs; using metal::abs;
 using metal::sin; using metal::cos; using metal::tan; using metal::tanh; using metal::pow;
 using metal::powr; using metal::fma; using metal::divide; using metal::fmin; using metal::fmax;
-using metal::floor; using metal::ceil; using metal::round; using metal::trunc; using metal::erf;
+using metal::floor; using metal::ceil; using metal::round; using metal::trunc;
 using metal::sinh; using metal::cosh; using metal::atan; using metal::atan2; using metal::fract;
 using metal::min; using metal::max; using metal::clamp; using metal::saturate;
 }  // namespace fast
@@ -709,8 +868,11 @@ enum Op : uint32_t {
   OP_SUM = 1, OP_PROD, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR, OP_BROADCAST,
   OP_BROADCAST_FIRST, OP_SHUFFLE, OP_SHUFFLE_DOWN, OP_SHUFFLE_UP, OP_SHUFFLE_XOR, OP_ANY,
   OP_ALL, OP_PREFIX_INCL_SUM, OP_PREFIX_EXCL_SUM, OP_IS_FIRST, OP_PREFIX_INCL_PROD,
-  OP_PREFIX_EXCL_PROD, OP_BALLOT
+  OP_PREFIX_EXCL_PROD, OP_BALLOT, OP_ROTATE_DOWN, OP_ROTATE_UP, OP_FILL_DOWN, OP_FILL_UP
 };
+// A call-site line that no integer argument converts to (for overloads whose
+// parameter lists differ by one trailing integer).
+struct CallLine { unsigned v; };
 
 template <class T> struct scalar_of { typedef T type; };
 template <class U, int M> struct scalar_of<metal::vec<U, M>> { typedef U type; };
@@ -792,7 +954,9 @@ template <class T, int MODE> void op_shuffle(void* const* l, uint32_t a) {
     if (MODE == 0) src = (long)arg;
     else if (MODE == 1) src = (long)i + (long)arg;
     else if (MODE == 2) src = (long)i - (long)arg;
-    else src = (long)(i ^ (int)(arg & 31u));
+    else if (MODE == 3) src = (long)(i ^ (int)(arg & 31u));
+    else if (MODE == 4) src = (long)((i + (long)arg) & 31);
+    else src = (long)((i - (long)arg) & 31);
     T v;
     if (src < 0 || src >= 32) v = (MODE == 1 || MODE == 2) ? in[i] : T(0);
     else v = ((a >> src) & 1u) ? in[src] : T(0);
@@ -807,6 +971,69 @@ template <class T, bool INCLUSIVE, bool PROD> void op_prefix(void* const* l, uin
     T next = PROD ? T(acc * x) : T(acc + x);
     lane_at<T>(l, i)->v = INCLUSIVE ? next : acc;
     acc = next;
+  }
+}
+// shuffle_and_fill: within each segment of `modulo` lanes (arg = delta | modulo << 16),
+// lane i reads data of lane i +/- delta of its segment, or, past the segment's edge,
+// the filling value of the lane as far into the segment from the other end.
+template <class T> struct FillPair { T d; T f; };
+template <class T, bool DOWN> void op_fill(void* const* l, uint32_t a) {
+  FillPair<T> in[32];
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) in[i] = lane_at<FillPair<T>>(l, i)->v;
+  for (int i = 0; i < 32; ++i) {
+    if (!((a >> i) & 1u)) continue;
+    uint32_t arg = lane_at<FillPair<T>>(l, i)->arg;
+    long delta = (long)(arg & 0xffffu), modulo = (long)(arg >> 16);
+    if (modulo <= 0 || modulo > 32) modulo = 32;
+    long base = i - i % modulo, j = i % modulo + (DOWN ? delta : -delta);
+    bool fill = DOWN ? j >= modulo : j < 0;
+    long src = base + (fill ? (DOWN ? j - modulo : j + modulo) : j);
+    T v = (src >= 0 && src < 32 && ((a >> src) & 1u)) ? (fill ? in[src].f : in[src].d) : T(0);
+    lane_at<FillPair<T>>(l, i)->v.d = v;
+  }
+}
+// Quad-group reductions: each group of 4 lanes (lane / 4), inactive lanes holding the
+// identity, v[i] = v[i] op v[i + 2] for i < 2, then v[0] op v[1].
+template <class T, class F> KG_INLINE void quad_reduce(void* const* lanes, uint32_t active, T ident, F f) {
+  for (int q = 0; q < 32; q += 4) {
+    T v[4];
+    for (int i = 0; i < 4; ++i) v[i] = ((active >> (q + i)) & 1u) ? lane_at<T>(lanes, q + i)->v : ident;
+    v[0] = f(v[0], v[2]);
+    v[1] = f(v[1], v[3]);
+    v[0] = f(v[0], v[1]);
+    for (int i = 0; i < 4; ++i)
+      if ((active >> (q + i)) & 1u) lane_at<T>(lanes, q + i)->v = v[0];
+  }
+}
+template <class T> void op_quad_sum(void* const* l, uint32_t a) {
+  quad_reduce<T>(l, a, T(-0.0f), [](T x, T y) { return T(x + y); });
+}
+template <class T> void op_quad_prod(void* const* l, uint32_t a) {
+  quad_reduce<T>(l, a, T(1), [](T x, T y) { return T(x * y); });
+}
+template <class T> void op_quad_max(void* const* l, uint32_t a) {
+  quad_reduce<T>(l, a, lowest_of<T>(), [](T x, T y) { return metal::kg_max(x, y); });
+}
+template <class T> void op_quad_min(void* const* l, uint32_t a) {
+  quad_reduce<T>(l, a, highest_of<T>(), [](T x, T y) { return metal::kg_min(x, y); });
+}
+// quad_broadcast / quad_shuffle*: lane indices within the quad (arg), as the simd ones.
+template <class T, int MODE> void op_quad_shuffle(void* const* l, uint32_t a) {
+  T in[32];
+  for (int i = 0; i < 32; ++i) if ((a >> i) & 1u) in[i] = lane_at<T>(l, i)->v;
+  for (int i = 0; i < 32; ++i) {
+    if (!((a >> i) & 1u)) continue;
+    uint32_t arg = lane_at<T>(l, i)->arg;
+    int q = i & ~3, j = i & 3;
+    long src;
+    if (MODE == 0) src = (long)(arg & 3u);
+    else if (MODE == 1) src = (long)j + (long)arg;
+    else if (MODE == 2) src = (long)j - (long)arg;
+    else src = (long)(j ^ (int)(arg & 3u));
+    T v;
+    if (src < 0 || src >= 4) v = (MODE == 1 || MODE == 2) ? in[i] : T(0);
+    else v = ((a >> (q + src)) & 1u) ? in[q + src] : T(0);
+    lane_at<T>(l, i)->v = v;
   }
 }
 inline void op_any(void* const* l, uint32_t a) {
@@ -910,6 +1137,63 @@ template <class T> KG_INLINE T simd_shuffle_up(T x, ushort delta, KG_LINE) {
 template <class T> KG_INLINE T simd_shuffle_xor(T x, ushort mask, KG_LINE) {
   return kgemu::collective<T>(x, mask, kgemu::op_shuffle<T, 3>, kgemu::OP_SHUFFLE_XOR, kg_line);
 }
+// Quad-group collectives: they synchronise the whole SIMD-group (stricter than Metal,
+// which needs only the quad), and reduce within each quad.
+template <class T> KG_INLINE T quad_sum(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_quad_sum<T>, 41, kg_line);
+}
+template <class T> KG_INLINE T quad_product(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_quad_prod<T>, 42, kg_line);
+}
+template <class T> KG_INLINE T quad_max(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_quad_max<T>, 43, kg_line);
+}
+template <class T> KG_INLINE T quad_min(T x, KG_LINE) {
+  return kgemu::collective<T>(x, 0, kgemu::op_quad_min<T>, 44, kg_line);
+}
+template <class T> KG_INLINE T quad_broadcast(T x, ushort lane, KG_LINE) {
+  return kgemu::collective<T>(x, lane, kgemu::op_quad_shuffle<T, 0>, 45, kg_line);
+}
+template <class T> KG_INLINE T quad_shuffle(T x, ushort lane, KG_LINE) {
+  return kgemu::collective<T>(x, lane, kgemu::op_quad_shuffle<T, 0>, 46, kg_line);
+}
+template <class T> KG_INLINE T quad_shuffle_down(T x, ushort delta, KG_LINE) {
+  return kgemu::collective<T>(x, delta, kgemu::op_quad_shuffle<T, 1>, 47, kg_line);
+}
+template <class T> KG_INLINE T quad_shuffle_up(T x, ushort delta, KG_LINE) {
+  return kgemu::collective<T>(x, delta, kgemu::op_quad_shuffle<T, 2>, 48, kg_line);
+}
+template <class T> KG_INLINE T quad_shuffle_xor(T x, ushort mask, KG_LINE) {
+  return kgemu::collective<T>(x, mask, kgemu::op_quad_shuffle<T, 3>, 49, kg_line);
+}
+template <class T> KG_INLINE T simd_shuffle_rotate_down(T x, ushort delta, KG_LINE) {
+  return kgemu::collective<T>(x, delta, kgemu::op_shuffle<T, 4>, kgemu::OP_ROTATE_DOWN, kg_line);
+}
+template <class T> KG_INLINE T simd_shuffle_rotate_up(T x, ushort delta, KG_LINE) {
+  return kgemu::collective<T>(x, delta, kgemu::op_shuffle<T, 5>, kgemu::OP_ROTATE_UP, kg_line);
+}
+template <class T>
+KG_INLINE T simd_shuffle_and_fill_down(T data, T filling, ushort delta, ushort modulo,
+                                       kgemu::CallLine at = kgemu::CallLine{__builtin_LINE()}) {
+  return kgemu::collective<kgemu::FillPair<T>>(kgemu::FillPair<T>{data, filling}, delta | ((uint32_t)modulo << 16),
+                                               kgemu::op_fill<T, true>, kgemu::OP_FILL_DOWN, at.v).d;
+}
+template <class T>
+KG_INLINE T simd_shuffle_and_fill_down(T data, T filling, ushort delta,
+                                       kgemu::CallLine at = kgemu::CallLine{__builtin_LINE()}) {
+  return simd_shuffle_and_fill_down(data, filling, delta, (ushort)32, at);
+}
+template <class T>
+KG_INLINE T simd_shuffle_and_fill_up(T data, T filling, ushort delta, ushort modulo,
+                                     kgemu::CallLine at = kgemu::CallLine{__builtin_LINE()}) {
+  return kgemu::collective<kgemu::FillPair<T>>(kgemu::FillPair<T>{data, filling}, delta | ((uint32_t)modulo << 16),
+                                               kgemu::op_fill<T, false>, kgemu::OP_FILL_UP, at.v).d;
+}
+template <class T>
+KG_INLINE T simd_shuffle_and_fill_up(T data, T filling, ushort delta,
+                                     kgemu::CallLine at = kgemu::CallLine{__builtin_LINE()}) {
+  return simd_shuffle_and_fill_up(data, filling, delta, (ushort)32, at);
+}
 template <class T> KG_INLINE T simd_prefix_inclusive_sum(T x, KG_LINE) {
   return kgemu::collective<T>(x, 0, kgemu::op_prefix<T, true, false>, kgemu::OP_PREFIX_INCL_SUM, kg_line);
 }
@@ -945,6 +1229,149 @@ KG_INLINE void simdgroup_barrier(uint flags = mem_none, KG_LINE) {
   kgemu::rt.barrier(2, kg_line);
 }
 #undef KG_LINE
+}  // namespace metal
+
+// ---------------------------------------------------------------- Metal compiler builtins
+// What MLX's headers call below the standard library: `METAL_FUNC`, the math-mode
+// constants and the `__metal_*` builtins (bf16_math.h calls them with float; the math
+// mode is ignored: fast and precise math are the same here). A collective reached
+// through one of them keeps the line of the `__metal_*` call as its call site.
+#define METAL_FUNC inline __attribute__((always_inline))
+#define __METAL_MAYBE_FAST_MATH__ 0
+#define __METAL_FAST_MATH__ 1
+#define __METAL_PRECISE_MATH__ 2
+#define KG_MB1(name) KG_INLINE float __metal_##name(float x, int = 0) { return metal::name(x); }
+KG_MB1(fabs) KG_MB1(acos) KG_MB1(acosh) KG_MB1(asin) KG_MB1(asinh) KG_MB1(atan) KG_MB1(atanh)
+KG_MB1(ceil) KG_MB1(cos) KG_MB1(cosh) KG_MB1(cospi) KG_MB1(exp) KG_MB1(exp10) KG_MB1(exp2)
+KG_MB1(floor) KG_MB1(fract) KG_MB1(log) KG_MB1(log10) KG_MB1(log2) KG_MB1(rint) KG_MB1(round)
+KG_MB1(rsqrt) KG_MB1(sin) KG_MB1(sinh) KG_MB1(sinpi) KG_MB1(sqrt) KG_MB1(tan) KG_MB1(tanh)
+KG_MB1(tanpi) KG_MB1(trunc)
+#undef KG_MB1
+#define KG_MB2(name) KG_INLINE float __metal_##name(float x, float y, int = 0) { return metal::name(x, y); }
+KG_MB2(atan2) KG_MB2(divide) KG_MB2(fmax) KG_MB2(fmin) KG_MB2(fmod) KG_MB2(pow) KG_MB2(powr)
+KG_MB2(nextafter)
+#undef KG_MB2
+KG_INLINE float __metal_fma(float a, float b, float c) { return metal::fma(a, b, c); }
+KG_INLINE float __metal_fmax3(float x, float y, float z, int = 0) { return metal::fmax3(x, y, z); }
+KG_INLINE float __metal_fmin3(float x, float y, float z, int = 0) { return metal::fmin3(x, y, z); }
+KG_INLINE float __metal_fmedian3(float x, float y, float z, int = 0) { return metal::fmedian3(x, y, z); }
+KG_INLINE float __metal_frexp(float x, int* e) { return metal::frexp(x, e); }
+KG_INLINE float __metal_ldexp(float x, int k, int = 0) { return metal::ldexp(x, k); }
+KG_INLINE metal::ushort __metal_get_simdgroup_size(metal::ushort) { return 32; }
+#define KG_LINE unsigned kg_line = __builtin_LINE()
+#define KG_MS1(name) \
+  template <class T> KG_INLINE T __metal_simd_##name(T x, KG_LINE) { return metal::simd_##name(x, kg_line); }
+KG_MS1(sum) KG_MS1(product) KG_MS1(max) KG_MS1(min) KG_MS1(prefix_inclusive_sum)
+KG_MS1(prefix_exclusive_sum) KG_MS1(prefix_inclusive_product) KG_MS1(prefix_exclusive_product)
+#undef KG_MS1
+#define KG_MS2(name) \
+  template <class T> KG_INLINE T __metal_simd_##name(T x, metal::ushort n, KG_LINE) { return metal::simd_##name(x, n, kg_line); }
+KG_MS2(broadcast) KG_MS2(shuffle) KG_MS2(shuffle_down) KG_MS2(shuffle_up) KG_MS2(shuffle_xor)
+KG_MS2(shuffle_rotate_down) KG_MS2(shuffle_rotate_up)
+#undef KG_MS2
+// bitwise on the bits of a float (bf16_math.h instantiates it with float)
+template <class T> KG_INLINE T __metal_simd_xor(T x, KG_LINE) {
+  if constexpr (kgemu::is_same<T, float>::value)
+    return metal::as_type<float>(metal::simd_xor(metal::as_type<metal::uint>(x), kg_line));
+  else
+    return metal::simd_xor(x, kg_line);
+}
+#undef KG_LINE
+template <class T>
+KG_INLINE T __metal_simd_shuffle_and_fill_down(T d, T f, metal::ushort delta, metal::ushort modulo,
+                                               kgemu::CallLine at = kgemu::CallLine{__builtin_LINE()}) {
+  return metal::simd_shuffle_and_fill_down(d, f, delta, modulo, at);
+}
+template <class T>
+KG_INLINE T __metal_simd_shuffle_and_fill_up(T d, T f, metal::ushort delta, metal::ushort modulo,
+                                             kgemu::CallLine at = kgemu::CallLine{__builtin_LINE()}) {
+  return metal::simd_shuffle_and_fill_up(d, f, delta, modulo, at);
+}
+
+// ---------------------------------------------------------------- simdgroup matrices
+// 8x8 only. Lane l holds row (l / 4 & 4) + (l / 2) % 4, columns (l / 4 & 2) * 2 + (l % 2) * 2
+// and the next one (the layout MLX's steel/gemm/mma.h get_coord assumes).
+// simdgroup_multiply_accumulate is a collective over the SIMD-group: each element of D
+// is C[i][j] + sum over k = 0..7 of A[i][k] * B[k][j], in float, one fma per k in k
+// order, then converted to D's type (inactive lanes contribute zeros).
+namespace kgemu {
+struct MmaLane { float a[2], b[2], c[2]; };
+KG_INLINE int mma_row(int l) { return ((l / 4) & 4) + (l / 2) % 4; }
+KG_INLINE int mma_col(int l) { return ((l / 4) & 2) * 2 + (l % 2) * 2; }
+inline void op_mma(void* const* l, uint32_t active) {
+  float A[8][8] = {}, B[8][8] = {}, C[8][8] = {};
+  for (int i = 0; i < 32; ++i) {
+    if (!((active >> i) & 1u)) continue;
+    const MmaLane& m = lane_at<MmaLane>(l, i)->v;
+    int r = mma_row(i), c = mma_col(i);
+    for (int e = 0; e < 2; ++e) { A[r][c + e] = m.a[e]; B[r][c + e] = m.b[e]; C[r][c + e] = m.c[e]; }
+  }
+  for (int i = 0; i < 32; ++i) {
+    if (!((active >> i) & 1u)) continue;
+    MmaLane& m = lane_at<MmaLane>(l, i)->v;
+    int r = mma_row(i), c = mma_col(i);
+    for (int e = 0; e < 2; ++e) {
+      float acc = C[r][c + e];
+      for (int k = 0; k < 8; ++k) acc = __builtin_fmaf(A[r][k], B[k][c + e], acc);
+      m.c[e] = acc;
+    }
+  }
+}
+enum : uint32_t { OP_MMA = 40 };
+}  // namespace kgemu
+namespace metal {
+template <class T, int R, int C> struct simdgroup_matrix {
+  static_assert(R == 8 && C == 8, "the emulator supports 8x8 simdgroup matrices only");
+  vec<T, 2> e_;
+  simdgroup_matrix() = default;
+  KG_INLINE vec<T, 2>& thread_elements() { return e_; }
+  KG_INLINE const vec<T, 2>& thread_elements() const { return e_; }
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+template <class TD, class TA, class TB, class TC>
+KG_INLINE void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
+                                             const simdgroup_matrix<TB, 8, 8>& b, const simdgroup_matrix<TC, 8, 8>& c,
+                                             unsigned kg_line = __builtin_LINE()) {
+  kgemu::MmaLane m;
+  for (int e = 0; e < 2; ++e) {
+    m.a[e] = float(a.e_[e]);
+    m.b[e] = float(b.e_[e]);
+    m.c[e] = float(c.e_[e]);
+  }
+  m = kgemu::collective<kgemu::MmaLane>(m, 0, kgemu::op_mma, kgemu::OP_MMA, kg_line);
+  for (int e = 0; e < 2; ++e) d.e_[e] = TD(m.c[e]);
+}
+template <class TD, class TA, class TB>
+KG_INLINE void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
+                                  const simdgroup_matrix<TB, 8, 8>& b, unsigned kg_line = __builtin_LINE()) {
+  simdgroup_matrix<float, 8, 8> z;
+  z.e_ = vec<float, 2>(0.0f);
+  simdgroup_multiply_accumulate(d, a, b, z, kg_line);
+}
+}  // namespace metal
+
+// ---------------------------------------------------------------- function constants
+// A `[[function_constant(n)]]` without a value becomes a stand-in type with a
+// `kgemu_fc_missing` member (see crates/emu/src/translate.rs); reading it does not compile.
+namespace kgemu {
+template <class T, class = void> struct is_fc_missing : metal::false_type {};
+template <class T> struct is_fc_missing<T, decltype((void)T::kgemu_fc_missing)> : metal::true_type {};
+}  // namespace kgemu
+namespace metal {
+template <class T> constexpr bool is_function_constant_defined(const T&) { return !kgemu::is_fc_missing<T>::value; }
+
+// <metal_logging> (Metal 3.2): messages are dropped.
+struct os_log {
+  constexpr os_log() {}
+  constexpr os_log(const char*, const char*) {}
+  template <class... A> void log_debug(const char*, A...) const {}
+  template <class... A> void log_info(const char*, A...) const {}
+  template <class... A> void log_error(const char*, A...) const {}
+  template <class... A> void log_fault(const char*, A...) const {}
+  template <class... A> void log(const char*, A...) const {}
+};
 }  // namespace metal
 
 // ---------------------------------------------------------------- sanitizer hooks
@@ -1045,6 +1472,14 @@ KG_UB_WRAP1(vla_bound_not_positive, "variable-length array bound not positive")
 #define M_LN2_F 0.693147180559945309417232121458176568f
 #define M_LOG2E_F 1.44269504088896340735992468100189214f
 #define M_SQRT2_F 1.41421356237309504880168872420969808f
+#define M_LOG10E_F 0.434294481903251827651128918916605082f
+#define M_LN10_F 2.30258509299404568401799145468436421f
+#define M_PI_2_F 1.57079632679489661923132169163975144f
+#define M_PI_4_F 0.785398163397448309615660845819875721f
+#define M_1_PI_F 0.318309886183790671537767526745028724f
+#define M_2_PI_F 0.636619772367581343075535053490057448f
+#define M_2_SQRTPI_F 1.12837916709551257389615890312154517f
+#define M_SQRT1_2_F 0.707106781186547524400844362104849039f
 
 using namespace metal;
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One `cargo check` of the check-apple lane: the arguments go to cargo check
+# (a --target, -p/--package, --features), run by the Debian toolchain with
+# -Zbuild-std through the opt-in apple/cargo-config.toml. apple/setup.sh must
+# have run. See apple/README.md.
+#
+# The [patch] in the configuration makes cargo write the path copy of mlx-sys
+# into Cargo.lock; the repository's Cargo.lock is put back byte for byte
+# afterwards, whatever happened. (cargo's resolver.lockfile-path would avoid the
+# rewrite, but under -Zbuild-std it also steers the resolution of std's own
+# dependencies, which then no longer build for aarch64-unknown-linux-gnu.)
+# Runs of this script are serialised with a lock, so `make -j` is safe.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# Fixed: apple/cargo-config.toml names target/apple (target dir, mlx-sys copy).
+LANE="$ROOT/target/apple"
+APPLE_CARGO="${APPLE_CARGO:-/usr/bin/cargo}"
+APPLE_RUSTC="${APPLE_RUSTC:-/usr/bin/rustc}"
+APPLE_BUILD_STD="${APPLE_BUILD_STD:-std,panic_abort}"
+
+mkdir -p "$LANE"
+exec 9>"$LANE/.check.lock"
+flock 9
+
+saved="$LANE/Cargo.lock.repo"
+cp -p Cargo.lock "$saved"
+restore() { cmp -s "$saved" Cargo.lock || cp -p "$saved" Cargo.lock; }
+trap restore EXIT
+trap 'exit 130' INT TERM
+
+# --offline: apple/setup.sh fetched every crate the lane needs (std's too), so
+# the checks never touch the network (APPLE_OFFLINE=0 to allow it).
+offline=(--offline)
+[[ ${APPLE_OFFLINE:-1} == 0 ]] && offline=()
+
+echo "apple/check.sh: cargo check $*" >&2
+# RUSTC_BOOTSTRAP=1 lets the stable Debian toolchain take -Z flags; it is set
+# for this command only. PATH puts the Debian rustc (and rustdoc) before
+# rustup's proxies for anything cargo or a build script runs.
+env PATH="$(dirname "$APPLE_RUSTC"):$PATH" RUSTC="$APPLE_RUSTC" RUSTC_BOOTSTRAP=1 \
+    "$APPLE_CARGO" check --config apple/cargo-config.toml -Zbuild-std="$APPLE_BUILD_STD" \
+    "${offline[@]}" "$@"

@@ -1,0 +1,93 @@
+//! Escaping for the languages generated text lands in. Every name or path
+//! that reaches generated text and is not checked to be an identifier
+//! (today: a spec's origin, `specs/<folders>/<file>.toml`, whose folder
+//! names are whatever the file system allows) goes through one of these at
+//! the place it is written, so no name can end a comment or a string early.
+//!
+//! - [`comment`]: the text of a `//` line comment, in MSL (C++) or Rust
+//!   (`//`, `///`, `//!`). Only printable ASCII passes, minus the characters
+//!   that mean something there: `\` (a backslash before the line end splices
+//!   the next line into the comment in C++), `?` (`??/` is a backslash in a
+//!   C++ trigraph) and `` ` `` (rustdoc's code spans). Everything else,
+//!   newlines, control and bidirectional characters included, becomes
+//!   `\u{..}`: the generated files stay ASCII (MLX reads kernel sources as
+//!   ASCII) and free of "Trojan Source" text.
+//! - [`rust_str`]: the contents of a Rust `"..."` string literal: the value
+//!   the compiled literal holds is exactly the input.
+//!
+//! JSON (manifest.json) is escaped by serde_json.
+
+use std::fmt::Write;
+
+/// `text` made safe as the text of a `//` line comment (MSL or Rust); see
+/// the module documentation. Readable: `specs/x y/a.toml` is unchanged.
+pub fn comment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if (' '..='~').contains(&c) && !matches!(c, '\\' | '?' | '`') {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    out
+}
+
+/// The contents of a Rust string literal (without the quotes) whose value is
+/// `text`. ASCII only: anything else is a `\u{..}` escape.
+pub fn rust_str(text: &str) -> String {
+    text.chars().flat_map(char::escape_default).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "x\nkernel void evil(device float* a [[buffer(0)]]) { a[0] = 1; }\n#define Z \\\r\u{202e}é`??/\"";
+
+    #[test]
+    fn plain_paths_are_unchanged() {
+        for s in ["specs/experts.toml", "my specs/sub-dir/a_b.toml", "kernels!(mine)"] {
+            assert_eq!(comment(s), s);
+            assert_eq!(rust_str(s), s);
+        }
+    }
+
+    #[test]
+    fn a_comment_stays_one_printable_ascii_line() {
+        let c = comment(HOSTILE);
+        assert!(c.chars().all(|c| (' '..='~').contains(&c)), "{c}");
+        assert!(!c.contains('\n') && !c.contains('\r') && !c.contains('`') && !c.contains('?'));
+        // The only backslashes are the escapes' own, never last on the line.
+        assert!(c.match_indices('\\').all(|(i, _)| c[i + 1..].starts_with("u{")), "{c}");
+        assert!(c.starts_with("x\\u{a}kernel void evil"), "{c}");
+    }
+
+    #[test]
+    fn a_string_literal_round_trips() {
+        let s = rust_str(HOSTILE);
+        assert!(s.is_ascii() && !s.contains('\n'));
+        // Undo the escapes as the Rust lexer does.
+        let mut back = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                assert_ne!(c, '"', "an unescaped quote would end the literal: {s}");
+                back.push(c);
+                continue;
+            }
+            match chars.next().unwrap() {
+                'n' => back.push('\n'),
+                'r' => back.push('\r'),
+                't' => back.push('\t'),
+                'u' => {
+                    assert_eq!(chars.next(), Some('{'));
+                    let hex: String = chars.by_ref().take_while(|c| *c != '}').collect();
+                    back.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap());
+                }
+                other => back.push(other),
+            }
+        }
+        assert_eq!(back, HOSTILE);
+    }
+}

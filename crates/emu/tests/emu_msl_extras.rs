@@ -1,0 +1,129 @@
+//! What the emulator gained for MLX's headers, without them: `load_with` include
+//! directories and defines, macro-made instantiations, function constants, quad-group
+//! and rotate/fill shuffles, and 8x8 simdgroup matrices (in MLX's lane layout).
+
+#[path = "emu/common.rs"]
+mod common;
+
+use common::*;
+use kernelgen_emu::*;
+
+const SRC: &str = r#"
+#include <metal_stdlib>
+#include "extras.h"
+using namespace metal;
+
+constant int scale [[function_constant(1)]];
+
+[[kernel]] void quad(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                     uint i [[thread_position_in_grid]]) {
+  y[i] = quad_sum(x[i]) * scale;
+}
+
+[[kernel]] void shuffles(device const uint* x [[buffer(0)]], device uint* y [[buffer(1)]],
+                         uint i [[thread_position_in_grid]]) {
+  y[3 * i] = simd_shuffle_rotate_down(x[i], ushort(5));
+  y[3 * i + 1] = simd_shuffle_and_fill_down(x[i], x[i] + 1000u, ushort(3), ushort(8));
+  y[3 * i + 2] = simd_shuffle_and_fill_up(x[i], x[i] + 1000u, ushort(2));
+}
+
+// D = A * B + C over one 8x8 tile, lane l holding row r(l), columns c(l), c(l) + 1
+[[kernel]] void mma(device const float* a [[buffer(0)]], device const float* b [[buffer(1)]],
+                    device const float* c [[buffer(2)]], device float* d [[buffer(3)]],
+                    ushort l [[thread_index_in_simdgroup]]) {
+  const short qid = l / 4;
+  const short r = (qid & 4) + ((l / 2) % 4);
+  const short col = (qid & 2) * 2 + (l % 2) * 2;
+  simdgroup_matrix<float, 8, 8> A, B, C, D;
+  A.thread_elements() = float2(a[r * 8 + col], a[r * 8 + col + 1]);
+  B.thread_elements() = float2(b[r * 8 + col], b[r * 8 + col + 1]);
+  C.thread_elements() = float2(c[r * 8 + col], c[r * 8 + col + 1]);
+  simdgroup_multiply_accumulate(D, A, B, C);
+  d[r * 8 + col] = D.thread_elements()[0];
+  d[r * 8 + col + 1] = D.thread_elements()[1];
+}
+
+KG_TEST_INSTANTIATE(twice_float, float)
+"#;
+
+const HEADER: &str = r#"#pragma once
+template <typename T>
+[[kernel]] void twice(device T* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = x[i] * FACTOR; }
+#define KG_TEST_INSTANTIATE(name, T) \
+  template [[host_name(#name)]] [[kernel]] decltype(twice<T>) twice<T>;
+"#;
+
+fn program(scale: Option<i64>) -> Result<Program, EmuError> {
+    let dir = std::env::temp_dir().join(format!("kgemu-extras-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("extras.h"), HEADER).unwrap();
+    let opts = LoadOptions {
+        include_dirs: vec![dir.clone()],
+        defines: vec![("FACTOR".into(), Some("2.0f".into()))],
+        function_constants: scale.map(|s| (1, FunctionConstant::Int(s))).into_iter().collect(),
+    };
+    emulator().load_with(SRC, "extras.metal", &opts)
+}
+
+#[test]
+fn include_dirs_defines_and_macro_instantiations() {
+    let p = program(Some(3)).unwrap_or_else(|e| panic!("{e}"));
+    let k = p.kernel("twice_float").expect("the instantiation made by a header macro");
+    assert_eq!(k.metal_line, line_of(SRC, "KG_TEST_INSTANTIATE(twice_float"));
+    let mut x = f32_buf(&[1.0, -2.5, 4.0, 0.0]);
+    p.dispatch("twice_float", &mut [&mut x], [4, 1, 1], [4, 1, 1]).unwrap();
+    assert_eq!(f32s(&x), [2.0, -5.0, 8.0, 0.0]);
+    assert_eq!(p.function_constants()[0].value, Some(FunctionConstant::Int(3)));
+}
+
+#[test]
+fn a_function_constant_without_a_value_fails_at_the_line_that_reads_it() {
+    let e = program(None).err().expect("scale has no value").to_string();
+    let line = line_of(SRC, "quad_sum(x[i]) * scale");
+    assert!(e.contains(&format!("extras.metal:{line}")) && e.contains("function constant scale"), "{e}");
+}
+
+#[test]
+fn quad_sums_and_shuffles() {
+    let p = program(Some(2)).unwrap();
+    let x: Vec<f32> = (0..64).map(|i| (i * i % 17) as f32).collect();
+    let mut xb = f32_buf(&x);
+    let mut y = f32_buf(&[0.0; 64]);
+    p.dispatch("quad", &mut [&mut xb, &mut y], [64, 1, 1], [64, 1, 1]).unwrap();
+    let want: Vec<f32> = (0..64).map(|i| x[i & !3..(i & !3) + 4].iter().sum::<f32>() * 2.0).collect();
+    assert_eq!(f32s(&y), want);
+
+    let x: Vec<u32> = (0..32).map(|i| i * 7 + 1).collect();
+    let mut xb = u32_buf(&x);
+    let mut y = u32_buf(&[0; 96]);
+    p.dispatch("shuffles", &mut [&mut xb, &mut y], [32, 1, 1], [32, 1, 1]).unwrap();
+    let y = u32s(&y);
+    for i in 0..32usize {
+        assert_eq!(y[3 * i], x[(i + 5) % 32], "rotate_down lane {i}");
+        let (base, j) = (i - i % 8, i % 8 + 3);
+        let fill_down = if j < 8 { x[base + j] } else { x[base + j - 8] + 1000 };
+        assert_eq!(y[3 * i + 1], fill_down, "fill_down lane {i}");
+        let fill_up = if i >= 2 { x[i - 2] } else { x[i + 30] + 1000 };
+        assert_eq!(y[3 * i + 2], fill_up, "fill_up lane {i}");
+    }
+}
+
+#[test]
+fn simdgroup_multiply_accumulate_in_mlx_lane_layout() {
+    let p = program(Some(1)).unwrap();
+    let mut rng = Rng(7);
+    let (a, b, c): (Vec<f32>, Vec<f32>, Vec<f32>) = ((0..64).map(|_| rng.f32()).collect(), (0..64).map(|_| rng.f32()).collect(), (0..64).map(|_| rng.f32()).collect());
+    let (mut ab, mut bb, mut cb, mut d) = (f32_buf(&a), f32_buf(&b), f32_buf(&c), f32_buf(&[0.0; 64]));
+    p.dispatch("mma", &mut [&mut ab, &mut bb, &mut cb, &mut d], [32, 1, 1], [32, 1, 1]).unwrap();
+    let mut want = vec![0f32; 64];
+    for i in 0..8 {
+        for j in 0..8 {
+            let mut acc = c[i * 8 + j];
+            for k in 0..8 {
+                acc = a[i * 8 + k].mul_add(b[k * 8 + j], acc);
+            }
+            want[i * 8 + j] = acc;
+        }
+    }
+    assert_eq!(f32s(&d), want, "C + A.B in k order, one fma per k");
+}
