@@ -272,6 +272,31 @@ fn lane_accumulators<T: Element>(
     len: usize,
     quant: Quant,
 ) -> [f32; SIMD_WIDTH] {
+    // `mul_add` is a call to libm's software fmaf unless the function is compiled with FMA
+    // (the same, exactly rounded, result either way).
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "fma")]
+        unsafe fn with_fma<T: Element>(x: &[T], slot: &[u8], weights: usize, row: usize, len: usize, quant: Quant) -> [f32; SIMD_WIDTH] {
+            lane_accumulators_body(x, slot, weights, row, len, quant)
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has FMA.
+            return unsafe { with_fma(x, slot, weights, row, len, quant) };
+        }
+    }
+    lane_accumulators_body(x, slot, weights, row, len, quant)
+}
+
+#[inline(always)]
+fn lane_accumulators_body<T: Element>(
+    x: &[T],
+    slot: &[u8],
+    weights: usize,
+    row: usize,
+    len: usize,
+    quant: Quant,
+) -> [f32; SIMD_WIDTH] {
     let mut acc = [0.0f32; SIMD_WIDTH];
     for (lane, a) in acc.iter_mut().enumerate() {
         match quant {
