@@ -325,10 +325,20 @@ fn contract_changes(old: &KernelView, new: &KernelView, opts: &Options) -> Vec<C
     if bytes_changed {
         push(&format!("bytes per launch{at}"), bytes_text(&lo), format!("{}{}", bytes_text(&ln), ratio(lo.bytes(), ln.bytes())));
     }
+    // The formulas, where they depend on run-time sizes (a constant is the
+    // value above): a change can leave the value at these sizes alone.
     if let (Some(a), Some(b)) = (&old.cost, &new.cost) {
-        push("bytes read (formula)", a.bytes_read.clone(), b.bytes_read.clone());
-        push("bytes written (formula)", a.bytes_written.clone(), b.bytes_written.clone());
-        push("flops (formula)", a.flops.clone().unwrap_or_else(|| "(not stated)".into()), b.flops.clone().unwrap_or_else(|| "(not stated)".into()));
+        let sized = |t: &Option<String>| t.as_deref().is_some_and(|t| super::expr::parse(t).map_or(true, |e| !e.names().is_empty()));
+        let text = |t: &Option<String>| t.clone().unwrap_or_else(|| "(not stated)".into());
+        for (what, x, y) in [
+            ("bytes read (formula)", Some(a.bytes_read.clone()), Some(b.bytes_read.clone())),
+            ("bytes written (formula)", Some(a.bytes_written.clone()), Some(b.bytes_written.clone())),
+            ("flops (formula)", a.flops.clone(), b.flops.clone()),
+        ] {
+            if sized(&x) || sized(&y) {
+                push(what, text(&x), text(&y));
+            }
+        }
     }
     let flops = |l: &Launch, k: &KernelView| match (l.flops, &k.cost) {
         (Some(f), _) => group(f),
@@ -567,6 +577,28 @@ mod tests {
         assert!(text.contains("=== tiny_a and 1 more kernel with the same edit ==="), "{text}");
         assert!(text.contains("-  x = 1;\n+  x = 2;"), "{text}");
         assert!(text.contains("gone_a  ->  renamed_a"), "{text}");
+    }
+
+    #[test]
+    fn cost_formulas_over_sizes_are_shown_and_evaluated_at_the_given_sizes() {
+        let with_cost = |read: &str, flops: &str| {
+            let mut k = kernel("e", &["M"], &["M", "256"], [32, 4, 1], 0, "  x;");
+            k.0["cost"] = json!({"bytes_read": read, "bytes_written": "16", "flops": flops});
+            k
+        };
+        let old = tree("old", &[with_cost("512*M + 100", "1000*M")]);
+        let new = tree("new", &[with_cost("1024*M + 100", "1000*M")]);
+        let mut o = opts();
+        o.sizes = Sizes([("M".to_string(), 4)].into());
+        let r = review(&old, &new, &o).unwrap();
+        let c = &r.changed[0].changes;
+        let row = |what: &str| c.iter().find(|c| c.what.starts_with(what)).unwrap_or_else(|| panic!("{what}: {c:?}"));
+        assert_eq!((row("bytes read (formula)").before.as_str(), row("bytes read (formula)").after.as_str()), ("512*M + 100", "1024*M + 100"));
+        assert_eq!(row("bytes per launch").what, "bytes per launch at M=4");
+        assert_eq!(row("bytes per launch").before, "2,164 B (read 2,148, written 16)");
+        assert!(row("bytes per launch").after.starts_with("4,212 B (read 4,196, written 16) (x1.95)"), "{c:?}");
+        assert!(row("roofline on m2-max at M=4").before.ends_with("(memory)"), "{c:?}");
+        assert!(!c.iter().any(|c| c.what.starts_with("flops")), "the flops did not change: {c:?}");
     }
 
     #[test]

@@ -204,6 +204,17 @@ pub fn md_escape(s: &str) -> String {
     out
 }
 
+/// Text whose `quoted` parts are code: those become code spans, the rest is
+/// escaped (the review's messages quote names that way).
+pub fn md_inline(s: &str) -> String {
+    let parts: Vec<&str> = s.split('`').collect();
+    if parts.len() % 2 == 0 {
+        // An odd number of backticks: no pairing to trust.
+        return md_escape(s);
+    }
+    parts.iter().enumerate().map(|(i, p)| if i % 2 == 1 { md_code(p) } else { md_escape(p) }).collect()
+}
+
 /// A code span that holds any text: delimited by one more backtick than its
 /// longest run, `|` escaped for table cells (GitHub removes the backslash
 /// before rendering the span).
@@ -262,7 +273,7 @@ pub fn markdown(r: &Review) -> String {
     if !r.warnings.is_empty() {
         s.push_str("\n### Warnings\n\n");
         for w in &r.warnings {
-            s.push_str(&format!("- {}: {}{}\n", md_code(&w.kernel), md_escape(&w.message), if w.before { " (already so before)" } else { " **(new)**" }));
+            s.push_str(&format!("- {}: {}{}\n", md_code(&w.kernel), md_inline(&w.message), if w.before { " (already so before)" } else { " **(new)**" }));
         }
     }
     if !r.added.is_empty() {
@@ -296,7 +307,7 @@ pub fn markdown(r: &Review) -> String {
     }
     let changes: Vec<Vec<String>> = r
         .resource_changes()
-        .flat_map(|p| p.changes.iter().map(move |c| vec![md_code(&p.new.name), md_escape(&c.what), md_escape(&c.before), md_escape(&c.after)]))
+        .flat_map(|p| p.changes.iter().map(move |c| vec![md_code(&p.new.name), md_inline(&c.what), md_inline(&c.before), md_inline(&c.after)]))
         .collect();
     if !changes.is_empty() {
         s.push_str("\n### Resource and contract changes\n\n");
@@ -350,5 +361,7 @@ mod tests {
         assert_eq!(md_code("a|b"), "`a\\|b`");
         assert_eq!(md_code("a`b"), "``a`b``");
         assert_eq!(md_code("`a"), "`` `a ``");
+        assert_eq!(md_inline("input `w|x` [M]"), "input `w\\|x` \\[M\\]");
+        assert_eq!(md_inline("odd ` tick"), "odd \\` tick");
     }
 }
