@@ -23,7 +23,7 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
             return Err(r.diagnostics);
         }
     };
-    let mut f = Reader { r, source: source.clone() };
+    let mut f = Reader { r, source: source.clone(), broken: Default::default() };
     let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
     if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
 }
@@ -31,6 +31,9 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
 struct Reader {
     r: Reporter,
     source: Arc<SpecSource>,
+    /// Fields and derived values whose own definition was already reported:
+    /// their uses are not reported again as unknown names.
+    broken: std::collections::BTreeSet<String>,
 }
 
 const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
@@ -134,6 +137,9 @@ impl Reader {
     }
 
     fn expr_error(&mut self, at: usize, field: &str, e: ExprError) {
+        if e.unknown.as_ref().is_some_and(|n| self.broken.contains(n)) {
+            return;
+        }
         self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, None);
     }
 
@@ -233,13 +239,17 @@ impl Reader {
                     self.error(entry.key_span.clone(), field.clone(), format!("`{}` is already an axis, a field or a derived value", entry.key), Some("derived values need names of their own".into()));
                     continue;
                 }
-                let Some(x) = self.expr(&entry.node, &field) else { continue };
+                let Some(x) = self.expr(&entry.node, &field) else {
+                    self.broken.insert(entry.key.clone());
+                    continue;
+                };
                 match expr::check(&x.value, &names) {
                     Ok(t) => {
                         names.types.insert(entry.key.clone(), t);
                         lets.push((entry.key.clone(), x));
                     }
                     Err(errors) => {
+                        self.broken.insert(entry.key.clone());
                         for err in errors {
                             self.expr_error(x.span.start, &field, err);
                         }
@@ -307,7 +317,10 @@ impl Reader {
                 None => self.error(e.node.span.clone(), "kernel", "expected [[kernel]] tables", None),
             },
         }
-        self.sizes_are_readable(&sizes, &parts);
+        // Only for a file otherwise valid: a buffer that failed to read is not in `parts`.
+        if self.r.diagnostics.is_empty() {
+            self.sizes_are_readable(&sizes, &parts);
+        }
         let verify = match top.iter().find(|e| e.key == "verify") {
             Some(e) => self.verify(&e.node, &sizes, &parts),
             None => VerifyDef::default(),
@@ -456,7 +469,8 @@ impl Reader {
             match body.iter().find(|x| x.key == "default") {
                 None => self.error(e.key_span.clone(), format!("{prefix}.default"), "missing `default` (the values used when a spec does not list the axis)", None),
                 Some(d) => {
-                    for item in d.node.as_array().unwrap_or(&[]) {
+                    let items = d.node.as_array().unwrap_or(&[]);
+                    for item in items {
                         let v = match &item.value {
                             Value::Str(s) => AxisValue::Str(s.clone()),
                             Value::Int(i) => AxisValue::Int(*i),
@@ -469,7 +483,8 @@ impl Reader {
                             self.error(item.span.clone(), format!("{prefix}.default"), format!("{v} is not a value of this axis"), Some(format!("use {}", axis.allowed())));
                         }
                     }
-                    if axis.default.is_empty() {
+                    // (a list of values that are not the axis's was reported above)
+                    if items.is_empty() {
                         self.error(d.node.span.clone(), format!("{prefix}.default"), "expected a non-empty list of default values", None);
                     }
                 }
@@ -503,7 +518,10 @@ impl Reader {
                     let (min, max) = match range {
                         Some(r) => match self.range(&r.node, &format!("{field}.range")) {
                             Some(r) => r,
-                            None => continue,
+                            None => {
+                                self.broken.insert(field.trim_start_matches("fields.").replace(".fields.", "."));
+                                continue;
+                            }
                         },
                         None => (i64::MIN, i64::MAX),
                     };
@@ -594,7 +612,7 @@ impl Reader {
                 Some(axis) => axes.iter().any(|a| a.name == axis),
                 None => field_exists(fields, b),
             };
-            if !ok {
+            if !ok && !self.broken.contains(b) {
                 let span = body.iter().find(|e| e.key == "blame").map_or(node.span.clone(), |e| e.node.span.clone());
                 self.error(span, format!("{prefix}.blame"), format!("`{b}` is neither a geometry field nor `axes.<axis>`"), None);
             }
