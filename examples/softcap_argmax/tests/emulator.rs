@@ -96,6 +96,12 @@ fn the_vocab152k_kernels_match_the_model() {
         let o = softcap_argmax::Vocab152kSoftcapArgmaxBf16::launch(&emu, x).unwrap();
         (o.token, o.value)
     });
+    let t = T::F16;
+    let x = logits(t, 2 * v, 9);
+    check(t, &x, v, 30.0, |x| {
+        let o = softcap_argmax::Vocab152kSoftcapArgmaxF16::launch(&emu, x).unwrap();
+        (o.token, o.value)
+    });
     let t = T::F32;
     let x = logits(t, 2 * v, 2);
     check(t, &x, v, 30.0, |x| {
