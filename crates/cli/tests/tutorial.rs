@@ -21,11 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Whether `kernelgen verify` runs families defined by family files (with and
-/// without a reference). Until it does, it stops at "no verifier for family",
-/// and the `<!-- verify -->` steps are checked to fail that way. Flip this
-/// when verify for user families lands: the steps must then succeed (and drop
-/// the note under "Verify without a reference" in docs/tutorial.md).
-const VERIFY_RUNS_USER_FAMILIES: bool = false;
+/// without a reference): it does, so every `<!-- verify -->` step must pass
+/// all nine kernels. (Set to false, the steps are checked to stop at "no
+/// verifier for family", verify's answer before family files had verifiers.)
+const VERIFY_RUNS_USER_FAMILIES: bool = true;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -209,6 +208,9 @@ fn the_tutorial_runs_in_an_empty_directory() {
                     continue;
                 }
                 assert!(o.status.success(), "docs/tutorial.md:{line}: {script}\n{text}");
+                if *verify {
+                    assert!(text.contains("verify: 9 passed, 0 failed"), "docs/tutorial.md:{line}: {script}\n{text}");
+                }
                 if script.contains("cargo test") {
                     let passed: usize = text.match_indices("test result: ok. ").filter_map(|(at, m)| text[at + m.len()..].split(' ').next()?.parse::<usize>().ok()).sum();
                     assert!(passed > 0, "docs/tutorial.md:{line}: the crate's tests did not run\n{text}");
