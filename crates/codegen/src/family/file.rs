@@ -23,7 +23,7 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
             return Err(r.diagnostics);
         }
     };
-    let mut f = Reader { r, source: source.clone(), broken: Default::default() };
+    let mut f = Reader { r, source: source.clone(), broken: Default::default(), parts_failed: false };
     let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
     if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
 }
@@ -34,6 +34,8 @@ struct Reader {
     /// Fields and derived values whose own definition was already reported:
     /// their uses are not reported again as unknown names.
     broken: std::collections::BTreeSet<String>,
+    /// A kernel or one of its buffers failed to read (checks across kernels are skipped).
+    parts_failed: bool,
 }
 
 const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
@@ -306,9 +308,11 @@ impl Reader {
             Some(e) => match e.node.as_array() {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
+                        let errors = self.r.diagnostics.count();
                         if let Some(p) = self.part(item, &format!("kernel[{i}]"), &names, &with_sizes, &sizes, &packed) {
                             parts.push(p);
                         }
+                        self.parts_failed |= self.r.diagnostics.count() > errors;
                     }
                     if parts.len() > 1 && parts.iter().any(|p| p.part.is_none()) {
                         self.error(e.node.span.clone(), "kernel", "a family of several kernels names each one's `part`", Some("add `part = \"...\"` to every [[kernel]]".into()));
@@ -317,8 +321,8 @@ impl Reader {
                 None => self.error(e.node.span.clone(), "kernel", "expected [[kernel]] tables", None),
             },
         }
-        // Only for a file otherwise valid: a buffer that failed to read is not in `parts`.
-        if self.r.diagnostics.is_empty() {
+        // A kernel or buffer that failed to read is not in `parts`.
+        if !self.parts_failed {
             self.sizes_are_readable(&sizes, &parts);
         }
         let verify = match top.iter().find(|e| e.key == "verify") {
@@ -414,7 +418,8 @@ impl Reader {
         if let Some(e) = body.iter().find(|e| e.key == "inputs") {
             for i in self.table(&e.node, "verify.inputs") {
                 let field = format!("verify.inputs.{}", i.key);
-                if !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
+                // (a kernel that failed to read is not in `parts`: then the name is not checked)
+                if !self.parts_failed && !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
                     self.error(i.key_span.clone(), field.clone(), format!("`{}` is not an input of the family's kernels", i.key), None);
                 }
                 let t = self.table(&i.node, &field);
