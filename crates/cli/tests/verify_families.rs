@@ -98,3 +98,35 @@ fn a_broken_reference_is_reported_with_its_error() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("has no function `missing`"), "{text}");
 }
+
+/// The tutorial's family (examples/softcap_argmax) with its barrier deleted, no reference:
+/// an argmax ignores NaN, so NaN poison alone would hide the read; the other poison bytes
+/// show it in every kernel with more than one SIMD-group.
+#[test]
+fn a_deleted_barrier_is_caught_in_a_kernel_that_ignores_nan() {
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/softcap_argmax");
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["families", "kernels"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        for e in std::fs::read_dir(example.join(sub)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let template = dir.path().join("families/softcap_argmax.metal.tera");
+    let text = std::fs::read_to_string(&template).unwrap();
+    let barrier = "  threadgroup_barrier(metal::mem_flags::mem_threadgroup);\n";
+    assert_eq!(text.matches(barrier).count(), 1, "the template has one barrier");
+    std::fs::write(&template, text.replace(barrier, "")).unwrap();
+    let family = dir.path().join("families/softcap_argmax.toml");
+    let text = std::fs::read_to_string(&family).unwrap();
+    let reference = text.lines().find(|l| l.starts_with("reference = ")).expect("a reference line").to_string();
+    std::fs::write(&family, text.replace(&format!("{reference}\n"), "")).unwrap();
+    let (code, text) = verify(dir.path(), &[]);
+    assert_eq!(code, 1, "{text}");
+    let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAILED ")).collect();
+    assert_eq!(failed.len(), 6, "{text}");
+    assert!(failed.iter().all(|l| l.contains("uninitialized threadgroup memory") && !l.contains("tiny_")), "{text}");
+}

@@ -7,9 +7,9 @@
 //!
 //! The properties, checked with no reference at all:
 //! - no access outside a buffer (the guard regions fault, naming the buffer);
-//! - every output element written: the outputs are filled with two poison
-//!   bytes in two runs, and an element that keeps the poison in both was
-//!   never written;
+//! - every output element written: the outputs are filled with poison bytes
+//!   (0xFF, 0x00), and an element that keeps the poison of each run was never
+//!   written;
 //! - no read of uninitialized threadgroup memory, nor of an output before it
 //!   is written: the poison bytes differ between the runs, so such a read
 //!   changes the results;
@@ -17,9 +17,12 @@
 //!   reverse, and a seeded shuffle): a race or a missing barrier shows as a
 //!   difference.
 //!
-//! Passing runs cost two launches (forward with poison `0xFF`, reverse with
-//! `0x00`) plus a shuffled one; only when they disagree do more runs find
-//! which property failed.
+//! A passing kernel costs four launches: forward with poison `0xFF`, forward
+//! again with other poison bytes, reverse, and shuffled; only when they
+//! disagree do more runs find which property failed. No poison can catch a
+//! read whose value never matters to the outputs for any of the three poison
+//! bytes (`0xFF`, `0x00`, `0x5A`); the sanitizer run (`--sanitize`) does not
+//! track threadgroup reads either.
 
 pub use crate::backend::RunConfig;
 use crate::{EmuBackend, EmuError, HostArray, RunOrder};
@@ -209,39 +212,47 @@ fn first_difference(a: &HostArray, b: &HostArray) -> Option<usize> {
 /// outputs of the forward run come back when all hold. `shuffle_seed` seeds
 /// the shuffled run order.
 pub fn check_properties(emu: &EmuBackend, def: &KernelDef, case: &Case, shuffle_seed: u64) -> Result<Vec<HostArray>, Finding> {
-    check_properties_in(emu, def, case, &[RunOrder::Reverse, RunOrder::Shuffle(shuffle_seed)])
+    check_properties_in(emu, def, case, &[RunOrder::Forward, RunOrder::Reverse, RunOrder::Shuffle(shuffle_seed)])
 }
 
-/// [`check_properties`] with the forward run compared with runs in `orders`
-/// (at least one) only: fewer launches for a kernel too large to run often.
+/// [`check_properties`] with the first run (forward, poison 0xFF) compared
+/// with runs in `orders` (at least one), their poison bytes alternating:
+/// fewer launches for a kernel too large to run often. A forward run with
+/// other poison catches most reads of uninitialized memory (in forward order
+/// a thread reads before later threads write), the other orders races.
 pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, orders: &[RunOrder]) -> Result<Vec<HostArray>, Finding> {
     let run = |order, output_poison, threadgroup_poison| launch(emu, def, case, RunConfig { order, output_poison, threadgroup_poison }).map_err(Finding::Failed);
-    // Every later run differs from the first in its order and in the threadgroup poison, the
-    // first of them in the output poison too: a kernel that gives the same bits in all has
-    // every property.
+    // Every later run differs from the first in its order and its poison bytes: outputs
+    // start as 0xFF (NaN, -1) or 0x00, threadgroup memory as 0xFF, 0x00 or 0x5A (a large
+    // positive number in every float and integer type: a kernel that drops NaNs, like an
+    // argmax, still sees it). A kernel that gives the same bits in all has every property.
+    const THREADGROUP_POISONS: [u8; 2] = [0x00, 0x5A];
     let forward = run(RunOrder::Forward, 0xFF, 0xFF)?;
     let mut others = Vec::new();
     for (k, &order) in orders.iter().enumerate() {
-        others.push((order, run(order, if k == 0 { 0x00 } else { 0xFF }, 0x00)?));
+        let (output, threadgroup) = if k % 2 == 0 { (0x00, 0x5A) } else { (0xFF, 0x00) };
+        others.push((order, run(order, output, threadgroup)?));
     }
     if others.iter().all(|(_, o)| *o == forward) {
         return Ok(forward);
     }
-    let reverse = &others[0].1;
+    let first = &others[0].1;
     let names: Vec<String> = def.outputs.iter().map(|b| b.name.to_string()).collect();
     // Which property failed: unwritten elements keep each run's poison.
     for (i, name) in names.iter().enumerate() {
-        let (a, b) = (elements(&forward[i]), elements(&reverse[i]));
+        let (a, b) = (elements(&forward[i]), elements(&first[i]));
         let unwritten: Vec<usize> = (0..a.len()).filter(|&k| a[k].iter().all(|&x| x == 0xFF) && b[k].iter().all(|&x| x == 0x00)).collect();
         if let Some(&first) = unwritten.first() {
             return Err(Finding::Unwritten { output: name.clone(), count: unwritten.len(), first });
         }
     }
     // Forward again with one poison changed at a time.
-    let threadgroup_zero = run(RunOrder::Forward, 0xFF, 0x00)?;
-    for (i, name) in names.iter().enumerate() {
-        if let Some(first) = first_difference(&forward[i], &threadgroup_zero[i]) {
-            return Err(Finding::UninitializedThreadgroup { output: name.clone(), first });
+    for poison in THREADGROUP_POISONS {
+        let changed = run(RunOrder::Forward, 0xFF, poison)?;
+        for (i, name) in names.iter().enumerate() {
+            if let Some(first) = first_difference(&forward[i], &changed[i]) {
+                return Err(Finding::UninitializedThreadgroup { output: name.clone(), first });
+            }
         }
     }
     let output_zero = run(RunOrder::Forward, 0x00, 0xFF)?;
