@@ -7,7 +7,7 @@ CARGO     ?= cargo
 # (one `Finished` line when it is up to date), and then runs it quietly.
 KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 
-.PHONY: generate check test test-sanitize fuzz bench deps cli
+.PHONY: generate check test test-sanitize fuzz bench deps cli package
 
 ## Build the `kernelgen` command (target/debug/kernelgen), showing cargo's progress.
 cli:
@@ -37,6 +37,18 @@ test: deps cli
 	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
 	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
 	$(KERNELGEN) verify
+
+## What publishing needs: the API docs build without a warning (the macros' re-export
+## included), and every published crate packages and builds alone from its .crate file
+## (cargo packages the workspace through a temporary local registry; kernelgen-msl is
+## publish = false). cargo's notes on the tests and benches a package leaves out, and on
+## the workspace's per-crate profiles, are filtered.
+package: SHELL := /bin/bash
+package:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features kernelgen/macros
+	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-msl --allow-dirty 2>&1 \
+	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$' \
+	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
 
 ## The same kernels built with AddressSanitizer and UBSan.
 test-sanitize: deps cli
