@@ -91,3 +91,39 @@ fn bad_input_is_reported_not_a_panic() {
         let _ = c.check(src, "bad.metal", &[]);
     }
 }
+
+/// Function constants are declared by default (valid MSL, section 5.8); `Reject` reports
+/// each declaration at its line.
+#[test]
+fn function_constants_are_declared_by_default_and_rejected_on_request() {
+    let f = common::crate_dir().join("tests/valid/function_constant.metal");
+    let src = common::read(&f);
+    assert!(common::checker().check(&src, "fc.metal", &[]).is_ok());
+    let p = common::rejecting_checker().check(&src, "fc.metal", &[]).unwrap_err();
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!((p[0].line, p[0].col), (7, 26), "{}", p[0]);
+    assert!(p[0].message.contains("function constants ([[function_constant(n)]], MSL 5.8) are not supported"), "{}", p[0]);
+}
+
+/// `check_with`'s defines reach the preprocessor and the cache key; a define of
+/// `__METAL_VERSION__` checks at that version.
+#[test]
+fn defines_select_code_and_the_metal_version() {
+    let c = common::checker();
+    // (The token rules see every line, selected or not; clang's AST only the selected
+    // branch, so select on something only clang can see.)
+    let src = "#include <metal_stdlib>\n#ifdef BAD\n#define T constant float\n#else\n#define T device float\n#endif\n\
+               [[kernel]] void k(T* x [[buffer(0)]], device float* y [[buffer(1)]]) {\n  device float* p = x;\n  y[0] = p[0];\n}\n";
+    let defines = [("BAD".to_string(), None)];
+    assert_ne!(c.content_key_with(src, "d.metal", &[], &defines), c.content_key(src, "d.metal", &[]));
+    assert!(c.check(src, "d.metal", &[]).is_ok());
+    let p = c.check_with(src, "d.metal", &[], &defines).unwrap_err();
+    assert!(!p.is_empty() && p.iter().all(|p| p.line == 8), "{p:?}");
+    // `__METAL_VERSION__`: lambdas are MSL 4 (400).
+    let lambda = "#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]]) {\n  auto f = [](float v) { return v * 2.0f; };\n  y[0] = f(y[0]);\n}\n";
+    let v = |v: &str| [("__METAL_VERSION__".to_string(), Some(v.to_string()))];
+    assert!(c.check_with(lambda, "l.metal", &[], &v("310")).unwrap_err().iter().any(|p| p.line == 3));
+    assert!(c.check_with(lambda, "l.metal", &[], &v("400")).is_ok());
+    let bad = c.check_with(lambda, "l.metal", &[], &v("four")).unwrap_err();
+    assert!(bad[0].message.contains("__METAL_VERSION__"), "{bad:?}");
+}
