@@ -39,8 +39,24 @@ mod sources;
 use std::fmt;
 use std::path::PathBuf;
 
-/// Bumped whenever the prelude, the rewrites or the rules change what a check reports.
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 1";
+/// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
+/// results also depend on the text of this crate's sources, so a changed rule never reads a
+/// stale result).
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 2";
+
+/// This crate's code, part of every content key.
+const CODE: [&str; 10] = [
+    include_str!("lib.rs"),
+    include_str!("ast.rs"),
+    include_str!("cache.rs"),
+    include_str!("clang.rs"),
+    include_str!("diag.rs"),
+    include_str!("lex.rs"),
+    include_str!("prelude.rs"),
+    include_str!("rewrite.rs"),
+    include_str!("rules.rs"),
+    include_str!("sources.rs"),
+];
 
 /// The Metal version modelled by default: 3.1 (macOS 14), the first with native `bfloat`,
 /// which MLX 0.29.4 and later require.
@@ -134,6 +150,8 @@ pub struct Checker {
     opts: Options,
     cache: PathBuf,
     result_cache: bool,
+    /// Hash of [`CHECKER_VERSION`] and the crate's code.
+    code_key: String,
 }
 
 impl Checker {
@@ -143,7 +161,10 @@ impl Checker {
         let cache = opts.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("kernelgen-msl"));
         std::fs::create_dir_all(&cache).map_err(|e| Error::Io(format!("{}: {e}", cache.display())))?;
         let prelude = prelude::Prelude::prepare(&clang, &cache, opts.metal_version)?;
-        Ok(Checker { clang, prelude, opts, cache, result_cache })
+        let mut code: Vec<&str> = vec![CHECKER_VERSION];
+        code.extend(CODE);
+        let code_key = cache::hash_hex(&code);
+        Ok(Checker { clang, prelude, opts, cache, result_cache, code_key })
     }
 
     /// The clang in use (`--version`'s first line).
@@ -162,7 +183,7 @@ impl Checker {
         let dirs = sources::canonical_dirs(include_dirs);
         let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs);
         let mut parts: Vec<String> = vec![
-            CHECKER_VERSION.into(),
+            self.code_key.clone(),
             prelude::HEADER.into(),
             self.clang.version.clone(),
             self.opts.metal_version.to_string(),
@@ -197,8 +218,8 @@ impl Checker {
         include_dirs: &[PathBuf],
         defines: &[Define],
     ) -> Result<(), Vec<Problem>> {
-        let cached = self
-            .result_cache
+        // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang.
+        let cached = (self.result_cache && std::env::var_os("KGMSL_DEBUG").is_none())
             .then(|| self.cache.join("results").join(self.content_key_with(source, file_name, include_dirs, defines)));
         if let Some(p) = &cached
             && let Ok(text) = std::fs::read_to_string(p)
