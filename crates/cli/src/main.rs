@@ -5,6 +5,7 @@
 
 mod codegen_cmds;
 mod exec_cmds;
+mod lint_cmd;
 mod npy;
 mod out;
 mod verify;
@@ -92,6 +93,21 @@ enum Command {
         #[command(flatten)]
         specs: SpecArgs,
     },
+    /// Check .metal files as Apple's Metal compiler would (address spaces,
+    /// MSL's C++ restrictions, kernel signatures; what the emulator checks
+    /// before every load): print every problem as file:line:col: message, exit
+    /// 1 if there were any. Needs clang.
+    Lint {
+        /// The .metal files.
+        #[arg(required = true, value_name = "FILE.metal")]
+        files: Vec<PathBuf>,
+        /// A directory searched for #include (repeatable).
+        #[arg(long = "include", short = 'I', value_name = "DIR")]
+        include_dirs: Vec<PathBuf>,
+        /// A predefined macro, NAME or NAME=VALUE (repeatable).
+        #[arg(long = "define", short = 'D', value_name = "NAME[=VALUE]")]
+        defines: Vec<String>,
+    },
     /// Run any Metal kernel file (kernelgen's or hand-written, MLX-style
     /// templated kernels included) in the emulator.
     Emu {
@@ -139,6 +155,7 @@ fn main() -> ExitCode {
         Command::List { specs } => codegen_cmds::list(&specs),
         Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs, filter.as_deref(), sanitize, seed),
         Command::Run { kernel, inputs, sizes, out, specs } => exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out),
+        Command::Lint { files, include_dirs, defines } => lint_cmd::lint(&files, &include_dirs, &defines),
         Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants } => exec_cmds::emu(exec_cmds::EmuArgs {
             file: &file,
             kernel: kernel.as_deref(),
