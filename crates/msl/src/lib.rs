@@ -296,9 +296,21 @@ impl Checker {
             eprintln!("kernelgen-msl: clang's diagnostics for {file_name}:\n{stderr}");
         }
         let diags = diag::parse(&stderr);
+        // A missing `<x>` outside Metal's headers is reported by the token rule (MSL 1.5); a
+        // missing `"x"` stays clang's error.
+        let angle: std::collections::HashSet<String> = ws
+            .files
+            .values()
+            .flat_map(|f| sources::includes(&f.original))
+            .filter(|(_, quoted)| !quoted)
+            .map(|(n, _)| n)
+            .collect();
         let foreign = |d: &diag::Diag| {
             d.message.ends_with("file not found")
-                && d.message.split('\'').nth(1).is_some_and(|n| sources::is_foreign_angle_include(n, &dirs))
+                && d.message
+                    .split('\'')
+                    .nth(1)
+                    .is_some_and(|n| angle.contains(n) && sources::is_foreign_angle_include(n, &dirs))
         };
         let kept: Vec<diag::Diag> = diags.into_iter().filter(|d| !foreign(d)).collect();
         problems.extend(diag::problems(&kept, &ws));

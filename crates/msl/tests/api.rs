@@ -127,3 +127,21 @@ fn defines_select_code_and_the_metal_version() {
     let bad = c.check_with(lambda, "l.metal", &[], &v("four")).unwrap_err();
     assert!(bad[0].message.contains("__METAL_VERSION__"), "{bad:?}");
 }
+
+/// A `"header"` that is not found is clang's error at its line (it is not the standard
+/// library: dropping it would pass a file whose code was never read); a foreign `<header>`
+/// is the section 1.5 rule's, reported once.
+#[test]
+fn a_missing_quoted_header_is_reported_at_its_line() {
+    let c = common::checker();
+    let quoted = KERNEL.replace("using namespace metal;\n", "using namespace metal;\n#include \"no/such/header.h\"\n");
+    let problems = c.check(&quoted, "q.metal", &[]).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.line == 3 && p.message.contains("no/such/header.h") && p.message.contains("not found")),
+        "{problems:?}"
+    );
+    let angle = KERNEL.replace("using namespace metal;\n", "using namespace metal;\n#include <cmath>\n");
+    let problems = c.check(&angle, "a.metal", &[]).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].line == 3 && problems[0].message.contains("standard library"), "{problems:?}");
+}
