@@ -1,0 +1,341 @@
+//! The Metal check from the command line: `kernelgen lint` and the check every emulator load
+//! runs (`kernelgen emu`, `kernelgen run`, and the emulator backend inside `verify`), over the
+//! invalid corpus of crates/msl/tests/invalid (each case cites its MSL section and carries
+//! `// expect: LINE: fragment` lines: every expected line must be reported, with the fragment,
+//! and nothing else).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn kernelgen(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kernelgen"));
+    c.current_dir(dir).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("kernelgen runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The invalid cases, as paths relative to the repository root (what problems name).
+fn invalid_cases() -> Vec<String> {
+    let dir = root().join("crates/msl/tests/invalid");
+    let mut out: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".metal"))
+        .map(|n| format!("crates/msl/tests/invalid/{n}"))
+        .collect();
+    out.sort();
+    assert!(out.len() >= 30, "only {} invalid cases", out.len());
+    out
+}
+
+/// `// expect: LINE: fragment` (or `LINE:COL: fragment`) lines of a case.
+fn expectations(src: &str) -> Vec<(u32, String)> {
+    src.lines()
+        .filter_map(|l| l.trim().strip_prefix("// expect:"))
+        .map(|rest| {
+            let (line, frag) = rest.trim().split_once(':').expect("expect: LINE: fragment");
+            let frag = frag.trim();
+            // An optional column after the line.
+            let frag = match frag.split_once(':') {
+                Some((col, f)) if col.trim().parse::<u32>().is_ok() => f.trim(),
+                _ => frag,
+            };
+            (line.trim().parse().expect("expect: LINE"), frag.to_string())
+        })
+        .collect()
+}
+
+/// Every expectation of `case` met in `output` (`case:LINE:COL: ...` lines containing the
+/// fragment) and every `case:` problem line expected; a description of each miss.
+fn misses(case: &str, output: &str) -> Vec<String> {
+    let src = std::fs::read_to_string(root().join(case)).unwrap();
+    let exp = expectations(&src);
+    assert!(!exp.is_empty(), "{case} has no expectations");
+    let prefix = format!("{case}:");
+    let reported: Vec<(u32, &str)> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (line, rest) = rest.split_once(':')?;
+            Some((line.parse().ok()?, rest))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (line, frag) in &exp {
+        if !reported.iter().any(|(l, m)| l == line && m.contains(frag.as_str())) {
+            out.push(format!("{case}: nothing at line {line} containing {frag:?}"));
+        }
+    }
+    for (l, m) in &reported {
+        if !exp.iter().any(|(line, _)| line == l) {
+            out.push(format!("{case}: unexpected problem at line {l}:{m}"));
+        }
+    }
+    out
+}
+
+#[test]
+fn lint_rejects_every_invalid_case_at_its_lines() {
+    let cases = invalid_cases();
+    let mut args = vec!["lint"];
+    args.extend(cases.iter().map(String::as_str));
+    let o = kernelgen(&root(), &args, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let failures: Vec<String> = cases.iter().flat_map(|c| misses(c, &out)).collect();
+    assert!(failures.is_empty(), "{}\n--- output:\n{out}", failures.join("\n"));
+    assert!(out.contains(&format!("in {} files", cases.len())), "{out}");
+}
+
+/// `kernelgen emu` refuses every case before compiling it, with the same problems (the
+/// emulator's check and `lint` are one checker, sharing cached results).
+#[test]
+fn emu_rejects_every_invalid_case_at_its_lines() {
+    let cases = invalid_cases();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out_path = out_dir.path().display().to_string();
+    let run = |part: &[String]| -> Vec<String> {
+        let mut failures = Vec::new();
+        for case in part {
+            let args = ["emu", case.as_str(), "--grid", "1,1,1", "--threadgroup", "1,1,1", "--out", &out_path];
+            let o = kernelgen(&root(), &args, &[]);
+            let out = text(&o);
+            if o.status.code() != Some(2) || !out.contains(&format!("error: {case} is not valid Metal")) {
+                failures.push(format!("{case}: exit {:?}, not the Metal check's error:\n{out}", o.status.code()));
+                continue;
+            }
+            failures.extend(misses(case, &out).into_iter().map(|m| format!("{m}\n{out}")));
+        }
+        failures
+    };
+    // Two at a time: two cores.
+    let (a, b) = cases.split_at(cases.len() / 2);
+    let failures = std::thread::scope(|s| {
+        let ha = s.spawn(|| run(a));
+        let mut f = run(b);
+        f.extend(ha.join().unwrap());
+        f
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(std::fs::read_dir(out_dir.path()).unwrap().next().is_none(), "emu wrote outputs for an invalid kernel");
+}
+
+#[test]
+fn lint_passes_valid_files_and_mlx_kernels_with_include_dirs() {
+    let o = kernelgen(
+        &root(),
+        &[
+            "lint",
+            "crates/msl/tests/valid/constructs.metal",
+            "crates/msl/tests/valid/function_constant.metal",
+            "crates/emu/tests/emu/semantics.metal",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("lint: 3 files ok"), "{}", text(&o));
+    // MLX's own kernels from the unmodified headers, with -I (when fetched: see mlx_include).
+    if let Some(inc) = mlx_include() {
+        let inc = inc.display().to_string();
+        let o = kernelgen(
+            &root(),
+            &["lint", "-I", &inc, "crates/emu/tests/mlx-metal/quantized.metal", "crates/emu/tests/mlx-metal/elementwise.metal"],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        // Without the include dir the headers are missing.
+        let o = kernelgen(&root(), &["lint", "crates/emu/tests/mlx-metal/quantized.metal"], &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("crates/emu/tests/mlx-metal/quantized.metal:"), "{}", text(&o));
+    }
+}
+
+#[test]
+fn lint_defines_reach_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "#include <metal_stdlib>\n#ifdef CONSTANT_X\n#define X_SPACE constant\n#else\n#define X_SPACE device\n#endif\n\
+               [[kernel]] void k(X_SPACE float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  x[i] = 1.0f;\n}\n";
+    std::fs::write(dir.path().join("d.metal"), src).unwrap();
+    let o = kernelgen(dir.path(), &["lint", "d.metal"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for d in [&["-D", "CONSTANT_X"][..], &["--define", "CONSTANT_X=1"], &["-DCONSTANT_X"]] {
+        let mut args = vec!["lint"];
+        args.extend_from_slice(d);
+        args.push("d.metal");
+        let o = kernelgen(dir.path(), &args, &[]);
+        assert_eq!(o.status.code(), Some(1), "{d:?}: {}", text(&o));
+        assert!(text(&o).contains("d.metal:8:"), "{d:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn lint_usage_errors_and_a_missing_clang_exit_2() {
+    let root = root();
+    let valid = "crates/msl/tests/valid/constructs.metal";
+    for (args, want) in [
+        (&["lint"][..], "FILE.metal"),
+        (&["lint", "-D", "1x", valid], "-D 1x"),
+        (&["lint", "no/such/file.metal"], "no/such/file.metal"),
+    ] {
+        let o = kernelgen(&root, args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+    // Without clang: one line saying what to install, for lint and for the emulator.
+    let no_clang = [("KERNELGEN_MSL_CLANG", "/nonexistent/clang")];
+    let o = kernelgen(&root, &["lint", valid], &no_clang);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("apt-get install -y clang"), "{}", text(&o));
+    assert_eq!(text(&o).trim().lines().count(), 1, "{}", text(&o));
+    let out = tempfile::tempdir().unwrap();
+    let out = out.path().display().to_string();
+    let o = kernelgen(&root, &["emu", valid, "--grid", "1,1,1", "--threadgroup", "1,1,1", "--out", &out], &no_clang);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("apt-get install -y clang"), "{}", text(&o));
+}
+
+// ---- A user family whose template is not valid Metal.
+
+/// A project: specs/scale.toml and families/scale.{toml,metal.tera}, a minimal elementwise
+/// family (out = x * 2) whose template computes in `double` (MSL 1.5), which g++ accepts.
+fn user_family_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("specs")).unwrap();
+    std::fs::create_dir_all(p.join("families")).unwrap();
+    std::fs::write(
+        p.join("families/scale.toml"),
+        r#"family = "scale"
+summary = "every element doubled"
+
+[axes.dtype]
+doc = "dtype of x and out"
+values = ["f32"]
+default = ["f32"]
+
+[fields]
+N = { doc = "elements per row", range = [1, 1048576] }
+
+[let]
+T = "metal_type(dtype)"
+
+[sizes]
+R = "rows"
+
+[[kernel]]
+doc = "every element doubled"
+grid = ["R * N", 1, 1]
+threadgroup = [32, 1, 1]
+input = [{ name = "x", dtype = "dtype", shape = ["R", "N"], doc = "input" }]
+output = [{ name = "out", dtype = "dtype", shape = ["R", "N"], doc = "doubled" }]
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("families/scale.metal.tera"),
+        "  // {{ kernel }}: out = x * 2 over {{ N }} elements per row.\n  const uint i = thread_position_in_grid.x;\n  double twice = double(x[i]) * 2.0f;\n  out[i] = {{ T }}(twice);\n",
+    )
+    .unwrap();
+    std::fs::write(p.join("specs/scale.toml"), "family = \"scale\"\ndescription = \"doubling\"\n\n[axes]\ndtype = [\"f32\"]\n\n[geometry.tiny]\nN = 64\n").unwrap();
+    dir
+}
+
+const KERNEL: &str = "tiny_scale_f32";
+const METAL: &str = "generated/metal/scale/tiny_scale_f32.metal";
+
+/// The `.metal` line of the template's `double` in the generated kernel.
+fn double_line(dir: &Path) -> u32 {
+    let o = kernelgen(dir, &["generate"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let src = std::fs::read_to_string(dir.join(METAL)).unwrap();
+    src.lines().position(|l| l.contains("double twice")).expect("the template's line") as u32 + 1
+}
+
+/// `kernelgen run` of the family's kernel goes through the emulator backend, whose load is
+/// checked: exit 2 with the generated .metal's line.
+#[test]
+fn run_of_a_user_family_with_invalid_msl_reports_the_metal_line() {
+    let dir = user_family_project();
+    let line = double_line(dir.path());
+    let x = dir.path().join("x.npy");
+    write_f32_npy(&x, &[2, 64]);
+    let o = kernelgen(dir.path(), &["run", KERNEL, "--input", &format!("x={}", x.display()), "--out", "out"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let want = format!("{METAL}:{line}:3: double is not supported in MSL (section 1.5)");
+    assert!(text(&o).contains(&want), "want {want}:\n{}", text(&o));
+}
+
+/// `kernelgen verify` fails the kernel. What this relies on (verify is being reworked):
+/// verify builds a family's reference case before it launches, and a user family has no
+/// bundled reference yet, so today the failure is "no verifier"; the load verify runs (the
+/// emulator backend's `program`, checked below on the same rendered kernel) reports the
+/// Metal problem at its line, and once verify launches such a family the line is what
+/// verify prints (accepted here already).
+#[test]
+fn verify_of_a_user_family_with_invalid_msl_fails() {
+    let dir = user_family_project();
+    let line = double_line(dir.path());
+    let want = format!("{METAL}:{line}:3: double is not supported in MSL (section 1.5)");
+    let o = kernelgen(dir.path(), &["verify"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains(&format!("FAILED {KERNEL}")), "{out}");
+    assert!(out.contains(&want) || out.contains("no verifier for family `scale`"), "{out}");
+
+    // The emulator load inside verify: EmuBackend::program of the rendered kernel.
+    let sources = kernelgen_codegen::read_specs(&[dir.path().join("specs")]).unwrap();
+    let families = kernelgen_codegen::read_families(&[dir.path().join("families")]).unwrap();
+    let generated = kernelgen_codegen::generate_with(sources, &families, kernelgen_codegen::Options::default()).unwrap();
+    let r = generated.kernels.iter().find(|r| r.kernel.name == KERNEL).expect("the family's kernel");
+    let backend = kernelgen_emu::EmuBackend::new(kernelgen_emu::EmuOptions::default()).unwrap();
+    match backend.program(&r.def) {
+        Err(e @ kernelgen_emu::EmuError::InvalidMetal { .. }) => assert!(e.to_string().contains(&want), "want {want}:\n{e}"),
+        Err(e) => panic!("expected the Metal check's error, got {e}"),
+        Ok(_) => panic!("the invalid template loaded"),
+    }
+}
+
+/// A float32 .npy of ones.
+fn write_f32_npy(path: &Path, shape: &[usize]) {
+    let n: usize = shape.iter().product();
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", dims.join(", "));
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for _ in 0..n {
+        bytes.extend_from_slice(&1.0f32.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// MLX's `include/` (see crates/msl/tests/common: fetched by crates/emu/tests/mlx-metal/fetch.sh;
+/// required when KERNELGEN_MLX_METAL_REQUIRED is set, as under `make test`).
+fn mlx_include() -> Option<PathBuf> {
+    let dir = std::env::var_os("KERNELGEN_MLX_METAL_INCLUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/mlx-metal/mlx-metal-0.32.2/include"));
+    if dir.join("mlx/backend/metal/kernels/utils.h").is_file() {
+        return Some(dir);
+    }
+    let why = format!("MLX's Metal headers are not in {} (crates/emu/tests/mlx-metal/fetch.sh)", dir.display());
+    if std::env::var_os("KERNELGEN_MLX_METAL_REQUIRED").is_some_and(|v| !v.is_empty()) {
+        panic!("{why}; KERNELGEN_MLX_METAL_REQUIRED is set");
+    }
+    println!("skipping the MLX part: {why}");
+    None
+}
