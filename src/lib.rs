@@ -19,6 +19,8 @@ pub use kernelgen_contract as contract;
 #[path = "../generated/rust/mod.rs"]
 pub mod kernels;
 pub mod launch;
+pub mod pack;
+pub mod quant;
 
 pub use contract::{BufferDef, Dim, Dtype, KernelDef, Region, Source};
 /// The launchers' bf16 and f16 element types (`half`), so callers build host

@@ -10,7 +10,7 @@
 
 use kernelgen::backend::mlx::{MlxBackend, MlxError};
 use kernelgen::backend::{launch, launch_vec};
-use kernelgen::contract::{BufferDef, Dim, Dtype, KernelDef, Op, Source, TextRange};
+use kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Source, TextRange};
 use kernelgen::kernels::experts::Glm52ExpertQ4Bf16R4;
 use kernelgen::launch::LaunchError;
 use mlx_rs::Array;
@@ -137,6 +137,7 @@ fn scale2(name: &'static str, metal: &'static str) -> KernelDef {
         grid: [Dim::expr(&[Op::Size(0)]), Dim::Fixed(1), Dim::Fixed(1)],
         threadgroup: [32, 1, 1],
         threadgroup_memory_bytes: 0,
+        cost: Cost { bytes_read: Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul]), bytes_written: Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul]), flops: None },
     }
 }
 
@@ -188,4 +189,45 @@ fn a_second_source_under_one_name_is_refused() {
     // The first definition still launches (and reaches MLX).
     let e = launch_vec(&MlxBackend::new(), &first, &[&x], &[]).unwrap_err();
     assert!(mlx_failure(&e).is_no_metal(), "{e}");
+}
+
+/// A generated packer's bytes become an MLX array (without a copy where MLX
+/// has Metal) holding the same bytes; packing from MLX arrays gives the same
+/// buffer.
+#[test]
+fn packed_slots_wrap_without_a_copy() {
+    use kernelgen::kernels::experts::TinyExpertQ4Bf16R4;
+    let l = TinyExpertQ4Bf16R4::SLOT;
+    let count = |name: &str| l.regions.iter().find(|r| r.name == name).unwrap().shape.iter().product::<u64>() as usize;
+    let w = |name: &str| -> Vec<i8> { (0..count(name)).map(|i| (i % 16) as i8 - 8).collect() };
+    let s = |name: &str| -> Vec<f32> { (0..count(name)).map(|i| i as f32 / 7.0).collect() };
+    let names = ["gate_weights", "up_weights", "down_weights", "gate_scales", "up_scales", "down_scales"];
+    let (g, u, d) = (w(names[0]), w(names[1]), w(names[2]));
+    let (gs, us, ds) = (s(names[3]), s(names[4]), s(names[5]));
+    let bytes = TinyExpertQ4Bf16R4::pack_slot(&g, &u, &d, &gs, &us, &ds).unwrap();
+    let host = bytes.to_vec();
+    let address = bytes.as_ptr() as usize;
+    let array = kernelgen::backend::mlx::array_from_bytes(bytes);
+    assert_eq!(array.dtype(), mlx_rs::Dtype::Uint8);
+    assert_eq!(array.as_slice::<u8>(), host.as_slice());
+    // MLX's Metal allocator wraps page-aligned memory in place; its CPU
+    // allocator (this Linux build) has no such path and copies, which
+    // mlx-c's managed constructor then frees through our release callback.
+    if cfg!(target_os = "macos") {
+        assert_eq!(array.as_slice::<u8>().as_ptr() as usize, address, "MLX copied the packed bytes");
+    } else {
+        let _ = address;
+    }
+
+    let arrays: Vec<Array> = vec![
+        Array::from_slice(&g, &[g.len() as i32]),
+        Array::from_slice(&u, &[u.len() as i32]),
+        Array::from_slice(&d, &[d.len() as i32]),
+        Array::from_slice(&gs, &[gs.len() as i32]),
+        Array::from_slice(&us, &[us.len() as i32]),
+        Array::from_slice(&ds, &[ds.len() as i32]),
+    ];
+    let refs: Vec<&Array> = arrays.iter().collect();
+    let from_arrays = kernelgen::backend::mlx::pack_arrays(l, &refs).unwrap();
+    assert_eq!(from_arrays.as_slice::<u8>(), host.as_slice());
 }

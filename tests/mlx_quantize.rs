@@ -126,3 +126,24 @@ fn random_state_links_on_linux() {
     a.eval().unwrap();
     assert!(a.as_slice::<f32>().iter().all(|v| (0.0..1.0).contains(v)));
 }
+
+/// kernelgen's own quantizer (`kernelgen::quant::affine`, for callers who
+/// bring their weights) gives what MLX's `quantize` gives: the same packed
+/// words, scales and biases, on several random matrices, at 3 and 4 bits.
+#[test]
+fn kernelgen_quantize_is_mlx_quantize() {
+    for bits in [3u32, 4] {
+        for seed in [1u64, 2, 3] {
+            let w = weights(seed + 100 * u64::from(bits));
+            let (wq, scales, biases) = mlx_rs::ops::quantize(&w, GROUP as i32, bits as i32).unwrap();
+            mlx_rs::transforms::eval([&wq, &scales, &biases]).unwrap();
+            let ours = kernelgen::quant::affine::quantize(w.as_slice::<f32>(), N, K, bits).unwrap();
+            let differ = |a: &[f32], b: &[f32]| a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+            assert_eq!(differ(&ours.scales, scales.as_slice::<f32>()), 0, "bits {bits}, seed {seed}: scales");
+            assert_eq!(differ(&ours.biases, biases.as_slice::<f32>()), 0, "bits {bits}, seed {seed}: biases");
+            let words = wq.as_slice::<u32>();
+            let bad = ours.w.iter().zip(words).filter(|(a, b)| a != b).count();
+            assert_eq!(bad, 0, "bits {bits}, seed {seed}: {bad} of {} packed words differ", words.len());
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -288,6 +288,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// affine kernels for geometry small2, bits 3, dtype f16.
 pub struct Small2AffineQ3F16;

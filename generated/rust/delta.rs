@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -450,6 +450,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// delta kernels for geometry qwen35, masked false, dtype bf16, state_dtype f32.
 pub struct Qwen35DeltaBf16F32;

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -450,6 +450,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// delta kernels for geometry small2, masked false, dtype f16, state_dtype f32.
 pub struct Small2DeltaF16F32;

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -36,10 +36,10 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -89,8 +89,8 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -140,10 +140,10 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -193,8 +193,8 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(18923520)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -244,10 +244,10 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -297,8 +297,8 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -348,10 +348,10 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -401,8 +401,8 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(37797888)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
             ]),
             align: 4,
             at_most: None,
@@ -452,10 +452,10 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -505,8 +505,8 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -556,10 +556,10 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -609,8 +609,8 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(2375680)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -660,10 +660,10 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -713,8 +713,8 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -764,10 +764,10 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
             ]),
             align: 4,
             at_most: None,
@@ -817,8 +817,8 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(4734976)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
             ]),
             align: 4,
             at_most: None,
@@ -868,10 +868,10 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -921,8 +921,8 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -972,10 +972,10 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -1025,8 +1025,8 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(73728)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -1076,10 +1076,10 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -1129,8 +1129,8 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -1180,10 +1180,10 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4 },
-                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4 },
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
             ]),
             align: 4,
             at_most: None,
@@ -1233,8 +1233,8 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(122880)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[
-                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1 },
-                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4 },
+                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
             ]),
             align: 4,
             at_most: None,
@@ -1292,11 +1292,51 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
+
+/// The layout of `slot`: 18923520 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ4Bf16R4`].
+pub static GLM52_EXPERT_Q4_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 18923520,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
 
 /// expert kernels for geometry glm52, quant q4, dtype bf16, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ4Bf16R4;
 
 impl Glm52ExpertQ4Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q4_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..6291456
+    /// - `up_weights`: `q4 [2048, 6144]`: up projection, `[I, H]`, at bytes 6291456..12582912
+    /// - `down_weights`: `q4 [6144, 2048]`: down projection, `[H, I]`, at bytes 12582912..18874368
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 18874368..18882560
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 18882560..18890752
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 18890752..18915328
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1330,10 +1370,48 @@ impl Glm52ExpertQ4Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 18923520 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ4F32R4`].
+pub static GLM52_EXPERT_Q4_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 18923520,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
+
 /// expert kernels for geometry glm52, quant q4, dtype f32, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ4F32R4;
 
 impl Glm52ExpertQ4F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q4_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..6291456
+    /// - `up_weights`: `q4 [2048, 6144]`: up projection, `[I, H]`, at bytes 6291456..12582912
+    /// - `down_weights`: `q4 [6144, 2048]`: down projection, `[H, I]`, at bytes 12582912..18874368
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 18874368..18882560
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 18882560..18890752
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 18890752..18915328
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1367,10 +1445,48 @@ impl Glm52ExpertQ4F32R4 {
     }
 }
 
+/// The layout of `slot`: 37797888 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ8Bf16R4`].
+pub static GLM52_EXPERT_Q8_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 37797888,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
+
 /// expert kernels for geometry glm52, quant q8, dtype bf16, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ8Bf16R4;
 
 impl Glm52ExpertQ8Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q8_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..12582912
+    /// - `up_weights`: `i8 [2048, 6144]`: up projection, `[I, H]`, at bytes 12582912..25165824
+    /// - `down_weights`: `i8 [6144, 2048]`: down projection, `[H, I]`, at bytes 25165824..37748736
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 37748736..37756928
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 37756928..37765120
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 37765120..37789696
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `bf16 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1404,10 +1520,48 @@ impl Glm52ExpertQ8Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 37797888 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Glm52ExpertQ8F32R4`].
+pub static GLM52_EXPERT_Q8_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 37797888,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+    ]),
+};
+
 /// expert kernels for geometry glm52, quant q8, dtype f32, rows_per_threadgroup 4.
 pub struct Glm52ExpertQ8F32R4;
 
 impl Glm52ExpertQ8F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q8_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..12582912
+    /// - `up_weights`: `i8 [2048, 6144]`: up projection, `[I, H]`, at bytes 12582912..25165824
+    /// - `down_weights`: `i8 [6144, 2048]`: down projection, `[H, I]`, at bytes 25165824..37748736
+    /// - `gate_scales`: `f32 [2048]`: f32 scale of each gate row, at bytes 37748736..37756928
+    /// - `up_scales`: `f32 [2048]`: f32 scale of each up row, at bytes 37756928..37765120
+    /// - `down_scales`: `f32 [6144]`: f32 scale of each down row, at bytes 37765120..37789696
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&GLM52_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `glm52_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `f32 [M, 2048]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1441,10 +1595,48 @@ impl Glm52ExpertQ8F32R4 {
     }
 }
 
+/// The layout of `slot`: 2375680 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ4Bf16R4`].
+pub static QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 2375680,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q4, dtype bf16, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ4Bf16R4;
 
 impl Qwen3moeExpertQ4Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..786432
+    /// - `up_weights`: `q4 [768, 2048]`: up projection, `[I, H]`, at bytes 786432..1572864
+    /// - `down_weights`: `q4 [2048, 768]`: down projection, `[H, I]`, at bytes 1572864..2359296
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 2359296..2362368
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 2362368..2365440
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 2365440..2373632
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `bf16 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1478,10 +1670,48 @@ impl Qwen3moeExpertQ4Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 2375680 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ4F32R4`].
+pub static QWEN3MOE_EXPERT_Q4_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 2375680,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q4, dtype f32, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ4F32R4;
 
 impl Qwen3moeExpertQ4F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q4_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..786432
+    /// - `up_weights`: `q4 [768, 2048]`: up projection, `[I, H]`, at bytes 786432..1572864
+    /// - `down_weights`: `q4 [2048, 768]`: down projection, `[H, I]`, at bytes 1572864..2359296
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 2359296..2362368
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 2362368..2365440
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 2365440..2373632
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `f32 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1515,10 +1745,48 @@ impl Qwen3moeExpertQ4F32R4 {
     }
 }
 
+/// The layout of `slot`: 4734976 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ8Bf16R4`].
+pub static QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 4734976,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q8, dtype bf16, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ8Bf16R4;
 
 impl Qwen3moeExpertQ8Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..1572864
+    /// - `up_weights`: `i8 [768, 2048]`: up projection, `[I, H]`, at bytes 1572864..3145728
+    /// - `down_weights`: `i8 [2048, 768]`: down projection, `[H, I]`, at bytes 3145728..4718592
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 4718592..4721664
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 4721664..4724736
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 4724736..4732928
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `bf16 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1552,10 +1820,48 @@ impl Qwen3moeExpertQ8Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 4734976 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`Qwen3moeExpertQ8F32R4`].
+pub static QWEN3MOE_EXPERT_Q8_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 4734976,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+    ]),
+};
+
 /// expert kernels for geometry qwen3moe, quant q8, dtype f32, rows_per_threadgroup 4.
 pub struct Qwen3moeExpertQ8F32R4;
 
 impl Qwen3moeExpertQ8F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q8_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..1572864
+    /// - `up_weights`: `i8 [768, 2048]`: up projection, `[I, H]`, at bytes 1572864..3145728
+    /// - `down_weights`: `i8 [2048, 768]`: down projection, `[H, I]`, at bytes 3145728..4718592
+    /// - `gate_scales`: `f32 [768]`: f32 scale of each gate row, at bytes 4718592..4721664
+    /// - `up_scales`: `f32 [768]`: f32 scale of each up row, at bytes 4721664..4724736
+    /// - `down_scales`: `f32 [2048]`: f32 scale of each down row, at bytes 4724736..4732928
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&QWEN3MOE_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `qwen3moe_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `f32 [M, 768]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1589,10 +1895,48 @@ impl Qwen3moeExpertQ8F32R4 {
     }
 }
 
+/// The layout of `slot`: 73728 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ4Bf16R4`].
+pub static TINY_EXPERT_Q4_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 73728,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q4, dtype bf16, rows_per_threadgroup 4.
 pub struct TinyExpertQ4Bf16R4;
 
 impl TinyExpertQ4Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q4_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [128, 256]`: gate projection, `[I, H]`, at bytes 0..16384
+    /// - `up_weights`: `q4 [128, 256]`: up projection, `[I, H]`, at bytes 20480..36864
+    /// - `down_weights`: `q4 [256, 128]`: down projection, `[H, I]`, at bytes 40960..57344
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 61440..61952
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 65536..66048
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 69632..70656
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [73728]` -> `mid` `bf16 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1626,10 +1970,48 @@ impl TinyExpertQ4Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 73728 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ4F32R4`].
+pub static TINY_EXPERT_Q4_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 73728,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q4, dtype f32, rows_per_threadgroup 4.
 pub struct TinyExpertQ4F32R4;
 
 impl TinyExpertQ4F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q4_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `q4 [128, 256]`: gate projection, `[I, H]`, at bytes 0..16384
+    /// - `up_weights`: `q4 [128, 256]`: up projection, `[I, H]`, at bytes 20480..36864
+    /// - `down_weights`: `q4 [256, 128]`: down projection, `[H, I]`, at bytes 40960..57344
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 61440..61952
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 65536..66048
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 69632..70656
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [73728]` -> `mid` `f32 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1663,10 +2045,48 @@ impl TinyExpertQ4F32R4 {
     }
 }
 
+/// The layout of `slot`: 122880 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ8Bf16R4`].
+pub static TINY_EXPERT_Q8_BF16_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 122880,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q8, dtype bf16, rows_per_threadgroup 4.
 pub struct TinyExpertQ8Bf16R4;
 
 impl TinyExpertQ8Bf16R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q8_BF16_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [128, 256]`: gate projection, `[I, H]`, at bytes 0..32768
+    /// - `up_weights`: `i8 [128, 256]`: up projection, `[I, H]`, at bytes 36864..69632
+    /// - `down_weights`: `i8 [256, 128]`: down projection, `[H, I]`, at bytes 73728..106496
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 110592..111104
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 114688..115200
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 118784..119808
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [122880]` -> `mid` `bf16 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
@@ -1700,10 +2120,48 @@ impl TinyExpertQ8Bf16R4 {
     }
 }
 
+/// The layout of `slot`: 122880 bytes, 6 regions: every region's offset, length and alignment,
+/// shared by the kernels of [`TinyExpertQ8F32R4`].
+pub static TINY_EXPERT_Q8_F32_R4_SLOT: PackedLayout = PackedLayout {
+    name: Cow::Borrowed("slot"),
+    bytes: 122880,
+    align: 4,
+    regions: Cow::Borrowed(&[
+        Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+        Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+        Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+        Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+    ]),
+};
+
 /// expert kernels for geometry tiny, quant q8, dtype f32, rows_per_threadgroup 4.
 pub struct TinyExpertQ8F32R4;
 
 impl TinyExpertQ8F32R4 {
+    /// The layout of the `slot` buffer.
+    pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q8_F32_R4_SLOT;
+
+    /// Builds the `slot` buffer from its regions' values, row-major
+    /// (bytes between regions are zero), page-aligned:
+    /// - `gate_weights`: `i8 [128, 256]`: gate projection, `[I, H]`, at bytes 0..32768
+    /// - `up_weights`: `i8 [128, 256]`: up projection, `[I, H]`, at bytes 36864..69632
+    /// - `down_weights`: `i8 [256, 128]`: down projection, `[H, I]`, at bytes 73728..106496
+    /// - `gate_scales`: `f32 [128]`: f32 scale of each gate row, at bytes 110592..111104
+    /// - `up_scales`: `f32 [128]`: f32 scale of each up row, at bytes 114688..115200
+    /// - `down_scales`: `f32 [256]`: f32 scale of each down row, at bytes 118784..119808
+    pub fn pack_slot(
+        gate_weights: &[i8],
+        up_weights: &[i8],
+        down_weights: &[i8],
+        gate_scales: &[f32],
+        up_scales: &[f32],
+        down_scales: &[f32],
+    ) -> Result<AlignedBytes, PackError> {
+        pack(&TINY_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
+    }
+
     /// `tiny_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [122880]` -> `mid` `f32 [M, 128]`.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each

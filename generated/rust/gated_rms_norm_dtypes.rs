@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -252,6 +252,8 @@ pub static KERNELS: &[&KernelDef] = &[
 use ::kernelgen::backend::{launch, Backend};
 #[allow(unused_imports)]
 use ::kernelgen::launch::LaunchError;
+#[allow(unused_imports)]
+use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 
 /// gated_rms_norm kernels for geometry head128x, dtype f16.
 pub struct Head128xGatedRmsNormF16;

@@ -261,3 +261,58 @@ impl Backend for MlxBackend {
         Ok(outputs)
     }
 }
+
+/// Wraps packed bytes (a generated packer's output) as an MLX `uint8` array:
+/// MLX owns `bytes` from here on and frees them when the last array using
+/// them is dropped. The bytes are page-aligned, so MLX's Metal allocator
+/// uses them in place, without a copy (the seed's zero-copy slot view,
+/// without its `unsafe`); an MLX without Metal copies them.
+pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Array {
+    unsafe extern "C" fn release(payload: *mut std::ffi::c_void) {
+        // SAFETY: `payload` is the Box made below, released exactly once by MLX.
+        drop(unsafe { Box::from_raw(payload.cast::<crate::pack::AlignedBytes>()) });
+    }
+    let shape = [i32::try_from(bytes.len()).expect("a packed buffer under 2 GiB, as the launch checks require")];
+    let data = bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>();
+    let payload = Box::into_raw(Box::new(bytes)).cast::<std::ffi::c_void>();
+    // SAFETY: `data` points to `shape[0]` bytes owned by `payload`, which
+    // stays alive (and never moves: it is on the heap) until MLX calls
+    // `release`; MLX only reads the bytes.
+    unsafe {
+        let raw = mlx_sys::mlx_array_new_data_managed_payload(data, shape.as_ptr(), 1, mlx_sys::mlx_dtype__MLX_UINT8, payload, Some(release));
+        Array::from_ptr(raw)
+    }
+}
+
+/// Packs a buffer from MLX arrays, one per region in the layout's order
+/// (`int8` for Q4 and int8 regions, `float32`, `float16`, `bfloat16`,
+/// `int32`, `uint32`, `uint8`), as the generated host packers do, and wraps
+/// the result without a copy ([`array_from_bytes`]). This evaluates the
+/// arrays (packing is set-up work, not a launch).
+pub fn pack_arrays(layout: &crate::contract::PackedLayout, arrays: &[&Array]) -> Result<Array, crate::pack::PackError> {
+    use crate::pack::{PackError, RegionData};
+    let fail = |region: &str, what: String| PackError { buffer: layout.name.to_string(), problems: vec![(region.to_string(), what)] };
+    if arrays.len() != layout.regions.len() {
+        return Err(fail("(all)", format!("expected {} arrays, given {}", layout.regions.len(), arrays.len())));
+    }
+    for (r, a) in layout.regions.iter().zip(arrays) {
+        a.eval().map_err(|e| fail(&r.name, format!("MLX failed to evaluate it: {e}")))?;
+    }
+    let mut data = Vec::with_capacity(arrays.len());
+    for (r, a) in layout.regions.iter().zip(arrays) {
+        use crate::contract::Format;
+        let wrong = |want: &str| fail(&r.name, format!("expected a row-contiguous {want} array, given {:?}", a.dtype()));
+        let d = match r.format {
+            Format::Q4 | Format::I8 => RegionData::I8(a.try_as_slice::<i8>().map_err(|_| wrong("int8"))?),
+            Format::F32 => RegionData::F32(a.try_as_slice::<f32>().map_err(|_| wrong("float32"))?),
+            Format::F16 => RegionData::F16(a.try_as_slice::<half::f16>().map_err(|_| wrong("float16"))?),
+            Format::Bf16 => RegionData::Bf16(a.try_as_slice::<half::bf16>().map_err(|_| wrong("bfloat16"))?),
+            Format::I32 => RegionData::I32(a.try_as_slice::<i32>().map_err(|_| wrong("int32"))?),
+            Format::U32 => RegionData::U32(a.try_as_slice::<u32>().map_err(|_| wrong("uint32"))?),
+            _ => RegionData::Bytes(a.try_as_slice::<u8>().map_err(|_| wrong("uint8"))?),
+        };
+        let d = if r.format == Format::Q4 { if let RegionData::I8(v) = d { RegionData::Q4(v) } else { d } } else { d };
+        data.push(d);
+    }
+    Ok(array_from_bytes(crate::pack::pack(layout, &data)?))
+}

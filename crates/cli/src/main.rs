@@ -34,6 +34,23 @@ pub struct SpecArgs {
     pub families: Vec<PathBuf>,
 }
 
+/// How the emulator runs.
+#[derive(clap::Args, Clone, Copy)]
+pub struct WorkerArgs {
+    /// Worker threads that run a dispatch's threadgroups (default: $KERNELGEN_EMU_WORKERS,
+    /// else one per core). Results are the same bits for every count.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: Option<u32>,
+}
+
+impl WorkerArgs {
+    fn apply(self) {
+        if let Some(n) = self.workers {
+            kernelgen_emu::set_default_workers(n as usize);
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Regenerate the output directory from the specs (atomically: on any
@@ -74,6 +91,8 @@ enum Command {
         /// Seed of the random inputs.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        #[command(flatten)]
+        workers: WorkerArgs,
     },
     /// Run one generated kernel in the emulator on .npy inputs and write each
     /// output as DIR/<name>.npy. Shapes and dtypes are checked against the
@@ -92,6 +111,8 @@ enum Command {
         out: PathBuf,
         #[command(flatten)]
         specs: SpecArgs,
+        #[command(flatten)]
+        workers: WorkerArgs,
     },
     /// Check .metal files as Apple's Metal compiler would (address spaces,
     /// MSL's C++ restrictions, kernel signatures; what the emulator checks
@@ -144,6 +165,8 @@ enum Command {
         /// (repeatable); one without a value does not compile where it is read.
         #[arg(long = "function-constant", value_name = "INDEX=VALUE")]
         function_constants: Vec<String>,
+        #[command(flatten)]
+        workers: WorkerArgs,
     },
 }
 
@@ -153,22 +176,31 @@ fn main() -> ExitCode {
         Command::Generate { specs, out } => codegen_cmds::generate(&specs, &out),
         Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
         Command::List { specs } => codegen_cmds::list(&specs),
-        Command::Verify { specs, filter, sanitize, seed } => verify::verify(&specs, filter.as_deref(), sanitize, seed),
-        Command::Run { kernel, inputs, sizes, out, specs } => exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out),
+        Command::Verify { specs, filter, sanitize, seed, workers } => {
+            workers.apply();
+            verify::verify(&specs, filter.as_deref(), sanitize, seed)
+        }
+        Command::Run { kernel, inputs, sizes, out, specs, workers } => {
+            workers.apply();
+            exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out)
+        }
         Command::Lint { files, include_dirs, defines } => lint_cmd::lint(&files, &include_dirs, &defines),
-        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants } => exec_cmds::emu(exec_cmds::EmuArgs {
-            file: &file,
-            kernel: kernel.as_deref(),
-            grid: &grid,
-            threadgroup: &threadgroup,
-            buffers: &buffers,
-            outputs: &outputs,
-            out: &out,
-            sanitize,
-            include_dirs: &include_dirs,
-            defines: &defines,
-            function_constants: &function_constants,
-        }),
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, workers } => {
+            workers.apply();
+            exec_cmds::emu(exec_cmds::EmuArgs {
+                file: &file,
+                kernel: kernel.as_deref(),
+                grid: &grid,
+                threadgroup: &threadgroup,
+                buffers: &buffers,
+                outputs: &outputs,
+                out: &out,
+                sanitize,
+                include_dirs: &include_dirs,
+                defines: &defines,
+                function_constants: &function_constants,
+            })
+        }
     };
     match result {
         Ok(code) => code,

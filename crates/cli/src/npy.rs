@@ -179,7 +179,7 @@ pub fn read_any(path: &Path) -> Result<NpyArray, String> {
 
 /// Writes an array as .npy (a bf16 array as uint16 bits).
 pub fn write(path: &Path, a: &HostArray) -> Result<(), String> {
-    write_any(path, &NpyArray { dtype: FileDtype::Contract(a.dtype), shape: a.shape.clone(), data: a.data.clone() })
+    write_any(path, &NpyArray { dtype: FileDtype::Contract(a.dtype), shape: a.shape.clone(), data: a.data.to_vec() })
 }
 
 /// Writes an array of any dtype `kernelgen emu` takes as .npy.

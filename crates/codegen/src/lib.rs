@@ -141,7 +141,7 @@ pub fn read_families(dirs: &[PathBuf]) -> Result<Families, Error> {
                 text,
             });
             let template = |t: &str| read_spec_file(&dir.join(t)).ok();
-            match family::file::read(source, template) {
+            match family::file::read(source, Some(dir.clone()), template) {
                 Ok(def) => defs.push(def),
                 Err(d) => problems.extend(d),
             }

@@ -7,7 +7,7 @@ use crate::spec::Span;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use kernelgen_contract::{BufferDef, Cost, Dim, Dtype, Op, Region, Source};
+pub use kernelgen_contract::{BufferDef, Cost, Dim, Dtype, Format, Op, PackedLayout, Region, Source};
 
 /// The dtype a spec or kernel name spells `short` (`bf16`, `f32`, ...).
 pub fn dtype_from_short(short: &str) -> Option<Dtype> {
@@ -125,6 +125,8 @@ pub struct KernelPlan {
     pub threadgroup_memory_bytes: u64,
     /// What one launch moves and computes.
     pub cost: Cost,
+    /// The whole layout of each packed buffer the kernel reads (all regions).
+    pub packed: Vec<PackedLayout>,
     /// Values the family's template is rendered with.
     pub params: Params,
 }

@@ -316,6 +316,54 @@ impl Dim {
     }
 }
 
+/// How the bytes of a packed buffer's region encode its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// Opaque bytes.
+    Bytes,
+    /// Two signed 4-bit values a byte, least significant nibble first, each
+    /// stored as `value + 8` (zero point 8): values -8..=7.
+    Q4,
+    /// Signed 8-bit integers.
+    I8,
+    I32,
+    U32,
+    F16,
+    Bf16,
+    F32,
+}
+
+impl Format {
+    /// The name family files use (`q4`, `i8`, `f32`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Format::Bytes => "u8",
+            Format::Q4 => "q4",
+            Format::I8 => "i8",
+            Format::I32 => "i32",
+            Format::U32 => "u32",
+            Format::F16 => "f16",
+            Format::Bf16 => "bf16",
+            Format::F32 => "f32",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Format> {
+        [Format::Bytes, Format::Q4, Format::I8, Format::I32, Format::U32, Format::F16, Format::Bf16, Format::F32].into_iter().find(|f| f.name() == name)
+    }
+
+    /// Bytes that `values` values take (`None` for an odd count of 4-bit values).
+    pub const fn bytes_for(self, values: u64) -> Option<u64> {
+        match self {
+            Format::Bytes | Format::I8 => Some(values),
+            Format::Q4 => if values % 2 == 0 { Some(values / 2) } else { None },
+            Format::F16 | Format::Bf16 => values.checked_mul(2),
+            Format::I32 | Format::U32 | Format::F32 => values.checked_mul(4),
+        }
+    }
+}
+
 /// A named byte range inside a packed buffer (an expert slot's weight and
 /// scale regions). The emulator poisons the gaps between regions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -325,6 +373,23 @@ pub struct Region {
     pub bytes: u64,
     /// Required alignment of `offset` (and of the buffer's start), in bytes.
     pub align: u64,
+    /// How the region's bytes encode its values.
+    pub format: Format,
+    /// The values' logical shape, row-major (empty: just `bytes` bytes).
+    pub shape: List<u64>,
+}
+
+/// A packed buffer's whole layout (every region, not only those one kernel
+/// reads): what the generated packers fill, shared by every part of a kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PackedLayout {
+    /// The buffer (kernel argument) it lays out.
+    pub name: Text,
+    pub bytes: u64,
+    /// Alignment the kernels rely on for the buffer's start.
+    pub align: u64,
+    /// In offset order as the family declares them.
+    pub regions: List<Region>,
 }
 
 /// Where a buffer's contents come from.
@@ -398,6 +463,43 @@ pub struct Cost {
     /// Floating-point operations (a fused multiply-add counts two), when the
     /// family says.
     pub flops: Option<Dim>,
+}
+
+/// How close a kernel's output must be to a reference's to pass verification.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Tolerance {
+    /// The same bits (integers, or a reference that follows the kernel's own
+    /// order of operations).
+    Exact,
+    /// At most this many units in the last place of the output's dtype.
+    Ulps(u32),
+    /// `|got - want| <= abs + rel * |want|`, element by element.
+    AbsRel { abs: f64, rel: f64 },
+}
+
+impl Tolerance {
+    /// Whether `got` is close enough to `want` (NaN only matches NaN).
+    pub fn accepts(&self, got: f64, want: f64, ulp: f64) -> bool {
+        if got.is_nan() || want.is_nan() {
+            return got.is_nan() && want.is_nan();
+        }
+        match *self {
+            Tolerance::Exact => got == want || (got.is_infinite() && got == want),
+            Tolerance::Ulps(n) => got == want || (got - want).abs() <= f64::from(n) * ulp,
+            Tolerance::AbsRel { abs, rel } => got == want || (got - want).abs() <= abs + rel * want.abs(),
+        }
+    }
+}
+
+impl fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tolerance::Exact => f.write_str("exact"),
+            Tolerance::Ulps(n) => write!(f, "{n} ulp"),
+            Tolerance::AbsRel { abs, rel } => write!(f, "abs {abs:e} + rel {rel:e}"),
+        }
+    }
 }
 
 /// A byte range of [`KernelDef::metal`].

@@ -108,3 +108,14 @@ fn scheduling_no_collective(b: Bencher) {
         p.dispatch("k", &mut [&mut out], [128, 192, 1], [128, 1, 1]).expect("dispatch")
     });
 }
+
+/// Collectives alone, by threadgroup size: 16 `simd_sum` per thread, one worker.
+#[divan::bench(args = [32, 128, 1024], sample_count = 30)]
+fn collectives_by_threadgroup(b: Bencher, tg: u32) {
+    let emu = Emulator::new(EmuOptions { workers: 1, ..EmuOptions::default() }).expect("emulator");
+    let p = emu.load("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { float a = float(lane); for (int i = 0; i < 16; ++i) a = simd_sum(a) * 0.5f; if (lane == 0) o[g.x / 32] = a; }", "c.metal").unwrap();
+    let mut out = DeviceBuffer::zeroed(32768 / 32 * 4);
+    b.counter(ItemsCount::new(32768usize * 16)).bench_local(|| {
+        p.dispatch("k", &mut [&mut out], [32768, 1, 1], [tg, 1, 1]).expect("dispatch")
+    });
+}

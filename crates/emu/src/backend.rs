@@ -1,10 +1,18 @@
-//! The emulator backend: runs a generated kernel's `.metal` on the CPU, with
-//! guard pages after every buffer, poisoned gaps between the declared regions
-//! of packed buffers, and outputs filled with poison so an element the kernel
-//! fails to write shows up. Each buffer is aligned to what its kernel relies
-//! on (its contract's `align`), so its end sits flush against the guard page:
-//! one element past the end faults.
+//! The emulator backend: runs a generated kernel's `.metal` on the CPU, every buffer between
+//! `PROT_NONE` guard regions (see [`DeviceBuffer`]), poisoned gaps between the declared
+//! regions of packed buffers, and outputs filled with poison so an element the kernel fails
+//! to write shows up. Each buffer is aligned to what its kernel relies on (its contract's
+//! `align`), so its end sits flush against the guard: one element past the end faults.
+//!
+//! Inputs are read-only while the kernel runs (a write faults, naming the buffer). An input
+//! whose bytes are in guarded memory ([`crate::HostData`]: [`HostArray::zeros`] of 16 MiB or
+//! more, [`HostArray::guarded`], every large output of a launch) is bound in place when its
+//! start is aligned as the contract needs and it declares no regions: a launch then copies
+//! nothing. Any other input is copied once into a device buffer. Outputs of 16 MiB or more
+//! move into their arrays without a copy.
 
+use crate::host::{GUARDED_MIN_BYTES, HostData};
+use crate::runtime::Buf;
 use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, Program};
 use kernelgen::backend::Backend;
 use kernelgen::contract::KernelDef;
@@ -56,35 +64,74 @@ impl Backend for EmuBackend {
     type Error = EmuError;
 
     fn describe(&self, a: &HostArray) -> ArgInfo {
-        // Host arrays are dense and row-major by construction; the emulator
-        // copies them into aligned device buffers, so no address is given.
+        // Host arrays are dense and row-major by construction; the emulator binds a guarded
+        // one in place only when it is aligned as the kernel needs (else it copies it into
+        // an aligned device buffer), so no address is given.
         ArgInfo { dtype: Ok(a.dtype), shape: a.shape.clone(), bytes: a.data.len() as u64, row_contiguous: true, address: None }
     }
 
     unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray]) -> Result<Vec<HostArray>, EmuError> {
         let def = plan.def;
         let program = self.program(def)?;
-        let mut buffers: Vec<DeviceBuffer> = Vec::with_capacity(def.inputs.len() + def.outputs.len());
+        let opts = self.emulator.options();
+        // Inputs are read-only while the kernel runs (a write faults). An array in guarded
+        // memory is bound in place when the kernel needs nothing more of it; every other
+        // input is copied once into a device buffer (declared regions get their poisoned gaps).
+        let mut copies: Vec<Option<DeviceBuffer>> = Vec::with_capacity(def.inputs.len());
+        let mut in_place: Vec<Option<&DeviceBuffer>> = Vec::with_capacity(def.inputs.len());
         for (b, input) in def.inputs.iter().zip(&plan.inputs) {
             let align = b.align as usize;
-            let mut buf = match input {
-                Input::Array(i) => DeviceBuffer::from_bytes_aligned(&arrays[*i].data, align),
-                Input::Values(v) => DeviceBuffer::from_bytes_aligned(&v.to_le_bytes(), align),
+            let bytes: &[u8] = match input {
+                Input::Array(i) => {
+                    let data = &arrays[*i].data;
+                    let usable = data.device().filter(|d| {
+                        b.regions.is_empty() && opts.guard_pages && d.align() >= align && d.data_ptr() as usize % align.max(1) == 0
+                    });
+                    if let Some(d) = usable {
+                        copies.push(None);
+                        in_place.push(Some(d));
+                        continue;
+                    }
+                    data
+                }
+                Input::Values(v) => &v.to_le_bytes(),
             };
+            let mut buf = DeviceBuffer::from_bytes_aligned(bytes, align);
             if !b.regions.is_empty() {
                 let regions: Vec<std::ops::Range<usize>> = b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
                 buf.set_regions(&regions);
             }
-            buffers.push(buf);
+            copies.push(Some(buf));
+            in_place.push(None);
         }
+        let mut outputs: Vec<DeviceBuffer> = Vec::with_capacity(def.outputs.len());
         for (b, o) in def.outputs.iter().zip(&plan.outputs) {
             let mut buf = DeviceBuffer::zeroed_aligned(o.bytes as usize, b.align as usize);
             buf.as_bytes_mut().fill(OUTPUT_POISON);
-            buffers.push(buf);
+            outputs.push(buf);
         }
-        let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
-        program.dispatch(&def.mlx_name, &mut refs, plan.grid, plan.threadgroup)?;
-        let outputs = buffers.split_off(def.inputs.len());
-        Ok(plan.outputs.iter().zip(outputs).map(|(o, buf)| HostArray::new(o.dtype, o.shape.clone(), buf.as_bytes().to_vec())).collect())
+        {
+            let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(copies.len() + outputs.len());
+            for (copy, shared) in copies.iter_mut().zip(&in_place) {
+                bufs.push(match (copy, shared) {
+                    (Some(c), _) => Buf::ReadOnly(c),
+                    (None, Some(d)) => Buf::Shared(d),
+                    (None, None) => unreachable!("every input is bound"),
+                });
+            }
+            bufs.extend(outputs.iter_mut().map(Buf::Mut));
+            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid, plan.threadgroup, opts.order, opts.workers)?;
+        }
+        drop(copies);
+        // a large output moves into the array as it is (guarded, bound in place by the next launch)
+        Ok(plan
+            .outputs
+            .iter()
+            .zip(outputs)
+            .map(|(o, buf)| {
+                let data = if buf.len() >= GUARDED_MIN_BYTES { HostData::from_device(buf) } else { buf.as_bytes().to_vec().into() };
+                HostArray::with_data(o.dtype, o.shape.clone(), data)
+            })
+            .collect())
     }
 }

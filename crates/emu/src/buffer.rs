@@ -16,19 +16,39 @@ fn page_size() -> usize {
     })
 }
 
+/// Bytes of `PROT_NONE` address space reserved after every buffer's data: 2^32 elements of
+/// 16 bytes (a `uint` index, however it wrapped, times the largest vector element, `float4`),
+/// so any access `a[i]` with a 32-bit index past the end faults in the buffer's own guard.
+pub const GUARD_AFTER: usize = 64 << 30;
+/// Bytes of `PROT_NONE` address space reserved before every buffer's data: 2^31 elements of
+/// 16 bytes (the most negative `int` index times a `float4`).
+pub const GUARD_BEFORE: usize = 32 << 30;
+
 /// A guarded allocation bound to a `[[buffer(i)]]`.
 ///
-/// Layout: `[guard page][head][data: len bytes][slack][guard page]`. The data is placed so
-/// that its end is flush with the trailing `PROT_NONE` guard page, so reading one element
-/// past the end faults. The start of the data must also be aligned (Metal buffers are): the
-/// start is aligned to `align` bytes and the `slack` between the data's end and the guard
-/// page is `(-len) mod align` bytes. The default alignment, used by [`DeviceBuffer::zeroed`]
-/// and [`DeviceBuffer::from_bytes`], is the largest power of two dividing `len`, capped at
-/// 16: every element type whose size divides `len` is then naturally aligned *and* the
-/// end is flush (slack 0). A packed byte buffer that the kernel reads as wider words (an
-/// expert slot read as `uint32_t`) should use [`DeviceBuffer::zeroed_aligned`] with the
-/// alignment the kernel relies on; slack bytes are filled with poison (and ASan-poisoned
-/// under sanitize) and checked after every threadgroup, so a write there is still caught.
+/// Layout: `[guard: GUARD_BEFORE][head][data: len bytes][slack][guard: GUARD_AFTER]`. The
+/// guards are `PROT_NONE` address space (reserved, never backed by memory), so every access
+/// up to 32 GiB before the data or 64 GiB past its end faults, and the fault names this
+/// buffer and the offset: that covers every `a[i]` with a 32-bit index (`uint` wrapped
+/// around, or a negative `int`) on elements up to 16 bytes. If the address space cannot hold
+/// that much (more than ~1300 buffers alive at once), the guards shrink, down to one page.
+///
+/// The data is placed so that its end is flush with the trailing guard, so reading one
+/// element past the end faults. The start of the data must also be aligned (Metal buffers
+/// are): the start is aligned to `align` bytes and the `slack` between the data's end and the
+/// guard is `(-len) mod align` bytes. The *head*, between the start of the data's first page
+/// and the data, is less than a page (none when `len + slack` is a multiple of the page
+/// size): page protection cannot cover it, so it is filled with poison, ASan-poisoned under
+/// sanitize (where a read or write there is a fault with the buffer and offset), and checked
+/// after every threadgroup (a write there is an [`crate::EmuError::Corruption`] naming the
+/// buffer and the negative offset); without sanitize a read there returns poison. The default
+/// alignment, used by [`DeviceBuffer::zeroed`] and [`DeviceBuffer::from_bytes`], is the
+/// largest power of two dividing `len`, capped at 16: every element type whose size divides
+/// `len` is then naturally aligned *and* the end is flush (slack 0). A packed byte buffer that
+/// the kernel reads as wider words (an expert slot read as `uint32_t`) should use
+/// [`DeviceBuffer::zeroed_aligned`] with the alignment the kernel relies on; slack bytes are
+/// filled with poison (and ASan-poisoned under sanitize) and checked after every threadgroup,
+/// so a write there is still caught.
 ///
 /// [`DeviceBuffer::set_regions`] declares the regions of a packed buffer; every byte
 /// outside them is a gap: whole pages of a gap are made `PROT_NONE` while a dispatch runs
@@ -38,17 +58,23 @@ fn page_size() -> usize {
 pub struct DeviceBuffer {
     map: *mut u8,
     map_len: usize,
+    /// The read-write pages: `[head][data][slack]`.
+    rw: *mut u8,
+    rw_len: usize,
     data: *mut u8,
     len: usize,
     align: usize,
     gaps: Vec<Range<usize>>,
     regions: Vec<Range<usize>>,
     armed: Option<Armed>,
+    /// Dispatches that bind this buffer read-only right now (see `arm_shared`).
+    shared: std::sync::Mutex<usize>,
 }
 
 struct Armed {
     protected: Vec<Range<usize>>, // page ranges (absolute addresses) made PROT_NONE
     guard_opened: bool,
+    read_only: bool,
     asan: Vec<Range<usize>>, // absolute ranges ASan-poisoned
 }
 
@@ -57,6 +83,56 @@ unsafe impl Sync for DeviceBuffer {}
 
 fn default_align(len: usize) -> usize {
     if len == 0 { 16 } else { (1usize << len.trailing_zeros()).min(16) }
+}
+
+/// Reserve `before + rw + after` bytes of `PROT_NONE` address space and make the middle
+/// `rw` bytes read-write; halve the guards until the address space has room. Reserved
+/// `PROT_NONE` space costs no memory and is not charged against overcommit.
+fn reserve(rw_len: usize) -> (*mut u8, usize, *mut u8) {
+    let page = page_size();
+    let (mut before, mut after) = (GUARD_BEFORE, GUARD_AFTER);
+    loop {
+        let map_len = before + rw_len + after;
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_NONE,
+                // not MAP_NORESERVE: only the read-write pages are charged (by mprotect),
+                // so a buffer larger than memory fails here rather than at first touch
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map != libc::MAP_FAILED {
+            let map = map as *mut u8;
+            let rw = unsafe { map.add(before) };
+            if rw_len > 0 && unsafe { libc::mprotect(rw as *mut libc::c_void, rw_len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+                let e = std::io::Error::last_os_error();
+                unsafe { libc::munmap(map as *mut libc::c_void, map_len) };
+                panic!("DeviceBuffer: cannot make {rw_len} bytes read-write: {e}");
+            }
+            return (map, map_len, rw);
+        }
+        if before <= page && after <= page {
+            panic!("DeviceBuffer: cannot map {map_len} bytes: {}", std::io::Error::last_os_error());
+        }
+        before = (before / 2).max(page);
+        after = (after / 2).max(page);
+    }
+}
+
+/// The index of the first byte of `b` that is not [`POISON`] (whole 16-byte words first).
+fn first_non_poison(b: &[u8]) -> Option<usize> {
+    let word = u128::from_ne_bytes([POISON; 16]);
+    let chunks = b.chunks_exact(16);
+    let tail = chunks.remainder().len();
+    let clean = chunks.fold(true, |ok, c| ok & (u128::from_ne_bytes(c.try_into().unwrap()) == word));
+    if clean && b[b.len() - tail..].iter().all(|&c| c == POISON) {
+        return None;
+    }
+    b.iter().position(|&c| c != POISON)
 }
 
 impl DeviceBuffer {
@@ -72,35 +148,27 @@ impl DeviceBuffer {
         let align = align.max(1).next_power_of_two().min(page);
         let slack = (align - bytes % align) % align;
         let span = bytes + slack;
-        let data_pages = span.div_ceil(page);
-        let map_len = (data_pages + 2) * page;
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            panic!("DeviceBuffer: cannot map {map_len} bytes: {}", std::io::Error::last_os_error());
-        }
-        let map = map as *mut u8;
-        unsafe {
-            libc::mprotect(map as *mut libc::c_void, page, libc::PROT_NONE);
-            libc::mprotect(map.add((data_pages + 1) * page) as *mut libc::c_void, page, libc::PROT_NONE);
-        }
-        let guard = unsafe { map.add((data_pages + 1) * page) };
-        let data = unsafe { guard.sub(span) };
+        let rw_len = span.div_ceil(page) * page;
+        let (map, map_len, rw) = reserve(rw_len);
+        let data = unsafe { rw.add(rw_len - span) };
         // head and slack hold poison
         unsafe {
-            let head_start = map.add(page);
-            std::ptr::write_bytes(head_start, POISON, data as usize - head_start as usize);
+            std::ptr::write_bytes(rw, POISON, data as usize - rw as usize);
             std::ptr::write_bytes(data.add(bytes), POISON, slack);
         }
-        DeviceBuffer { map, map_len, data, len: bytes, align, gaps: Vec::new(), regions: Vec::new(), armed: None }
+        DeviceBuffer {
+            map,
+            map_len,
+            rw,
+            rw_len,
+            data,
+            len: bytes,
+            align,
+            gaps: Vec::new(),
+            regions: Vec::new(),
+            armed: None,
+            shared: std::sync::Mutex::new(0),
+        }
     }
 
     /// A copy of `b`, default alignment.
@@ -183,10 +251,19 @@ impl DeviceBuffer {
         self.data
     }
 
+    /// The poisoned bytes after the data, up to the trailing guard (absolute addresses).
     fn slack(&self) -> Range<usize> {
-        let page = page_size();
-        let guard = self.map as usize + self.map_len - page;
-        (self.data as usize + self.len)..guard
+        (self.data as usize + self.len)..(self.rw as usize + self.rw_len)
+    }
+
+    /// The poisoned bytes before the data, from the start of its first page (absolute).
+    fn head(&self) -> Range<usize> {
+        self.rw as usize..self.data as usize
+    }
+
+    /// The first page of the trailing guard.
+    fn guard_page(&self) -> usize {
+        self.rw as usize + self.rw_len
     }
 
     /// Before a dispatch: poison gaps, protect their whole pages, poison for ASan.
@@ -194,7 +271,7 @@ impl DeviceBuffer {
         self.disarm();
         self.fill_gaps();
         let page = page_size();
-        let mut armed = Armed { protected: Vec::new(), guard_opened: false, asan: Vec::new() };
+        let mut armed = Armed { protected: Vec::new(), guard_opened: false, read_only: false, asan: Vec::new() };
         let base = self.data as usize;
         for g in &self.gaps {
             let (a, b) = (base + g.start, base + g.end);
@@ -209,13 +286,14 @@ impl DeviceBuffer {
             }
         }
         if sanitize {
-            let s = self.slack();
-            if s.start < s.end {
-                armed.asan.push(s);
+            for r in [self.head(), self.slack()] {
+                if r.start < r.end {
+                    armed.asan.push(r);
+                }
             }
         }
         if !guard_pages {
-            let guard = self.map as usize + self.map_len - page;
+            let guard = self.guard_page();
             unsafe { libc::mprotect(guard as *mut libc::c_void, page, libc::PROT_READ | libc::PROT_WRITE) };
             armed.guard_opened = true;
         }
@@ -225,32 +303,84 @@ impl DeviceBuffer {
         self.armed = Some(armed);
     }
 
+    /// Before a dispatch that binds this buffer read-only (an input a launch must not
+    /// change): its pages become read-only, so a write faults; the head and slack are
+    /// ASan-poisoned under sanitize. Several dispatches may hold it at once (from shared
+    /// references): the first arms, the last to call [`DeviceBuffer::disarm_shared`]
+    /// disarms. Only for buffers without declared regions.
+    pub(crate) fn arm_shared(&self, sanitize: bool) {
+        debug_assert!(self.gaps.is_empty(), "a buffer with regions is armed with arm()");
+        let mut n = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if *n == 0 {
+            if self.rw_len > 0 {
+                unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ) };
+            }
+            if sanitize {
+                for r in [self.head(), self.slack()] {
+                    sanitize::asan_poison(r.start, r.end - r.start);
+                }
+            }
+        }
+        *n += 1;
+    }
+
+    /// After a dispatch that bound this buffer read-only: undo [`DeviceBuffer::arm_shared`].
+    pub(crate) fn disarm_shared(&self, sanitize: bool) {
+        let mut n = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            if self.rw_len > 0 {
+                unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ | libc::PROT_WRITE) };
+            }
+            if sanitize {
+                for r in [self.head(), self.slack()] {
+                    sanitize::asan_unpoison(r.start, r.end - r.start);
+                }
+            }
+        }
+    }
+
+    /// Make an armed buffer's data read-only for the rest of the dispatch (its protected
+    /// gap pages stay `PROT_NONE`); `disarm` makes it writable again.
+    pub(crate) fn protect_read_only(&mut self) {
+        let Some(a) = self.armed.as_mut() else { return };
+        if self.rw_len == 0 {
+            return;
+        }
+        unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ) };
+        for r in &a.protected {
+            unsafe { libc::mprotect(r.start as *mut libc::c_void, r.end - r.start, libc::PROT_NONE) };
+        }
+        a.read_only = true;
+    }
+
     /// After a dispatch (or on drop): undo `arm`.
     pub(crate) fn disarm(&mut self) {
         if let Some(a) = self.armed.take() {
             for r in &a.asan {
                 sanitize::asan_unpoison(r.start, r.end - r.start);
             }
+            if a.read_only {
+                unsafe { libc::mprotect(self.rw as *mut libc::c_void, self.rw_len, libc::PROT_READ | libc::PROT_WRITE) };
+            }
             for r in &a.protected {
                 unsafe { libc::mprotect(r.start as *mut libc::c_void, r.end - r.start, libc::PROT_READ | libc::PROT_WRITE) };
             }
             if a.guard_opened {
                 let page = page_size();
-                let guard = self.map as usize + self.map_len - page;
+                let guard = self.guard_page();
                 unsafe {
-                    std::ptr::write_bytes(guard as *mut u8, 0, page);
+                    // give the page back (its contents are dropped) and close it again
+                    libc::madvise(guard as *mut libc::c_void, page, libc::MADV_DONTNEED);
                     libc::mprotect(guard as *mut libc::c_void, page, libc::PROT_NONE);
                 }
             }
         }
     }
 
-    /// The first byte of a gap (outside protected pages) or of the slack that no longer
-    /// holds poison: `(offset from the data start, description)`.
-    pub(crate) fn find_overwrite(&self) -> Option<(usize, String)> {
-        if self.gaps.is_empty() && self.len % self.align == 0 {
-            return None; // no gap, no slack: nothing to check
-        }
+    /// The first byte of a gap (outside protected pages), of the slack or of the head that no
+    /// longer holds poison: `(offset from the data start, negative in the head, description)`.
+    pub(crate) fn find_overwrite(&self) -> Option<(i64, String)> {
         let base = self.data as usize;
         let protected: &[Range<usize>] = self.armed.as_ref().map(|a| a.protected.as_slice()).unwrap_or(&[]);
         let asan: &[Range<usize>] = self.armed.as_ref().map(|a| a.asan.as_slice()).unwrap_or(&[]);
@@ -267,7 +397,7 @@ impl DeviceBuffer {
                     sanitize::asan_unpoison(r.start.max(p), r.end.min(end) - r.start.max(p));
                 }
                 let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, end - p) };
-                let found = bytes.iter().position(|&c| c != POISON).map(|i| p + i);
+                let found = first_non_poison(bytes).map(|i| p + i);
                 for r in asan.iter().filter(|r| r.start < end && r.end > p) {
                     sanitize::asan_poison(r.start.max(p), r.end.min(end) - r.start.max(p));
                 }
@@ -278,14 +408,19 @@ impl DeviceBuffer {
             }
             None
         };
+        let rel = |p: usize| p as i64 - base as i64;
+        let h = self.head();
+        if let Some(p) = check(h.start, h.end) {
+            return Some((rel(p), format!("the {} poisoned byte(s) before the start of the data", h.end - h.start)));
+        }
         for g in &self.gaps {
             if let Some(p) = check(base + g.start, base + g.end) {
-                return Some((p - base, self.gap_description(g)));
+                return Some((rel(p), self.gap_description(g)));
             }
         }
         let s = self.slack();
         if let Some(p) = check(s.start, s.end) {
-            return Some((p - base, format!("the {} slack byte(s) after the end of the data", s.end - s.start)));
+            return Some((rel(p), format!("the {} slack byte(s) after the end of the data", s.end - s.start)));
         }
         None
     }
@@ -304,7 +439,8 @@ impl DeviceBuffer {
         }
     }
 
-    /// Describe an address relative to this buffer, if it is in its mapping.
+    /// Describe an address relative to this buffer, if it is in its mapping (its guards
+    /// included).
     pub(crate) fn describe(&self, addr: usize) -> Option<String> {
         let map = self.map as usize;
         if addr < map || addr >= map + self.map_len {

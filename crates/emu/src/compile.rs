@@ -111,6 +111,9 @@ pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
         "-fPIC",
         "-fno-exceptions",
         "-g1",
+        // a frame larger than a page touches every page on its way down, so a GPU thread
+        // whose locals overflow its stack faults in the stack's guard, not beyond it
+        "-fstack-clash-protection",
     ]
     .iter()
     .map(|s| s.to_string())

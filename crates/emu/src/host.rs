@@ -1,8 +1,126 @@
 //! Row-contiguous arrays in host memory: the emulator backend's array type,
 //! and what `kernelgen run` reads from and writes to .npy files.
 
-use kernelgen::contract::Dtype;
+use crate::DeviceBuffer;
 use half::{bf16, f16};
+use kernelgen::contract::Dtype;
+use std::ops::{Deref, DerefMut};
+
+/// Arrays of at least this many bytes made by [`HostArray::zeros`] live in guarded device
+/// memory ([`HostData::is_guarded`]), so the emulator backend launches on them in place.
+pub const GUARDED_MIN_BYTES: usize = 16 << 20;
+
+/// The bytes of a [`HostArray`]: an ordinary vector, or a [`DeviceBuffer`] (guard regions
+/// around it, data start aligned to 16 bytes), which the emulator backend binds to a kernel
+/// without copying. Either way it derefs to the bytes; equality is by bytes.
+pub struct HostData(Repr);
+
+enum Repr {
+    Heap(Vec<u8>),
+    Guarded(DeviceBuffer),
+}
+
+impl HostData {
+    /// `len` zero bytes in guarded memory whose start is aligned to 16 bytes.
+    pub fn guarded(len: usize) -> Self {
+        HostData(Repr::Guarded(DeviceBuffer::zeroed_aligned(len, 16)))
+    }
+
+    /// Whether the bytes live in guarded memory (and a launch binds them in place).
+    pub fn is_guarded(&self) -> bool {
+        matches!(self.0, Repr::Guarded(_))
+    }
+
+    /// The device buffer holding the bytes, when they are guarded.
+    pub(crate) fn device(&self) -> Option<&DeviceBuffer> {
+        match &self.0 {
+            Repr::Guarded(b) => Some(b),
+            Repr::Heap(_) => None,
+        }
+    }
+
+    pub(crate) fn from_device(b: DeviceBuffer) -> Self {
+        HostData(Repr::Guarded(b))
+    }
+
+    /// The bytes as a vector (a copy when they are guarded).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.0 {
+            Repr::Heap(v) => v,
+            Repr::Guarded(b) => b.as_bytes().to_vec(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for HostData {
+    fn from(v: Vec<u8>) -> Self {
+        HostData(Repr::Heap(v))
+    }
+}
+
+impl Deref for HostData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Heap(v) => v,
+            Repr::Guarded(b) => b.as_bytes(),
+        }
+    }
+}
+
+impl DerefMut for HostData {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Repr::Heap(v) => v,
+            Repr::Guarded(b) => b.as_bytes_mut(),
+        }
+    }
+}
+
+impl AsRef<[u8]> for HostData {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Clone for HostData {
+    fn clone(&self) -> Self {
+        match &self.0 {
+            Repr::Heap(v) => HostData(Repr::Heap(v.clone())),
+            Repr::Guarded(b) => {
+                let mut c = HostData::guarded(b.len());
+                c.copy_from_slice(b.as_bytes());
+                c
+            }
+        }
+    }
+}
+
+impl PartialEq for HostData {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<[u8]> for HostData {
+    fn eq(&self, other: &[u8]) -> bool {
+        **self == *other
+    }
+}
+
+impl PartialEq<Vec<u8>> for HostData {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for HostData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.is_guarded() { "guarded" } else { "heap" };
+        let shown = &self[..self.len().min(32)];
+        write!(f, "HostData({kind}, {} bytes, {:02x?}{})", self.len(), shown, if self.len() > 32 { " .." } else { "" })
+    }
+}
 
 /// A dense, row-major array: dtype, shape and little-endian bytes. The
 /// launch checks, not the constructor, decide whether it fits a kernel.
@@ -10,21 +128,32 @@ use half::{bf16, f16};
 pub struct HostArray {
     pub dtype: Dtype,
     pub shape: Vec<u64>,
-    pub data: Vec<u8>,
+    pub data: HostData,
 }
 
 impl HostArray {
     pub fn new(dtype: Dtype, shape: Vec<u64>, data: Vec<u8>) -> Self {
+        HostArray { dtype, shape, data: data.into() }
+    }
+
+    /// An array over bytes that may be guarded (see [`HostData`]).
+    pub fn with_data(dtype: Dtype, shape: Vec<u64>, data: HostData) -> Self {
         HostArray { dtype, shape, data }
     }
 
+    /// Zeros; in guarded memory when at least [`GUARDED_MIN_BYTES`] (fill it through
+    /// `data`, then a launch through the emulator backend copies nothing).
     pub fn zeros(dtype: Dtype, shape: Vec<u64>) -> Self {
         let n: u64 = shape.iter().product();
-        HostArray {
-            dtype,
-            shape,
-            data: vec![0; n as usize * dtype.size()],
-        }
+        let bytes = n as usize * dtype.size();
+        let data = if bytes >= GUARDED_MIN_BYTES { HostData::guarded(bytes) } else { vec![0; bytes].into() };
+        HostArray { dtype, shape, data }
+    }
+
+    /// Zeros in guarded memory, whatever the size.
+    pub fn guarded(dtype: Dtype, shape: Vec<u64>) -> Self {
+        let n: u64 = shape.iter().product();
+        HostArray { dtype, shape, data: HostData::guarded(n as usize * dtype.size()) }
     }
 
     pub fn elements(&self) -> usize {
@@ -32,43 +161,23 @@ impl HostArray {
     }
 
     pub fn from_f32(shape: Vec<u64>, values: &[f32]) -> Self {
-        HostArray {
-            dtype: Dtype::F32,
-            shape,
-            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }
+        HostArray::new(Dtype::F32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
     pub fn from_bf16(shape: Vec<u64>, values: &[bf16]) -> Self {
-        HostArray {
-            dtype: Dtype::Bf16,
-            shape,
-            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }
+        HostArray::new(Dtype::Bf16, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
     pub fn from_f16(shape: Vec<u64>, values: &[f16]) -> Self {
-        HostArray {
-            dtype: Dtype::F16,
-            shape,
-            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }
+        HostArray::new(Dtype::F16, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
     pub fn from_i32(shape: Vec<u64>, values: &[i32]) -> Self {
-        HostArray {
-            dtype: Dtype::I32,
-            shape,
-            data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }
+        HostArray::new(Dtype::I32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
     pub fn from_u8(shape: Vec<u64>, values: Vec<u8>) -> Self {
-        HostArray {
-            dtype: Dtype::U8,
-            shape,
-            data: values,
-        }
+        HostArray::new(Dtype::U8, shape, values)
     }
 
     /// Every element widened to f32 (integers and bools by value); `None`

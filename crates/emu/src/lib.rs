@@ -3,7 +3,8 @@
 //! A `.metal` source is rewritten (line-preserving, in Rust: `translate.rs`), compiled as
 //! C++17 by g++ against our own stand-in for `<metal_stdlib>` (`crates/emu/src/shim/`), loaded
 //! with libloading and run by a fiber scheduler written in Rust: every GPU thread of a
-//! threadgroup is a fiber on the calling OS thread.
+//! threadgroup is a fiber, and the threadgroups of a dispatch run on a pool of worker
+//! threads (see **Parallel threadgroups**).
 //!
 //! ```no_run
 //! use kernelgen_emu::{DeviceBuffer, EmuOptions, Emulator};
@@ -70,20 +71,47 @@
 //! active lanes. `simd_shuffle*` reading an inactive or out-of-range lane yields zero,
 //! except `simd_shuffle_down/up`, whose lanes past the edge keep their own value.
 //!
-//! **Scheduling.** A fiber runs until it reaches a collective, a barrier, or returns. When
-//! every live fiber of the threadgroup is blocked, each SIMD-group whose live lanes all wait
-//! at the same collective call site is released (the collective is evaluated); lanes of one
-//! SIMD-group at different collective call sites, or some at a collective and others at a
-//! barrier, are an [`EmuError::Divergence`]. `simdgroup_barrier` releases when every live
-//! lane of the SIMD-group is at the same call site; `threadgroup_barrier` releases when
-//! every live thread of the threadgroup is at the same call site; live threads waiting at
-//! different barriers are an [`EmuError::Barrier`]. A call site is the `.metal` line
+//! **Scheduling.** A fiber runs until it reaches a collective, a barrier, or returns. The
+//! fibers of a threadgroup run in rounds, in [`RunOrder`]: forward, reverse, or a seeded
+//! shuffle (a permutation per threadgroup, drawn from the seed and the threadgroup's linear
+//! index); each ready fiber runs in turn, and when a round ends the next begins. A fiber hands
+//! over to the next ready one directly. As soon as every live lane of a SIMD-group waits
+//! (live: not returned), the SIMD-group is settled: if its live lanes all wait at the same
+//! collective call site the collective is evaluated over them and they become ready (they
+//! run when the round reaches them); lanes at different collective call sites, or some at a
+//! collective and others at a barrier, are an [`EmuError::Divergence`] (reported for the
+//! first SIMD-group to settle). `simdgroup_barrier` releases when every live lane of the
+//! SIMD-group is at the same call site; `threadgroup_barrier` releases when every live
+//! thread of the threadgroup is at the same call site; live threads waiting at different
+//! barriers are an [`EmuError::Barrier`]. A call site is the `.metal` line
 //! (`__builtin_LINE()`, g++ 12 has no `__builtin_COLUMN`): two collectives on one line
-//! share a call site. Fibers of one threadgroup and the threadgroups themselves run in
-//! [`RunOrder`]: forward, reverse, or a seeded shuffle, so a missing barrier shows as
-//! order-dependent results or poison reads. Code that relies on implicit SIMD lockstep
-//! without a barrier behaves as a race, and spin-waiting on atomics hangs (documented
-//! limits).
+//! share a call site. A race between threads of a threadgroup (a missing barrier) therefore
+//! shows as order-dependent results or poison reads.
+//! Code that relies on implicit SIMD lockstep without a barrier behaves as a race, and
+//! spin-waiting on atomics hangs (documented limits).
+//!
+//! **Parallel threadgroups.** The threadgroups of a dispatch run on worker threads: the
+//! calling thread and up to `workers - 1` helpers from a process-wide pool, each with its
+//! own fiber scheduler, fiber stacks, threadgroup memory and signal stack. The worker count
+//! is [`EmuOptions::workers`] (or [`Program::dispatch_with`]); 0, the default, means the
+//! count set with [`set_default_workers`] (`kernelgen verify/run/emu --workers N`), else
+//! `$KERNELGEN_EMU_WORKERS`, else one per core ([`DispatchStats::workers`] says how many
+//! ran). [`RunOrder`] is then the order in which threadgroups are *assigned* to workers
+//! (each free worker takes the next one), and, as with one worker, the order of the fibers
+//! within each threadgroup, which does not depend on the worker that runs it. A threadgroup
+//! runs start to end on one worker, so a kernel whose threadgroups do not communicate
+//! through device memory (every kernelgen kernel: each output element has one writer)
+//! gives the same bits for every worker count and order it gives with one worker; a kernel
+//! whose threadgroups race on device memory may not (it would not on a GPU either). Device
+//! atomics are real atomics across workers (relaxed, as Metal's). Errors are deterministic:
+//! a fault, barrier or divergence error, or threadgroup-memory corruption, of the earliest
+//! threadgroup in assignment order is reported, exactly what one worker reports (workers
+//! stop taking threadgroups after an error and finish those they hold, so every earlier
+//! threadgroup has run). The one exception is a write into a buffer's head, slack or gap
+//! bytes (not page-protected): it is found by the check after a threadgroup, and with
+//! several workers that may be a threadgroup running beside the writer (the report says so;
+//! one worker names the writer). Buffer contents after an error are unspecified (later
+//! threadgroups may have run).
 //!
 //! **half and bfloat** (`half`, `float16_t`, `bfloat`, `bfloat16_t`) are 16-bit structs
 //! that compute in float and round back (to nearest even) after every operation:
@@ -97,7 +125,8 @@
 //! `__builtin_expf` (glibc `expf`); `rsqrt`/`precise::rsqrt` = `1.0f / __builtin_sqrtf(x)`;
 //! `fma` = `__builtin_fmaf` (compiled with `-mfma` when the CPU has FMA: same result, an
 //! FMA is exact); the rest via builtins. Flags: `-O2 -std=c++17 -ffp-contract=off
-//! -fno-strict-aliasing -fno-fast-math -Wno-attributes -fvisibility=hidden`. Unsuffixed
+//! -fno-strict-aliasing -fno-fast-math -Wno-attributes -fvisibility=hidden
+//! -fstack-clash-protection`. Unsuffixed
 //! literals are `double` in C++ (suffix them with `f`).
 //!
 //! **Threadgroup memory.** `threadgroup T x[N];` becomes a reference into a per-threadgroup
@@ -108,9 +137,23 @@
 //! `sanitize` they are ASan-poisoned, so the faulting write itself is reported. The total
 //! must stay within Apple's 32 KiB.
 //!
-//! **Buffers and faults.** See [`DeviceBuffer`]: a `PROT_NONE` guard page follows every
-//! buffer, declared regions poison their gaps. SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU
-//! thread are caught (on an alternate signal stack) and reported as [`EmuError::Fault`]
+//! **Buffers and faults.** See [`DeviceBuffer`]: every buffer sits between two `PROT_NONE`
+//! guard regions of reserved address space, 32 GiB before its start and 64 GiB past its
+//! end (its end flush with the second), so every access `a[i]` with a 32-bit index, a
+//! `uint` that wrapped around or a negative `int`, on elements up to 16 bytes, faults in the
+//! buffer's own guard and is reported with the buffer and the byte offset, however far. A
+//! guard page would only catch the next page: `a[2048]` of a 4-float buffer would land
+//! wherever the next mapping is, and `a[-1]` in unprotected memory. Checking every access in the shim was the
+//! alternative; it would cost a compare per load and store, change what the compiler may
+//! vectorize, and need every cast of a device pointer rewritten, where reserved address space
+//! costs nothing. Less than a page before the data (the *head*, none when the length is a
+//! multiple of 4096) shares the data's first page: it holds poison, a write there is an
+//! [`EmuError::Corruption`] with the buffer and the negative offset, a read returns poison,
+//! and under sanitize both are faults. Declared regions poison their gaps. Through the
+//! backend ([`EmuBackend`]) a kernel's inputs are read-only while it runs, so a write to one
+//! faults too. A GPU thread's stack (256 KiB) has a 64 KiB guard below it and kernels are
+//! built with `-fstack-clash-protection`, so an overflowing frame faults in the guard.
+//! SIGSEGV/SIGBUS/SIGFPE/SIGILL raised by a GPU thread are caught (on an alternate signal stack) and reported as [`EmuError::Fault`]
 //! with the kernel, the thread's `thread_position_in_grid` and
 //! `threadgroup_position_in_grid`, what was accessed (which buffer, how far past its end,
 //! or which gap), and the `.metal` line, found from the faulting instruction with
@@ -213,7 +256,7 @@
 //! swizzles. One threadgroup variable per declaration statement. A kernel that
 //! never returns (a spin-wait on an atomic) hangs the dispatch. Fibers serialise the lanes
 //! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
-//! race. Threadgroups run one after another on the calling thread.
+//! race.
 //!
 //! **Build cache.** The object is `<cache>/<sha256>.so` over (prepared source, shim, flags,
 //! g++ version); a hit does no compile. Cache dir: [`EmuOptions::cache_dir`], else
@@ -240,10 +283,23 @@ use std::time::Duration;
 
 pub use backend::EmuBackend;
 pub use buffer::{DeviceBuffer, POISON};
-pub use host::HostArray;
+pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 /// One problem the Metal check found: `file:line:col: message` (see "The Metal check").
 pub use kernelgen_msl::Problem as MetalProblem;
+
+/// Set the worker count of every dispatch whose [`EmuOptions::workers`] is 0 (automatic),
+/// in this process, overriding `$KERNELGEN_EMU_WORKERS`; 0 restores the automatic count.
+/// This is what `kernelgen verify/run/emu --workers N` call.
+pub fn set_default_workers(n: usize) {
+    runtime::set_default_workers(n)
+}
+
+/// The worker count of a dispatch whose [`EmuOptions::workers`] is 0: the count set with
+/// [`set_default_workers`], else `$KERNELGEN_EMU_WORKERS`, else one per core.
+pub fn default_workers() -> usize {
+    runtime::default_workers()
+}
 
 /// Options of an [`Emulator`].
 #[derive(Clone, Debug)]
@@ -252,10 +308,14 @@ pub struct EmuOptions {
     pub cache_dir: Option<PathBuf>,
     /// Build with AddressSanitizer and UBSan (needs the runtime preloaded: [`sanitizer_env`]).
     pub sanitize: bool,
-    /// Order in which fibers of a threadgroup, and the threadgroups, run.
+    /// Order in which fibers of a threadgroup run, and threadgroups are assigned to workers.
     pub order: RunOrder,
-    /// Keep the `PROT_NONE` guard pages and gap protection armed during dispatch (default true).
+    /// Keep the page after each buffer `PROT_NONE` and the gap protection armed during
+    /// dispatch (default true; the far guard regions stay reserved either way).
     pub guard_pages: bool,
+    /// Worker threads that run the threadgroups of a dispatch; 0 (the default) means
+    /// `$KERNELGEN_EMU_WORKERS` if set, else one per core. Results do not depend on it.
+    pub workers: usize,
     /// Check every loaded source as Metal first (default true; see "The Metal check"). Off
     /// only for tests of the emulator itself on code that Metal would reject.
     pub metal_check: bool,
@@ -263,12 +323,12 @@ pub struct EmuOptions {
 
 impl Default for EmuOptions {
     fn default() -> Self {
-        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, metal_check: true }
+        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, metal_check: true, workers: 0 }
     }
 }
 
-/// Run order of the fibers of a threadgroup (in every scheduling round) and of the
-/// threadgroups of a grid.
+/// Run order of the fibers of a threadgroup (in every scheduling round), and the order in
+/// which the threadgroups of a grid are assigned to workers (the order they run in with one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunOrder {
     Forward,
@@ -439,6 +499,9 @@ pub struct DispatchStats {
     pub threadgroups: u64,
     /// Fiber context switches into GPU threads.
     pub switches: u64,
+    /// Worker threads that ran threadgroups (fewer than asked for when the grid has fewer
+    /// threadgroups or the process's pool of helper threads is exhausted).
+    pub workers: usize,
     pub elapsed: Duration,
 }
 
@@ -484,7 +547,7 @@ pub enum EmuError {
     InvalidMetal { file: String, problems: Vec<MetalProblem> },
     /// The Metal check cannot run (no clang: the message says what to install).
     MetalCheck { message: String },
-    /// A GPU thread faulted (guard page, poisoned gap, sanitizer report, trap).
+    /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
     Fault {
         kernel: String,
         what: String,
@@ -829,6 +892,34 @@ impl Program {
         threadgroup: [u32; 3],
         order: RunOrder,
     ) -> Result<DispatchStats, EmuError> {
+        self.dispatch_with(kernel, buffers, grid, threadgroup, order, self.inner.opts.workers)
+    }
+
+    /// [`Program::dispatch`] with a run order and a worker count (0: automatic, see
+    /// [`EmuOptions::workers`]) other than the emulator's.
+    pub fn dispatch_with(
+        &self,
+        kernel: &str,
+        buffers: &mut [&mut DeviceBuffer],
+        grid: [u32; 3],
+        threadgroup: [u32; 3],
+        order: RunOrder,
+        workers: usize,
+    ) -> Result<DispatchStats, EmuError> {
+        let mut bufs: Vec<runtime::Buf<'_>> = buffers.iter_mut().map(|b| runtime::Buf::Mut(&mut **b)).collect();
+        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers)
+    }
+
+    /// The dispatch behind every other: buffers the kernel writes, reads, or reads in place.
+    pub(crate) fn dispatch_bufs(
+        &self,
+        kernel: &str,
+        buffers: &mut [runtime::Buf<'_>],
+        grid: [u32; 3],
+        threadgroup: [u32; 3],
+        order: RunOrder,
+        workers: usize,
+    ) -> Result<DispatchStats, EmuError> {
         let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
         let Some(&idx) = self.inner.by_name.get(kernel) else {
             let names: Vec<&str> = self.inner.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -862,6 +953,7 @@ impl Program {
             order,
             sanitize: self.inner.opts.sanitize,
             guard_pages: self.inner.opts.guard_pages,
+            workers: if workers == 0 { runtime::default_workers() } else { workers },
         })
     }
 }

@@ -193,9 +193,17 @@ struct Stack {
     len: usize,
 }
 
+/// The range the fiber stack tops are staggered over (see `prepare`); every stack has
+/// this much more than its usable size.
+const STACK_COLORS: usize = 64 * 1024;
+
+/// `PROT_NONE` bytes below every fiber stack (kernels are built with
+/// `-fstack-clash-protection`, so an overflowing frame touches the guard's first page).
+const STACK_GUARD: usize = 64 * 1024;
+
 impl Stack {
     fn new(size: usize) -> Stack {
-        let page = 4096;
+        let page = STACK_GUARD;
         let len = size + page;
         let map = unsafe {
             libc::mmap(
@@ -214,10 +222,10 @@ impl Stack {
         Stack { map: map as *mut u8, len }
     }
     fn lo(&self) -> *mut u8 {
-        unsafe { self.map.add(4096) }
+        unsafe { self.map.add(STACK_GUARD) }
     }
     fn size(&self) -> usize {
-        self.len - 4096
+        self.len - STACK_GUARD
     }
     fn top(&self) -> *mut u8 {
         unsafe { self.map.add(self.len) }
@@ -357,7 +365,10 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
 // ------------------------------------------------------------------ scheduler state
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
+    /// Runnable: not started yet, or released from a collective or barrier.
     Ready,
+    /// The fiber on the CPU.
+    Running,
     Coll,
     /// 1: threadgroup_barrier, 2: simdgroup_barrier
     Barrier(u32),
@@ -365,6 +376,7 @@ enum State {
 }
 
 struct Fiber {
+    /// Saved stack pointer; null until the fiber first runs.
     sp: *mut u8,
     state: State,
     lane: *mut c_void,
@@ -372,8 +384,27 @@ struct Fiber {
     op: u32,
     line: u32,
     fake: *mut c_void,
+    /// The stack the fiber runs on (assigned when it first runs; `NO_STACK` before).
+    stack: u32,
     stack_lo: *mut u8,
     stack_size: usize,
+}
+
+const NO_STACK: u32 = u32::MAX;
+
+/// Per SIMD-group counts: lanes that have not returned, and of those the ones waiting
+/// (at a collective, a simdgroup barrier or a threadgroup barrier).
+#[derive(Clone, Copy, Default)]
+struct SgCount {
+    live: u32,
+    blocked: u32,
+}
+
+/// A scheduling error found by a fiber, turned into an [`EmuError`] by the scheduler.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Divergence { sg: u32, first: usize, second: usize },
+    Barrier { first: usize, second: usize },
 }
 
 struct TgSite {
@@ -401,6 +432,18 @@ struct Sched {
     order: *const u32,
     order_len: usize,
     round_pos: usize,
+    /// Fibers in state `Ready`.
+    ready: usize,
+    /// Fibers that have not returned, and of those the ones at a threadgroup barrier.
+    live: usize,
+    tg_blocked: usize,
+    sgs: Vec<SgCount>,
+    pending: Option<Pending>,
+    /// `report`, `abort` or `pending` is set.
+    stop: bool,
+    /// The worker's fiber stacks, and the indices of those no fiber holds.
+    stacks: *const Stack,
+    free_stacks: Vec<u32>,
     thread_fn: ThreadFn,
     bufs: *const *mut u8,
     fault: Option<RawFault>,
@@ -417,6 +460,8 @@ struct Sched {
     tg_data: usize,
     sites: Vec<Option<usize>>, // site id -> index into site_list
     site_list: Vec<TgSite>,
+    /// This worker's fiber stacks (low end, size), for fault reports.
+    stack_ranges: Vec<(usize, usize)>,
 }
 
 #[inline(always)]
@@ -424,16 +469,112 @@ fn cur_sched() -> *mut Sched {
     CURRENT.with(|c| c.get())
 }
 
-unsafe fn switch_to(s: *mut Sched, i: usize) {
+#[inline(always)]
+unsafe fn fiber(s: *mut Sched, i: usize) -> *mut Fiber {
+    unsafe { (*s).fibers.as_mut_ptr().add(i) }
+}
+
+/// Whether the threadgroup must stop (a sanitizer report, a scheduling error, a refused
+/// allocation): set with them, so the scheduler's hot path tests one flag.
+#[inline(always)]
+unsafe fn stopping(s: *mut Sched) -> bool {
+    unsafe { (*s).stop }
+}
+
+/// The next ready fiber in run order, from the current position in the round; at the end
+/// of a round the next one starts. `None` when no fiber is ready or the threadgroup stops.
+#[inline(always)]
+unsafe fn next_ready(s: *mut Sched) -> Option<usize> {
     unsafe {
-        (*s).cur = i;
-        let f = (*s).fibers.as_mut_ptr().add(i);
+        if (*s).ready == 0 || stopping(s) {
+            return None;
+        }
+        loop {
+            if (*s).round_pos == (*s).order_len {
+                (*s).round_pos = 0;
+            }
+            let i = *(*s).order.add((*s).round_pos) as usize;
+            (*s).round_pos += 1;
+            let f = fiber(s, i);
+            if (*f).state == State::Ready {
+                (*f).state = State::Running;
+                (*s).ready -= 1;
+                // The fiber after this one in run order will most likely run next: fetch
+                // the top of its stack (the registers it saved and the frames above them)
+                // while this one runs. A switch is otherwise a cache miss on a cold stack.
+                let k = *(*s).order.add(if (*s).round_pos == (*s).order_len { 0 } else { (*s).round_pos }) as usize;
+                let sp = (*fiber(s, k)).sp;
+                if !sp.is_null() {
+                    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                    for line in 0..4 {
+                        _mm_prefetch::<_MM_HINT_T0>(sp.wrapping_add(64 * line) as *const i8);
+                    }
+                }
+                return Some(i);
+            }
+        }
+    }
+}
+
+/// Give a fiber that has not run yet a stack and the initial frame `kgemu_rt_switch`
+/// returns into: `fiber_entry(f)` through the trampoline.
+#[inline(always)]
+unsafe fn prepare(s: *mut Sched, i: usize) {
+    unsafe {
+        let f = fiber(s, i);
+        if !(*f).sp.is_null() {
+            return;
+        }
+        let k = (*s).free_stacks.pop().expect("a free fiber stack");
+        let st = &*(*s).stacks.add(k as usize);
+        (*f).stack = k;
+        (*f).stack_lo = st.lo();
+        (*f).stack_size = st.size();
+        // Stagger the stack tops over 64 KiB (1024 distinct cache-line offsets) so that the
+        // frames of a threadgroup's fibers spread over every set of the L1 and L2 caches
+        // (the stacks are equally spaced, so their tops would otherwise share a few sets).
+        let color = (k as usize * 1088) % STACK_COLORS;
+        let top = st.top().sub(color);
+        let sp = top.sub(56) as *mut usize;
+        // r15 r14 r13 r12 rbx rbp ret
+        *sp.add(0) = 0;
+        *sp.add(1) = 0;
+        *sp.add(2) = 0;
+        *sp.add(3) = f as usize; // r12: argument
+        *sp.add(4) = fiber_entry as *const () as usize; // rbx: entry
+        *sp.add(5) = 0;
+        *sp.add(6) = kgemu_rt_trampoline as *const () as usize;
+        (*f).sp = sp as *mut u8;
+    }
+}
+
+/// Where a switch goes: a fiber's saved stack pointer and stack, or the scheduler's.
+#[inline(always)]
+unsafe fn target(s: *mut Sched, next: Option<usize>) -> (*mut u8, *const c_void, usize) {
+    unsafe {
+        match next {
+            Some(j) => {
+                prepare(s, j);
+                (*s).cur = j;
+                let t = fiber(s, j);
+                (*s).switches += 1;
+                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+            }
+            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
+        }
+    }
+}
+
+/// From the scheduler: run the threadgroup's fibers until none is ready.
+unsafe fn run_fibers(s: *mut Sched) {
+    unsafe {
+        let Some(i) = next_ready(s) else { return };
+        let (to, lo, size) = target(s, Some(i));
         (*s).in_fiber = true;
         if let Some(a) = (*s).asan {
-            (a.start_switch)(&mut (*s).sched_fake, (*f).stack_lo as *const c_void, (*f).stack_size);
+            (a.start_switch)(&mut (*s).sched_fake, lo, size);
         }
-        (*s).switches += 1;
-        kgemu_rt_switch(&mut (*s).sched_sp, (*f).sp);
+        kgemu_rt_switch(&mut (*s).sched_sp, to);
         if let Some(a) = (*s).asan {
             (a.finish_switch)((*s).sched_fake, null_mut(), null_mut());
         }
@@ -441,69 +582,177 @@ unsafe fn switch_to(s: *mut Sched, i: usize) {
     }
 }
 
-/// The next fiber of the current round that is ready to run.
+/// From a fiber that has blocked: run the next ready fiber (or return to the scheduler);
+/// returns when this fiber is resumed.
 #[inline(always)]
-unsafe fn next_ready(s: *mut Sched) -> Option<usize> {
-    unsafe {
-        if (*s).report.is_some() || (*s).abort.is_some() {
-            return None;
-        }
-        while (*s).round_pos < (*s).order_len {
-            let i = *(*s).order.add((*s).round_pos) as usize;
-            (*s).round_pos += 1;
-            if (*(*s).fibers.as_ptr().add(i)).state == State::Ready {
-                return Some(i);
-            }
-        }
-        None
-    }
-}
-
-/// From a fiber: run the next ready fiber of the round directly (or return to the
-/// scheduler when the round is over); returns when this fiber is resumed. Switching fiber
-/// to fiber from one call site keeps the return-address predictor in step.
 unsafe fn yield_fiber(s: *mut Sched) {
     unsafe {
-        let f = (*s).fibers.as_mut_ptr().add((*s).cur);
-        let (to, lo, size) = match next_ready(s) {
-            Some(j) => {
-                (*s).cur = j;
-                let t = (*s).fibers.as_mut_ptr().add(j);
-                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
-            }
-            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
-        };
+        let f = fiber(s, (*s).cur);
+        let next = next_ready(s);
+        let (to, lo, size) = target(s, next);
         if let Some(a) = (*s).asan {
             (a.start_switch)(&mut (*f).fake, lo, size);
         }
-        (*s).switches += 1;
-        kgemu_rt_switch(&mut (*f).sp, to);
-        if let Some(a) = (*s).asan {
-            (a.finish_switch)((*f).fake, null_mut(), null_mut());
+        match (*s).asan {
+            Some(a) => {
+                kgemu_rt_switch(&mut (*f).sp, to);
+                (a.finish_switch)((*f).fake, null_mut(), null_mut());
+            }
+            // the switch in tail position: the resumed fiber returns straight to its kernel
+            None => kgemu_rt_switch(&mut (*f).sp, to),
         }
     }
 }
 
-/// From a fiber: end it for good and move on (next fiber or the scheduler).
-unsafe fn exit_fiber(s: *mut Sched) -> ! {
+/// A lane of `sg` has blocked or returned: if every live lane of the SIMD-group now waits,
+/// release it (evaluate its collective, or pass its simdgroup barrier) or record why not.
+#[inline(always)]
+unsafe fn sg_settled(s: *mut Sched, sg: usize) {
     unsafe {
-        let f = (*s).fibers.as_mut_ptr().add((*s).cur);
-        (*f).state = State::Exited;
-        let (to, lo, size) = match next_ready(s) {
-            Some(j) => {
-                (*s).cur = j;
-                let t = (*s).fibers.as_mut_ptr().add(j);
-                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
-            }
-            None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
-        };
-        if let Some(a) = (*s).asan {
-            (a.start_switch)(null_mut(), lo, size);
+        let c = *(*s).sgs.as_ptr().add(sg);
+        if c.blocked >= c.live && c.live > 0 {
+            sg_release(s, sg, c);
         }
-        (*s).switches += 1;
-        let mut dead: *mut u8 = null_mut();
-        kgemu_rt_switch(&mut dead, to);
-        std::process::abort();
+    }
+}
+
+/// [`sg_settled`] once every live lane waits: out of line, so that the path every lane takes
+/// into a collective keeps a small stack frame (the frames of all the fibers of a
+/// threadgroup between two switches are what must stay in cache).
+#[inline(never)]
+unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
+    unsafe {
+        let n = (*s).fibers.len();
+        let lo = sg * SIMD;
+        let hi = (lo + SIMD).min(n);
+        let mut first_coll: Option<usize> = None;
+        let mut first_other: Option<usize> = None;
+        let mut first_sgb: Option<usize> = None;
+        let mut n_coll = 0u32;
+        for i in lo..hi {
+            let f = &*fiber(s, i);
+            match f.state {
+                State::Coll => {
+                    n_coll += 1;
+                    match first_coll {
+                        None => first_coll = Some(i),
+                        Some(j) => {
+                            let g = &*fiber(s, j);
+                            if (g.op, g.line) != (f.op, f.line) {
+                                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: j, second: i }); (*s).stop = true;
+                                return;
+                            }
+                        }
+                    }
+                }
+                State::Barrier(k) => {
+                    if k == 2 {
+                        first_sgb.get_or_insert(i);
+                    }
+                    first_other.get_or_insert(i);
+                }
+                _ => {}
+            }
+        }
+        if let Some(c0) = first_coll {
+            if n_coll != c.live {
+                (*s).pending = Some(Pending::Divergence { sg: sg as u32, first: c0, second: first_other.unwrap_or(c0) }); (*s).stop = true;
+                return;
+            }
+            let mut lanes = [null_mut::<c_void>(); SIMD];
+            let mut active = 0u32;
+            for i in lo..hi {
+                let f = fiber(s, i);
+                if (*f).state == State::Coll {
+                    lanes[i - lo] = (*f).lane;
+                    active |= 1 << (i - lo);
+                    (*f).state = State::Ready;
+                }
+            }
+            let op = (*fiber(s, c0)).coll.expect("collective function");
+            op(lanes.as_ptr(), active);
+            (*s).ready += c.live as usize;
+            (*(*s).sgs.as_mut_ptr().add(sg)).blocked = 0;
+        } else if let Some(b0) = first_sgb {
+            let line = (*fiber(s, b0)).line;
+            for i in lo..hi {
+                let f = &*fiber(s, i);
+                if f.state != State::Exited && (f.state != State::Barrier(2) || f.line != line) {
+                    (*s).pending = Some(Pending::Barrier { first: b0, second: i }); (*s).stop = true;
+                    return;
+                }
+            }
+            for i in lo..hi {
+                let f = fiber(s, i);
+                if (*f).state == State::Barrier(2) {
+                    (*f).state = State::Ready;
+                }
+            }
+            (*s).ready += c.live as usize;
+            (*(*s).sgs.as_mut_ptr().add(sg)).blocked = 0;
+        }
+        // else: every live lane waits at a threadgroup barrier
+    }
+}
+
+/// A fiber has reached a threadgroup barrier or returned: if every live thread now waits at
+/// a threadgroup barrier, release them all (or record the mismatch).
+#[inline(always)]
+unsafe fn tg_settled(s: *mut Sched) {
+    unsafe {
+        if (*s).tg_blocked >= (*s).live && (*s).live > 0 && (*s).pending.is_none() {
+            tg_release(s);
+        }
+    }
+}
+
+#[inline(never)]
+unsafe fn tg_release(s: *mut Sched) {
+    unsafe {
+        let n = (*s).fibers.len();
+        let mut first: Option<usize> = None;
+        for i in 0..n {
+            let f = &*fiber(s, i);
+            if f.state == State::Exited {
+                continue;
+            }
+            match first {
+                None => first = Some(i),
+                Some(j) => {
+                    if f.line != (*fiber(s, j)).line {
+                        (*s).pending = Some(Pending::Barrier { first: j, second: i }); (*s).stop = true;
+                        return;
+                    }
+                }
+            }
+        }
+        for i in 0..n {
+            let f = fiber(s, i);
+            if (*f).state == State::Barrier(1) {
+                (*f).state = State::Ready;
+            }
+        }
+        for c in (*s).sgs.iter_mut() {
+            c.blocked = 0;
+        }
+        (*s).ready += (*s).tg_blocked;
+        (*s).tg_blocked = 0;
+    }
+}
+
+/// From a fiber that returned: account for it; returns the next fiber to run.
+#[inline(always)]
+unsafe fn retire(s: *mut Sched) -> Option<usize> {
+    unsafe {
+        let i = (*s).cur;
+        let f = fiber(s, i);
+        (*f).state = State::Exited;
+        (*s).live -= 1;
+        let sg = i / SIMD;
+        (*(*s).sgs.as_mut_ptr().add(sg)).live -= 1;
+        sg_settled(s, sg);
+        tg_settled(s);
+        next_ready(s)
     }
 }
 
@@ -513,21 +762,53 @@ extern "C" fn fiber_entry(f: *mut Fiber) -> ! {
         if let Some(a) = (*s).asan {
             (a.finish_switch)(null_mut(), null_mut(), null_mut());
         }
-        let idx = f.offset_from((*s).fibers.as_ptr()) as usize;
-        ((*s).thread_fn)((*s).bufs, (*s).infos.as_ptr().add(idx));
-        exit_fiber(s)
+        let mut idx = f.offset_from((*s).fibers.as_ptr()) as usize;
+        loop {
+            ((*s).thread_fn)((*s).bufs, (*s).infos.as_ptr().add(idx));
+            let next = retire(s);
+            match next {
+                // a fiber that has not run yet takes over this stack: no switch
+                Some(j) if (*fiber(s, j)).sp.is_null() => {
+                    let (me, it) = (fiber(s, idx), fiber(s, j));
+                    (*it).stack = (*me).stack;
+                    (*it).stack_lo = (*me).stack_lo;
+                    (*it).stack_size = (*me).stack_size;
+                    (*it).sp = 1 as *mut u8; // started
+                    (*me).stack = NO_STACK;
+                    (*s).cur = j;
+                    idx = j;
+                }
+                _ => {
+                    // this stack is free again; nothing runs on it past the switch
+                    let me = fiber(s, idx);
+                    (*s).free_stacks.push((*me).stack);
+                    (*me).stack = NO_STACK;
+                    let (to, lo, size) = target(s, next);
+                    if let Some(a) = (*s).asan {
+                        (a.start_switch)(null_mut(), lo, size);
+                    }
+                    let mut dead: *mut u8 = null_mut();
+                    kgemu_rt_switch(&mut dead, to);
+                    std::process::abort();
+                }
+            }
+        }
     }
 }
 
 unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: u32) {
     unsafe {
         let s = cur_sched();
-        let fib = (*s).fibers.as_mut_ptr().add((*s).cur);
+        let i = (*s).cur;
+        let fib = fiber(s, i);
         (*fib).state = State::Coll;
         (*fib).lane = lane;
         (*fib).coll = Some(f);
         (*fib).op = op;
         (*fib).line = line;
+        let sg = i / SIMD;
+        (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        sg_settled(s, sg);
         yield_fiber(s);
     }
 }
@@ -535,10 +816,35 @@ unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: 
 unsafe extern "C" fn rt_barrier(kind: u32, line: u32) {
     unsafe {
         let s = cur_sched();
-        let fib = (*s).fibers.as_mut_ptr().add((*s).cur);
+        let i = (*s).cur;
+        let fib = fiber(s, i);
         (*fib).state = State::Barrier(kind);
         (*fib).line = line;
+        let sg = i / SIMD;
+        (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        if kind == 1 {
+            (*s).tg_blocked += 1;
+        }
+        sg_settled(s, sg);
+        if kind == 1 {
+            tg_settled(s);
+        }
         yield_fiber(s);
+    }
+}
+
+/// From a fiber: end the threadgroup's run for an error found in it (the scheduler reports
+/// it); never returns.
+unsafe fn abandon_fiber(s: *mut Sched) -> ! {
+    unsafe {
+        let f = fiber(s, (*s).cur);
+        (*f).state = State::Exited;
+        if let Some(a) = (*s).asan {
+            (a.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
+        }
+        let mut dead: *mut u8 = null_mut();
+        kgemu_rt_switch(&mut dead, (*s).sched_sp);
+        std::process::abort();
     }
 }
 
@@ -554,6 +860,7 @@ unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, na
         let align = (align as usize).max(16);
         let offset = (*s).arena_used.div_ceil(align) * align;
         if (*s).tg_data + size > TG_LIMIT || offset + size + TG_REDZONE > TG_ARENA {
+            (*s).stop = true;
             (*s).abort = Some((
                 format!(
                     "threadgroup memory exceeds Apple's 32 KiB: `{name}` needs {size} bytes with {} already declared",
@@ -562,7 +869,7 @@ unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, na
                 line,
                 (*s).cur,
             ));
-            exit_fiber(s);
+            abandon_fiber(s);
         }
         let p = (*s).arena.add(offset);
         std::ptr::write_bytes(p, POISON, size);
@@ -595,6 +902,7 @@ unsafe extern "C" fn rt_asan_note(addr: usize, size: u64, is_write: u32, pc: usi
             }
         }
         let what = if is_write != 0 { "invalid write" } else { "invalid read" };
+        (*s).stop = true;
         (*s).report = Some(SanReport {
             what: format!("AddressSanitizer: {what} of {size} byte(s) at {addr:#x}"),
             file_line: None,
@@ -629,6 +937,7 @@ unsafe extern "C" fn rt_ubsan_note(
                 what = format!("{what} (needs {align}-byte alignment)");
             }
         }
+        (*s).stop = true;
         (*s).report = Some(SanReport {
             what: format!("UndefinedBehaviorSanitizer: {what}"),
             file_line: text(file).map(|f| (f, line)),
@@ -677,12 +986,14 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub entry: usize,
     pub kernel: &'a KernelSignature,
     pub file_name: &'a str,
-    pub buffers: &'a mut [&'b mut DeviceBuffer],
+    pub buffers: &'a mut [Buf<'b>],
     pub grid: [u32; 3],
     pub threadgroup: [u32; 3],
     pub order: RunOrder,
     pub sanitize: bool,
     pub guard_pages: bool,
+    /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
+    pub workers: usize,
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -709,14 +1020,36 @@ fn order_into(out: &mut Vec<u32>, n: usize, order: RunOrder, salt: u64) {
     }
 }
 
+/// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages
+/// read-only while the dispatch runs, so a write faults) that the dispatch owns for its
+/// duration, or one it only reads and shares with other users (an input borrowed in place).
+pub(crate) enum Buf<'b> {
+    Mut(&'b mut DeviceBuffer),
+    ReadOnly(&'b mut DeviceBuffer),
+    Shared(&'b DeviceBuffer),
+}
+
+impl Buf<'_> {
+    fn get(&self) -> &DeviceBuffer {
+        match self {
+            Buf::Mut(b) | Buf::ReadOnly(b) => b,
+            Buf::Shared(b) => b,
+        }
+    }
+}
+
 struct Armed<'a, 'b> {
-    buffers: &'a mut [&'b mut DeviceBuffer],
+    buffers: &'a mut [Buf<'b>],
+    sanitize: bool,
 }
 
 impl Drop for Armed<'_, '_> {
     fn drop(&mut self) {
         for b in self.buffers.iter_mut() {
-            b.disarm();
+            match b {
+                Buf::Mut(b) | Buf::ReadOnly(b) => b.disarm(),
+                Buf::Shared(b) => b.disarm_shared(self.sanitize),
+            }
         }
     }
 }
@@ -728,13 +1061,78 @@ impl Drop for CurrentGuard {
     }
 }
 
-struct ArenaGuard {
+/// A worker thread's threadgroup memory (kept for the thread's life).
+struct Arena {
     ptr: *mut u8,
 }
-impl Drop for ArenaGuard {
+impl Arena {
+    fn layout() -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()
+    }
+    fn new() -> Arena {
+        let ptr = unsafe { std::alloc::alloc(Self::layout()) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(Self::layout());
+        }
+        Arena { ptr }
+    }
+}
+impl Drop for Arena {
     fn drop(&mut self) {
         sanitize::asan_unpoison(self.ptr as usize, TG_ARENA);
-        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()) };
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout()) };
+    }
+}
+
+thread_local! {
+    static ARENA: RefCell<Option<Arena>> = const { RefCell::new(None) };
+}
+
+/// The process-wide default set by [`set_default_workers`] (0: none).
+static DEFAULT_WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub(crate) fn set_default_workers(n: usize) {
+    DEFAULT_WORKERS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many workers a dispatch uses when asked for 0 (automatic): the process-wide default
+/// if one was set, else `KERNELGEN_EMU_WORKERS` if set to a positive number, else every core
+/// this process may run on.
+pub(crate) fn default_workers() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let set = DEFAULT_WORKERS.load(std::sync::atomic::Ordering::Relaxed);
+    if set > 0 {
+        return set;
+    }
+    *N.get_or_init(|| {
+        std::env::var("KERNELGEN_EMU_WORKERS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// What the workers of one dispatch share: the threadgroups in assignment order, the next
+/// one to hand out, and the first error in that order.
+struct Shared<'m> {
+    meta: &'m Meta,
+    tg_order: Vec<u32>,
+    next: std::sync::atomic::AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+    /// (position in `tg_order`, error): the error of the earliest threadgroup.
+    error: std::sync::Mutex<Option<(usize, EmuError)>>,
+    switches: std::sync::atomic::AtomicU64,
+    workers: usize,
+}
+
+impl Shared<'_> {
+    fn fail(&self, pos: usize, e: EmuError) {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|(p, _)| pos < *p) {
+            *g = Some((pos, e));
+        }
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -742,7 +1140,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     let start = Instant::now();
     let grid = a.grid;
     if grid.contains(&0) {
-        return Ok(DispatchStats { elapsed: start.elapsed(), ..Default::default() });
+        return Ok(DispatchStats { elapsed: start.elapsed(), workers: 1, ..Default::default() });
     }
     let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
     let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
@@ -755,137 +1153,320 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
         register_asan_callback(f);
     }
     install_handlers();
-    ensure_altstack();
 
-    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.data_ptr()).collect();
+    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.get().data_ptr()).collect();
     let mut meta = a_meta(&a);
+    meta.tg = tg;
+    meta.tgs = tgs;
+    meta.grid = grid;
+    meta.thread_fn = a.object.entries[a.entry];
+    meta.bufs = buf_ptrs;
+    meta.asan = asan;
+    meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
+    meta.order = a.order;
     for b in a.buffers.iter_mut() {
-        b.arm(a.sanitize, a.guard_pages);
-    }
-    let armed = Armed { buffers: a.buffers };
-    let tg_threads = (tg[0] * tg[1] * tg[2]) as usize;
-    let stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
-
-    let arena = unsafe { std::alloc::alloc(std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()) };
-    if arena.is_null() {
-        std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap());
-    }
-    let _arena_guard = ArenaGuard { ptr: arena };
-
-    let mut sched = Box::new(Sched {
-        sched_sp: null_mut(),
-        fibers: Vec::with_capacity(MAX_THREADS),
-        infos: Vec::with_capacity(MAX_THREADS),
-        cur: 0,
-        in_fiber: false,
-        order: std::ptr::null(),
-        order_len: 0,
-        round_pos: 0,
-        thread_fn: a.object.entries[a.entry],
-        bufs: buf_ptrs.as_ptr(),
-        fault: None,
-        report: None,
-        asan_headline: [0; 200],
-        abort: None,
-        asan,
-        os_stack_bottom: std::ptr::null(),
-        os_stack_size: 0,
-        sched_fake: null_mut(),
-        switches: 0,
-        arena,
-        arena_used: 0,
-        tg_data: 0,
-        sites: Vec::new(),
-        site_list: Vec::new(),
-    });
-    let s: *mut Sched = &mut *sched;
-    if asan.is_some() {
-        // the OS thread's stack, for ASan's fiber-switch annotations
-        unsafe {
-            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
-                let mut addr: *mut c_void = null_mut();
-                let mut size: usize = 0;
-                libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-                libc::pthread_attr_destroy(&mut attr);
-                (*s).os_stack_bottom = addr;
-                (*s).os_stack_size = size;
+        match b {
+            Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
+            Buf::ReadOnly(b) => {
+                b.arm(a.sanitize, a.guard_pages);
+                b.protect_read_only();
             }
+            Buf::Shared(b) => b.arm_shared(a.sanitize),
         }
     }
-    let prev = CURRENT.with(|c| c.replace(s));
-    let _cur_guard = CurrentGuard(prev);
+    let armed = Armed { buffers: a.buffers, sanitize: a.sanitize };
 
-    let result = STACKS.with(|st| {
-        let mut st = st.borrow_mut();
-        if st.0 != stack_size {
-            st.1.clear();
-            st.0 = stack_size;
-        }
-        while st.1.len() < tg_threads {
-            st.1.push(Stack::new(stack_size));
-        }
-        let stacks = &st.1;
-        meta.stacks = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect();
-        let ctx = Ctx { a: &meta, tg, tgs, grid };
-        let mut tg_order = Vec::new();
-        order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
-        let mut fiber_order = Vec::new();
-        for &lin in &tg_order {
-            let lin = lin as u64;
-            let tgid = [
-                (lin % tgs[0] as u64) as u32,
-                ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
-                (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
-            ];
-            unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, a.order, lin)? };
-            // memory the kernel must not have written
-            for (i, b) in armed.buffers.iter().enumerate() {
-                if let Some((off, what)) = b.find_overwrite() {
-                    return Err(EmuError::Corruption {
-                        kernel: ctx.a.kernel.clone(),
-                        what: format!("byte {off} of buffer({i}){} was written: it lies in {what}", ctx.a.buffer_name(i)),
-                        metal_line: None,
-                        threadgroup_position_in_grid: tgid,
-                    });
+    let mut tg_order = Vec::new();
+    order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
+    let workers = a.workers.max(1).min(n_tg.min(usize::MAX as u64) as usize);
+    let shared = Shared {
+        workers,
+        meta: &meta,
+        tg_order,
+        next: std::sync::atomic::AtomicUsize::new(0),
+        stop: std::sync::atomic::AtomicBool::new(false),
+        error: std::sync::Mutex::new(None),
+        switches: std::sync::atomic::AtomicU64::new(0),
+    };
+    let used = pool::run(workers, &|| work(&shared));
+    let threads = grid.iter().map(|&g| g as u64).product();
+    let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
+    let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
+    drop(armed);
+    if let Some((_, e)) = error {
+        return Err(e);
+    }
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: start.elapsed() })
+}
+
+/// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
+/// threadgroups in assignment order until they run out or one fails.
+fn work(shared: &Shared<'_>) {
+    use std::sync::atomic::Ordering;
+    ensure_altstack();
+    let m = shared.meta;
+    let tg_threads = (m.tg[0] * m.tg[1] * m.tg[2]) as usize;
+    ARENA.with(|ar| {
+        let mut ar = ar.borrow_mut();
+        let arena = ar.get_or_insert_with(Arena::new).ptr;
+        let mut sched = Box::new(Sched {
+            sched_sp: null_mut(),
+            fibers: Vec::with_capacity(MAX_THREADS),
+            infos: Vec::with_capacity(MAX_THREADS),
+            cur: 0,
+            in_fiber: false,
+            order: std::ptr::null(),
+            order_len: 0,
+            round_pos: 0,
+            ready: 0,
+            live: 0,
+            tg_blocked: 0,
+            sgs: Vec::with_capacity(MAX_THREADS / SIMD),
+            pending: None,
+            stop: false,
+            stacks: std::ptr::null(),
+            free_stacks: Vec::with_capacity(MAX_THREADS),
+            thread_fn: m.thread_fn,
+            bufs: m.bufs.as_ptr(),
+            fault: None,
+            report: None,
+            asan_headline: [0; 200],
+            abort: None,
+            asan: m.asan,
+            os_stack_bottom: std::ptr::null(),
+            os_stack_size: 0,
+            sched_fake: null_mut(),
+            switches: 0,
+            arena,
+            arena_used: 0,
+            tg_data: 0,
+            sites: Vec::new(),
+            site_list: Vec::new(),
+            stack_ranges: Vec::new(),
+        });
+        let s: *mut Sched = &mut *sched;
+        if m.asan.is_some() {
+            // the OS thread's stack, for ASan's fiber-switch annotations
+            unsafe {
+                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+                if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                    let mut addr: *mut c_void = null_mut();
+                    let mut size: usize = 0;
+                    libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+                    libc::pthread_attr_destroy(&mut attr);
+                    (*s).os_stack_bottom = addr;
+                    (*s).os_stack_size = size;
                 }
             }
         }
-        Ok(())
-    });
-    if a.sanitize {
-        // stacks abandoned by a fault may keep stale ASan poison
+        let prev = CURRENT.with(|c| c.replace(s));
+        let _cur_guard = CurrentGuard(prev);
         STACKS.with(|st| {
-            for stk in st.borrow().1.iter() {
-                sanitize::asan_unpoison(stk.lo() as usize, stk.size());
+            let mut st = st.borrow_mut();
+            if st.0 != m.stack_size {
+                st.1.clear();
+                st.0 = m.stack_size;
+            }
+            while st.1.len() < tg_threads {
+                st.1.push(Stack::new(m.stack_size + STACK_COLORS));
+            }
+            let stacks = &st.1;
+            unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };
+            let ctx = Ctx { a: m, tg: m.tg, tgs: m.tgs, grid: m.grid };
+            let mut fiber_order = Vec::new();
+            while !shared.stop.load(Ordering::Acquire) {
+                let pos = shared.next.fetch_add(1, Ordering::Relaxed);
+                if pos >= shared.tg_order.len() {
+                    break;
+                }
+                let lin = shared.tg_order[pos] as u64;
+                let tgs = m.tgs;
+                let tgid = [
+                    (lin % tgs[0] as u64) as u32,
+                    ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
+                    (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
+                ];
+                if let Err(e) = unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
+                    shared.fail(pos, e);
+                    break;
+                }
+                // memory the kernel must not have written
+                for (i, &b) in m.buffers.iter().enumerate() {
+                    if let Some((off, what)) = unsafe { (*b).find_overwrite() } {
+                        let others = if shared.workers > 1 {
+                            "; found after this threadgroup ran, but with several workers a threadgroup running at the same time may have written it (one worker names the writer)"
+                        } else {
+                            ""
+                        };
+                        shared.fail(
+                            pos,
+                            EmuError::Corruption {
+                                kernel: m.kernel.clone(),
+                                what: format!(
+                                    "byte {off} of buffer({i}){} was written: it lies in {what}{others}",
+                                    m.buffer_name(i)
+                                ),
+                                metal_line: None,
+                                threadgroup_position_in_grid: tgid,
+                            },
+                        );
+                        break;
+                    }
+                }
+            }
+            if m.asan.is_some() {
+                // stacks abandoned by a fault may keep stale ASan poison
+                for stk in stacks.iter() {
+                    sanitize::asan_unpoison(stk.lo() as usize, stk.size());
+                }
             }
         });
-    }
-    drop(armed);
-    result?;
-    Ok(DispatchStats {
-        threads: grid.iter().map(|&g| g as u64).product(),
-        threadgroups: n_tg,
-        switches: sched.switches,
-        elapsed: start.elapsed(),
-    })
+        shared.switches.fetch_add(sched.switches, Ordering::Relaxed);
+    });
 }
 
-/// What error reports need to know about the dispatch.
+/// The process's pool of helper threads. A dispatch runs on the calling thread plus up to
+/// `workers - 1` idle helpers (new ones are started while fewer than [`pool::MAX_HELPERS`]
+/// exist; when none is free the dispatch runs on fewer workers, which changes no result).
+mod pool {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex, mpsc};
+
+    /// At most this many helper threads are ever started.
+    pub const MAX_HELPERS: usize = 256;
+
+    type Job = Box<dyn FnOnce() + Send + 'static>;
+
+    struct Helper {
+        tx: mpsc::Sender<Job>,
+    }
+
+    static IDLE: Mutex<Vec<Helper>> = Mutex::new(Vec::new());
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+    fn take(n: usize) -> Vec<Helper> {
+        let mut got = Vec::with_capacity(n);
+        {
+            let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+            while got.len() < n {
+                match idle.pop() {
+                    Some(h) => got.push(h),
+                    None => break,
+                }
+            }
+        }
+        while got.len() < n && STARTED.fetch_add(1, Ordering::Relaxed) < MAX_HELPERS {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let spawned = std::thread::Builder::new().name("kgemu-worker".into()).spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
+            match spawned {
+                Ok(_) => got.push(Helper { tx }),
+                Err(_) => {
+                    STARTED.fetch_sub(1, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        got
+    }
+
+    struct Latch {
+        left: Mutex<usize>,
+        done: Condvar,
+        panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    }
+
+    /// Waits for every sent job, even when the calling thread unwinds.
+    struct WaitAll<'l>(&'l Latch);
+    impl Drop for WaitAll<'_> {
+        fn drop(&mut self) {
+            let mut left = self.0.left.lock().unwrap_or_else(|p| p.into_inner());
+            while *left > 0 {
+                left = self.0.done.wait(left).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    /// Run `f` on `workers` threads at once (the calling thread and idle helpers) and
+    /// return when every one has returned: how many threads ran it. A panic in a helper is
+    /// re-raised here.
+    pub fn run(workers: usize, f: &(dyn Fn() + Sync)) -> usize {
+        let helpers = if workers > 1 { take(workers - 1) } else { Vec::new() };
+        if helpers.is_empty() {
+            f();
+            return 1;
+        }
+        let latch = Arc::new(Latch { left: Mutex::new(0), done: Condvar::new(), panic: Mutex::new(None) });
+        // SAFETY: `f` outlives every job: `WaitAll` blocks until each sent job has finished
+        // (or was dropped unsent), on every path out of this function.
+        let f_static: &'static (dyn Fn() + Sync) = unsafe { std::mem::transmute(f) };
+        let mut sent = Vec::with_capacity(helpers.len());
+        {
+            let _wait = WaitAll(&latch);
+            for h in helpers {
+                let l = latch.clone();
+                *latch.left.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                let job: Job = Box::new(move || {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f_static));
+                    if let Err(p) = r {
+                        *l.panic.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+                    }
+                    let mut left = l.left.lock().unwrap_or_else(|p| p.into_inner());
+                    *left -= 1;
+                    l.done.notify_all();
+                });
+                if let Err(mpsc::SendError(job)) = h.tx.send(job) {
+                    // the helper is gone: count the job as done
+                    drop(job);
+                    *latch.left.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+                    STARTED.fetch_sub(1, Ordering::Relaxed);
+                    continue;
+                }
+                sent.push(h);
+            }
+            f();
+        }
+        let used = 1 + sent.len();
+        IDLE.lock().unwrap_or_else(|p| p.into_inner()).extend(sent);
+        if let Some(p) = latch.panic.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            std::panic::resume_unwind(p);
+        }
+        used
+    }
+}
+
+/// What the workers need to know about the dispatch.
 struct Meta {
     kernel: String,
     file_name: String,
     so_path: PathBuf,
     buffer_names: Vec<String>,
-    stacks: Vec<(usize, usize)>,
     buffers: Vec<*const DeviceBuffer>,
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    grid: [u32; 3],
+    thread_fn: ThreadFn,
+    bufs: Vec<*mut u8>,
+    asan: Option<&'static AsanFns>,
+    stack_size: usize,
+    order: RunOrder,
 }
+
+// The raw pointers are to the dispatch's buffers, which outlive every worker; workers only
+// read through them (the kernel writes the buffers' data).
+unsafe impl Sync for Meta {}
+unsafe impl Send for Meta {}
 
 impl Meta {
     fn buffer_name(&self, i: usize) -> String {
         self.buffer_names.get(i).filter(|n| !n.is_empty()).map(|n| format!(" `{n}`")).unwrap_or_default()
     }
 }
+
+unsafe extern "C" fn no_thread(_: *const *mut u8, _: *const ThreadInfo) {}
 
 fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
     let n = a.buffers.len();
@@ -902,8 +1483,15 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         file_name: a.file_name.to_string(),
         so_path: a.object.path.clone(),
         buffer_names: names,
-        stacks: Vec::new(),
-        buffers: a.buffers.iter().map(|b| &**b as *const DeviceBuffer).collect(),
+        buffers: a.buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
+        tg: [0; 3],
+        tgs: [0; 3],
+        grid: [0; 3],
+        thread_fn: no_thread,
+        bufs: Vec::new(),
+        asan: None,
+        stack_size: 0,
+        order: RunOrder::Forward,
     }
 }
 
@@ -931,7 +1519,7 @@ unsafe fn run_threadgroup(
             tg[2].min(ctx.grid[2] - tgid[2] * tg[2]),
         ];
         let n = (actual[0] * actual[1] * actual[2]) as usize;
-        let n_sg = n.div_ceil(SIMD) as u32;
+        let n_sg = n.div_ceil(SIMD);
         let disp_n = (tg[0] * tg[1] * tg[2]) as usize;
         let mut base = ThreadInfo {
             threadgroup_position_in_grid: [tgid[0], tgid[1], tgid[2], 0],
@@ -940,7 +1528,7 @@ unsafe fn run_threadgroup(
             threadgroups_per_grid: [ctx.tgs[0], ctx.tgs[1], ctx.tgs[2], 0],
             dispatch_threads_per_threadgroup: [tg[0], tg[1], tg[2], 0],
             threads_per_simdgroup: SIMD as u32,
-            simdgroups_per_threadgroup: n_sg,
+            simdgroups_per_threadgroup: n_sg as u32,
             dispatch_simdgroups_per_threadgroup: disp_n.div_ceil(SIMD) as u32,
             thread_execution_width: SIMD as u32,
             quadgroups_per_threadgroup: n.div_ceil(4) as u32,
@@ -950,21 +1538,16 @@ unsafe fn run_threadgroup(
         let fibers = &mut (*s).fibers;
         fibers.clear();
         (*s).infos.clear();
+        let origin = [tgid[0] * tg[0], tgid[1] * tg[1], tgid[2] * tg[2]];
+        let mut local = [0u32; 3];
         for t in 0..n {
-            let local = [
-                t as u32 % actual[0],
-                (t as u32 / actual[0]) % actual[1],
-                t as u32 / (actual[0] * actual[1]),
-            ];
             base.thread_position_in_threadgroup = [local[0], local[1], local[2], 0];
-            base.thread_position_in_grid =
-                [tgid[0] * tg[0] + local[0], tgid[1] * tg[1] + local[1], tgid[2] * tg[2] + local[2], 0];
+            base.thread_position_in_grid = [origin[0] + local[0], origin[1] + local[1], origin[2] + local[2], 0];
             base.thread_index_in_threadgroup = t as u32;
             base.thread_index_in_simdgroup = (t % SIMD) as u32;
             base.simdgroup_index_in_threadgroup = (t / SIMD) as u32;
             base.thread_index_in_quadgroup = (t % 4) as u32;
             base.quadgroup_index_in_threadgroup = (t / 4) as u32;
-            let st = &stacks[t];
             (*s).infos.push(base);
             fibers.push(Fiber {
                 sp: null_mut(),
@@ -974,27 +1557,32 @@ unsafe fn run_threadgroup(
                 op: 0,
                 line: 0,
                 fake: null_mut(),
-                stack_lo: st.lo(),
-                stack_size: st.size(),
+                stack: NO_STACK,
+                stack_lo: null_mut(),
+                stack_size: 0,
             });
+            local[0] += 1;
+            if local[0] == actual[0] {
+                local[0] = 0;
+                local[1] += 1;
+                if local[1] == actual[1] {
+                    local[1] = 0;
+                    local[2] += 1;
+                }
+            }
         }
-        for t in 0..n {
-            let f = fibers.as_mut_ptr().add(t);
-            // Stagger the stack tops so that the fibers' frames do not all map to the same
-            // cache sets (every stack top is page-aligned).
-            let color = ((t * 1088) % 4096) & !63;
-            let top = stacks[t].top().sub(color);
-            let sp = top.sub(56) as *mut usize;
-            // r15 r14 r13 r12 rbx rbp ret
-            *sp.add(0) = 0;
-            *sp.add(1) = 0;
-            *sp.add(2) = 0;
-            *sp.add(3) = f as usize; // r12: argument
-            *sp.add(4) = fiber_entry as *const () as usize; // rbx: entry
-            *sp.add(5) = 0;
-            *sp.add(6) = kgemu_rt_trampoline as *const () as usize;
-            (*f).sp = sp as *mut u8;
+        (*s).sgs.clear();
+        for g in 0..n_sg {
+            (*s).sgs.push(SgCount { live: (n - g * SIMD).min(SIMD) as u32, blocked: 0 });
         }
+        (*s).ready = n;
+        (*s).live = n;
+        (*s).tg_blocked = 0;
+        (*s).pending = None;
+        (*s).stop = false;
+        (*s).stacks = stacks.as_ptr();
+        (*s).free_stacks.clear();
+        (*s).free_stacks.extend((0..n.min(stacks.len()) as u32).rev());
         // threadgroup memory: fresh for each threadgroup
         (*s).arena_used = 0;
         (*s).tg_data = 0;
@@ -1002,132 +1590,37 @@ unsafe fn run_threadgroup(
         (*s).site_list.clear();
 
         order_into(order, n, run_order, salt.wrapping_add(1));
-        let file_name: &str = &ctx.a.file_name;
-        let waiter = move |i: usize| -> Waiter { waiter_of(s, file_name, i) };
         (*s).order = order.as_ptr();
         (*s).order_len = order.len();
-        loop {
-            // one round: every ready fiber runs (fibers hand over to each other directly)
-            (*s).round_pos = 0;
-            if let Some(i) = next_ready(s) {
-                switch_to(s, i);
-            }
-            if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
-                return Err(fault_error(s, ctx, tgid));
-            }
-            let fibers: &mut Vec<Fiber> = &mut *std::ptr::addr_of_mut!((*s).fibers);
-            if fibers.iter().all(|f| f.state == State::Exited) {
-                break;
-            }
-            let mut progress = false;
-            for sg in 0..n_sg as usize {
-                let lo = sg * SIMD;
-                let hi = (lo + SIMD).min(n);
-                let mut first_coll: Option<usize> = None;
-                let mut first_other: Option<usize> = None;
-                let mut first_sgb: Option<usize> = None;
-                let mut n_coll = 0;
-                let mut n_sgb = 0;
-                let mut n_live = 0;
-                for i in lo..hi {
-                    match fibers[i].state {
-                        State::Exited | State::Ready => {}
-                        State::Coll => {
-                            n_live += 1;
-                            n_coll += 1;
-                            match first_coll {
-                                None => first_coll = Some(i),
-                                Some(j) => {
-                                    if (fibers[j].op, fibers[j].line) != (fibers[i].op, fibers[i].line) {
-                                        return Err(EmuError::Divergence {
-                                            kernel: ctx.a.kernel.clone(),
-                                            threadgroup_position_in_grid: tgid,
-                                            simdgroup: sg as u32,
-                                            first: Box::new(waiter(j)),
-                                            second: Box::new(waiter(i)),
-                                        });
-                                    }
-                                }
-                            }
-                        }
-                        State::Barrier(k) => {
-                            n_live += 1;
-                            if k == 2 {
-                                n_sgb += 1;
-                                first_sgb.get_or_insert(i);
-                            }
-                            first_other.get_or_insert(i);
-                        }
-                    }
-                }
-                if let Some(c) = first_coll {
-                    if n_coll != n_live {
-                        return Err(EmuError::Divergence {
-                            kernel: ctx.a.kernel.clone(),
-                            threadgroup_position_in_grid: tgid,
-                            simdgroup: sg as u32,
-                            first: Box::new(waiter(c)),
-                            second: Box::new(waiter(first_other.unwrap_or(c))),
-                        });
-                    }
-                    let mut lanes = [null_mut::<c_void>(); SIMD];
-                    let mut active = 0u32;
-                    for i in lo..hi {
-                        if fibers[i].state == State::Coll {
-                            lanes[i - lo] = fibers[i].lane;
-                            active |= 1 << (i - lo);
-                        }
-                    }
-                    let f = fibers[c].coll.expect("collective function");
-                    f(lanes.as_ptr(), active);
-                    for fib in &mut fibers[lo..hi] {
-                        if fib.state == State::Coll {
-                            fib.state = State::Ready;
-                        }
-                    }
-                    progress = true;
-                } else if let Some(b0) = first_sgb {
-                    for i in lo..hi {
-                        let st = fibers[i].state;
-                        if st != State::Exited && (st != State::Barrier(2) || fibers[i].line != fibers[b0].line) {
-                            return Err(EmuError::Barrier {
-                                kernel: ctx.a.kernel.clone(),
-                                threadgroup_position_in_grid: tgid,
-                                first: Box::new(waiter(b0)),
-                                second: Box::new(waiter(i)),
-                            });
-                        }
-                    }
-                    let _ = n_sgb;
-                    for fib in &mut fibers[lo..hi] {
-                        if fib.state == State::Barrier(2) {
-                            fib.state = State::Ready;
-                        }
-                    }
-                    progress = true;
-                }
-            }
-            if !progress {
-                // every live thread waits at a threadgroup barrier
-                let first = fibers.iter().position(|f| f.state != State::Exited).expect("a live thread");
-                for i in 0..n {
-                    let st = fibers[i].state;
-                    if st != State::Exited && fibers[i].line != fibers[first].line {
-                        return Err(EmuError::Barrier {
-                            kernel: ctx.a.kernel.clone(),
-                            threadgroup_position_in_grid: tgid,
-                            first: Box::new(waiter(first)),
-                            second: Box::new(waiter(i)),
-                        });
-                    }
-                }
-                for fib in fibers.iter_mut() {
-                    if fib.state == State::Barrier(1) {
-                        fib.state = State::Ready;
-                    }
-                }
-            }
+        (*s).round_pos = 0;
+        // the fibers hand over to each other; control comes back when none is ready
+        run_fibers(s);
+        if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
+            return Err(fault_error(s, ctx, tgid));
         }
+        let file_name: &str = &ctx.a.file_name;
+        let waiter = |i: usize| -> Box<Waiter> { Box::new(waiter_of(s, file_name, i)) };
+        match (*s).pending {
+            Some(Pending::Divergence { sg, first, second }) => {
+                return Err(EmuError::Divergence {
+                    kernel: ctx.a.kernel.clone(),
+                    threadgroup_position_in_grid: tgid,
+                    simdgroup: sg,
+                    first: waiter(first),
+                    second: waiter(second),
+                });
+            }
+            Some(Pending::Barrier { first, second }) => {
+                return Err(EmuError::Barrier {
+                    kernel: ctx.a.kernel.clone(),
+                    threadgroup_position_in_grid: tgid,
+                    first: waiter(first),
+                    second: waiter(second),
+                });
+            }
+            None => {}
+        }
+        debug_assert!((*s).live == 0, "fibers left without an error");
         // threadgroup arrays must not have been written past their end
         for site in &(*s).site_list {
             let rz = (*s).arena.add(site.offset + site.size);
@@ -1157,7 +1650,7 @@ unsafe fn waiter_of(s: *mut Sched, file_name: &str, i: usize) -> Waiter {
             State::Barrier(1) => "threadgroup_barrier".to_string(),
             State::Barrier(_) => "simdgroup_barrier".to_string(),
             State::Exited => "return".to_string(),
-            State::Ready => "running".to_string(),
+            State::Ready | State::Running => "running".to_string(),
         };
         let p = (*s).infos[i].thread_position_in_grid;
         Waiter {
@@ -1206,9 +1699,9 @@ unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
             }
             return "threadgroup memory outside every declared array".into();
         }
-        for (lo, _) in &ctx.a.stacks {
-            if addr >= lo - 4096 && addr < *lo {
-                return "the guard page of the GPU thread's stack (stack overflow: too much thread memory)".into();
+        for (lo, _) in &(*s).stack_ranges {
+            if addr >= lo - STACK_GUARD && addr < *lo {
+                return "the guard below the GPU thread's stack (stack overflow: too much thread memory)".into();
             }
         }
         if addr < 65536 { "a null pointer".to_string() } else { "memory outside every buffer".to_string() }

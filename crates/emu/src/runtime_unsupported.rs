@@ -23,18 +23,32 @@ impl Object {
 }
 
 #[allow(dead_code)]
+pub(crate) enum Buf<'b> {
+    Mut(&'b mut DeviceBuffer),
+    ReadOnly(&'b mut DeviceBuffer),
+    Shared(&'b DeviceBuffer),
+}
+
+#[allow(dead_code)]
 pub(crate) struct DispatchArgs<'a, 'b> {
     pub object: &'a Object,
     pub entry: usize,
     pub kernel: &'a KernelSignature,
     pub file_name: &'a str,
-    pub buffers: &'a mut [&'b mut DeviceBuffer],
+    pub buffers: &'a mut [Buf<'b>],
     pub grid: [u32; 3],
     pub threadgroup: [u32; 3],
     pub order: RunOrder,
     pub sanitize: bool,
     pub guard_pages: bool,
+    pub workers: usize,
 }
+
+pub(crate) fn default_workers() -> usize {
+    1
+}
+
+pub(crate) fn set_default_workers(_n: usize) {}
 
 pub(crate) fn dispatch(_a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
     Err(unsupported())

@@ -188,7 +188,8 @@ fn a_write_into_a_small_gap_is_corruption() {
     let p = program();
     let mut slot = DeviceBuffer::zeroed(48 * 4);
     slot.set_regions(&[0..96, 128..192]);
-    let e = p.dispatch("write_gap", &mut [&mut slot], [48, 1, 1], [16, 1, 1]).unwrap_err();
+    // with one worker the report names the threadgroup that wrote
+    let e = p.dispatch_with("write_gap", &mut [&mut slot], [48, 1, 1], [16, 1, 1], RunOrder::Forward, 1).unwrap_err();
     match &e {
         EmuError::Corruption { kernel, what, threadgroup_position_in_grid, .. } => {
             assert_eq!(kernel, "write_gap");
@@ -196,6 +197,18 @@ fn a_write_into_a_small_gap_is_corruption() {
             assert_eq!(*threadgroup_position_in_grid, [1, 0, 0], "threads 16..32 write offsets 64..128");
         }
         other => panic!("expected corruption, got {other}"),
+    }
+    // with several it is reported as reliably, after the writer or a threadgroup beside it
+    for _ in 0..20 {
+        let e = p.dispatch_with("write_gap", &mut [&mut slot], [48, 1, 1], [16, 1, 1], RunOrder::Forward, 3).unwrap_err();
+        match &e {
+            EmuError::Corruption { what, threadgroup_position_in_grid, .. } => {
+                assert!(what.contains("byte 96 of buffer(0) `slot`") && what.contains("poisoned gap 96..128"), "{what}");
+                assert!(threadgroup_position_in_grid[0] <= 2, "{e}");
+                assert!(what.contains("one worker names the writer"), "{what}");
+            }
+            other => panic!("expected corruption, got {other}"),
+        }
     }
 }
 

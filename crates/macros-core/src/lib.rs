@@ -68,7 +68,7 @@ pub mod syntax;
 use kernelgen_codegen::diag::Diagnostic;
 use kernelgen_codegen::spec::SpecSource;
 use kernelgen_codegen::render::rust::MetalText;
-use kernelgen_codegen::{Error, Families, Options, generate_with, read_specs, validate};
+use kernelgen_codegen::{Error, Families, Options, family_dirs_near, generate_with, read_families, read_specs, validate};
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::quote;
 use std::path::{Path, PathBuf};
@@ -115,7 +115,10 @@ pub fn expand_inline_as(spec: &InlineSpec, origin: &str) -> syn::Result<TokenStr
         stem: stem.clone(),
         text: spec.text.text.clone(),
     };
-    let module = match module_text(source) {
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_default();
+    let (families, family_files) = families_for(&manifest_dir, None).map_err(|e| syn::Error::new(spec.name.span(), e.to_string()))?;
+    let hooks = rebuild_hooks(&family_files);
+    let module = match module_text(source, &families) {
         Ok(m) => m,
         Err(Error::Spec(diags)) => {
             let errors = diags.0.iter().map(|d| {
@@ -140,6 +143,7 @@ pub fn expand_inline_as(spec: &InlineSpec, origin: &str) -> syn::Result<TokenStr
         #(#attrs)*
         #vis mod #name {
             #body
+            #hooks
         }
     })
 }
@@ -175,12 +179,41 @@ fn combine(errors: impl IntoIterator<Item = syn::Error>) -> Option<syn::Error> {
     })
 }
 
+/// The families a macro call sees: kernelgen's, those in `families/` beside
+/// the spec's folder (`include_specs!`), and those in the calling crate's
+/// `families/`; with the files read, so the crate rebuilds when one changes.
+pub fn families_for(manifest_dir: &Path, spec: Option<&Path>) -> Result<(Families, Vec<PathBuf>), Error> {
+    let mut dirs = spec.map(|s| family_dirs_near(&[s.to_path_buf()])).unwrap_or_default();
+    if let Ok(own) = manifest_dir.join("families").canonicalize() {
+        if own.is_dir() && !dirs.contains(&own) {
+            dirs.push(own);
+        }
+    }
+    let families = read_families(&dirs)?;
+    let mut files = Vec::new();
+    for d in families.iter().filter_map(|f| f.dir.as_ref().map(|dir| (dir, f))) {
+        let (dir, f) = d;
+        files.push(PathBuf::from(&f.source.display));
+        if let Some(name) = f.template.0.rsplit('/').next() {
+            files.push(dir.join(name));
+        }
+    }
+    Ok((families, files))
+}
+
+/// `const _: &str = include_str!(...)` for each file, so cargo rebuilds the
+/// calling crate when one changes.
+fn rebuild_hooks(files: &[PathBuf]) -> TokenStream {
+    let paths: Vec<String> = files.iter().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()).display().to_string()).collect();
+    quote! { #(const _: &str = ::core::include_str!(#paths);)* }
+}
+
 /// The launcher module the generator renders for one spec: the text of
 /// `generated/rust/<stem>.rs`, with each kernel's `.metal` text inline where
 /// that file `include_str!`s it.
-pub fn module_text(source: SpecSource) -> Result<String, Error> {
+pub fn module_text(source: SpecSource, families: &Families) -> Result<String, Error> {
     let path = format!("rust/{}.rs", source.stem);
-    let generated = generate_with(vec![source], &Families::bundled(), Options { metal: MetalText::Inline })?;
+    let generated = generate_with(vec![source], families, Options { metal: MetalText::Inline })?;
     Ok(generated.files.get(&path).cloned().unwrap_or_default())
 }
 
@@ -285,7 +318,9 @@ pub fn expand_include(manifest_dir: &Path, lit: &LitStr, debug: bool) -> syn::Re
     let mut source = sources.pop().expect("a file path reads as one spec");
     source.display = written.clone();
     let stem = source.stem.clone();
-    let module = match module_text(source) {
+    let (families, family_files) = families_for(manifest_dir, Some(&path)).map_err(|e| syn::Error::new(lit.span(), format!("{written}: {e}")))?;
+    let hooks = rebuild_hooks(&family_files);
+    let module = match module_text(source, &families) {
         Ok(m) => m,
         Err(Error::Spec(diags)) => {
             let errors = diags.0.iter().map(|d| syn::Error::new(lit.span(), with_help(d.headline(), d)));
@@ -305,6 +340,7 @@ pub fn expand_include(manifest_dir: &Path, lit: &LitStr, debug: bool) -> syn::Re
         pub mod #name {
             #body
             const _: &str = ::core::include_str!(#absolute);
+            #hooks
         }
     })
 }

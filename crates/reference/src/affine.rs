@@ -39,7 +39,7 @@
 //!        + sum_groups |bias| (r_T * sum_k |x_k| + ...) + ulp_T(y) / 2`
 //! with `r_T` = 3 or 7 units of `T`'s roundoff (0 for f32).
 
-use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum, simd_sum};
+use super::{Element, Exact, SIMD_WIDTH, SplitMix64, Tracked, f32_sum_finish, f32_sum_with, gamma, simd_sum};
 
 /// MLX's group size for these kernels.
 pub const GROUP_SIZE: usize = 64;
@@ -118,6 +118,49 @@ pub fn unpack(w: &[u32], count: usize, bits: Bits) -> Vec<u8> {
             (((lo | (hi << 32)) >> (bit % 32)) & mask) as u8
         })
         .collect()
+}
+
+/// [`unpack`] into `out` (cleared first), without an allocation per call.
+fn unpack_into(w: &[u32], count: usize, bits: Bits, out: &mut Vec<u8>) {
+    out.clear();
+    match bits {
+        Bits::Four => {
+            assert!(count <= w.len() * 8, "unpack: stream too short");
+            out.resize(count.div_ceil(8) * 8, 0);
+            for (o, &word) in out.chunks_exact_mut(8).zip(w) {
+                for (j, v) in o.iter_mut().enumerate() {
+                    *v = ((word >> (4 * j)) & 0xf) as u8;
+                }
+            }
+            out.truncate(count);
+        }
+        Bits::Three if count % 32 == 0 => {
+            // every 3 words hold 32 values
+            assert!(count * 3 <= w.len() * 32, "unpack: stream too short");
+            out.resize(count, 0);
+            for (o, ws) in out.chunks_exact_mut(32).zip(w.chunks_exact(3)) {
+                let bits = u128::from(ws[0]) | (u128::from(ws[1]) << 32) | (u128::from(ws[2]) << 64);
+                for (j, v) in o.iter_mut().enumerate() {
+                    *v = ((bits >> (3 * j)) & 7) as u8;
+                }
+            }
+        }
+        Bits::Three => {
+            assert!(count * 3 <= w.len() * 32, "unpack: stream too short");
+            out.extend((0..count).map(|i| {
+                let bit = i * 3;
+                let lo = u64::from(w[bit / 32]);
+                let hi = w.get(bit / 32 + 1).map_or(0, |&x| u64::from(x));
+                (((lo | (hi << 32)) >> (bit % 32)) & 7) as u8
+            }));
+        }
+    }
+}
+
+thread_local! {
+    /// One row's quantized values and its groups' scales and biases (f64), per thread.
+    static ROW: std::cell::RefCell<(Vec<u8>, Vec<f64>, Vec<f64>, Vec<Tracked>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// `f(row)` for every row, on every core, in row order (each row is
@@ -229,6 +272,28 @@ impl<T: Element> Quantized<T> {
             .collect()
     }
 
+    /// The same matrix, borrowed.
+    pub fn view(&self) -> QuantizedView<'_, T> {
+        QuantizedView { n: self.n, k: self.k, bits: self.bits, w: &self.w, scales: &self.scales, biases: &self.biases }
+    }
+}
+
+/// A [`Quantized`] matrix over borrowed slices: the references read weights where they
+/// already are (a launch's input array), so a large matrix is never copied.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantizedView<'a, T> {
+    pub n: usize,
+    pub k: usize,
+    pub bits: Bits,
+    /// `[N, K * bits / 32]`.
+    pub w: &'a [u32],
+    /// `[N, K / 64]`.
+    pub scales: &'a [T],
+    /// `[N, K / 64]`.
+    pub biases: &'a [T],
+}
+
+impl<T> QuantizedView<'_, T> {
     fn check(&self) {
         assert!(
             self.k % STEP == 0,
@@ -309,6 +374,11 @@ fn bytes(w: &[u32]) -> Vec<u8> {
 /// K must be a multiple of 512 (the seed also needs N % 64 == 0 and
 /// K <= 7680 for its launch; rows are computed alike for any N).
 pub fn affine_row_replay<T: Element>(x: &[T], w: &Quantized<T>) -> Vec<T> {
+    affine_row_replay_view(x, &w.view())
+}
+
+/// [`affine_row_replay`] over a borrowed matrix.
+pub fn affine_row_replay_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Vec<T> {
     w.check();
     assert_eq!(x.len(), w.k, "affine row: x must be [K]");
     let (k, bits) = (w.k, w.bits);
@@ -344,6 +414,11 @@ pub fn affine_row_replay<T: Element>(x: &[T], w: &Quantized<T>) -> Vec<T> {
 /// f64 reference: dequantise (`scale * q + bias`) and dot with `x` in f64,
 /// with the per-row bound of the module documentation.
 pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
+    affine_row_f64_view(x, &w.view())
+}
+
+/// [`affine_row_f64`] over a borrowed matrix.
+pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exact {
     w.check();
     assert_eq!(x.len(), w.k, "affine row: x must be [K]");
     let (k, bits) = (w.k, w.bits);
@@ -377,36 +452,64 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
             sum
         })
         .collect();
+    let steps_gamma = gamma(k / STEP + 5);
+    // the bound part of each chunk's sum: `tiny` added 16 times from 0
+    let tiny16 = (0..VALUES_PER_LANE).fold(0.0f64, |e, _| e + tiny);
+    let accum_gamma = gamma(accum_depth);
     let rows = per_row(w.n, |row| {
-        // One row dequantized at a time (the head matrix has 1.3e9 values).
-        let q = unpack(&w.w[row * words..(row + 1) * words], k, bits);
-        let exact: f64 = (0..k)
-            .map(|c| {
-                let g = row * groups + c / GROUP_SIZE;
-                let deq = f64::from(w.scales[g].to_f32()) * f64::from(q[c])
-                    + f64::from(w.biases[g].to_f32());
-                xf[c] * deq
-            })
-            .sum();
-        let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
-            let c0 = chunk * VALUES_PER_LANE;
-            let g = row * groups + c0 / GROUP_SIZE;
-            let s = Tracked::exact(f64::from(w.scales[g].to_f32()));
-            let b = Tracked::exact(f64::from(w.biases[g].to_f32()));
-            let accum = f32_sum(
-                (c0..c0 + VALUES_PER_LANE).map(|c| Tracked {
-                    v: f64::from(q[c]) * xf[c],
-                    e: tiny,
-                }),
-                accum_depth,
-            );
-            let scaled = s.mul(accum).round_f32();
-            let biased = sums[chunk].mul(b).round_f32();
-            scaled.add(biased).round_f32()
-        });
-        let y = f32_sum(qdots, k / STEP + 5).round_to::<T>();
-        // y.v is the same real number summed in another order.
-        (exact, y.e + (y.v - exact).abs())
+        // One row dequantized at a time (the head matrix has 1.3e9 values),
+        // into this thread's buffer; each group's scale and bias widened once.
+        ROW.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let (q, sf, bf, qd) = &mut *buf;
+            unpack_into(&w.w[row * words..(row + 1) * words], k, bits, q);
+            sf.clear();
+            bf.clear();
+            sf.extend(w.scales[row * groups..(row + 1) * groups].iter().map(|s| f64::from(s.to_f32())));
+            bf.extend(w.biases[row * groups..(row + 1) * groups].iter().map(|b| f64::from(b.to_f32())));
+            // Four interleaved partial sums (a sequential sum of 5120 terms is one long
+            // chain of dependent additions): the same real number, another f64 rounding.
+            let mut part = [0.0f64; 4];
+            for (c4, (qs, xs)) in q.chunks_exact(4).zip(xf.chunks_exact(4)).enumerate() {
+                let g = c4 * 4 / GROUP_SIZE;
+                for j in 0..4 {
+                    part[j] += xs[j] * (sf[g] * f64::from(qs[j]) + bf[g]);
+                }
+            }
+            let exact = (part[0] + part[1]) + (part[2] + part[3]);
+            // Each chunk's accumulation (f32_sum over its 16 products, in order), four
+            // chunks at a time so that their chains of additions overlap.
+            qd.clear();
+            const SPAN: usize = 4 * VALUES_PER_LANE;
+            for (c4, (qs, xs)) in q.chunks_exact(SPAN).zip(xf.chunks_exact(SPAN)).enumerate() {
+                let c4 = c4 * 4;
+                let (qs, xs): (&[u8; SPAN], &[f64; SPAN]) = (qs.try_into().unwrap(), xs.try_into().unwrap());
+                let mut v = [0.0f64; 4];
+                let mut mag = [0.0f64; 4];
+                for i in 0..VALUES_PER_LANE {
+                    for j in 0..4 {
+                        let c = j * VALUES_PER_LANE + i;
+                        let t = f64::from(qs[c]) * xs[c];
+                        v[j] += t;
+                        mag[j] += t.abs() + tiny;
+                    }
+                }
+                for j in 0..4 {
+                    let chunk = c4 + j;
+                    let g = chunk * VALUES_PER_LANE / GROUP_SIZE;
+                    let s = Tracked::exact(sf[g]);
+                    let b = Tracked::exact(bf[g]);
+                    let accum = f32_sum_finish(v[j], tiny16, mag[j], VALUES_PER_LANE, accum_depth, accum_gamma);
+                    let scaled = s.mul(accum).round_f32();
+                    let biased = sums[chunk].mul(b).round_f32();
+                    qd.push(scaled.add(biased).round_f32());
+                }
+            }
+            let qdots = qd.iter().copied();
+            let y = f32_sum_with(qdots, k / STEP + 5, steps_gamma).round_to::<T>();
+            // y.v is the same real number summed in another order.
+            (exact, y.e + (y.v - exact).abs())
+        })
     });
     let (value, tol) = rows.into_iter().unzip();
     Exact { value, tol }
@@ -416,6 +519,90 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
 mod tests {
     use super::*;
     use half::{bf16, f16};
+
+    /// The f64 model as first written (one row at a time, one f32_sum per chunk): the
+    /// optimized model must give exactly its bits.
+    fn f64_plain<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
+        let (k, bits) = (w.k, w.bits);
+        let groups = k / GROUP_SIZE;
+        let xf: Vec<f64> = x.iter().map(|v| f64::from(v.to_f32())).collect();
+        let words = bits.words_per_row(k);
+        let (accum_depth, run) = match bits {
+            Bits::Three => (21, 8),
+            Bits::Four => (8, 4),
+        };
+        let tiny = 2f64.powi(-149) * 4096.0;
+        let sums: Vec<Tracked> = xf
+            .chunks_exact(VALUES_PER_LANE)
+            .map(|c| {
+                let mut sum = Tracked::exact(0.0);
+                for r in c.chunks_exact(run) {
+                    let mut t = Tracked::exact(r[0]);
+                    for &v in &r[1..] {
+                        t = t.add(Tracked::exact(v)).round_op::<T>();
+                    }
+                    sum = sum.add(t).round_f32();
+                }
+                sum
+            })
+            .collect();
+        let (value, tol) = (0..w.n)
+            .map(|row| {
+                let q = unpack(&w.w[row * words..(row + 1) * words], k, bits);
+                let mut part = [0.0f64; 4];
+                for c in 0..k {
+                    let g = row * groups + c / GROUP_SIZE;
+                    let deq = f64::from(w.scales[g].to_f32()) * f64::from(q[c]) + f64::from(w.biases[g].to_f32());
+                    part[c % 4] += xf[c] * deq;
+                }
+                let exact = (part[0] + part[1]) + (part[2] + part[3]);
+                let qdots = (0..k / VALUES_PER_LANE).map(|chunk| {
+                    let c0 = chunk * VALUES_PER_LANE;
+                    let g = row * groups + c0 / GROUP_SIZE;
+                    let s = Tracked::exact(f64::from(w.scales[g].to_f32()));
+                    let b = Tracked::exact(f64::from(w.biases[g].to_f32()));
+                    let accum = super::super::f32_sum((c0..c0 + VALUES_PER_LANE).map(|c| Tracked { v: f64::from(q[c]) * xf[c], e: tiny }), accum_depth);
+                    let scaled = s.mul(accum).round_f32();
+                    let biased = sums[chunk].mul(b).round_f32();
+                    scaled.add(biased).round_f32()
+                });
+                let y = super::super::f32_sum(qdots, k / STEP + 5).round_to::<T>();
+                (exact, y.e + (y.v - exact).abs())
+            })
+            .unzip();
+        Exact { value, tol }
+    }
+
+    #[test]
+    fn f64_model_is_the_plain_form_bit_for_bit() {
+        fn same<T: Element>(bits: Bits, n: usize, k: usize, seed: u64) {
+            let w = Quantized::<T>::random(n, k, bits, seed);
+            let mut rng = SplitMix64::new(seed);
+            let x: Vec<T> = (0..k).map(|_| T::from_f32((rng.unit() * 2.0 - 1.0) as f32)).collect();
+            let (a, b) = (affine_row_f64(&x, &w), f64_plain(&x, &w));
+            let bits_of = |e: &Exact| e.value.iter().chain(&e.tol).map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits_of(&a), bits_of(&b), "{bits:?} N={n} K={k}");
+        }
+        for bits in [Bits::Three, Bits::Four] {
+            same::<bf16>(bits, 37, 1024, 1);
+            same::<f16>(bits, 8, 2560, 2);
+            same::<f32>(bits, 5, 512, 3);
+        }
+    }
+
+    #[test]
+    fn unpack_into_matches_unpack() {
+        let mut rng = SplitMix64::new(9);
+        let mut out = Vec::new();
+        for bits in [Bits::Three, Bits::Four] {
+            for count in [32, 64, 96, 512, 5120, 40] {
+                let words = (count * bits.bits()).div_ceil(32) + 1;
+                let w: Vec<u32> = (0..words).map(|_| rng.next_u64() as u32).collect();
+                unpack_into(&w, count, bits, &mut out);
+                assert_eq!(out, unpack(&w, count, bits), "{bits:?} {count}");
+            }
+        }
+    }
 
     #[test]
     fn four_bit_words_hold_values_lsb_first() {

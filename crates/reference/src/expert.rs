@@ -80,46 +80,7 @@ pub struct ExpertGeometry {
     pub slot_bytes: usize,
 }
 
-/// The output rows one threadgroup computes (the seed's `ROWS_TG`).
-pub const ROWS_PER_THREADGROUP: usize = 4;
-
-fn align_up(x: usize, a: usize) -> usize {
-    x.div_ceil(a) * a
-}
-
 impl ExpertGeometry {
-    /// A layout with the regions in the seed's order (down, gate, up weights,
-    /// then down, gate, up scales), each starting at a multiple of `align`
-    /// (at least 4), so that there are gaps between regions when their sizes
-    /// are not multiples of `align`. The slot ends at a multiple of `align`.
-    pub fn packed(quant: Quant, hidden: usize, intermediate: usize, align: usize) -> Self {
-        let align = align.max(4);
-        let wbytes = quant.row_bytes(hidden) * intermediate;
-        let mut at = 0;
-        let mut place = |bytes: usize| {
-            let offset = at;
-            at = align_up(at + bytes, align);
-            offset
-        };
-        let down_weights = place(wbytes);
-        let gate_weights = place(wbytes);
-        let up_weights = place(wbytes);
-        let down_scales = place(4 * hidden);
-        let gate_scales = place(4 * intermediate);
-        let up_scales = place(4 * intermediate);
-        ExpertGeometry {
-            hidden,
-            intermediate,
-            gate_weights,
-            up_weights,
-            down_weights,
-            gate_scales,
-            up_scales,
-            down_scales,
-            slot_bytes: at,
-        }
-    }
-
     /// The six regions as `(name, offset, bytes)`.
     pub fn regions(&self, quant: Quant) -> [(&'static str, usize, usize); 6] {
         let w = quant.row_bytes(self.hidden) * self.intermediate;
@@ -133,9 +94,10 @@ impl ExpertGeometry {
         ]
     }
 
-    /// The seed's checks (positive sizes divisible by 8 for Q4 and by
-    /// `ROWS_PER_THREADGROUP`, every region inside the slot) and the
-    /// alignment the kernel's `uint32_t`/`float` loads need (4 bytes).
+    /// The seed's checks (positive sizes, divisible by 8 for Q4, every
+    /// region inside the slot) and the alignment the kernel's
+    /// `uint32_t`/`float` loads need (4 bytes). How many rows a threadgroup
+    /// computes does not change what a row computes, so it is not checked.
     pub fn validate(&self, quant: Quant) -> Result<(), String> {
         let (h, i) = (self.hidden, self.intermediate);
         if h == 0 || i == 0 {
@@ -143,11 +105,6 @@ impl ExpertGeometry {
         }
         if quant == Quant::Q4 && (h % 8 != 0 || i % 8 != 0) {
             return Err("Q4 expert dimensions must be divisible by 8".into());
-        }
-        if h % ROWS_PER_THREADGROUP != 0 || i % ROWS_PER_THREADGROUP != 0 {
-            return Err(format!(
-                "expert output dimensions must be divisible by {ROWS_PER_THREADGROUP}"
-            ));
         }
         for (name, offset, bytes) in self.regions(quant) {
             if offset + bytes > self.slot_bytes {
@@ -308,6 +265,31 @@ fn load_f32(slot: &[u8], at: usize) -> f32 {
 /// One row's 32 lane accumulators, as the seed's loop leaves them:
 /// `acc = fma(weight, float(x[k]), acc)` over the lane's strided indices.
 fn lane_accumulators<T: Element>(
+    x: &[T],
+    slot: &[u8],
+    weights: usize,
+    row: usize,
+    len: usize,
+    quant: Quant,
+) -> [f32; SIMD_WIDTH] {
+    // `mul_add` is a call to libm's software fmaf unless the function is compiled with FMA
+    // (the same, exactly rounded, result either way).
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "fma")]
+        unsafe fn with_fma<T: Element>(x: &[T], slot: &[u8], weights: usize, row: usize, len: usize, quant: Quant) -> [f32; SIMD_WIDTH] {
+            lane_accumulators_body(x, slot, weights, row, len, quant)
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has FMA.
+            return unsafe { with_fma(x, slot, weights, row, len, quant) };
+        }
+    }
+    lane_accumulators_body(x, slot, weights, row, len, quant)
+}
+
+#[inline(always)]
+fn lane_accumulators_body<T: Element>(
     x: &[T],
     slot: &[u8],
     weights: usize,
@@ -502,9 +484,25 @@ pub fn down_f64<T: Element>(
 mod tests {
     use super::*;
 
+    /// A test layout: the regions in another order than the family's (down,
+    /// gate, up weights, then the scales), each at a multiple of `align`.
+    fn packed(quant: Quant, hidden: usize, intermediate: usize, align: usize) -> ExpertGeometry {
+        let align = align.max(4);
+        let w = quant.row_bytes(hidden) * intermediate;
+        let mut at = 0;
+        let mut place = |bytes: usize| {
+            let offset = at;
+            at = (at + bytes).div_ceil(align) * align;
+            offset
+        };
+        let (down_weights, gate_weights, up_weights) = (place(w), place(w), place(w));
+        let (down_scales, gate_scales, up_scales) = (place(4 * hidden), place(4 * intermediate), place(4 * intermediate));
+        ExpertGeometry { hidden, intermediate, gate_weights, up_weights, down_weights, gate_scales, up_scales, down_scales, slot_bytes: at }
+    }
+
     #[test]
     fn q4_packing_is_nibbles_lsb_first() {
-        let g = ExpertGeometry::packed(Quant::Q4, 8, 8, 4);
+        let g = packed(Quant::Q4, 8, 8, 4);
         let mut w = ExpertWeights::random(Quant::Q4, 8, 8, 1);
         w.gate[..8].copy_from_slice(&[-8, -7, 0, 1, 2, 3, 6, 7]);
         let slot = w.pack(Quant::Q4, &g);
@@ -517,7 +515,7 @@ mod tests {
     #[test]
     fn pack_unpack_round_trip_and_fill() {
         for quant in [Quant::Q4, Quant::Q8] {
-            let g = ExpertGeometry::packed(quant, 24, 40, 64);
+            let g = packed(quant, 24, 40, 64);
             g.validate(quant).unwrap();
             let w = ExpertWeights::random(quant, 24, 40, 7);
             let slot = w.pack(quant, &g);
@@ -535,15 +533,16 @@ mod tests {
 
     #[test]
     fn validate_rejects_bad_layouts() {
-        let mut g = ExpertGeometry::packed(Quant::Q4, 16, 16, 4);
+        let mut g = packed(Quant::Q4, 16, 16, 4);
         assert!(g.validate(Quant::Q4).is_ok());
         g.up_scales += 2;
         assert!(g.validate(Quant::Q4).is_err());
-        let g = ExpertGeometry::packed(Quant::Q8, 12, 20, 4);
+        let g = packed(Quant::Q8, 12, 20, 4);
         assert!(g.validate(Quant::Q8).is_ok());
-        assert!(ExpertGeometry::packed(Quant::Q4, 12, 20, 4).validate(Quant::Q4).is_err());
-        assert!(ExpertGeometry::packed(Quant::Q8, 6, 20, 4).validate(Quant::Q8).is_err());
-        let mut g = ExpertGeometry::packed(Quant::Q8, 16, 16, 4);
+        assert!(packed(Quant::Q4, 12, 20, 4).validate(Quant::Q4).is_err());
+        // Any row count per threadgroup is the family's business, not the model's.
+        assert!(packed(Quant::Q8, 6, 20, 4).validate(Quant::Q8).is_ok());
+        let mut g = packed(Quant::Q8, 16, 16, 4);
         g.slot_bytes -= 1;
         assert!(g.validate(Quant::Q8).is_err());
     }
@@ -554,7 +553,7 @@ mod tests {
         // so the f32 replay equals the f64 model exactly.
         let (h, i) = (64, 8);
         for quant in [Quant::Q4, Quant::Q8] {
-            let g = ExpertGeometry::packed(quant, h, i, 16);
+            let g = packed(quant, h, i, 16);
             let mut w = ExpertWeights::random(quant, h, i, 3);
             w.down_scales.iter_mut().for_each(|s| *s = 0.25);
             let slot = w.pack(quant, &g);
@@ -573,7 +572,7 @@ mod tests {
         // order gives another f32 than a plain sequential dot.
         let (h, i) = (512, 16);
         let quant = Quant::Q8;
-        let g = ExpertGeometry::packed(quant, h, i, 16);
+        let g = packed(quant, h, i, 16);
         let w = ExpertWeights::random(quant, h, i, 11);
         let slot = w.pack(quant, &g);
         let mut rng = SplitMix64::new(5);

@@ -178,6 +178,7 @@ pub fn simd_sum(lanes: &[f32]) -> f32 {
 }
 
 /// The binary exponent `floor(log2 |x|)` of a finite nonzero f64.
+#[inline]
 fn exponent(x: f64) -> i32 {
     let bits = x.abs().to_bits();
     let biased = (bits >> 52) as i32;
@@ -192,6 +193,7 @@ fn exponent(x: f64) -> i32 {
 /// The spacing of `T`'s representable numbers at `|x|`: `2^(e - p + 1)` for
 /// `2^e <= |x| < 2^(e+1)`, and the subnormal spacing below the smallest
 /// normal (also for `x == 0`). For infinite or NaN `x` it is infinite.
+#[inline]
 pub fn ulp<T: Element>(x: f64) -> f64 {
     if !x.is_finite() {
         return f64::INFINITY;
@@ -408,10 +410,12 @@ pub(crate) struct Tracked {
 }
 
 impl Tracked {
+    #[inline]
     pub fn exact(v: f64) -> Self {
         Tracked { v, e: 0.0 }
     }
 
+    #[inline]
     fn with_slack(v: f64, e: f64) -> Self {
         Tracked {
             v,
@@ -420,18 +424,22 @@ impl Tracked {
     }
 
     /// An upper bound on the magnitude of the kernel's value.
+    #[inline]
     pub fn hi(self) -> f64 {
         self.v.abs() + self.e
     }
 
+    #[inline]
     pub fn add(self, o: Tracked) -> Self {
         Self::with_slack(self.v + o.v, self.e + o.e)
     }
 
+    #[inline]
     pub fn sub(self, o: Tracked) -> Self {
         Self::with_slack(self.v - o.v, self.e + o.e)
     }
 
+    #[inline]
     pub fn mul(self, o: Tracked) -> Self {
         Self::with_slack(
             self.v * o.v,
@@ -460,6 +468,7 @@ impl Tracked {
     }
 
     /// The kernel rounds to f32 here.
+    #[inline]
     pub fn round_f32(self) -> Self {
         Tracked {
             v: self.v,
@@ -468,6 +477,7 @@ impl Tracked {
     }
 
     /// The kernel rounds (an f32 value) to `T` here; nothing for f32.
+    #[inline]
     pub fn round_to<T: Element>(self) -> Self {
         if T::PRECISION == 24 {
             return self;
@@ -486,6 +496,7 @@ impl Tracked {
 
     /// The result of an operation on `T` operands: computed in f32, rounded
     /// to f32 and then to `T` (once for f32).
+    #[inline]
     pub fn round_op<T: Element>(self) -> Self {
         self.round_f32().round_to::<T>()
     }
@@ -505,6 +516,12 @@ impl Tracked {
 /// `|kernel - sum| <= sum(e_i) + gamma(depth) * sum(|v_i| + e_i)`
 /// (Higham 3.1 on the kernel's own, already perturbed, terms).
 pub(crate) fn f32_sum(terms: impl IntoIterator<Item = Tracked>, depth: usize) -> Tracked {
+    f32_sum_with(terms, depth, gamma(depth))
+}
+
+/// [`f32_sum`] with `gamma(depth)` computed once by the caller (the same result).
+#[inline]
+pub(crate) fn f32_sum_with(terms: impl IntoIterator<Item = Tracked>, depth: usize, gamma_depth: f64) -> Tracked {
     let mut v = 0.0f64;
     let mut e = 0.0f64;
     let mut mag = 0.0f64;
@@ -515,7 +532,14 @@ pub(crate) fn f32_sum(terms: impl IntoIterator<Item = Tracked>, depth: usize) ->
         mag += t.hi();
         n += 1;
     }
-    let e = e + gamma(depth) * mag + (n + depth) as f64 * UNDERFLOW + (n as f64) * F64_SLACK * mag;
+    f32_sum_finish(v, e, mag, n, depth, gamma_depth)
+}
+
+/// The end of [`f32_sum`]: from the sums of the terms' values, bounds and magnitudes
+/// (`|v_i| + e_i`), each added left to right from 0.
+#[inline(always)]
+pub(crate) fn f32_sum_finish(v: f64, e: f64, mag: f64, n: usize, depth: usize, gamma_depth: f64) -> Tracked {
+    let e = e + gamma_depth * mag + (n + depth) as f64 * UNDERFLOW + (n as f64) * F64_SLACK * mag;
     Tracked { v, e }
 }
 
@@ -569,7 +593,9 @@ impl SplitMix64 {
     /// Uniform integer in `lo..=hi`.
     pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
         let span = (hi - lo + 1) as u64;
-        lo + (self.next_u64() % span) as i64
+        // the same value without a division when the span is a power of two (weights)
+        let r = if span.is_power_of_two() { self.next_u64() & (span - 1) } else { self.next_u64() % span };
+        lo + r as i64
     }
 }
 

@@ -44,9 +44,24 @@ fn median_ulp_bound<T: Element>(exact: &Exact) -> f64 {
 
 // ------------------------------------------------------------------ expert
 
+/// A slot layout of the test's own, in another order than the family's and
+/// with gaps, so the models read every region at its own offset.
+fn layout(quant: Quant, hidden: usize, intermediate: usize) -> ExpertGeometry {
+    let w = quant.row_bytes(hidden) * intermediate;
+    let mut at = 0;
+    let mut place = |bytes: usize| {
+        let offset = at;
+        at = (at + bytes).div_ceil(256) * 256;
+        offset
+    };
+    let (down_weights, gate_weights, up_weights) = (place(w), place(w), place(w));
+    let (down_scales, gate_scales, up_scales) = (place(4 * hidden), place(4 * intermediate), place(4 * intermediate));
+    ExpertGeometry { hidden, intermediate, gate_weights, up_weights, down_weights, gate_scales, up_scales, down_scales, slot_bytes: at }
+}
+
 fn expert_case<T: Element>(quant: Quant, h: usize, i: usize, m: usize, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let geom = ExpertGeometry::packed(quant, h, i, 256);
+    let geom = layout(quant, h, i);
     let slot = ExpertWeights::random(quant, h, i, seed).pack(quant, &geom);
     let x: Vec<T> = uniform(&mut rng, m * h, -2.0, 2.0);
     let what = format!("expert {quant:?} H={h} I={i} M={m}");
@@ -442,4 +457,17 @@ fn gated_rms_norm_two_level_reduction_matters() {
     // And the replay is within the bound of the exact result.
     let exact = grn::gated_rms_norm_f64(&x, &gate, &weight, 1e-6, d);
     check("gated_rms_norm 2^24 + ones", &exact, &got);
+}
+
+/// kernelgen's user-facing quantizer and the reference's, written apart,
+/// agree bit for bit (and both follow MLX's, which `make test-mlx` checks).
+#[test]
+fn the_user_facing_quantizer_agrees_with_the_reference() {
+    for (bits, b) in [(3u32, Bits::Three), (4, Bits::Four)] {
+        let mut rng = kernelgen_reference::SplitMix64::new(u64::from(bits));
+        let w: Vec<f32> = (0..8 * 256).map(|_| (rng.unit() * 4.0 - 2.0) as f32).collect();
+        let ours = kernelgen::quant::affine::quantize(&w, 8, 256, bits).unwrap();
+        let theirs = affine::quantize(&w, 8, 256, b);
+        assert_eq!((ours.w, ours.scales, ours.biases), (theirs.w, theirs.scales, theirs.biases), "bits {bits}");
+    }
 }

@@ -88,14 +88,16 @@ pub fn random<T: Element>(rng: &mut reference::SplitMix64, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32((rng.unit() * 2.0 - 1.0) as f32)).collect()
 }
 
-/// Element values as host bytes of their dtype.
+/// Element values as host bytes of their dtype (a large array in guarded memory, which the
+/// emulator backend binds without copying).
 pub fn host<T: Element>(shape: Vec<u64>, values: &[T]) -> HostArray {
     let size = T::DTYPE.size();
-    let mut data = Vec::with_capacity(values.len() * size);
-    for v in values {
-        data.extend_from_slice(&v.to_bits().to_le_bytes()[..size]);
+    let mut a = HostArray::zeros(T::DTYPE, shape);
+    assert_eq!(a.data.len(), values.len() * size, "host: shape and values disagree");
+    for (c, v) in a.data.chunks_exact_mut(size).zip(values) {
+        c.copy_from_slice(&v.to_bits().to_le_bytes()[..size]);
     }
-    HostArray::new(T::DTYPE, shape, data)
+    a
 }
 
 fn elements<T: Element>(a: &HostArray) -> Vec<T> {
@@ -189,18 +191,107 @@ pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, see
     outln!("MAX ULP and BOUND are the largest error and the largest allowed error, in ulps of the output's largest value.");
     outln!("{:<width$}  {:<10}  {:<5}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "EXACT", "MAX ULP", "BOUND", "TIME");
     let mut failures = Vec::new();
-    for r in selected.iter() {
-        let o = run_one(&backend, r, seed);
-        let status = if o.failure.is_some() { "FAIL" } else if o.exact { "yes" } else { "no" };
-        outln!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
-        if let Some(f) = &o.failure {
-            failures.push(format!("{}: {f}", o.kernel));
+    let outcomes = Outcomes::new(selected.len());
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(selected.len());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                while let Some(i) = outcomes.take(|i| exclusive(selected[i])) {
+                    let o = run_one(&backend, selected[i], seed);
+                    outcomes.done(i, o, exclusive(selected[i]));
+                }
+            });
         }
-    }
+        for i in 0..selected.len() {
+            let o = outcomes.wait(i);
+            report(&o, width, &mut failures);
+        }
+    });
     let passed = selected.len() - failures.len();
     for f in &failures {
         eprintln!("FAILED {f}");
     }
     outln!("verify: {passed} passed, {} failed", failures.len());
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// One row of the table (and the failure, for the summary).
+fn report(o: &Outcome, width: usize, failures: &mut Vec<String>) {
+    let status = if o.failure.is_some() { "FAIL" } else if o.exact { "yes" } else { "no" };
+    outln!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
+    if let Some(f) = &o.failure {
+        failures.push(format!("{}: {f}", o.kernel));
+    }
+}
+
+/// Inputs of more than this many bytes (at the contract's fixed sizes) make a kernel run
+/// alone: verifying two 635 MB vocabulary heads at once would double the peak memory.
+const EXCLUSIVE_INPUT_BYTES: u64 = 128 << 20;
+
+fn exclusive(r: &RenderedKernel) -> bool {
+    let bytes: u64 = r.def.inputs.iter().filter_map(|b| b.fixed_elements().map(|n| n * b.dtype.size() as u64)).sum();
+    bytes > EXCLUSIVE_INPUT_BYTES
+}
+
+/// Kernels run on several threads at once (each launch's threadgroups on the emulator's
+/// workers too), taken in catalog order; a large one runs alone. The table is printed in
+/// catalog order as the outcomes arrive.
+struct Outcomes {
+    state: std::sync::Mutex<Jobs>,
+    changed: std::sync::Condvar,
+}
+
+struct Jobs {
+    next: usize,
+    running: usize,
+    exclusive_running: bool,
+    done: Vec<Option<Outcome>>,
+}
+
+impl Outcomes {
+    fn new(n: usize) -> Self {
+        Outcomes {
+            state: std::sync::Mutex::new(Jobs { next: 0, running: 0, exclusive_running: false, done: (0..n).map(|_| None).collect() }),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// The next kernel to run, once it may start (`None` when none is left).
+    fn take(&self, exclusive: impl Fn(usize) -> bool) -> Option<usize> {
+        let mut j = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if j.next >= j.done.len() {
+                return None;
+            }
+            let alone = exclusive(j.next);
+            if !j.exclusive_running && !(alone && j.running > 0) {
+                let i = j.next;
+                j.next += 1;
+                j.running += 1;
+                j.exclusive_running = alone;
+                return Some(i);
+            }
+            j = self.changed.wait(j).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn done(&self, i: usize, o: Outcome, exclusive: bool) {
+        let mut j = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        j.running -= 1;
+        if exclusive {
+            j.exclusive_running = false;
+        }
+        j.done[i] = Some(o);
+        self.changed.notify_all();
+    }
+
+    fn wait(&self, i: usize) -> Outcome {
+        let mut j = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(o) = j.done[i].take() {
+                return o;
+            }
+            j = self.changed.wait(j).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }

@@ -12,7 +12,7 @@
 //! **The switch.** `write` builds the complete new tree beside the old one,
 //! in `<parent>/.<name>.kernelgen-tmp-<pid>-<n>` (the same file system, so
 //! files can be linked and directories exchanged), then exchanges the two
-//! directories with one `rename` ([`sys::exchange`]), then removes the old
+//! directories with one `rename` (`sys::exchange`), then removes the old
 //! tree (now under the temporary name) file by listed file. Killed or failing
 //! at any moment before the exchange, the old tree is untouched; after it,
 //! the new tree is complete. What an interrupted run leaves beside the
@@ -22,7 +22,7 @@
 //! nothing that watches mtimes (cargo's fingerprints of the launcher
 //! sources, make, editors) sees a change that is not one, and a run that
 //! changes nothing writes nothing. Runs on the same directory serialize on
-//! a lock ([`sys::Lock`]) beside it.
+//! a lock (`sys::Lock`) beside it.
 //!
 //! Process death and I/O errors are covered; a power loss is not (files are
 //! not fsynced, as cargo does not fsync its outputs).

@@ -4,7 +4,7 @@
 //! error points at its span in the file.
 
 use super::expr::{self, Expr, ExprError, Scope, Type};
-use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, Located, PackedDef, PartDef, Piece, RegionDef, Role, Size};
+use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, Located, PackedDef, PartDef, Piece, RegionDef, Role, Size, VerifyDef};
 use crate::diag::{Diagnostics, Reporter};
 use crate::model::{dtype_from_short, AxisValue};
 use crate::spec::{Entry, Node, Span, SpecSource, Value};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// Reads a family file and its template. `template` gives the template's
 /// file name and text, or `None` when it could not be found (reported here).
-pub fn read(source: Arc<SpecSource>, template: impl FnOnce(&str) -> Option<String>) -> Result<FamilyDef, Diagnostics> {
+pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: impl FnOnce(&str) -> Option<String>) -> Result<FamilyDef, Diagnostics> {
     let mut r = Reporter::new(source.clone());
     let tree = match crate::spec::toml::parse(&source.text) {
         Ok(t) => t,
@@ -24,7 +24,7 @@ pub fn read(source: Arc<SpecSource>, template: impl FnOnce(&str) -> Option<Strin
         }
     };
     let mut f = Reader { r, source: source.clone() };
-    let def = f.family(&tree, template);
+    let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
     if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
 }
 
@@ -33,7 +33,7 @@ struct Reader {
     source: Arc<SpecSource>,
 }
 
-const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel"];
+const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
 
 fn join(prefix: &str, key: &str) -> String {
     if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
@@ -308,6 +308,10 @@ impl Reader {
             },
         }
         self.sizes_are_readable(&sizes, &parts);
+        let verify = match top.iter().find(|e| e.key == "verify") {
+            Some(e) => self.verify(&e.node, &sizes, &parts),
+            None => VerifyDef::default(),
+        };
 
         let template_name = template_name?;
         if template_name.contains(['/', '\\']) || template_name.starts_with('.') || !template_name.is_ascii() {
@@ -340,7 +344,80 @@ impl Reader {
             sizes,
             packed,
             parts,
+            verify,
+            dir: None,
         })
+    }
+
+    fn verify(&mut self, node: &Node, sizes: &[Size], parts: &[PartDef]) -> VerifyDef {
+        let body = self.table(node, "verify");
+        self.unknown_keys(body, &["reference", "tolerance", "sizes", "inputs"], "verify");
+        let mut v = VerifyDef::default();
+        if let Some(e) = body.iter().find(|e| e.key == "reference") {
+            if let Some(r) = self.string(&e.node, "verify.reference") {
+                match r.rsplit_once(':') {
+                    Some((file, func)) if file.ends_with(".py") && !func.is_empty() && func.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                        v.reference = Some(Located { value: r.clone(), span: e.node.span.clone() });
+                    }
+                    _ => self.error(e.node.span.clone(), "verify.reference", format!("`{}` is not `<file>.py:<function>`", r.escape_debug()), Some("name a Python file beside the family file and a function in it, e.g. \"refs/softcap.py:reference\"".into())),
+                }
+            }
+        }
+        if let Some(e) = body.iter().find(|e| e.key == "tolerance") {
+            use kernelgen_contract::Tolerance;
+            let bad = |r: &mut Reader| r.error(e.node.span.clone(), "verify.tolerance", "expected \"exact\", { ulps = N } or { abs = A, rel = R }", None);
+            match &e.node.value {
+                Value::Str(s) if s == "exact" => v.tolerance = Some(Tolerance::Exact),
+                Value::Table(t) => {
+                    let num = |k: &str| t.iter().find(|x| x.key == k).and_then(|x| match x.node.value {
+                        Value::Int(i) if i >= 0 => Some(i as f64),
+                        Value::Float(f) if f >= 0.0 && f.is_finite() => Some(f),
+                        _ => None,
+                    });
+                    match (num("ulps"), num("abs"), num("rel"), t.len()) {
+                        (Some(u), None, None, 1) if u.fract() == 0.0 && u <= u32::MAX as f64 => v.tolerance = Some(Tolerance::Ulps(u as u32)),
+                        (None, a, r, n) if (a.is_some() || r.is_some()) && n == usize::from(a.is_some()) + usize::from(r.is_some()) => {
+                            v.tolerance = Some(Tolerance::AbsRel { abs: a.unwrap_or(0.0), rel: r.unwrap_or(0.0) })
+                        }
+                        _ => bad(self),
+                    }
+                }
+                _ => bad(self),
+            }
+        }
+        if let Some(e) = body.iter().find(|e| e.key == "sizes") {
+            for s in self.table(&e.node, "verify.sizes") {
+                let field = format!("verify.sizes.{}", s.key);
+                if !sizes.iter().any(|x| x.name == s.key) {
+                    self.error(s.key_span.clone(), field, format!("`{}` is not a run-time size of the family", s.key), None);
+                    continue;
+                }
+                match s.node.as_int() {
+                    Some(n) if n >= 1 => v.sizes.push((s.key.clone(), n as u64)),
+                    _ => self.error(s.node.span.clone(), field, "expected a positive integer", None),
+                }
+            }
+        }
+        if let Some(e) = body.iter().find(|e| e.key == "inputs") {
+            for i in self.table(&e.node, "verify.inputs") {
+                let field = format!("verify.inputs.{}", i.key);
+                if !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
+                    self.error(i.key_span.clone(), field.clone(), format!("`{}` is not an input of the family's kernels", i.key), None);
+                }
+                let t = self.table(&i.node, &field);
+                self.unknown_keys(t, &["min", "max"], &field);
+                let num = |k: &str| t.iter().find(|x| x.key == k).and_then(|x| match x.node.value {
+                    Value::Int(n) => Some(n as f64),
+                    Value::Float(f) if f.is_finite() => Some(f),
+                    _ => None,
+                });
+                match (num("min"), num("max")) {
+                    (Some(lo), Some(hi)) if lo <= hi => v.ranges.push((i.key.clone(), lo, hi)),
+                    _ => self.error(i.node.span.clone(), field, "expected { min = ..., max = ... }, two numbers with min <= max", None),
+                }
+            }
+        }
+        v
     }
 
     fn axes(&mut self, node: &Node) -> Vec<Axis> {

@@ -227,6 +227,22 @@ pub struct PartDef {
     pub span: Span,
 }
 
+/// How `kernelgen verify` runs the family's kernels (`[verify]`).
+#[derive(Clone, Debug, Default)]
+pub struct VerifyDef {
+    /// A Python function over numpy arrays (`refs/x.py:reference`, relative
+    /// to the family file), called with the inputs and sizes, returning the
+    /// outputs; its path resolved beside the family file.
+    pub reference: Option<Located<String>>,
+    /// How close the outputs must be to the reference's.
+    pub tolerance: Option<kernelgen_contract::Tolerance>,
+    /// The run-time sizes verify launches at (2 for each one not given).
+    pub sizes: Vec<(String, u64)>,
+    /// The range random values of an input are drawn from (`[min, max)` for
+    /// floats, `[min, max]` for integers), per input name.
+    pub ranges: Vec<(String, f64, f64)>,
+}
+
 /// A family, as its file defines it.
 #[derive(Clone, Debug)]
 pub struct FamilyDef {
@@ -250,6 +266,10 @@ pub struct FamilyDef {
     pub sizes: Vec<Size>,
     pub packed: Vec<PackedDef>,
     pub parts: Vec<PartDef>,
+    pub verify: VerifyDef,
+    /// The folder the family file was read from (`None` for a bundled family):
+    /// paths in the family file are relative to it.
+    pub dir: Option<std::path::PathBuf>,
 }
 
 impl FamilyDef {
@@ -287,7 +307,7 @@ pub fn bundled() -> Result<Vec<Arc<FamilyDef>>, crate::diag::Diagnostics> {
             stem: name.to_string(),
             text: text.to_string(),
         });
-        match file::read(source, |t| (t == format!("{name}.metal.tera")).then(|| template.to_string())) {
+        match file::read(source, None, |t| (t == format!("{name}.metal.tera")).then(|| template.to_string())) {
             Ok(def) => out.push(Arc::new(def)),
             Err(d) => problems.extend(d),
         }

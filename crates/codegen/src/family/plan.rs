@@ -5,7 +5,7 @@
 use super::expr::{self, Env, ExprError, Value};
 use super::{DtypeSpec, FamilyDef, FieldKind, FileExpr, PackedDef, PartDef, Piece, Role};
 use crate::diag::line_col;
-use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Cost, Dim, Geometry, KernelPlan, Params, Region, Source, Violation};
+use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Cost, Dim, Format, PackedLayout, Geometry, KernelPlan, Params, Region, Source, Violation};
 use std::collections::BTreeMap;
 
 /// What a family's expressions see for one variant and geometry.
@@ -180,7 +180,7 @@ impl FamilyDef {
     /// them: every region inside the buffer, aligned, and disjoint from the
     /// others. A problem blames the first field the region's offset reads that
     /// the geometry gives (an explicit layout), else the geometry.
-    fn layout(&self, p: &PackedDef, b: &Bindings<'_>) -> Result<(Layout, Vec<Violation>), Violation> {
+    fn layout(&self, p: &PackedDef, b: &Bindings<'_>) -> Result<(PackedLayout, Vec<Violation>), Violation> {
         let what = format!("packed.{}", p.name);
         let bytes = self.int(&p.bytes, b, &format!("{what}.bytes"))?;
         let align = self.int(&p.align, b, &format!("{what}.align"))?;
@@ -188,8 +188,36 @@ impl FamilyDef {
         for r in &p.regions {
             let at = format!("{what}.region `{}`", r.name);
             let blame = r.blame.as_deref().filter(|f| b.has(f)).and_then(|f| b.field_path(f)).map_or(Blame::Geometry, Blame::Field);
-            regions.push((r.name.clone(), self.int(&r.offset, b, &at)?, self.int(&r.bytes, b, &at)?, self.int(&r.align, b, &at)?, blame));
+            let format = match &r.format {
+                None => Format::Bytes,
+                Some(e) => match expr::eval(&e.value, b) {
+                    Ok(Value::Str(f)) => Format::parse(&f).ok_or_else(|| self.broken(e, &at, ExprError { span: e.value.span.clone(), message: format!("`{f}` is not a region format (u8, q4, i8, i32, u32, f16, bf16, f32)") }))?,
+                    Ok(other) => return Err(self.broken(e, &at, ExprError { span: e.value.span.clone(), message: format!("expected a format name, found {}", other.text()) })),
+                    Err(err) => return Err(self.broken(e, &at, err)),
+                },
+            };
+            let mut shape = Vec::new();
+            for d in &r.shape {
+                shape.push(self.int(d, b, &at)?.max(0) as u64);
+            }
+            regions.push(((r.name.clone(), self.int(&r.offset, b, &at)?, self.int(&r.bytes, b, &at)?, self.int(&r.align, b, &at)?, blame), format, shape));
         }
+        // A region's shape and format must account for its bytes exactly.
+        let mut problems = Vec::new();
+        for ((name, _, len, _, _), format, shape) in &regions {
+            if shape.is_empty() {
+                continue;
+            }
+            let values = shape.iter().try_fold(1u64, |a, d| a.checked_mul(*d));
+            if values.and_then(|v| format.bytes_for(v)) != Some(*len as u64) {
+                problems.push(Violation {
+                    blame: Blame::Geometry,
+                    message: format!("family `{}`: region `{name}` of `{}` is {len} bytes, but {:?} values in format {} take {}", self.name, p.name, shape, format.name(), values.and_then(|v| format.bytes_for(v)).map_or("an odd or overflowing count".to_string(), |b| format!("{b} bytes"))),
+                    help: "fix the region's bytes, shape or format in the family file".into(),
+                });
+            }
+        }
+        let (regions, described): (Vec<_>, Vec<_>) = regions.into_iter().map(|(r, f, s)| (r, (f, s))).unzip();
         let buffer = &p.name;
         let mut bad = Vec::new();
         for (name, offset, len, align, blame) in &regions {
@@ -223,14 +251,23 @@ impl FamilyDef {
                 }
             }
         }
+        bad.extend(problems);
         let regions = regions
             .into_iter()
-            .map(|(name, offset, len, align, _)| Region { name: name.into(), offset: offset.max(0) as u64, bytes: len.max(0) as u64, align: align.max(1) as u64 })
+            .zip(described)
+            .map(|((name, offset, len, align, _), (format, shape))| Region {
+                name: name.into(),
+                offset: offset.max(0) as u64,
+                bytes: len.max(0) as u64,
+                align: align.max(1) as u64,
+                format,
+                shape: shape.into(),
+            })
             .collect();
-        Ok((Layout { bytes: bytes.max(0) as u64, align: align.max(1) as u64, regions }, bad))
+        Ok((PackedLayout { name: p.name.clone().into(), bytes: bytes.max(0) as u64, align: align.max(1) as u64, regions }, bad))
     }
 
-    fn plan_part(&self, part: &PartDef, b: &Bindings<'_>, layouts: &BTreeMap<String, Layout>, params: &Params) -> Result<KernelPlan, Violation> {
+    fn plan_part(&self, part: &PartDef, b: &Bindings<'_>, layouts: &BTreeMap<String, PackedLayout>, params: &Params) -> Result<KernelPlan, Violation> {
         let buffers = |list: &[super::BufferSpec]| -> Result<Vec<BufferDef>, Violation> {
             let mut out = Vec::new();
             for spec in list {
@@ -317,6 +354,7 @@ impl FamilyDef {
             threadgroup,
             threadgroup_memory_bytes,
             cost,
+            packed: layouts.values().filter(|l| part.inputs.iter().any(|i| i.packed.as_ref().is_some_and(|(n, _)| *n == *l.name))).cloned().collect(),
             params,
         })
     }
@@ -328,13 +366,6 @@ impl FamilyDef {
 
 fn array_of(name: &str, dtype: kernelgen_contract::Dtype, shape: Vec<Dim>) -> BufferDef {
     BufferDef { name: name.to_string().into(), ..array("", dtype, shape) }
-}
-
-/// A packed buffer's evaluated layout.
-struct Layout {
-    bytes: u64,
-    align: u64,
-    regions: Vec<Region>,
 }
 
 /// An axis value as a template sees it (a string, an integer or a boolean).

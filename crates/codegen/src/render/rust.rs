@@ -5,7 +5,7 @@
 //! installed rustfmt.
 
 use super::{RenderError, RenderedKernel, Renderer};
-use kernelgen_contract::{BufferDef, Dim, KernelDef, Op, Source};
+use kernelgen_contract::{BufferDef, Dim, Format, KernelDef, Op, PackedLayout, Region, Source};
 use serde::Serialize;
 use tera::Context;
 
@@ -66,17 +66,45 @@ fn source(s: Source) -> String {
     }
 }
 
+fn format_variant(f: Format) -> &'static str {
+    match f {
+        Format::Bytes => "Bytes",
+        Format::Q4 => "Q4",
+        Format::I8 => "I8",
+        Format::I32 => "I32",
+        Format::U32 => "U32",
+        Format::F16 => "F16",
+        Format::Bf16 => "Bf16",
+        Format::F32 => "F32",
+        other => unreachable!("kernelgen-contract grew a Format the generator does not write: {other:?}"),
+    }
+}
+
+/// Region literals, one a line, indented by `indent` spaces.
+fn regions(list: &[Region], indent: usize) -> String {
+    if list.is_empty() {
+        return "Cow::Borrowed(&[])".to_string();
+    }
+    let pad = " ".repeat(indent);
+    let items: Vec<String> = list
+        .iter()
+        .map(|r| {
+            let shape = r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+            format!(
+                "{pad}    Region {{ name: {}, offset: {}, bytes: {}, align: {}, format: Format::{}, shape: Cow::Borrowed(&[{shape}]) }},\n",
+                text(&r.name),
+                r.offset,
+                r.bytes,
+                r.align,
+                format_variant(r.format)
+            )
+        })
+        .collect();
+    format!("Cow::Borrowed(&[\n{}{pad}])", items.concat())
+}
+
 fn buffer(b: &BufferDef) -> String {
-    let regions = if b.regions.is_empty() {
-        "Cow::Borrowed(&[])".to_string()
-    } else {
-        let items: Vec<String> = b
-            .regions
-            .iter()
-            .map(|r| format!("                Region {{ name: {}, offset: {}, bytes: {}, align: {} }},\n", text(&r.name), r.offset, r.bytes, r.align))
-            .collect();
-        format!("Cow::Borrowed(&[\n{}            ])", items.concat())
-    };
+    let regions = regions(&b.regions, 12);
     format!(
         "        BufferDef {{\n            name: {},\n            dtype: Dtype::{},\n            shape: Cow::Borrowed(&[{}]),\n            source: {},\n            regions: {regions},\n            align: {},\n            at_most: {},\n        }},\n",
         text(&b.name),
@@ -168,10 +196,82 @@ struct MethodView {
 }
 
 #[derive(Serialize)]
+struct RegionArg {
+    name: String,
+    ty: String,
+    variant: String,
+    doc: String,
+}
+
+/// A packed buffer's layout static and its typed packer.
+#[derive(Serialize)]
+struct LayoutView {
+    /// `GLM52_EXPERT_Q4_BF16_R4_SLOT`
+    static_name: String,
+    /// `SLOT`
+    const_name: String,
+    /// `pack_slot`
+    fn_name: String,
+    buffer: String,
+    def: String,
+    doc: String,
+    args: Vec<RegionArg>,
+}
+
+#[derive(Serialize)]
 struct LauncherView {
     type_name: String,
     doc: String,
     methods: Vec<MethodView>,
+    layouts: Vec<LayoutView>,
+}
+
+/// The Rust slice type and `RegionData` variant a region's values take.
+fn region_arg(f: Format) -> (&'static str, &'static str) {
+    match f {
+        Format::Q4 => ("&[i8]", "Q4"),
+        Format::I8 => ("&[i8]", "I8"),
+        Format::I32 => ("&[i32]", "I32"),
+        Format::U32 => ("&[u32]", "U32"),
+        Format::F16 => ("&[::kernelgen::half::f16]", "F16"),
+        Format::Bf16 => ("&[::kernelgen::half::bf16]", "Bf16"),
+        Format::F32 => ("&[f32]", "F32"),
+        _ => ("&[u8]", "Bytes"),
+    }
+}
+
+fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> LayoutView {
+    let static_name = format!("{}_{}", launcher.to_uppercase(), l.name.to_uppercase());
+    let args = l
+        .regions
+        .iter()
+        .map(|r| {
+            let (ty, variant) = region_arg(r.format);
+            let shape = if r.shape.is_empty() { format!("{} bytes", r.bytes) } else { format!("`{} [{}]`", r.format.name(), r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) };
+            let what = docs.iter().find(|(n, _)| **n == *r.name).map(|(_, d)| d.clone()).unwrap_or_default();
+            RegionArg {
+                name: r.name.to_string(),
+                ty: ty.into(),
+                variant: variant.into(),
+                doc: format!("{shape}{}{what}, at bytes {}..{}", if what.is_empty() { "" } else { ": " }, r.offset, r.offset + r.bytes),
+            }
+        })
+        .collect();
+    LayoutView {
+        def: format!(
+            "PackedLayout {{\n    name: {},\n    bytes: {},\n    align: {},\n    regions: {},\n}}",
+            text(&l.name),
+            l.bytes,
+            l.align,
+            regions(&l.regions, 4)
+        ),
+        doc: format!("`{}`: {} bytes, {} regions", l.name, l.bytes, l.regions.len()),
+        const_name: l.name.to_uppercase(),
+        fn_name: format!("pack_{}", l.name),
+        buffer: l.name.to_string(),
+        static_name,
+        args,
+    }
 }
 
 /// Typed launchers: one type per variant and geometry, one method per part
@@ -227,7 +327,9 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
             None => {
                 let mut doc: Vec<String> = k.variant.values.iter().map(|(a, v)| format!("{a} {v}")).collect();
                 doc.insert(0, format!("geometry {}", k.geometry));
-                out.push(LauncherView { type_name, doc: format!("{} kernels for {}", k.family.name, doc.join(", ")), methods: vec![method] });
+                let docs: Vec<(String, String)> = k.family.packed.iter().flat_map(|p| p.regions.iter().map(|r| (r.name.clone(), r.doc.clone()))).collect();
+                let layouts = k.plan.packed.iter().map(|l| layout_view(&k.launcher, l, &docs)).collect();
+                out.push(LauncherView { type_name, doc: format!("{} kernels for {}", k.family.name, doc.join(", ")), methods: vec![method], layouts });
             }
         }
     }

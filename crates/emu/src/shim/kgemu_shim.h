@@ -740,36 +740,74 @@ using metal::min; using metal::max; using metal::clamp; using metal::saturate;
 }  // namespace fast
 
 // ---------------------------------------------------------------- atomics
-// Fibers of one dispatch run on one OS thread and switch only at collectives and
-// barriers, so plain read-modify-write operations are atomic among GPU threads.
+// Threadgroups of a dispatch run on several OS threads at once, so device atomics are real
+// atomic operations (GCC's __atomic builtins; lock-free for 1, 2, 4 and 8 bytes), relaxed as
+// Metal's are. Operations without a builtin (float add, min, max) are compare-exchange loops.
+// Fibers of one threadgroup share an OS thread and switch only at collectives and barriers,
+// so threadgroup atomics need nothing more.
 enum memory_order { memory_order_relaxed, memory_order_seq_cst };
 template <class T> struct atomic { T v_; };
 typedef atomic<int> atomic_int;
 typedef atomic<uint> atomic_uint;
 typedef atomic<float> atomic_float;
 typedef atomic<bool> atomic_bool;
-template <class T, class U> KG_INLINE void atomic_store_explicit(volatile atomic<T>* o, U v, memory_order) { o->v_ = T(v); }
-template <class T> KG_INLINE T atomic_load_explicit(const volatile atomic<T>* o, memory_order) { return o->v_; }
-template <class T, class U> KG_INLINE T atomic_exchange_explicit(volatile atomic<T>* o, U v, memory_order) {
-  T old = o->v_; o->v_ = T(v); return old;
+}  // namespace metal
+namespace kgemu {
+KG_INLINE int mo(metal::memory_order o) { return o == metal::memory_order_relaxed ? __ATOMIC_RELAXED : __ATOMIC_SEQ_CST; }
+template <class T> KG_INLINE T* obj(volatile metal::atomic<T>* o) { return const_cast<T*>(&o->v_); }
+template <class T> KG_INLINE const T* obj(const volatile metal::atomic<T>* o) { return const_cast<const T*>(&o->v_); }
+template <class T> struct is_int_atomic { static constexpr bool value = !is_same<T, float>::value && !is_same<T, bool>::value; };
+// old op v, for every operation, as a compare-exchange loop
+template <class T, class F> KG_INLINE T rmw_loop(volatile metal::atomic<T>* o, F f, metal::memory_order m) {
+  T* p = obj(o);
+  T old;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  T next = f(old);
+  while (!__atomic_compare_exchange(p, &old, &next, true, mo(m), __ATOMIC_RELAXED)) next = f(old);
+  return old;
 }
-#define KG_ATOMIC_RMW(name, expr)                                                      \
-  template <class T, class U> KG_INLINE T name(volatile atomic<T>* o, U v_in, memory_order) { \
-    T v = T(v_in); T old = o->v_; o->v_ = (expr); return old; }
-KG_ATOMIC_RMW(atomic_fetch_add_explicit, old + v)
-KG_ATOMIC_RMW(atomic_fetch_sub_explicit, old - v)
-KG_ATOMIC_RMW(atomic_fetch_and_explicit, old & v)
-KG_ATOMIC_RMW(atomic_fetch_or_explicit, old | v)
-KG_ATOMIC_RMW(atomic_fetch_xor_explicit, old ^ v)
-KG_ATOMIC_RMW(atomic_fetch_min_explicit, (v < old ? v : old))
-KG_ATOMIC_RMW(atomic_fetch_max_explicit, (old < v ? v : old))
+}  // namespace kgemu
+namespace metal {
+template <class T, class U> KG_INLINE void atomic_store_explicit(volatile atomic<T>* o, U v, memory_order m) {
+  T t = T(v);
+  __atomic_store(kgemu::obj(o), &t, kgemu::mo(m));
+}
+template <class T> KG_INLINE T atomic_load_explicit(const volatile atomic<T>* o, memory_order m) {
+  T t;
+  __atomic_load(kgemu::obj(o), &t, kgemu::mo(m));
+  return t;
+}
+template <class T, class U> KG_INLINE T atomic_exchange_explicit(volatile atomic<T>* o, U v, memory_order m) {
+  T t = T(v), old;
+  __atomic_exchange(kgemu::obj(o), &t, &old, kgemu::mo(m));
+  return old;
+}
+#define KG_ATOMIC_RMW(name, builtin, expr)                                             \
+  template <class T, class U> KG_INLINE T name(volatile atomic<T>* o, U v_in, memory_order m) { \
+    T v = T(v_in);                                                                     \
+    if constexpr (kgemu::is_int_atomic<T>::value && builtin != 0) {                    \
+      if constexpr (builtin == 1) return __atomic_fetch_add(kgemu::obj(o), v, kgemu::mo(m)); \
+      if constexpr (builtin == 2) return __atomic_fetch_sub(kgemu::obj(o), v, kgemu::mo(m)); \
+      if constexpr (builtin == 3) return __atomic_fetch_and(kgemu::obj(o), v, kgemu::mo(m)); \
+      if constexpr (builtin == 4) return __atomic_fetch_or(kgemu::obj(o), v, kgemu::mo(m));  \
+      if constexpr (builtin == 5) return __atomic_fetch_xor(kgemu::obj(o), v, kgemu::mo(m)); \
+    }                                                                                  \
+    return kgemu::rmw_loop(o, [v](T old) { return T(expr); }, m);                      \
+  }
+KG_ATOMIC_RMW(atomic_fetch_add_explicit, 1, old + v)
+KG_ATOMIC_RMW(atomic_fetch_sub_explicit, 2, old - v)
+KG_ATOMIC_RMW(atomic_fetch_and_explicit, 3, old & v)
+KG_ATOMIC_RMW(atomic_fetch_or_explicit, 4, old | v)
+KG_ATOMIC_RMW(atomic_fetch_xor_explicit, 5, old ^ v)
+KG_ATOMIC_RMW(atomic_fetch_min_explicit, 0, (v < old ? v : old))
+KG_ATOMIC_RMW(atomic_fetch_max_explicit, 0, (old < v ? v : old))
 #undef KG_ATOMIC_RMW
 template <class T, class U>
 KG_INLINE bool atomic_compare_exchange_weak_explicit(volatile atomic<T>* o, T* expected, U desired,
-                                                     memory_order, memory_order) {
-  if (o->v_ == *expected) { o->v_ = T(desired); return true; }
-  *expected = o->v_;
-  return false;
+                                                     memory_order m, memory_order f) {
+  T d = T(desired);
+  // strong: Metal's weak exchange does not fail spuriously on a match either
+  return __atomic_compare_exchange(kgemu::obj(o), expected, &d, false, kgemu::mo(m), kgemu::mo(f));
 }
 
 enum mem_flags : uint { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4,
@@ -859,11 +897,18 @@ template <class T> KG_INLINE T highest_of() {
 // 2, 1: v[i] = v[i] op v[i + off] for i < off; every active lane receives v[0].
 template <class T, class F> KG_INLINE void tree_reduce(void* const* lanes, uint32_t active, T ident, F f) {
   T v[32];
-  for (int i = 0; i < 32; ++i) v[i] = ((active >> i) & 1u) ? lane_at<T>(lanes, i)->v : ident;
+  const bool full = active == 0xffffffffu;  // the common case: no branch per lane
+  if (full)
+    for (int i = 0; i < 32; ++i) v[i] = lane_at<T>(lanes, i)->v;
+  else
+    for (int i = 0; i < 32; ++i) v[i] = ((active >> i) & 1u) ? lane_at<T>(lanes, i)->v : ident;
   for (int off = 16; off >= 1; off >>= 1)
     for (int i = 0; i < off; ++i) v[i] = f(v[i], v[i + off]);
-  for (int i = 0; i < 32; ++i)
-    if ((active >> i) & 1u) lane_at<T>(lanes, i)->v = v[0];
+  if (full)
+    for (int i = 0; i < 32; ++i) lane_at<T>(lanes, i)->v = v[0];
+  else
+    for (int i = 0; i < 32; ++i)
+      if ((active >> i) & 1u) lane_at<T>(lanes, i)->v = v[0];
 }
 template <class T> void op_sum(void* const* l, uint32_t a) {
   tree_reduce<T>(l, a, T(-0.0f), [](T x, T y) { return T(x + y); });

@@ -1,0 +1,115 @@
+//! The emulator backend's memory: an input in guarded memory is bound in place (no copy),
+//! any other input is copied once; every input is read-only while the kernel runs (a write
+//! faults, naming the buffer, and leaves the caller's array as it was); a large output comes
+//! back in guarded memory and is bound in place by the next launch.
+
+use half::bf16;
+use kernelgen::backend;
+use kernelgen::contract::KernelDef;
+use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP;
+use kernelgen::kernels::gated_rms_norm::HEAD128_GATED_RMS_NORM_BF16;
+use kernelgen_emu::{EmuBackend, GUARDED_MIN_BYTES, HostArray};
+use kernelgen_reference::expert::{ExpertGeometry, ExpertWeights, Quant};
+use std::borrow::Cow;
+
+const H: usize = 256;
+const I: usize = 128;
+const SLOT: usize = 73728;
+
+fn slot() -> Vec<u8> {
+    let g = ExpertGeometry {
+        hidden: H,
+        intermediate: I,
+        gate_weights: 0,
+        up_weights: 20480,
+        down_weights: 40960,
+        gate_scales: 61440,
+        up_scales: 65536,
+        down_scales: 69632,
+        slot_bytes: SLOT,
+    };
+    ExpertWeights::random(Quant::Q4, H, I, 11).pack(Quant::Q4, &g)
+}
+
+fn x(m: usize) -> Vec<bf16> {
+    (0..m * H).map(|i| bf16::from_f32((i % 17) as f32 / 8.0 - 1.0)).collect()
+}
+
+/// The same input bytes, in guarded memory.
+fn guarded(a: &HostArray) -> HostArray {
+    let mut g = HostArray::guarded(a.dtype, a.shape.clone());
+    g.data.copy_from_slice(&a.data);
+    assert!(g.data.is_guarded());
+    g
+}
+
+#[test]
+fn guarded_inputs_give_the_same_outputs_as_copied_ones() {
+    let emu = EmuBackend::with_defaults().unwrap();
+    let xs = HostArray::from_bf16(vec![2, H as u64], &x(2));
+    let s = HostArray::from_u8(vec![SLOT as u64], slot());
+    let def = &TINY_EXPERT_Q4_BF16_R4_GATE_UP;
+    let copied = backend::launch_vec(&emu, def, &[&xs, &s], &[]).unwrap();
+    // x is bound in place; the slot has declared regions (poisoned gaps), so it is copied
+    let (gx, gs) = (guarded(&xs), guarded(&s));
+    let in_place = backend::launch_vec(&emu, def, &[&gx, &gs], &[]).unwrap();
+    assert_eq!(copied, in_place);
+    assert_eq!(gx, xs, "the input is as it was");
+}
+
+/// The tiny gate/up kernel, changed to write into its input `x`.
+fn writes_its_input() -> KernelDef {
+    let mut d = TINY_EXPERT_Q4_BF16_R4_GATE_UP.clone();
+    let marker = "  const uint lane = thread_index_in_simdgroup;";
+    assert!(d.metal.contains(marker));
+    d.metal = Cow::Owned(d.metal.replacen(
+        marker,
+        &format!("{marker} if (lane == 3u) ((device bfloat16_t*)x)[lane] = bfloat16_t(9.0f); // @write-input"),
+        1,
+    ));
+    d.name = Cow::Borrowed("tiny_expert_writes_its_input");
+    d
+}
+
+#[test]
+fn a_write_to_an_input_faults_whether_it_is_bound_in_place_or_copied() {
+    let emu = EmuBackend::with_defaults().unwrap();
+    let def = writes_its_input();
+    let xs = HostArray::from_bf16(vec![2, H as u64], &x(2));
+    let s = HostArray::from_u8(vec![SLOT as u64], slot());
+    let gx = guarded(&xs);
+    for x in [&xs, &gx] {
+        let e = backend::launch_vec(&emu, &def, &[x, &s], &[]).unwrap_err();
+        let msg = format!("{e} {:?}", std::error::Error::source(&e).map(|s| s.to_string()));
+        assert!(msg.contains("invalid write") && msg.contains("buffer(0) `x`"), "{msg}");
+        assert_eq!(*x, xs, "the caller's array is as it was");
+    }
+    // and the emulator still runs the kernel's inputs in place afterwards
+    let good = backend::launch_vec(&emu, &TINY_EXPERT_Q4_BF16_R4_GATE_UP, &[&gx, &s], &[]).unwrap();
+    assert_eq!(good, backend::launch_vec(&emu, &TINY_EXPERT_Q4_BF16_R4_GATE_UP, &[&xs, &s], &[]).unwrap());
+    // writable again once no launch holds it
+    let mut gx = gx;
+    gx.data[0] = 1;
+    assert_eq!(gx.data[0], 1);
+}
+
+#[test]
+fn a_large_output_comes_back_guarded_and_is_bound_in_place_next() {
+    let emu = EmuBackend::with_defaults().unwrap();
+    let def = &HEAD128_GATED_RMS_NORM_BF16;
+    let rows = GUARDED_MIN_BYTES / (128 * 2);
+    let x = HostArray::zeros(kernelgen::Dtype::Bf16, vec![rows as u64, 128]);
+    assert!(x.data.is_guarded(), "zeros of 16 MiB and more are guarded");
+    let gate = HostArray::zeros(kernelgen::Dtype::Bf16, vec![rows as u64, 128]);
+    let w = HostArray::from_bf16(vec![128], &vec![bf16::from_f32(1.0); 128]);
+    let [out]: [HostArray; 1] = backend::launch_vec(&emu, def, &[&x, &gate, &w], &[]).unwrap().try_into().unwrap();
+    assert!(out.data.is_guarded(), "a 16 MiB output is not copied out");
+    assert!(out.data.iter().all(|&b| b == 0), "x = 0 gives 0 everywhere");
+    // the output is an input of the next launch
+    let [again]: [HostArray; 1] = backend::launch_vec(&emu, def, &[&out, &gate, &w], &[]).unwrap().try_into().unwrap();
+    assert_eq!(again, out);
+    // a small output is an ordinary vector
+    let x = HostArray::from_bf16(vec![2, 128], &vec![bf16::from_f32(0.5); 256]);
+    let [small]: [HostArray; 1] = backend::launch_vec(&emu, def, &[&x, &x, &w], &[]).unwrap().try_into().unwrap();
+    assert!(!small.data.is_guarded());
+}
