@@ -204,18 +204,38 @@ fn lint_usage_errors_and_a_missing_clang_exit_2() {
     assert!(text(&o).contains("apt-get install -y clang"), "{}", text(&o));
 }
 
-// ---- A user family whose template is not valid Metal.
+// ---- User families whose templates are not valid Metal.
 
-/// A project: specs/scale.toml and families/scale.{toml,metal.tera}, a minimal elementwise
-/// family (out = x * 2) whose template computes in `double` (MSL 1.5), which g++ accepts.
-fn user_family_project() -> tempfile::TempDir {
+/// Kernel bodies that g++ accepts and Metal does not, one per family: (family, template body
+/// with the offending line marked `// BAD`, what the check says there). Cites: MSL
+/// specification section 1.5 (Metal and C++), section 4 (address spaces).
+const BAD_BODIES: &[(&str, &str, &str)] = &[
+    ("bad_double", "  double twice = double(x[i]) * 2.0f; // BAD\n  out[i] = float(twice);\n", "double is not supported in MSL (section 1.5)"),
+    ("bad_long_double", "  long double twice = x[i] * 2.0f; // BAD\n  out[i] = float(twice);\n", "long double is not supported"),
+    ("bad_address_space", "  const thread float* p = x; // BAD\n  out[i] = p[i] * 2.0f;\n", "changes the address space"),
+    ("bad_lambda", "  auto twice = [](float v) { return v * 2.0f; }; // BAD\n  out[i] = twice(x[i]);\n", "lambda expressions are not supported"),
+    ("bad_goto", "  out[i] = x[i] * 2.0f;\n  goto done; // BAD\ndone:\n  return;\n", "goto is not supported"),
+    ("bad_new", "  thread float* t = new float(2.0f); // BAD\n  out[i] = x[i] * *t;\n", "the new operator is not supported"),
+    ("bad_register", "  register float t = x[i]; // BAD\n  out[i] = t * 2.0f;\n", "the register storage class"),
+    ("bad_thread_local", "  static thread_local float t = 2.0f; // BAD\n  out[i] = x[i] * t;\n", "thread_local is not supported"),
+    ("bad_exceptions", "  try { out[i] = x[i] * 2.0f; } catch (...) { } // BAD\n", "exceptions"),
+    ("bad_std", "  out[i] = std::max(x[i], 0.0f) * 2.0f; // BAD\n", "use metal:: instead of std::"),
+    ("bad_typeid", "  (void)typeid(x[i]); // BAD\n  out[i] = x[i] * 2.0f;\n", "typeid"),
+];
+
+/// A project: for each (family, body), families/FAMILY.{toml,metal.tera}, a minimal
+/// elementwise family (out = x * 2, f32, one geometry `tiny`) with that template body, and
+/// specs/FAMILY.toml.
+fn user_family_project(bodies: &[(&str, &str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     std::fs::create_dir_all(p.join("specs")).unwrap();
     std::fs::create_dir_all(p.join("families")).unwrap();
-    std::fs::write(
-        p.join("families/scale.toml"),
-        r#"family = "scale"
+    for (family, body, _) in bodies {
+        std::fs::write(
+            p.join(format!("families/{family}.toml")),
+            format!(
+                r#"family = "{family}"
 summary = "every element doubled"
 
 [axes.dtype]
@@ -224,7 +244,7 @@ values = ["f32"]
 default = ["f32"]
 
 [fields]
-N = { doc = "elements per row", range = [1, 1048576] }
+N = {{ doc = "elements per row", range = [1, 1048576] }}
 
 [let]
 T = "metal_type(dtype)"
@@ -236,68 +256,88 @@ R = "rows"
 doc = "every element doubled"
 grid = ["R * N", 1, 1]
 threadgroup = [32, 1, 1]
-input = [{ name = "x", dtype = "dtype", shape = ["R", "N"], doc = "input" }]
-output = [{ name = "out", dtype = "dtype", shape = ["R", "N"], doc = "doubled" }]
-"#,
-    )
-    .unwrap();
-    std::fs::write(
-        p.join("families/scale.metal.tera"),
-        "  // {{ kernel }}: out = x * 2 over {{ N }} elements per row.\n  const uint i = thread_position_in_grid.x;\n  double twice = double(x[i]) * 2.0f;\n  out[i] = {{ T }}(twice);\n",
-    )
-    .unwrap();
-    std::fs::write(p.join("specs/scale.toml"), "family = \"scale\"\ndescription = \"doubling\"\n\n[axes]\ndtype = [\"f32\"]\n\n[geometry.tiny]\nN = 64\n").unwrap();
+input = [{{ name = "x", dtype = "dtype", shape = ["R", "N"], doc = "input" }}]
+output = [{{ name = "out", dtype = "dtype", shape = ["R", "N"], doc = "doubled" }}]
+"#
+            ),
+        )
+        .unwrap();
+        let template = format!("  // {{{{ kernel }}}}: out = x * 2 over {{{{ N }}}} elements per row.\n  const uint i = thread_position_in_grid.x;\n{body}");
+        std::fs::write(p.join(format!("families/{family}.metal.tera")), template).unwrap();
+        std::fs::write(
+            p.join(format!("specs/{family}.toml")),
+            format!("family = \"{family}\"\ndescription = \"doubling\"\n\n[axes]\ndtype = [\"f32\"]\n\n[geometry.tiny]\nN = 64\n"),
+        )
+        .unwrap();
+    }
     dir
 }
 
-const KERNEL: &str = "tiny_scale_f32";
-const METAL: &str = "generated/metal/scale/tiny_scale_f32.metal";
-
-/// The `.metal` line of the template's `double` in the generated kernel.
-fn double_line(dir: &Path) -> u32 {
+/// `kernelgen generate`, then each family's (kernel name, generated .metal path relative to
+/// the project, line of its `// BAD` line).
+fn generated_bad_lines(dir: &Path, bodies: &[(&str, &str, &str)]) -> Vec<(String, String, u32)> {
     let o = kernelgen(dir, &["generate"], &[]);
     assert!(o.status.success(), "{}", text(&o));
-    let src = std::fs::read_to_string(dir.join(METAL)).unwrap();
-    src.lines().position(|l| l.contains("double twice")).expect("the template's line") as u32 + 1
+    bodies
+        .iter()
+        .map(|(family, _, _)| {
+            let sub = dir.join("generated/metal").join(family);
+            let files: Vec<PathBuf> = std::fs::read_dir(&sub).unwrap().map(|e| e.unwrap().path()).collect();
+            assert_eq!(files.len(), 1, "{files:?}");
+            let kernel = files[0].file_stem().unwrap().to_string_lossy().into_owned();
+            let src = std::fs::read_to_string(&files[0]).unwrap();
+            let line = src.lines().position(|l| l.contains("// BAD")).expect("the template's line") as u32 + 1;
+            (kernel.clone(), format!("generated/metal/{family}/{kernel}.metal"), line)
+        })
+        .collect()
 }
 
-/// `kernelgen run` of the family's kernel goes through the emulator backend, whose load is
+/// `kernelgen run` of a family's kernel goes through the emulator backend, whose load is
 /// checked: exit 2 with the generated .metal's line.
 #[test]
 fn run_of_a_user_family_with_invalid_msl_reports_the_metal_line() {
-    let dir = user_family_project();
-    let line = double_line(dir.path());
+    let bodies = &BAD_BODIES[..1];
+    let dir = user_family_project(bodies);
+    let (kernel, metal, line) = generated_bad_lines(dir.path(), bodies).remove(0);
     let x = dir.path().join("x.npy");
     write_f32_npy(&x, &[2, 64]);
-    let o = kernelgen(dir.path(), &["run", KERNEL, "--input", &format!("x={}", x.display()), "--out", "out"], &[]);
+    let o = kernelgen(dir.path(), &["run", &kernel, "--input", &format!("x={}", x.display()), "--out", "out"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let want = format!("{METAL}:{line}:3: double is not supported in MSL (section 1.5)");
+    let want = format!("{metal}:{line}:3: double is not supported in MSL (section 1.5)");
     assert!(text(&o).contains(&want), "want {want}:\n{}", text(&o));
+    assert!(!dir.path().join("out").exists() || std::fs::read_dir(dir.path().join("out")).unwrap().next().is_none());
 }
 
-/// `kernelgen verify` fails the kernel. What this relies on (verify is being reworked):
-/// verify builds a family's reference case before it launches, and a user family has no
-/// bundled reference yet, so today the failure is "no verifier"; the load verify runs (the
-/// emulator backend's `program`, checked below on the same rendered kernel) reports the
-/// Metal problem at its line, and once verify launches such a family the line is what
-/// verify prints (accepted here already).
+/// `kernelgen verify` loads every kernel before it looks for the family's references, so
+/// each kernel whose template is not valid Metal fails with the Metal check's problem at the
+/// generated .metal's line (these families have no verifier: the load fails first).
 #[test]
-fn verify_of_a_user_family_with_invalid_msl_fails() {
-    let dir = user_family_project();
-    let line = double_line(dir.path());
-    let want = format!("{METAL}:{line}:3: double is not supported in MSL (section 1.5)");
+fn verify_of_user_families_with_invalid_msl_reports_the_metal_lines() {
+    let dir = user_family_project(BAD_BODIES);
+    let lines = generated_bad_lines(dir.path(), BAD_BODIES);
     let o = kernelgen(dir.path(), &["verify"], &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = text(&o);
-    assert!(out.contains(&format!("FAILED {KERNEL}")), "{out}");
-    assert!(out.contains(&want) || out.contains("no verifier for family `scale`"), "{out}");
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let mut failures = Vec::new();
+    for ((kernel, metal, line), (_, _, fragment)) in lines.iter().zip(BAD_BODIES) {
+        let failed = out.lines().any(|l| l.starts_with(&format!("FAILED {kernel}: {metal} is not valid Metal")));
+        let at_line = out.lines().any(|l| l.starts_with(&format!("{metal}:{line}:")) && l.contains(fragment));
+        if !failed || !at_line {
+            failures.push(format!("{kernel}: want FAILED with {metal}:{line}: ... {fragment}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}\n--- output:\n{out}", failures.join("\n"));
+    assert!(!out.contains("no verifier"), "{out}");
+    assert!(out.contains(&format!("verify: 0 passed, {} failed", BAD_BODIES.len())), "{out}");
 
-    // The emulator load inside verify: EmuBackend::program of the rendered kernel.
+    // The same load through the library: EmuBackend::program of a rendered kernel.
     let sources = kernelgen_codegen::read_specs(&[dir.path().join("specs")]).unwrap();
     let families = kernelgen_codegen::read_families(&[dir.path().join("families")]).unwrap();
     let generated = kernelgen_codegen::generate_with(sources, &families, kernelgen_codegen::Options::default()).unwrap();
-    let r = generated.kernels.iter().find(|r| r.kernel.name == KERNEL).expect("the family's kernel");
+    let (kernel, metal, line) = &lines[0];
+    let r = generated.kernels.iter().find(|r| r.kernel.name == *kernel).expect("the family's kernel");
     let backend = kernelgen_emu::EmuBackend::new(kernelgen_emu::EmuOptions::default()).unwrap();
+    let want = format!("{metal}:{line}:3: double is not supported in MSL (section 1.5)");
     match backend.program(&r.def) {
         Err(e @ kernelgen_emu::EmuError::InvalidMetal { .. }) => assert!(e.to_string().contains(&want), "want {want}:\n{e}"),
         Err(e) => panic!("expected the Metal check's error, got {e}"),
