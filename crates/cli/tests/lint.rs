@@ -345,6 +345,31 @@ fn verify_of_user_families_with_invalid_msl_reports_the_metal_lines() {
     }
 }
 
+/// Metal's launch limits, checked by the generator before any kernel is written: a family
+/// stating more than 32 KiB of threadgroup memory at some geometry, or more than 1024 threads
+/// per threadgroup, is a spec error at generation (Metal would fail the pipeline). The
+/// emulator enforces both again at launch (crates/emu: EmuError::Launch, the 32 KiB check).
+#[test]
+fn generate_rejects_threadgroups_beyond_metals_limits() {
+    let bodies = &[("scale", "  out[i] = x[i] * 2.0f;\n", "")];
+    let dir = user_family_project(bodies);
+    let family = dir.path().join("families/scale.toml");
+    let base = std::fs::read_to_string(&family).unwrap();
+    let with = |from: &str, to: &str| std::fs::write(&family, base.replace(from, to)).unwrap();
+    // 8192 floats: exactly 32 KiB, allowed.
+    with("threadgroup = [32, 1, 1]\n", "threadgroup = [32, 1, 1]\nthreadgroup_memory = \"N * 4 * 128\"\n");
+    let o = kernelgen(dir.path(), &["generate"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(dir.path().join("specs/scale.toml"), "family = \"scale\"\ndescription = \"doubling\"\n\n[axes]\ndtype = [\"f32\"]\n\n[geometry.tiny]\nN = 128\n").unwrap();
+    let o = kernelgen(dir.path(), &["generate"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("needs 65536 bytes of threadgroup memory, above the limit of 32768"), "{}", text(&o));
+    with("threadgroup = [32, 1, 1]\n", "threadgroup = [\"N * 16\", 1, 1]\n");
+    let o = kernelgen(dir.path(), &["generate"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("needs 2048 threads per threadgroup, above the limit of 1024"), "{}", text(&o));
+}
+
 /// A float32 .npy of ones.
 fn write_f32_npy(path: &Path, shape: &[usize]) {
     let n: usize = shape.iter().product();
