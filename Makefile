@@ -36,6 +36,7 @@ test: deps
 	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace
 	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
 	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
+	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml --target-dir target
 	$(KERNELGEN) verify
 
 ## The same kernels built with AddressSanitizer and UBSan.

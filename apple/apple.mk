@@ -23,9 +23,9 @@ APPLE_PACKAGES ?= kernelgen
 # Packages checked for Apple silicon with their default features only: the
 # generator users run on their Macs (the CLI, the proc-macros' logic).
 APPLE_CLI_PACKAGES ?= kernelgen-cli kernelgen-macros-core
-# A crate of a user's, outside the workspace, depending on kernelgen by path:
-# checked for Apple silicon with the MLX backend.
-APPLE_DOWNSTREAM ?= examples/downstream
+# Crates of a user's, outside the workspace, depending on kernelgen by path:
+# checked for Apple silicon with the MLX backend (each has a feature `mlx`).
+APPLE_DOWNSTREAM ?= examples/downstream examples/softcap_argmax
 # The feature set of the second step (the MLX backend and the proc-macros).
 APPLE_MLX_FEATURES ?= mlx,macros
 APPLE_DARWIN_TARGET ?= aarch64-apple-darwin
@@ -37,12 +37,12 @@ APPLE_CHECK = cd $(APPLE_LANE_ROOT) && bash apple/check.sh $(APPLE_CARGO_ARGS)
 apple_packages = $(addprefix -p ,$(1))
 
 .PHONY: check-apple apple-setup check-apple-targets check-apple-darwin check-apple-mlx \
-    check-apple-linux check-apple-cli check-apple-downstream
+    check-apple-linux check-apple-cli check-apple-downstream check-apple-canary
 
 ## Type-check APPLE_PACKAGES for aarch64-apple-darwin and aarch64-unknown-linux-gnu
 ## (default features), then for aarch64-apple-darwin with --features mlx, then
 ## APPLE_CLI_PACKAGES for aarch64-apple-darwin, then the downstream crate with `mlx`.
-check-apple: check-apple-targets check-apple-mlx check-apple-cli check-apple-downstream
+check-apple: check-apple-targets check-apple-mlx check-apple-cli check-apple-downstream check-apple-canary
 
 # Both targets in one cargo call: cargo then builds their two std's side by
 # side (each one is mostly a single long `core`), which on a cold run takes
@@ -68,9 +68,19 @@ check-apple-linux: apple-setup
 check-apple-cli: apple-setup
 	$(APPLE_CHECK) --target $(APPLE_DARWIN_TARGET) $(call apple_packages,$(APPLE_CLI_PACKAGES))
 
-# The patch rewrites the downstream crate's Cargo.lock too: put it back.
+# The patch rewrites each downstream crate's Cargo.lock too: put it back.
 check-apple-downstream: apple-setup
-	cd $(APPLE_LANE_ROOT) && cp -p $(APPLE_DOWNSTREAM)/Cargo.lock target/apple/downstream.lock && \
-	status=0; bash apple/check.sh $(APPLE_CARGO_ARGS) --manifest-path $(APPLE_DOWNSTREAM)/Cargo.toml \
-	    --target $(APPLE_DARWIN_TARGET) --features mlx || status=$$?; \
-	cp -p target/apple/downstream.lock $(APPLE_DOWNSTREAM)/Cargo.lock; exit $$status
+	cd $(APPLE_LANE_ROOT) && status=0; for crate in $(APPLE_DOWNSTREAM); do \
+	    cp -p $$crate/Cargo.lock target/apple/downstream.lock; \
+	    bash apple/check.sh $(APPLE_CARGO_ARGS) --manifest-path $$crate/Cargo.toml \
+	        --target $(APPLE_DARWIN_TARGET) --features mlx || status=$$?; \
+	    cp -p target/apple/downstream.lock $$crate/Cargo.lock; \
+	done; exit $$status
+
+# The lane must fail on x86-64-only code: apple/canary type-checks only on x86-64.
+check-apple-canary: apple-setup
+	cd $(APPLE_LANE_ROOT) && if bash apple/check.sh $(APPLE_CARGO_ARGS) --manifest-path apple/canary/Cargo.toml \
+	    --target $(APPLE_DARWIN_TARGET) 2>target/apple/canary.log; then \
+	    echo "check-apple-canary: apple/canary type-checked for $(APPLE_DARWIN_TARGET): the lane checks nothing"; exit 1; \
+	else grep -q "is_x86_feature_detected" target/apple/canary.log && \
+	    echo "check-apple-canary: x86-64-only code rejected for $(APPLE_DARWIN_TARGET), as it must be"; fi

@@ -55,9 +55,13 @@ pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
     Ok(ExitCode::from(1))
 }
 
-pub fn list(specs: &SpecArgs) -> Result<ExitCode, String> {
+pub fn list(specs: &SpecArgs, cost: &crate::diff_cmd::CostArgs) -> Result<ExitCode, String> {
+    if cost.print_gpu_help() {
+        return Ok(ExitCode::SUCCESS);
+    }
     let generated = run_pipeline(specs)?;
-    let rows: Vec<[String; 6]> = generated
+    let costs = crate::diff_cmd::ListCosts::new(&generated, cost)?;
+    let rows: Vec<[String; 8]> = generated
         .kernels
         .iter()
         .map(|r| {
@@ -77,11 +81,14 @@ pub fn list(specs: &SpecArgs) -> Result<ExitCode, String> {
                 format!("{variant},geometry={}", k.geometry),
                 p.threadgroup.iter().product::<u64>().to_string(),
                 p.threadgroup_memory_bytes.to_string(),
+                costs.cells(&k.name)[0].clone(),
+                costs.cells(&k.name)[1].clone(),
                 buffers,
             ]
         })
         .collect();
-    let header = ["KERNEL", "FAMILY", "VARIANT", "THREADS/TG", "TG MEMORY", "BUFFERS"];
+    let [bytes_title, roofline_title] = costs.header();
+    let header = ["KERNEL", "FAMILY", "VARIANT", "THREADS/TG", "TG MEMORY", &bytes_title, &roofline_title, "BUFFERS"];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -113,5 +120,6 @@ pub fn list(specs: &SpecArgs) -> Result<ExitCode, String> {
     for f in families {
         outln!("  {}: {} ({})", f.name, f.summary, f.source.origin);
     }
+    costs.footer();
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 a check found differences, 2 bad spec or usage.
 
 mod codegen_cmds;
+mod diff_cmd;
 mod exec_cmds;
 mod lint_cmd;
 mod npy;
@@ -70,11 +71,20 @@ enum Command {
         #[arg(long, value_name = "DIR", default_value = "generated")]
         out: PathBuf,
     },
-    /// Print a table of every kernel the specs generate.
+    /// Print a table of every kernel the specs generate, with bytes per
+    /// launch and roofline time on an Apple GPU, then the kernels' warnings.
     List {
         #[command(flatten)]
         specs: SpecArgs,
+        #[command(flatten)]
+        cost: diff_cmd::CostArgs,
     },
+    /// What the specs and templates generate now against a committed
+    /// revision of the generated tree (default HEAD) or another folder: kernels
+    /// added, removed, renamed, changed in code or only in comments; resource,
+    /// cost and contract changes; warnings; the MSL diff, one section per edit.
+    /// Exit 0 when nothing differs, 1 when something does, 2 on errors.
+    Diff(diff_cmd::DiffArgs),
     /// Build every generated kernel (or those matching --filter), run it in
     /// the emulator on seeded random inputs, and compare with the family's
     /// references: bit for bit against the replay model, within the stated
@@ -175,7 +185,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Generate { specs, out } => codegen_cmds::generate(&specs, &out),
         Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
-        Command::List { specs } => codegen_cmds::list(&specs),
+        Command::List { specs, cost } => codegen_cmds::list(&specs, &cost),
+        Command::Diff(args) => diff_cmd::diff(&args),
         Command::Verify { specs, filter, sanitize, seed, workers } => {
             workers.apply();
             verify::verify(&specs, filter.as_deref(), sanitize, seed)

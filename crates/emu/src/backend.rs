@@ -13,7 +13,7 @@
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
-use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, Program};
+use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, POISON, Program, RunOrder};
 use kernelgen::backend::Backend;
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::{ArgInfo, Input, LaunchPlan};
@@ -22,6 +22,20 @@ use std::sync::Mutex;
 
 /// The byte outputs are filled with before a launch (0xFF reads as NaN).
 pub const OUTPUT_POISON: u8 = 0xFF;
+
+/// How one launch runs: the emulator's defaults for [`Backend::run`], other
+/// run orders and poison bytes for [`EmuBackend::run_with`] (what
+/// [`crate::verify`] varies to find races, unwritten outputs and reads of
+/// uninitialized memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunConfig {
+    /// The order threads and threadgroups run in.
+    pub order: RunOrder,
+    /// The byte outputs are filled with before the launch.
+    pub output_poison: u8,
+    /// The byte threadgroup memory is filled with before each threadgroup.
+    pub threadgroup_poison: u8,
+}
 
 /// Runs generated kernels in the MSL emulator.
 pub struct EmuBackend {
@@ -71,6 +85,18 @@ impl Backend for EmuBackend {
     }
 
     unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray]) -> Result<Vec<HostArray>, EmuError> {
+        let config = RunConfig { order: self.emulator.options().order, output_poison: OUTPUT_POISON, threadgroup_poison: POISON };
+        // SAFETY: the caller's contract is `run`'s.
+        unsafe { self.run_with(plan, arrays, config) }
+    }
+}
+
+impl EmuBackend {
+    /// [`Backend::run`] in another run order or with other poison bytes.
+    ///
+    /// # Safety
+    /// As for [`Backend::run`]: `plan` comes from the launch checks of exactly `arrays`.
+    pub unsafe fn run_with(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray], config: RunConfig) -> Result<Vec<HostArray>, EmuError> {
         let def = plan.def;
         let program = self.program(def)?;
         let opts = self.emulator.options();
@@ -107,7 +133,7 @@ impl Backend for EmuBackend {
         let mut outputs: Vec<DeviceBuffer> = Vec::with_capacity(def.outputs.len());
         for (b, o) in def.outputs.iter().zip(&plan.outputs) {
             let mut buf = DeviceBuffer::zeroed_aligned(o.bytes as usize, b.align as usize);
-            buf.as_bytes_mut().fill(OUTPUT_POISON);
+            buf.as_bytes_mut().fill(config.output_poison);
             outputs.push(buf);
         }
         {
@@ -120,7 +146,7 @@ impl Backend for EmuBackend {
                 });
             }
             bufs.extend(outputs.iter_mut().map(Buf::Mut));
-            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid, plan.threadgroup, opts.order, opts.workers)?;
+            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid, plan.threadgroup, config.order, opts.workers, config.threadgroup_poison)?;
         }
         drop(copies);
         // a large output moves into the array as it is (guarded, bound in place by the next launch)

@@ -274,6 +274,7 @@ pub mod host;
 mod runtime;
 mod sanitize;
 mod translate;
+pub mod verify;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -281,7 +282,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use backend::EmuBackend;
+pub use backend::{EmuBackend, RunConfig};
 pub use buffer::{DeviceBuffer, POISON};
 pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
@@ -907,7 +908,7 @@ impl Program {
         workers: usize,
     ) -> Result<DispatchStats, EmuError> {
         let mut bufs: Vec<runtime::Buf<'_>> = buffers.iter_mut().map(|b| runtime::Buf::Mut(&mut **b)).collect();
-        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers)
+        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers, POISON)
     }
 
     /// The dispatch behind every other: buffers the kernel writes, reads, or reads in place.
@@ -919,6 +920,7 @@ impl Program {
         threadgroup: [u32; 3],
         order: RunOrder,
         workers: usize,
+        threadgroup_poison: u8,
     ) -> Result<DispatchStats, EmuError> {
         let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
         let Some(&idx) = self.inner.by_name.get(kernel) else {
@@ -951,6 +953,7 @@ impl Program {
             grid,
             threadgroup,
             order,
+            threadgroup_poison,
             sanitize: self.inner.opts.sanitize,
             guard_pages: self.inner.opts.guard_pages,
             workers: if workers == 0 { runtime::default_workers() } else { workers },

@@ -462,6 +462,8 @@ struct Sched {
     site_list: Vec<TgSite>,
     /// This worker's fiber stacks (low end, size), for fault reports.
     stack_ranges: Vec<(usize, usize)>,
+    /// The byte threadgroup memory starts as.
+    tg_poison: u8,
 }
 
 #[inline(always)]
@@ -872,7 +874,7 @@ unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, line: u32, na
             abandon_fiber(s);
         }
         let p = (*s).arena.add(offset);
-        std::ptr::write_bytes(p, POISON, size);
+        std::ptr::write_bytes(p, (*s).tg_poison, size);
         std::ptr::write_bytes(p.add(size), CANARY, TG_REDZONE);
         if (*s).asan.is_some() {
             sanitize::asan_poison(p as usize + size, TG_REDZONE);
@@ -990,6 +992,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub grid: [u32; 3],
     pub threadgroup: [u32; 3],
     pub order: RunOrder,
+    /// The byte threadgroup memory is filled with before each threadgroup runs.
+    pub threadgroup_poison: u8,
     pub sanitize: bool,
     pub guard_pages: bool,
     /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
@@ -1164,6 +1168,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     meta.asan = asan;
     meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
     meta.order = a.order;
+    meta.tg_poison = a.threadgroup_poison;
     for b in a.buffers.iter_mut() {
         match b {
             Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
@@ -1243,6 +1248,7 @@ fn work(shared: &Shared<'_>) {
             sites: Vec::new(),
             site_list: Vec::new(),
             stack_ranges: Vec::new(),
+            tg_poison: m.tg_poison,
         });
         let s: *mut Sched = &mut *sched;
         if m.asan.is_some() {
@@ -1453,6 +1459,7 @@ struct Meta {
     asan: Option<&'static AsanFns>,
     stack_size: usize,
     order: RunOrder,
+    tg_poison: u8,
 }
 
 // The raw pointers are to the dispatch's buffers, which outlive every worker; workers only
@@ -1492,6 +1499,7 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         asan: None,
         stack_size: 0,
         order: RunOrder::Forward,
+        tg_poison: POISON,
     }
 }
 

@@ -39,6 +39,7 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub grid: [u32; 3],
     pub threadgroup: [u32; 3],
     pub order: RunOrder,
+    pub threadgroup_poison: u8,
     pub sanitize: bool,
     pub guard_pages: bool,
     pub workers: usize,

@@ -8,9 +8,9 @@ use std::borrow::Cow;
 use kernelgen_reference::{Element, SplitMix64};
 use kernelgen_codegen::render::RenderedKernel;
 
-pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
-    let (k, n) = (param(r, "K"), param(r, "N"));
-    let bits = if param(r, "bits") == 3 { Bits::Three } else { Bits::Four };
+pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
+    let (k, n) = (param(r, "K")?, param(r, "N")?);
+    let bits = if param(r, "bits")? == 3 { Bits::Three } else { Bits::Four };
     let mut rng = SplitMix64::new(seed);
     let groups = k / 64;
     let words = bits.words_per_row(k);
@@ -32,12 +32,12 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
         let q = QuantizedView { n, k, bits, w: &words, scales: &scales, biases: &biases };
         (affine_row_replay_view(&x, &q), affine_row_f64_view(&x, &q))
     };
-    Case {
+    Ok(Case {
         sizes: "-".into(),
         inputs: vec![host(vec![1, k as u64], &x), w, host(vec![n as u64, groups as u64], &scales), host(vec![n as u64, groups as u64], &biases)],
         host: Vec::new(),
         expected: vec![Expected { name: "y", replay: host(vec![1, n as u64], &replay), exact }],
-    }
+    })
 }
 
 /// Little-endian bytes as u32 words: in place when they are aligned (guarded arrays are),

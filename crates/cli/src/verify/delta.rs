@@ -5,7 +5,7 @@
 use super::{host, param, random, Case, Expected};
 use kernelgen_emu::host::HostArray;
 use kernelgen_reference::delta::{self, DeltaGeometry, DeltaInputs, DeltaStateInputs};
-use kernelgen_reference::{Element, SplitMix64};
+use kernelgen_reference::{Element, Exact, SplitMix64};
 use kernelgen_codegen::render::RenderedKernel;
 
 const B: usize = 2;
@@ -35,11 +35,30 @@ fn data<T: Element>(geom: &DeltaGeometry, seed: u64) -> Data<T> {
 }
 
 pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
-    if r.kernel.variant.str("state_dtype") != "f32" {
-        return Err(format!("the DeltaNet references keep an f32 state; no verifier for state_dtype {}", r.kernel.variant.str("state_dtype")));
+    // A bf16 state is read into float and written back rounded: the references run on its
+    // exact values in f32, and their final state is rounded the same way.
+    let bf16_state = match r.kernel.variant.str("state_dtype") {
+        "f32" => false,
+        "bf16" => true,
+        other => return Err(format!("no DeltaNet reference for state_dtype {other}")),
+    };
+    let geom = DeltaGeometry { b: B, t: T, hk: param(r, "Hk")?, hv: param(r, "Hv")?, dk: param(r, "Dk")?, dv: param(r, "Dv")? };
+    let mut d = data::<T>(&geom, seed);
+    if bf16_state {
+        d.state.iter_mut().for_each(|v| *v = half::bf16::from_f32(*v).to_f32());
     }
-    let geom = DeltaGeometry { b: B, t: T, hk: param(r, "Hk"), hv: param(r, "Hv"), dk: param(r, "Dk"), dv: param(r, "Dv") };
-    let d = data::<T>(&geom, seed);
+    let state_host = |shape: Vec<u64>, values: &[f32]| {
+        if bf16_state { host(shape, &values.iter().map(|&v| half::bf16::from_f32(v)).collect::<Vec<_>>()) } else { host(shape, values) }
+    };
+    // The rounding adds at most half a bf16 ulp to the f32 state's error (a whole one, to be safe).
+    let state_exact = |mut e: Exact| {
+        if bf16_state {
+            for (t, v) in e.tol.iter_mut().zip(&e.value) {
+                *t += kernelgen_reference::ulp::<half::bf16>(v.abs() + *t);
+            }
+        }
+        e
+    };
     let (b, t, hk, hv, dk, dv) = (B as u64, T as u64, geom.hk as u64, geom.hv as u64, geom.dk as u64, geom.dv as u64);
     let state_shape = vec![b, hv, dv, dk];
     let head_inputs = |with_q: bool| {
@@ -51,7 +70,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
         v.push(host(vec![b, t, hv, dv], &d.v));
         v.push(host(vec![b, t, hv], &d.g));
         v.push(host(vec![b, t, hv], &d.beta));
-        v.push(host(state_shape.clone(), &d.state));
+        v.push(state_host(state_shape.clone(), &d.state));
         v
     };
     if r.kernel.family.name == "delta_state" {
@@ -64,8 +83,8 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
             host: vec![lengths.to_vec()],
             expected: vec![Expected {
                 name: "state_out",
-                replay: host(state_shape, &delta::delta_state_replay(&geom, &inp)),
-                exact: delta::delta_state_f64(&geom, &inp),
+                replay: state_host(state_shape, &delta::delta_state_replay(&geom, &inp)),
+                exact: state_exact(delta::delta_state_f64(&geom, &inp)),
             }],
         });
     }
@@ -85,7 +104,7 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
         host: Vec::new(),
         expected: vec![
             Expected { name: "y", replay: host(vec![b, t, hv, dv], &replay.y), exact: exact.y },
-            Expected { name: "state_out", replay: host(state_shape, &replay.state), exact: exact.state },
+            Expected { name: "state_out", replay: state_host(state_shape, &replay.state), exact: state_exact(exact.state) },
         ],
     })
 }

@@ -30,18 +30,18 @@ fn packed_slot(quant: Quant, g: &ExpertGeometry, seed: u64) -> Arc<Vec<u8>> {
     slot
 }
 
-pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
+pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     let quant = if r.kernel.variant.str("quant") == "q4" { Quant::Q4 } else { Quant::Q8 };
-    let slot_bytes = r.kernel.plan.inputs[1].shape[0].as_fixed().expect("the slot size is fixed") as usize;
+    let slot_bytes = r.kernel.plan.inputs.get(1).and_then(|b| b.shape.first()).and_then(|d| d.as_fixed()).ok_or("the expert family plans no fixed-size slot")? as usize;
     let g = ExpertGeometry {
-        hidden: param(r, "H"),
-        intermediate: param(r, "I"),
-        gate_weights: param(r, "gate_weights"),
-        up_weights: param(r, "up_weights"),
-        down_weights: param(r, "down_weights"),
-        gate_scales: param(r, "gate_scales"),
-        up_scales: param(r, "up_scales"),
-        down_scales: param(r, "down_scales"),
+        hidden: param(r, "H")?,
+        intermediate: param(r, "I")?,
+        gate_weights: param(r, "gate_weights")?,
+        up_weights: param(r, "up_weights")?,
+        down_weights: param(r, "down_weights")?,
+        gate_scales: param(r, "gate_scales")?,
+        up_scales: param(r, "up_scales")?,
+        down_scales: param(r, "down_scales")?,
         slot_bytes,
     };
     let slot = packed_slot(quant, &g, seed);
@@ -53,10 +53,10 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Case {
     } else {
         (expert::down_replay(&x, &slot, &g, quant, M), expert::down_f64(&x, &slot, &g, quant, M), "out")
     };
-    Case {
+    Ok(Case {
         sizes: format!("M={M}"),
         inputs: vec![host(vec![M as u64, width as u64], &x), kernelgen_emu::host::HostArray::from_u8(vec![slot_bytes as u64], slot.to_vec())],
         host: Vec::new(),
         expected: vec![Expected { name, replay: host(vec![M as u64, out_width as u64], &replay), exact }],
-    }
+    })
 }

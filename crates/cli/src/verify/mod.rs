@@ -1,30 +1,42 @@
-//! `kernelgen verify`: every generated kernel, built and run in the
-//! emulator on seeded random inputs at its spec's geometry (small run-time
-//! sizes), compared with the family's references in `kernelgen_reference`:
-//! bit for bit against the replay model (the kernel's own accumulation order
-//! and the emulator's reduction order), and within the per-element bound of
-//! the f64 model.
+//! `kernelgen verify`: every generated kernel of every family, built and run
+//! in the emulator, in two stages.
 //!
-//! A family gets a verifier by adding a module here that builds a [`Case`].
+//! 1. **Properties**, with no reference (`kernelgen_emu::verify`): no access
+//!    outside a buffer, every output element written, no read of
+//!    uninitialized threadgroup or output memory, the same bits in forward,
+//!    reverse and shuffled run order (a race shows as a difference), and,
+//!    under `--sanitize`, a clean AddressSanitizer and UBSan run.
+//! 2. **Values**, where the family has a reference: a family file's numpy
+//!    function (`[verify] reference`, see [`python`]) compared within its
+//!    `[verify] tolerance` (integer outputs exactly), or, for kernelgen's own
+//!    families, the Rust references of `kernelgen_reference` ([`Reference`]):
+//!    bit for bit against the replay model (the kernel's own order of
+//!    operations) and within the per-element bound of the f64 model.
+//!
+//! Inputs are random: from the contract at the family's `[verify] sizes`
+//! (2 for each size not given) and `[verify] inputs` ranges, or drawn by the
+//! bundled reference as its family needs them.
 
 mod affine;
 mod delta;
 mod expert;
 mod norms;
+mod python;
 
 use crate::out::outln;
 use globset::Glob;
-use kernelgen::backend;
-use kernelgen_emu::EmuBackend;
-use kernelgen_emu::EmuOptions;
-use kernelgen_emu::host::HostArray;
-use kernelgen_reference::{self as reference, Element, Exact};
 use kernelgen::Dtype;
+use kernelgen::contract::Tolerance;
 use kernelgen_codegen::render::RenderedKernel;
+use kernelgen_emu::EmuBackend;
+use kernelgen_emu::{EmuOptions, RunOrder};
+use kernelgen_emu::host::HostArray;
+use kernelgen_emu::verify as props;
+use kernelgen_reference::{self as reference, Element, Exact};
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// What one output must be.
+/// What one output must be, by a bundled family's Rust references.
 pub struct Expected {
     pub name: &'static str,
     /// The replay model's output, in the output's dtype.
@@ -33,7 +45,7 @@ pub struct Expected {
     pub exact: Exact,
 }
 
-/// One verification run of a kernel.
+/// One verification run of a kernel by a bundled reference.
 pub struct Case {
     /// Run-time sizes used, for the report (`M=2`).
     pub sizes: String,
@@ -44,43 +56,61 @@ pub struct Case {
     pub expected: Vec<Expected>,
 }
 
-/// How one kernel fared.
-pub struct Outcome {
-    pub kernel: String,
-    pub sizes: String,
-    pub exact: bool,
-    pub max_ulp: f64,
-    pub bound: f64,
-    pub seconds: f64,
-    pub failure: Option<String>,
+/// A family's reference in Rust: the inputs to run a kernel on and what its
+/// outputs must be. Each of kernelgen's own families has one (a user's family
+/// names a numpy reference in its family file instead, or none).
+pub trait Reference: Sync {
+    fn case(&self, r: &RenderedKernel, seed: u64) -> Result<Case, String>;
 }
 
-/// Builds the case for a kernel of a family kernelgen can verify, with the
-/// references instantiated at the element type of the kernel's `dtype` axis.
-pub fn case(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
-    macro_rules! by_dtype {
-        ($($f:ident)::+) => {
-            match r.kernel.variant.str("dtype") {
-                "f32" => $($f)::+::<f32>(r, seed),
-                "f16" => $($f)::+::<half::f16>(r, seed),
-                "bf16" => $($f)::+::<half::bf16>(r, seed),
-                other => return Err(format!("no verifier for dtype {other}")),
-            }
-        };
-    }
-    match r.kernel.family.name.as_str() {
-        "expert" => Ok(by_dtype!(expert::case)),
-        "affine" => Ok(by_dtype!(affine::case)),
-        "delta" | "delta_state" => by_dtype!(delta::case),
-        "silu_rms_heads" => Ok(by_dtype!(norms::silu_rms_heads)),
-        "gated_rms_norm" => Ok(by_dtype!(norms::gated_rms_norm)),
-        other => Err(format!("no verifier for family `{other}`: add one in crates/cli/src/verify/")),
+type CaseFn = fn(&RenderedKernel, u64) -> Result<Case, String>;
+
+/// A reference generic over the element type of the kernel's `dtype` axis.
+struct PerDtype {
+    f32: CaseFn,
+    f16: CaseFn,
+    bf16: CaseFn,
+}
+
+impl Reference for PerDtype {
+    fn case(&self, r: &RenderedKernel, seed: u64) -> Result<Case, String> {
+        match r.kernel.variant.str("dtype") {
+            "f32" => (self.f32)(r, seed),
+            "f16" => (self.f16)(r, seed),
+            "bf16" => (self.bf16)(r, seed),
+            other => Err(format!("no reference for dtype {other}")),
+        }
     }
 }
 
-/// A JSON integer parameter of the kernel's plan.
-pub fn param(r: &RenderedKernel, name: &str) -> usize {
-    r.kernel.plan.params.get(name).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("family `{}` plans no integer `{name}`", r.kernel.family.name.as_str())) as usize
+macro_rules! per_dtype {
+    ($($f:ident)::+) => {
+        &PerDtype { f32: $($f)::+::<f32>, f16: $($f)::+::<half::f16>, bf16: $($f)::+::<half::bf16> }
+    };
+}
+
+/// The Rust references of the bundled families, by family name (a user's
+/// family cannot take a bundled family's name).
+const BUNDLED: &[(&str, &dyn Reference)] = &[
+    ("expert", per_dtype!(expert::case)),
+    ("affine", per_dtype!(affine::case)),
+    ("delta", per_dtype!(delta::case)),
+    ("delta_state", per_dtype!(delta::case)),
+    ("silu_rms_heads", per_dtype!(norms::silu_rms_heads)),
+    ("gated_rms_norm", per_dtype!(norms::gated_rms_norm)),
+];
+
+fn bundled_reference(r: &RenderedKernel) -> Option<&'static dyn Reference> {
+    let family = &r.kernel.family;
+    if family.dir.is_some() {
+        return None;
+    }
+    BUNDLED.iter().find(|(name, _)| *name == family.name).map(|(_, f)| *f)
+}
+
+/// An integer value the family's plan gives its template.
+pub fn param(r: &RenderedKernel, name: &str) -> Result<usize, String> {
+    r.kernel.plan.params.get(name).and_then(|v| v.as_u64()).map(|v| v as usize).ok_or_else(|| format!("family `{}` plans no integer `{name}`", r.kernel.family.name))
 }
 
 /// Random values in `[-1, 1)`, rounded to `T`.
@@ -112,9 +142,9 @@ fn elements<T: Element>(a: &HostArray) -> Vec<T> {
         .collect()
 }
 
-/// Compares one output: `(exact, max error, bound)`, errors and bound in
-/// ulps of the output's largest exact magnitude (per-element ulps blow up
-/// where a dot product cancels to near zero; the check itself is per element).
+/// Compares one output with a bundled reference: `(exact, max error, bound)`, errors and
+/// bound in ulps of the output's largest exact magnitude (per-element ulps blow up where a
+/// dot product cancels to near zero; the check itself is per element).
 fn compare(got: &HostArray, want: &Expected) -> Result<(bool, f64, f64), String> {
     fn typed<T: Element>(got: &HostArray, want: &Expected) -> Result<(bool, f64, f64), String> {
         let g: Vec<T> = elements(got);
@@ -146,30 +176,73 @@ fn compare(got: &HostArray, want: &Expected) -> Result<(bool, f64, f64), String>
     }
 }
 
+/// How a kernel's values were checked.
+enum Values {
+    /// Bundled: bit for bit against the replay model, within the f64 model's bound.
+    Replay { max_ulp: f64, bound: f64 },
+    /// A numpy reference, within the family's tolerance.
+    Python { max_ulp: f64, tolerance: Tolerance },
+    /// No reference: the properties only.
+    None,
+}
+
+/// How one kernel fared.
+pub struct Outcome {
+    kernel: String,
+    sizes: String,
+    values: Values,
+    seconds: f64,
+    failure: Option<String>,
+}
+
+fn sizes_text(r: &RenderedKernel, sizes: &[u64]) -> String {
+    let text: Vec<String> = r.def.sizes.iter().zip(sizes).map(|(n, v)| format!("{n}={v}")).collect();
+    if text.is_empty() { "-".into() } else { text.join(",") }
+}
+
 fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
     let start = Instant::now();
-    let mut outcome = Outcome { kernel: r.kernel.name.clone(), sizes: String::new(), exact: false, max_ulp: 0.0, bound: 0.0, seconds: 0.0, failure: None };
-    let result = (|| -> Result<(), String> {
+    let mut outcome = Outcome { kernel: r.kernel.name.clone(), sizes: "-".into(), values: Values::None, seconds: 0.0, failure: None };
+    let result = (|| -> Result<Values, String> {
         // The kernel loads first (the Metal check, then the build), so a kernel that is not
-        // valid Metal fails with its .metal lines even where no verifier exists for it.
+        // valid Metal fails with its .metal lines before any reference is computed.
         backend.program(&r.def).map_err(|e| e.to_string())?;
-        let case = case(r, seed)?;
-        outcome.sizes = case.sizes.clone();
-        let inputs: Vec<&HostArray> = case.inputs.iter().collect();
-        let host: Vec<&[i32]> = case.host.iter().map(Vec::as_slice).collect();
-        let outputs = backend::launch_vec(backend, &r.def, &inputs, &host).map_err(|e| e.to_string())?;
-        outcome.exact = true;
-        for (got, want) in outputs.iter().zip(&case.expected) {
-            let (exact, ulp, bound) = compare(got, want)?;
-            outcome.exact &= exact;
-            outcome.max_ulp = outcome.max_ulp.max(ulp);
-            outcome.bound = outcome.bound.max(bound);
+        let family = &r.kernel.family;
+        if let Some(rust) = bundled_reference(r) {
+            let case = rust.case(r, seed)?;
+            outcome.sizes = case.sizes.clone();
+            // The sizes follow from the inputs' shapes.
+            let run = props::Case { sizes: Vec::new(), arrays: case.inputs, host: case.host };
+            // A kernel too large to run often is compared with one other run order.
+            let orders: &[RunOrder] = if exclusive(r) { &[RunOrder::Reverse] } else { &[RunOrder::Reverse, RunOrder::Shuffle(seed)] };
+            let outputs = props::check_properties_in(backend, &r.def, &run, orders).map_err(|f| f.to_string())?;
+            let (mut max_ulp, mut bound) = (0f64, 0f64);
+            for (got, want) in outputs.iter().zip(&case.expected) {
+                let (_, ulp, b) = compare(got, want)?;
+                max_ulp = max_ulp.max(ulp);
+                bound = bound.max(b);
+            }
+            return Ok(Values::Replay { max_ulp, bound });
         }
-        Ok(())
+        let v = &family.verify;
+        let sizes: Vec<u64> = r.def.sizes.iter().map(|n| v.sizes.iter().find(|(s, _)| s == n.as_ref()).map_or(2, |(_, x)| *x)).collect();
+        outcome.sizes = sizes_text(r, &sizes);
+        let case = props::random_case(&r.def, &sizes, &v.ranges, seed)?;
+        let outputs = props::check_properties(backend, &r.def, &case, seed).map_err(|f| f.to_string())?;
+        let Some(reference) = &v.reference else { return Ok(Values::None) };
+        let (file, function) = reference.value.rsplit_once(':').ok_or("a reference is `<file>.py:<function>`")?;
+        let dir = family.dir.as_deref().unwrap_or(std::path::Path::new("."));
+        let want = python::call(&dir.join(file), function, r, &case)?;
+        let tolerance = v.tolerance.unwrap_or(Tolerance::Exact);
+        let mut max_ulp = 0f64;
+        for ((b, got), want) in r.def.outputs.iter().zip(&outputs).zip(&want) {
+            max_ulp = max_ulp.max(props::compare(&b.name, got, want, tolerance)?.max_ulps);
+        }
+        Ok(Values::Python { max_ulp, tolerance })
     })();
-    if let Err(e) = result {
-        outcome.exact = false;
-        outcome.failure = Some(e);
+    match result {
+        Ok(v) => outcome.values = v,
+        Err(e) => outcome.failure = Some(e),
     }
     outcome.seconds = start.elapsed().as_secs_f64();
     outcome
@@ -190,9 +263,11 @@ pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, see
     }
     let backend = EmuBackend::new(EmuOptions { sanitize, ..EmuOptions::default() }).map_err(|e| format!("error: {e}"))?;
     let width = selected.iter().map(|r| r.kernel.name.len()).max().unwrap_or(6).max(6);
-    outln!("Each output is compared bit for bit with its replay model and element by element with its f64 model;");
-    outln!("MAX ULP and BOUND are the largest error and the largest allowed error, in ulps of the output's largest value.");
-    outln!("{:<width$}  {:<10}  {:<5}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "EXACT", "MAX ULP", "BOUND", "TIME");
+    outln!("Every kernel is checked for out-of-bounds accesses, unwritten outputs, reads of uninitialized memory and");
+    outln!("run-order dependence{}, then compared with its reference: the replay model bit for bit and the f64 model", if sanitize { ", under AddressSanitizer and UBSan" } else { "" });
+    outln!("within its bound (kernelgen's families), or a family file's numpy reference within its tolerance.");
+    outln!("MAX ULP and BOUND: the largest error and the largest allowed, in ulps (of the output's largest value for the f64 model).");
+    outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "REFERENCE", "MAX ULP", "BOUND", "TIME");
     let mut failures = Vec::new();
     let outcomes = Outcomes::new(selected.len());
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(selected.len());
@@ -220,8 +295,13 @@ pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, see
 
 /// One row of the table (and the failure, for the summary).
 fn report(o: &Outcome, width: usize, failures: &mut Vec<String>) {
-    let status = if o.failure.is_some() { "FAIL" } else if o.exact { "yes" } else { "no" };
-    outln!("{:<width$}  {:<10}  {:<5}  {:>8.3}  {:>8.3}  {:>6.2}s", o.kernel, o.sizes, status, o.max_ulp, o.bound, o.seconds);
+    let (reference, max_ulp, bound) = match (&o.failure, &o.values) {
+        (Some(_), _) => ("FAIL".to_string(), "-".to_string(), "-".to_string()),
+        (None, Values::Replay { max_ulp, bound }) => ("replay+f64".into(), format!("{max_ulp:.3}"), format!("{bound:.3}")),
+        (None, Values::Python { max_ulp, tolerance }) => ("numpy".into(), format!("{max_ulp:.3}"), tolerance.to_string()),
+        (None, Values::None) => ("none".into(), "-".into(), "-".into()),
+    };
+    outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>6.2}s", o.kernel, o.sizes, reference, max_ulp, bound, o.seconds);
     if let Some(f) = &o.failure {
         failures.push(format!("{}: {f}", o.kernel));
     }

@@ -33,11 +33,14 @@ pub type Span = Range<usize>;
 pub struct ExprError {
     pub span: Span,
     pub message: String,
+    /// The unknown name, when that is the error (a reader skips names it
+    /// already reported as broken).
+    pub unknown: Option<String>,
 }
 
 impl ExprError {
     fn new(span: Span, message: impl Into<String>) -> Self {
-        ExprError { span, message: message.into() }
+        ExprError { span, message: message.into(), unknown: None }
     }
 }
 
@@ -442,7 +445,8 @@ fn check_into(e: &Expr, scope: &dyn Scope, errors: &mut Vec<ExprError>) -> Optio
             None => {
                 let names = scope.names();
                 let hint = crate::validate::suggest(n, names.iter().map(String::as_str));
-                err(errors, format!("unknown name `{n}`{hint}"))
+                errors.push(ExprError { span: e.span.clone(), message: format!("unknown name `{n}`{hint}"), unknown: Some(n.clone()) });
+                None
             }
         },
         ExprKind::Unary(op, a) => {

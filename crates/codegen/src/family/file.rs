@@ -23,7 +23,7 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
             return Err(r.diagnostics);
         }
     };
-    let mut f = Reader { r, source: source.clone() };
+    let mut f = Reader { r, source: source.clone(), broken: Default::default(), parts_failed: false };
     let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
     if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
 }
@@ -31,6 +31,11 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
 struct Reader {
     r: Reporter,
     source: Arc<SpecSource>,
+    /// Fields and derived values whose own definition was already reported:
+    /// their uses are not reported again as unknown names.
+    broken: std::collections::BTreeSet<String>,
+    /// A kernel or one of its buffers failed to read (checks across kernels are skipped).
+    parts_failed: bool,
 }
 
 const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
@@ -134,6 +139,9 @@ impl Reader {
     }
 
     fn expr_error(&mut self, at: usize, field: &str, e: ExprError) {
+        if e.unknown.as_ref().is_some_and(|n| self.broken.contains(n)) {
+            return;
+        }
         self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, None);
     }
 
@@ -233,13 +241,17 @@ impl Reader {
                     self.error(entry.key_span.clone(), field.clone(), format!("`{}` is already an axis, a field or a derived value", entry.key), Some("derived values need names of their own".into()));
                     continue;
                 }
-                let Some(x) = self.expr(&entry.node, &field) else { continue };
+                let Some(x) = self.expr(&entry.node, &field) else {
+                    self.broken.insert(entry.key.clone());
+                    continue;
+                };
                 match expr::check(&x.value, &names) {
                     Ok(t) => {
                         names.types.insert(entry.key.clone(), t);
                         lets.push((entry.key.clone(), x));
                     }
                     Err(errors) => {
+                        self.broken.insert(entry.key.clone());
                         for err in errors {
                             self.expr_error(x.span.start, &field, err);
                         }
@@ -296,9 +308,11 @@ impl Reader {
             Some(e) => match e.node.as_array() {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
+                        let errors = self.r.diagnostics.count();
                         if let Some(p) = self.part(item, &format!("kernel[{i}]"), &names, &with_sizes, &sizes, &packed) {
                             parts.push(p);
                         }
+                        self.parts_failed |= self.r.diagnostics.count() > errors;
                     }
                     if parts.len() > 1 && parts.iter().any(|p| p.part.is_none()) {
                         self.error(e.node.span.clone(), "kernel", "a family of several kernels names each one's `part`", Some("add `part = \"...\"` to every [[kernel]]".into()));
@@ -307,7 +321,10 @@ impl Reader {
                 None => self.error(e.node.span.clone(), "kernel", "expected [[kernel]] tables", None),
             },
         }
-        self.sizes_are_readable(&sizes, &parts);
+        // A kernel or buffer that failed to read is not in `parts`.
+        if !self.parts_failed {
+            self.sizes_are_readable(&sizes, &parts);
+        }
         let verify = match top.iter().find(|e| e.key == "verify") {
             Some(e) => self.verify(&e.node, &sizes, &parts),
             None => VerifyDef::default(),
@@ -401,7 +418,8 @@ impl Reader {
         if let Some(e) = body.iter().find(|e| e.key == "inputs") {
             for i in self.table(&e.node, "verify.inputs") {
                 let field = format!("verify.inputs.{}", i.key);
-                if !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
+                // (a kernel that failed to read is not in `parts`: then the name is not checked)
+                if !self.parts_failed && !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
                     self.error(i.key_span.clone(), field.clone(), format!("`{}` is not an input of the family's kernels", i.key), None);
                 }
                 let t = self.table(&i.node, &field);
@@ -456,7 +474,8 @@ impl Reader {
             match body.iter().find(|x| x.key == "default") {
                 None => self.error(e.key_span.clone(), format!("{prefix}.default"), "missing `default` (the values used when a spec does not list the axis)", None),
                 Some(d) => {
-                    for item in d.node.as_array().unwrap_or(&[]) {
+                    let items = d.node.as_array().unwrap_or(&[]);
+                    for item in items {
                         let v = match &item.value {
                             Value::Str(s) => AxisValue::Str(s.clone()),
                             Value::Int(i) => AxisValue::Int(*i),
@@ -469,7 +488,8 @@ impl Reader {
                             self.error(item.span.clone(), format!("{prefix}.default"), format!("{v} is not a value of this axis"), Some(format!("use {}", axis.allowed())));
                         }
                     }
-                    if axis.default.is_empty() {
+                    // (a list of values that are not the axis's was reported above)
+                    if items.is_empty() {
                         self.error(d.node.span.clone(), format!("{prefix}.default"), "expected a non-empty list of default values", None);
                     }
                 }
@@ -503,7 +523,10 @@ impl Reader {
                     let (min, max) = match range {
                         Some(r) => match self.range(&r.node, &format!("{field}.range")) {
                             Some(r) => r,
-                            None => continue,
+                            None => {
+                                self.broken.insert(field.trim_start_matches("fields.").replace(".fields.", "."));
+                                continue;
+                            }
                         },
                         None => (i64::MIN, i64::MAX),
                     };
@@ -594,7 +617,7 @@ impl Reader {
                 Some(axis) => axes.iter().any(|a| a.name == axis),
                 None => field_exists(fields, b),
             };
-            if !ok {
+            if !ok && !self.broken.contains(b) {
                 let span = body.iter().find(|e| e.key == "blame").map_or(node.span.clone(), |e| e.node.span.clone());
                 self.error(span, format!("{prefix}.blame"), format!("`{b}` is neither a geometry field nor `axes.<axis>`"), None);
             }

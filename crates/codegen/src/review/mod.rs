@@ -1,0 +1,149 @@
+//! What a change of specs or templates did to every kernel, for a reviewer
+//! (`kernelgen diff`), and the cost of a launch on named Apple GPUs
+//! (`kernelgen list`).
+//!
+//! A review compares two generated trees (relative path -> text): the one
+//! the specs generate now and a committed revision or another folder. Both
+//! are read through their `manifest.json` and `.metal` files ([`view`]), so
+//! an old revision is read exactly like the new tree. [`compare::review`]
+//! finds the kernels added, removed and renamed (the same code, comments and
+//! whitespace aside, under another name), tells for each changed kernel
+//! whether only comments or whitespace changed ([`msl`]) or the code did,
+//! lists contract and resource changes (threads, threadgroup memory and its
+//! headroom, grid, buffers, bytes and flops per launch, roofline time on a
+//! [`gpu`]), raises the warnings below, and groups the MSL diffs ([`udiff`])
+//! of the kernels whose code changed: kernels whose diffs make the same edit
+//! share one section. [`render`] prints it as text or as Markdown for a pull
+//! request.
+//!
+//! Costs are evaluated with every run-time size at 1 unless given
+//! ([`view::Sizes`]).
+
+pub mod compare;
+pub mod expr;
+pub mod gpu;
+pub mod msl;
+pub mod render;
+pub mod udiff;
+pub mod view;
+
+pub use compare::{review, Options, Review, Tree};
+use view::{KernelView, Sizes};
+
+/// The threadgroup memory every Apple GPU gives a threadgroup.
+pub const THREADGROUP_MEMORY_LIMIT: u64 = crate::expand::MAX_THREADGROUP_MEMORY_BYTES;
+
+/// Headroom under [`THREADGROUP_MEMORY_LIMIT`] below which a kernel is
+/// flagged: one more small array in a template edit and it no longer builds.
+pub const THREADGROUP_MEMORY_MARGIN: u64 = 1024;
+
+/// Threads per threadgroup above which a kernel may not launch everywhere.
+/// 1024 is the device limit, but a pipeline's `maxTotalThreadsPerThreadgroup`
+/// depends on the registers the compiled kernel uses and is known only once
+/// the pipeline is built: a 1024-thread MLX kernel got 896 on an M2 Ultra
+/// (Blaizzy/mlx-vlm#1799: "Thread group size (1024) is greater than the
+/// maximum allowed threads per threadgroup (896)"), and register pressure
+/// capped MLX's d=512 `sdpa_vector` pipelines at 832 on an M1 Max
+/// (ml-explore/mlx#4018). 768 is below both observations, a multiple of
+/// the 32-thread SIMD-group and of 256, and what is left when a pipeline
+/// loses a quarter of the device limit.
+pub const PORTABLE_THREADS_PER_THREADGROUP: u64 = 768;
+
+/// Elements past which 32-bit signed index arithmetic (`int`, MLX's
+/// `int` offsets) overflows.
+pub const MAX_PORTABLE_ELEMENTS: u64 = 1 << 31;
+
+/// What a warning is about, to tell whether the old side had it too.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WarningKind {
+    ThreadgroupMemory,
+    Threads,
+    BigBuffer(String),
+    Specialized(String),
+    Unspecialized(String),
+}
+
+/// A kernel's own warnings (not the ones that compare two sides).
+pub fn warnings(k: &KernelView, sizes: &Sizes) -> Vec<(WarningKind, String)> {
+    let mut out = Vec::new();
+    let mem = k.threadgroup_memory;
+    if mem + THREADGROUP_MEMORY_MARGIN > THREADGROUP_MEMORY_LIMIT {
+        out.push((
+            WarningKind::ThreadgroupMemory,
+            format!(
+                "threadgroup memory {} B is within {} B of the {} B limit ({} B headroom)",
+                group(mem),
+                group(THREADGROUP_MEMORY_MARGIN),
+                group(THREADGROUP_MEMORY_LIMIT),
+                group(THREADGROUP_MEMORY_LIMIT.saturating_sub(mem))
+            ),
+        ));
+    }
+    let threads = k.threads();
+    if threads > PORTABLE_THREADS_PER_THREADGROUP {
+        out.push((
+            WarningKind::Threads,
+            format!(
+                "{threads} threads per threadgroup, above the portable limit of {PORTABLE_THREADS_PER_THREADGROUP}: a pipeline's maximum can be below 1024 (896 on an M2 Ultra, mlx-vlm#1799), and the launch then fails"
+            ),
+        ));
+    }
+    for b in k.buffers() {
+        if let Some(n) = b.elements(sizes).filter(|n| *n > MAX_PORTABLE_ELEMENTS) {
+            let at = if k.sizes.is_empty() { String::new() } else { format!(" at {}", sizes.describe(&k.sizes)) };
+            out.push((
+                WarningKind::BigBuffer(b.name.clone()),
+                format!("buffer `{}` has {} elements{at}, over 2^31: 32-bit signed index arithmetic overflows", b.name, group(n)),
+            ));
+        }
+    }
+    out
+}
+
+/// `12,599,296`
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `12.6 MB`, `980 B`: decimal units, three significant digits.
+pub fn human_bytes(n: u64) -> String {
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in ["kB", "MB", "GB", "TB"] {
+        if v < 1000.0 {
+            break;
+        }
+        v /= 1000.0;
+        unit = u;
+    }
+    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    format!("{v:.digits$} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(12599296), "12,599,296");
+        assert_eq!(human_bytes(980), "980 B");
+        assert_eq!(human_bytes(12_611_584), "12.6 MB");
+        assert_eq!(human_bytes(1_000), "1.00 kB");
+        assert_eq!(human_bytes(715_171_840), "715 MB");
+    }
+}

@@ -1,0 +1,259 @@
+//! A kernel as a generated tree describes it: its `manifest.json` entry and
+//! its `.metal` text. Both sides of a review are read this way (the tree the
+//! specs generate now, in memory, and a committed revision or a folder), so
+//! like is compared with like. Manifests older than the cost model have no
+//! `cost`; their bytes per launch are derived from the buffers, as the
+//! generator's default cost is (a packed buffer counts its declared regions,
+//! the regions the kernel reads).
+
+use super::expr;
+use kernelgen_contract::Dtype;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One buffer of a manifest entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferView {
+    pub name: String,
+    pub dtype: String,
+    /// Each dimension's expression text (`"M"`, `"6144"`).
+    pub shape: Vec<String>,
+    /// `(name, offset, bytes)` of a packed buffer's regions.
+    pub regions: Vec<(String, u64, u64)>,
+}
+
+impl BufferView {
+    /// `bf16[M, 6144]`
+    pub fn describe(&self) -> String {
+        format!("{}[{}]", self.dtype, self.shape.join(", "))
+    }
+
+    /// Elements at the given sizes; `None` if a dimension does not evaluate.
+    pub fn elements(&self, sizes: &Sizes) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(sizes.eval(d)?))
+    }
+
+    /// The bytes a launch moves for this buffer: its regions for a packed
+    /// buffer, else elements times the element size.
+    pub fn bytes(&self, sizes: &Sizes) -> Option<u64> {
+        if !self.regions.is_empty() {
+            return self.regions.iter().try_fold(0u64, |acc, r| acc.checked_add(r.2));
+        }
+        self.elements(sizes)?.checked_mul(Dtype::parse(&self.dtype)?.size() as u64)
+    }
+}
+
+/// A manifest entry's `cost`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostView {
+    pub bytes_read: String,
+    pub bytes_written: String,
+    pub flops: Option<String>,
+}
+
+/// One kernel of a generated tree.
+#[derive(Clone, Debug)]
+pub struct KernelView {
+    pub name: String,
+    pub family: String,
+    pub spec: String,
+    /// The `.metal` path relative to the generated tree (`metal/experts/x.metal`).
+    pub metal_path: String,
+    /// The path the manifest gives (`generated/metal/experts/x.metal`).
+    pub manifest_metal: String,
+    pub metal: Option<String>,
+    pub sizes: Vec<String>,
+    pub inputs: Vec<BufferView>,
+    pub outputs: Vec<BufferView>,
+    pub grid: Vec<String>,
+    pub threadgroup: [u64; 3],
+    pub threadgroup_memory: u64,
+    /// `None` for a manifest older than the cost model.
+    pub cost: Option<CostView>,
+    /// The whole entry, for fields a review does not model.
+    pub entry: serde_json::Map<String, Value>,
+}
+
+/// What one launch moves and computes at some sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub bytes_read: Option<u64>,
+    pub bytes_written: Option<u64>,
+    pub flops: Option<u64>,
+    /// The bytes were derived from the buffers (the manifest has no `cost`).
+    pub derived: bool,
+}
+
+impl Launch {
+    pub fn bytes(&self) -> Option<u64> {
+        self.bytes_read?.checked_add(self.bytes_written?)
+    }
+}
+
+/// Run-time sizes to evaluate at: every size is 1 unless given
+/// (`--size M=4`): one row, one token, one sequence, the decode step the
+/// bundled kernels run most often, and the smallest launch a spec allows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sizes(pub BTreeMap<String, u64>);
+
+impl Sizes {
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(1)
+    }
+
+    /// An expression's value; `None` if it does not parse or evaluate.
+    pub fn eval(&self, text: &str) -> Option<u64> {
+        expr::eval_text(text, &|n| Some(self.get(n))).ok().flatten()
+    }
+
+    /// `M=1, B=1` for the sizes a kernel has.
+    pub fn describe(&self, names: &[String]) -> String {
+        names.iter().map(|n| format!("{n}={}", self.get(n))).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl KernelView {
+    pub fn threads(&self) -> u64 {
+        self.threadgroup.iter().product()
+    }
+
+    pub fn buffers(&self) -> impl Iterator<Item = &BufferView> {
+        self.inputs.iter().chain(&self.outputs)
+    }
+
+    /// Bytes and flops of one launch at `sizes`.
+    pub fn launch(&self, sizes: &Sizes) -> Launch {
+        match &self.cost {
+            Some(c) => Launch {
+                bytes_read: sizes.eval(&c.bytes_read),
+                bytes_written: sizes.eval(&c.bytes_written),
+                flops: c.flops.as_deref().and_then(|f| sizes.eval(f)),
+                derived: false,
+            },
+            None => {
+                let sum = |bs: &[BufferView]| bs.iter().try_fold(0u64, |acc, b| acc.checked_add(b.bytes(sizes)?));
+                Launch { bytes_read: sum(&self.inputs), bytes_written: sum(&self.outputs), flops: None, derived: true }
+            }
+        }
+    }
+}
+
+/// Reads a `manifest.json` and looks up each kernel's `.metal` with `file`
+/// (a path relative to the generated tree). Unknown fields are kept in
+/// `entry`; missing optional ones (`cost`) are `None`.
+pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Result<Vec<KernelView>, String> {
+    let root: Value = serde_json::from_str(text).map_err(|e| format!("manifest.json is not JSON: {e}"))?;
+    let kernels = root.get("kernels").and_then(Value::as_array).ok_or("manifest.json has no `kernels` list")?;
+    let mut out = Vec::with_capacity(kernels.len());
+    for (n, k) in kernels.iter().enumerate() {
+        let entry = k.as_object().ok_or_else(|| format!("manifest.json: kernels[{n}] is not an object"))?;
+        let name = str_field(entry, "name").ok_or_else(|| format!("manifest.json: kernels[{n}] has no name"))?;
+        let bad = |field: &str| format!("manifest.json: kernel {name}: `{field}` is missing or malformed");
+        let strings = |v: Option<&Value>| -> Option<Vec<String>> { v?.as_array()?.iter().map(|s| s.as_str().map(str::to_string)).collect() };
+        let buffers = |field: &str| -> Result<Vec<BufferView>, String> {
+            let list = entry.get(field).and_then(Value::as_array).ok_or_else(|| bad(field))?;
+            list.iter()
+                .map(|b| {
+                    let regions = match b.get("regions") {
+                        None => Vec::new(),
+                        Some(r) => r
+                            .as_array()
+                            .and_then(|rs| {
+                                rs.iter()
+                                    .map(|r| Some((r.get("name")?.as_str()?.to_string(), r.get("offset")?.as_u64()?, r.get("bytes")?.as_u64()?)))
+                                    .collect::<Option<Vec<_>>>()
+                            })
+                            .ok_or_else(|| bad(field))?,
+                    };
+                    Ok(BufferView {
+                        name: b.get("name").and_then(Value::as_str).ok_or_else(|| bad(field))?.to_string(),
+                        dtype: b.get("dtype").and_then(Value::as_str).ok_or_else(|| bad(field))?.to_string(),
+                        shape: strings(b.get("shape")).ok_or_else(|| bad(field))?,
+                        regions,
+                    })
+                })
+                .collect()
+        };
+        let threadgroup = entry
+            .get("threadgroup")
+            .and_then(Value::as_array)
+            .and_then(|t| {
+                let v: Option<Vec<u64>> = t.iter().map(Value::as_u64).collect();
+                v?.try_into().ok()
+            })
+            .ok_or_else(|| bad("threadgroup"))?;
+        let cost = match entry.get("cost") {
+            None | Some(Value::Null) => None,
+            Some(c) => Some(CostView {
+                bytes_read: c.get("bytes_read").and_then(Value::as_str).ok_or_else(|| bad("cost"))?.to_string(),
+                bytes_written: c.get("bytes_written").and_then(Value::as_str).ok_or_else(|| bad("cost"))?.to_string(),
+                flops: c.get("flops").and_then(Value::as_str).map(str::to_string),
+            }),
+        };
+        let manifest_metal = str_field(entry, "metal").ok_or_else(|| bad("metal"))?;
+        // The manifest names the file from the project root (`generated/...`);
+        // the tree is read relative to its own root.
+        let metal_path = manifest_metal.split_once('/').map(|(_, rest)| rest.to_string()).unwrap_or_else(|| manifest_metal.clone());
+        let metal = file(&metal_path).or_else(|| file(&manifest_metal));
+        out.push(KernelView {
+            family: str_field(entry, "family").unwrap_or_default(),
+            spec: str_field(entry, "spec").unwrap_or_default(),
+            metal,
+            metal_path,
+            manifest_metal,
+            sizes: strings(entry.get("sizes")).ok_or_else(|| bad("sizes"))?,
+            inputs: buffers("inputs")?,
+            outputs: buffers("outputs")?,
+            grid: strings(entry.get("grid")).ok_or_else(|| bad("grid"))?,
+            threadgroup,
+            threadgroup_memory: entry.get("threadgroup_memory_bytes").and_then(Value::as_u64).ok_or_else(|| bad("threadgroup_memory_bytes"))?,
+            cost,
+            entry: entry.clone(),
+            name,
+        });
+    }
+    Ok(out)
+}
+
+fn str_field(entry: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    entry.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str = r#"{"generator": "kernelgen", "kernels": [{
+        "name": "k", "family": "expert", "spec": "specs/e.toml", "metal": "generated/metal/e/k.metal",
+        "sizes": ["M"], "grid": ["32", "M", "1"], "threadgroup": [32, 4, 1], "threadgroup_memory_bytes": 0,
+        "inputs": [{"name": "x", "dtype": "bf16", "shape": ["M", "256"]},
+                   {"name": "slot", "dtype": "u8", "shape": ["73728"], "regions": [
+                      {"name": "w", "offset": 0, "bytes": 16384}, {"name": "s", "offset": 65536, "bytes": 512}]}],
+        "outputs": [{"name": "y", "dtype": "f32", "shape": ["M", "128"]}]}]}"#;
+
+    #[test]
+    fn an_old_manifest_without_cost_derives_bytes_from_its_buffers() {
+        let files = |p: &str| (p == "metal/e/k.metal").then(|| "kernel".to_string());
+        let views = read_manifest(OLD, &files).unwrap();
+        let k = &views[0];
+        assert_eq!(k.metal.as_deref(), Some("kernel"));
+        assert_eq!(k.threads(), 128);
+        assert!(k.cost.is_none());
+        let sizes = Sizes([("M".to_string(), 3)].into());
+        let l = k.launch(&sizes);
+        assert!(l.derived);
+        // x: 3*256*2, the slot's two regions only, y: 3*128*4.
+        assert_eq!(l.bytes_read, Some(3 * 256 * 2 + 16384 + 512));
+        assert_eq!(l.bytes_written, Some(3 * 128 * 4));
+        assert_eq!(l.flops, None);
+        assert_eq!(k.inputs[0].describe(), "bf16[M, 256]");
+    }
+
+    #[test]
+    fn malformed_manifests_are_errors_not_panics() {
+        let none = |_: &str| None;
+        for bad in ["", "[]", "{}", r#"{"kernels": [1]}"#, r#"{"kernels": [{"name": "k"}]}"#, &OLD.replace("[32, 4, 1]", "[32, 4]")] {
+            assert!(read_manifest(bad, &none).is_err(), "{bad}");
+        }
+    }
+}
