@@ -308,9 +308,9 @@ fn run_of_a_user_family_with_invalid_msl_reports_the_metal_line() {
     assert!(!dir.path().join("out").exists() || std::fs::read_dir(dir.path().join("out")).unwrap().next().is_none());
 }
 
-/// `kernelgen verify` loads every kernel before it looks for the family's references, so
-/// each kernel whose template is not valid Metal fails with the Metal check's problem at the
-/// generated .metal's line (these families have no verifier: the load fails first).
+/// `kernelgen verify` loads every kernel before its property checks and references, so each
+/// kernel whose template is not valid Metal fails with the Metal check's problem at the
+/// generated .metal's line, and nothing runs.
 #[test]
 fn verify_of_user_families_with_invalid_msl_reports_the_metal_lines() {
     let dir = user_family_project(BAD_BODIES);
