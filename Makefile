@@ -22,18 +22,25 @@ check: cli
 	$(KERNELGEN) check
 
 ## What the build and tests need beyond Rust: g++ (the emulator compiles Metal as C++),
+## clang 14 or newer (the Metal check every emulator load and `kernelgen lint` run; Debian's
+## clang unless one is on PATH or $KERNELGEN_MSL_CLANG names one),
 ## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`),
 ## and MLX's Metal kernel headers from the mlx-metal wheel under target/mlx-metal
-## (the emulator's tests run MLX's own kernels from them; never committed).
+## (the emulator's and the Metal check's tests run MLX's own kernels from them; never committed).
 deps:
 	@command -v g++ >/dev/null || (apt-get update && apt-get install -y g++)
+	@found=; for c in clang clang-19 clang-18 clang-17 clang-16 clang-15 clang-14; do \
+	  command -v $$c >/dev/null && found=$$c; done; \
+	  [ -n "$$found$$KERNELGEN_MSL_CLANG" ] || (apt-get update && apt-get install -y clang)
 	@python3 -c "import numpy, pytest" 2>/dev/null || python3 -m pip install --quiet numpy pytest
 	bash crates/emu/tests/mlx-metal/fetch.sh
 
-## Unit, snapshot, CLI and emulator tests, then every kernel verified in the emulator.
+## Unit, snapshot, CLI and emulator tests (the Metal check's corpus of invalid MSL, the generated
+## kernels, the seeds and MLX's headers among them: deps fetched the headers, so no test may skip
+## them), then every kernel verified in the emulator.
 test: deps cli
 	$(KERNELGEN) check
-	$(CARGO) test --workspace
+	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace
 	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
 	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
 	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml --target-dir target
@@ -47,7 +54,7 @@ test: deps cli
 package: SHELL := /bin/bash
 package:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features kernelgen/macros
-	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-msl --allow-dirty 2>&1 \
+	set -o pipefail; $(CARGO) package --workspace --allow-dirty 2>&1 \
 	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$' \
 	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
 

@@ -6,6 +6,7 @@
 mod codegen_cmds;
 mod diff_cmd;
 mod exec_cmds;
+mod lint_cmd;
 mod npy;
 mod out;
 mod verify;
@@ -123,6 +124,21 @@ enum Command {
         #[command(flatten)]
         workers: WorkerArgs,
     },
+    /// Check .metal files as Apple's Metal compiler would (address spaces,
+    /// MSL's C++ restrictions, kernel signatures; what the emulator checks
+    /// before every load): print every problem as file:line:col: message, exit
+    /// 1 if there were any. Needs clang.
+    Lint {
+        /// The .metal files.
+        #[arg(required = true, value_name = "FILE.metal")]
+        files: Vec<PathBuf>,
+        /// A directory searched for #include (repeatable).
+        #[arg(long = "include", short = 'I', value_name = "DIR")]
+        include_dirs: Vec<PathBuf>,
+        /// A predefined macro, NAME or NAME=VALUE (repeatable).
+        #[arg(long = "define", short = 'D', value_name = "NAME[=VALUE]")]
+        defines: Vec<String>,
+    },
     /// Run any Metal kernel file (kernelgen's or hand-written, MLX-style
     /// templated kernels included) in the emulator.
     Emu {
@@ -179,6 +195,7 @@ fn main() -> ExitCode {
             workers.apply();
             exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out)
         }
+        Command::Lint { files, include_dirs, defines } => lint_cmd::lint(&files, &include_dirs, &defines),
         Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, workers } => {
             workers.apply();
             exec_cmds::emu(exec_cmds::EmuArgs {

@@ -82,7 +82,7 @@ fn compiler_id() -> Result<String, EmuError> {
     r.clone().map_err(|m| EmuError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, m)))
 }
 
-fn default_cache_dir() -> PathBuf {
+pub(crate) fn default_cache_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("KERNELGEN_EMU_CACHE") {
         return PathBuf::from(p);
     }

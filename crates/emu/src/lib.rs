@@ -52,6 +52,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # The Metal check
+//!
+//! g++ accepts much that Apple's compiler rejects (here `device`, `constant`, `thread` and
+//! `threadgroup` are empty macros). So every source [`Emulator::load`] and
+//! [`Emulator::load_with`] get is first checked by kernelgen-msl (`crates/msl`: clang with
+//! the address spaces as real qualifiers, MSL's language restrictions, kernel signatures),
+//! with the load's include directories and defines; any problem fails the load with
+//! [`EmuError::InvalidMetal`], listing every `file.metal:line:col: message`. Function
+//! constants are declared as Metal declares them (valid MSL): the emulator runs them with
+//! the values the load gives and refuses, at the reading line, a read of one without a value
+//! (see **Function constants**). Results are cached on disk under the emulator's cache
+//! (`<cache>/msl/results/`, keyed by the checker version, clang, the source, every header it
+//! includes, the include dirs and defines), so a source checks once (about 0.1 s for a
+//! generated kernel) and a hit costs a hash and a file read. [`Emulator::new`] needs clang
+//! (14 or newer; `$KERNELGEN_MSL_CLANG` names one): without it, it fails with
+//! [`EmuError::MetalCheck`], one line saying what to install. [`EmuOptions::metal_check`]
+//! turns the check off, for tests of the emulator itself on code Metal would reject.
+//!
 //! # Semantics (contracts that bit-exact reference models rely on)
 //!
 //! **Dispatch** follows MLX: `grid` counts threads (dispatchThreads); the threadgroup is
@@ -304,6 +322,8 @@ pub use backend::{EmuBackend, RunConfig};
 pub use buffer::{DeviceBuffer, POISON};
 pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
+/// One problem the Metal check found: `file:line:col: message` (see "The Metal check").
+pub use kernelgen_msl::Problem as MetalProblem;
 
 /// Set the worker count of every dispatch whose [`EmuOptions::workers`] is 0 (automatic),
 /// in this process, overriding `$KERNELGEN_EMU_WORKERS`; 0 restores the automatic count.
@@ -333,11 +353,14 @@ pub struct EmuOptions {
     /// Worker threads that run the threadgroups of a dispatch; 0 (the default) means
     /// `$KERNELGEN_EMU_WORKERS` if set, else one per core. Results do not depend on it.
     pub workers: usize,
+    /// Check every loaded source as Metal first (default true; see "The Metal check"). Off
+    /// only for tests of the emulator itself on code that Metal would reject.
+    pub metal_check: bool,
 }
 
 impl Default for EmuOptions {
     fn default() -> Self {
-        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, workers: 0 }
+        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, metal_check: true, workers: 0 }
     }
 }
 
@@ -599,6 +622,19 @@ pub enum EmuError {
         /// g++'s diagnostics, or why the source could not be prepared.
         message: String,
     },
+    /// The source is not valid Metal: the Metal check found these problems (each at its
+    /// file, line and column) before anything was compiled.
+    InvalidMetal {
+        /// The `.metal` file name given to the load.
+        file: String,
+        /// Every problem found, in source order.
+        problems: Vec<MetalProblem>,
+    },
+    /// The Metal check cannot run (no clang: the message says what to install).
+    MetalCheck {
+        /// What is missing and how to install it.
+        message: String,
+    },
     /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
     Fault {
         /// The kernel dispatched.
@@ -673,6 +709,15 @@ impl fmt::Display for EmuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EmuError::Compile { file, message } => write!(f, "{file} does not compile for the MSL emulator:\n{message}"),
+            EmuError::InvalidMetal { file, problems } => {
+                let n = problems.len();
+                write!(f, "{file} is not valid Metal ({n} problem{} Apple's compiler would reject):", if n == 1 { "" } else { "s" })?;
+                for p in problems {
+                    write!(f, "\n{p}")?;
+                }
+                Ok(())
+            }
+            EmuError::MetalCheck { message } => write!(f, "{message} (the emulator checks every source as Metal first)"),
             EmuError::Fault { kernel, what, metal_line, thread_position_in_grid, threadgroup_position_in_grid } => write!(
                 f,
                 "kernel `{kernel}` faulted {}: {what}; GPU thread_position_in_grid {}, threadgroup_position_in_grid {}",
@@ -726,6 +771,8 @@ impl From<std::io::Error> for EmuError {
 pub struct Emulator {
     opts: EmuOptions,
     builder: compile::Builder,
+    /// The Metal check of every load (`None` when [`EmuOptions::metal_check`] is off).
+    checker: Option<kernelgen_msl::Checker>,
 }
 
 impl Emulator {
@@ -743,7 +790,15 @@ impl Emulator {
             });
         }
         let builder = compile::Builder::new(opts.cache_dir.clone(), opts.sanitize)?;
-        Ok(Emulator { opts, builder })
+        let checker = if opts.metal_check { Some(checker_in(builder.cache_dir())?) } else { None };
+        Ok(Emulator { opts, builder, checker })
+    }
+
+    /// The Metal check every load runs, on its own (what `kernelgen lint` uses): results
+    /// cached under the emulator cache of `opts` (shared with the emulator's loads). Needs
+    /// clang, not g++, and works on every target.
+    pub fn metal_checker(opts: &EmuOptions) -> Result<kernelgen_msl::Checker, EmuError> {
+        checker_in(&opts.cache_dir.clone().unwrap_or_else(compile::default_cache_dir))
     }
 
     /// The options it was made with.
@@ -765,6 +820,11 @@ impl Emulator {
     /// [`Emulator::load`] with include directories, predefined macros and function
     /// constant values (see [`LoadOptions`] and "Preprocessing" in the crate docs).
     pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
+        if let Some(checker) = &self.checker {
+            checker
+                .check_with(source, file_name, &opts.include_dirs, &opts.defines)
+                .map_err(|problems| EmuError::InvalidMetal { file: file_name.to_string(), problems })?;
+        }
         let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
         let text;
         let source = if preprocessed {
@@ -798,6 +858,18 @@ impl Emulator {
             }),
         })
     }
+}
+
+/// The emulator's Metal check: function constants declared (the emulator runs them), results
+/// cached in `<cache>/msl`.
+fn checker_in(cache: &std::path::Path) -> Result<kernelgen_msl::Checker, EmuError> {
+    let opts = kernelgen_msl::Options {
+        cache_dir: Some(cache.join("msl")),
+        cache_results: true,
+        function_constants: kernelgen_msl::FunctionConstants::Declare,
+        ..kernelgen_msl::Options::default()
+    };
+    kernelgen_msl::Checker::new(opts).map_err(|e| EmuError::MetalCheck { message: e.to_string() })
 }
 
 /// How [`Emulator::load_with`] builds a source, beyond the [`EmuOptions`].

@@ -299,12 +299,21 @@ fn q4_gate_up_matches_a_model_bit_for_bit() {
 #[test]
 fn compile_errors_point_at_the_metal_line() {
     let src = "[[kernel]] void k(device float* x [[buffer(0)]]) {\n  float y = 1.0f\n  x[0] = undefined_name;\n}\n";
-    match emulator().load(src, "bad.metal") {
+    // g++'s errors (the Metal check off: it finds them first).
+    match unchecked_emulator().load(src, "bad.metal") {
         Err(e @ EmuError::Compile { .. }) => {
             let m = e.to_string();
             assert!(m.contains("bad.metal:3"), "{m}");
         }
         other => panic!("expected a compile error, got {:?}", other.map(|_| ())),
+    }
+    // The Metal check's, with the check on (the default).
+    match emulator().load(src, "bad.metal") {
+        Err(e @ EmuError::InvalidMetal { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains("bad.metal:2:17: expected ';' at end of declaration"), "{m}");
+        }
+        other => panic!("expected the Metal check to fail, got {:?}", other.map(|_| ())),
     }
     // a construct the emulator rejects before compiling
     let src = "kernel void k(device float* x [[buffer(0)]], threadgroup float* t [[threadgroup(0)]]) {}\n";

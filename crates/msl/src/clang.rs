@@ -39,7 +39,7 @@ impl Clang {
     }
 
     fn probe(path: &Path) -> Option<Clang> {
-        let out = Command::new(path).arg("--version").output().ok()?;
+        let out = Command::new(path).env_remove("LD_PRELOAD").arg("--version").output().ok()?;
         if !out.status.success() {
             return None;
         }
@@ -80,7 +80,11 @@ impl Clang {
         .collect()
     }
 
+    /// A clang command, without the sanitizer runtime a sanitized emulator process preloads
+    /// (clang is not built for it).
     pub fn command(&self) -> Command {
-        Command::new(&self.path)
+        let mut c = Command::new(&self.path);
+        c.env_remove("LD_PRELOAD").env_remove("ASAN_OPTIONS").env_remove("UBSAN_OPTIONS");
+        c
     }
 }

@@ -37,10 +37,26 @@ mod rules;
 mod sources;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Bumped whenever the prelude, the rewrites or the rules change what a check reports.
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 1";
+/// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
+/// results also depend on the text of this crate's sources, so a changed rule never reads a
+/// stale result).
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 2";
+
+/// This crate's code, part of every content key.
+const CODE: [&str; 10] = [
+    include_str!("lib.rs"),
+    include_str!("ast.rs"),
+    include_str!("cache.rs"),
+    include_str!("clang.rs"),
+    include_str!("diag.rs"),
+    include_str!("lex.rs"),
+    include_str!("prelude.rs"),
+    include_str!("rewrite.rs"),
+    include_str!("rules.rs"),
+    include_str!("sources.rs"),
+];
 
 /// The Metal version modelled by default: 3.1 (macOS 14), the first with native `bfloat`,
 /// which MLX 0.29.4 and later require.
@@ -57,18 +73,23 @@ pub struct Options {
     pub cache_dir: Option<PathBuf>,
     /// Keep each result on disk under its [`Checker::content_key`] and reuse it.
     pub cache_results: bool,
-    /// What to do with `[[function_constant(n)]]`.
+    /// What to do with `[[function_constant(n)]]` (default: declare them, as Metal does).
     pub function_constants: FunctionConstants,
 }
 
-/// Function constants (MSL 5.8) are values chosen when a pipeline is built. kernelgen's
-/// emulator cannot run them, so by default a check reports each one; `Declare` parses them
-/// as Metal does (a program-scope constant of unknown value), for code such as MLX's headers.
+/// Function constants (MSL 5.8) are values chosen when a pipeline is built. `Declare` (the
+/// default) parses them as Metal does: a program-scope constant of unknown value (kernelgen's
+/// emulator runs them with the values a load gives, and refuses to compile a read of one
+/// without a value). `Reject` reports each declaration, for code that must not depend on
+/// pipeline-time values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FunctionConstants {
     Reject,
     Declare,
 }
+
+/// A predefined macro of a check: `-DNAME` (`None`) or `-DNAME=VALUE`.
+pub type Define = (String, Option<String>);
 
 impl Default for Options {
     fn default() -> Self {
@@ -77,7 +98,7 @@ impl Default for Options {
             metal_version: DEFAULT_METAL_VERSION,
             cache_dir: None,
             cache_results: false,
-            function_constants: FunctionConstants::Reject,
+            function_constants: FunctionConstants::Declare,
         }
     }
 }
@@ -129,6 +150,8 @@ pub struct Checker {
     opts: Options,
     cache: PathBuf,
     result_cache: bool,
+    /// Hash of [`CHECKER_VERSION`] and the crate's code.
+    code_key: String,
 }
 
 impl Checker {
@@ -138,7 +161,10 @@ impl Checker {
         let cache = opts.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("kernelgen-msl"));
         std::fs::create_dir_all(&cache).map_err(|e| Error::Io(format!("{}: {e}", cache.display())))?;
         let prelude = prelude::Prelude::prepare(&clang, &cache, opts.metal_version)?;
-        Ok(Checker { clang, prelude, opts, cache, result_cache })
+        let mut code: Vec<&str> = vec![CHECKER_VERSION];
+        code.extend(CODE);
+        let code_key = cache::hash_hex(&code);
+        Ok(Checker { clang, prelude, opts, cache, result_cache, code_key })
     }
 
     /// The clang in use (`--version`'s first line).
@@ -149,10 +175,15 @@ impl Checker {
     /// A key naming the result of `check` for these inputs: the checker version, the clang,
     /// the Metal version, the file name, the source and every header it includes.
     pub fn content_key(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> String {
+        self.content_key_with(source, file_name, include_dirs, &[])
+    }
+
+    /// [`Checker::content_key`] of [`Checker::check_with`]: the defines are part of the key.
+    pub fn content_key_with(&self, source: &str, file_name: &str, include_dirs: &[PathBuf], defines: &[Define]) -> String {
         let dirs = sources::canonical_dirs(include_dirs);
         let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs);
         let mut parts: Vec<String> = vec![
-            CHECKER_VERSION.into(),
+            self.code_key.clone(),
             prelude::HEADER.into(),
             self.clang.version.clone(),
             self.opts.metal_version.to_string(),
@@ -161,6 +192,8 @@ impl Checker {
             source.into(),
         ];
         parts.extend(dirs.iter().map(|d| d.display().to_string()));
+        parts.push(format!("{} defines", defines.len()));
+        parts.extend(defines.iter().map(define_flag));
         for (p, c) in headers {
             parts.push(p.display().to_string());
             parts.push(c);
@@ -172,16 +205,29 @@ impl Checker {
     /// Check one `.metal` source. `file_name` names it in problems (and, when its directory
     /// exists, quoted includes resolve next to it); `include_dirs` are `-I` directories.
     pub fn check(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<(), Vec<Problem>> {
-        let cached = self
-            .result_cache
-            .then(|| self.cache.join("results").join(self.content_key(source, file_name, include_dirs)));
+        self.check_with(source, file_name, include_dirs, &[])
+    }
+
+    /// [`Checker::check`] with predefined macros (`-D`). A define of `__METAL_VERSION__`
+    /// replaces [`Options::metal_version`] for this check (the first check at a new version
+    /// precompiles its prelude); one of `__METAL__` is ignored (it is always 1).
+    pub fn check_with(
+        &self,
+        source: &str,
+        file_name: &str,
+        include_dirs: &[PathBuf],
+        defines: &[Define],
+    ) -> Result<(), Vec<Problem>> {
+        // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang.
+        let cached = (self.result_cache && std::env::var_os("KGMSL_DEBUG").is_none())
+            .then(|| self.cache.join("results").join(self.content_key_with(source, file_name, include_dirs, defines)));
         if let Some(p) = &cached
             && let Ok(text) = std::fs::read_to_string(p)
             && let Some(problems) = decode(&text)
         {
             return if problems.is_empty() { Ok(()) } else { Err(problems) };
         }
-        let problems = match self.run(source, file_name, include_dirs) {
+        let problems = match self.run(source, file_name, include_dirs, defines) {
             Ok(p) => p,
             Err(e) => vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }],
         };
@@ -192,7 +238,7 @@ impl Checker {
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
 
-    fn run(&self, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<Vec<Problem>, Error> {
+    fn run(&self, source: &str, file_name: &str, include_dirs: &[PathBuf], defines: &[Define]) -> Result<Vec<Problem>, Error> {
         let ws = sources::Workspace::create(&self.cache, source, file_name, include_dirs)?;
         let dirs = sources::canonical_dirs(include_dirs);
         let mut problems = Vec::new();
@@ -206,13 +252,39 @@ impl Checker {
                 &mut problems,
             );
         }
+        // A define of `__METAL_VERSION__` checks against that version (its own precompiled
+        // prelude: a PCH fixes the macros it was built with); `__METAL__` is always defined.
+        let mut version = self.opts.metal_version;
+        for (name, value) in defines {
+            if name == "__METAL_VERSION__" {
+                match value.as_deref().map(str::trim).and_then(|v| v.parse::<u32>().ok()) {
+                    Some(v) => version = v,
+                    None => {
+                        return Err(Error::Io(format!(
+                            "-D __METAL_VERSION__={}: the Metal version must be an integer such as 310",
+                            value.as_deref().unwrap_or("")
+                        )));
+                    }
+                }
+            }
+        }
+        let other;
+        let prelude = if version == self.opts.metal_version {
+            &self.prelude
+        } else {
+            other = prelude::Prelude::prepare(&self.clang, &self.cache, version)?;
+            &other
+        };
         let mut cmd = self.clang.command();
-        cmd.args(clang::Clang::base_flags(self.opts.metal_version))
+        cmd.args(clang::Clang::base_flags(version))
             .arg("-fsyntax-only")
             .arg("-isystem")
-            .arg(&self.prelude.dir)
+            .arg(&prelude.dir)
             .arg("-include-pch")
-            .arg(&self.prelude.pch);
+            .arg(&prelude.pch);
+        for d in defines.iter().filter(|(n, _)| n != "__METAL_VERSION__" && n != "__METAL__") {
+            cmd.arg(define_flag(d));
+        }
         for d in &ws.include_flags {
             cmd.arg("-I").arg(d);
         }
@@ -224,9 +296,21 @@ impl Checker {
             eprintln!("kernelgen-msl: clang's diagnostics for {file_name}:\n{stderr}");
         }
         let diags = diag::parse(&stderr);
+        // A missing `<x>` outside Metal's headers is reported by the token rule (MSL 1.5); a
+        // missing `"x"` stays clang's error.
+        let angle: std::collections::HashSet<String> = ws
+            .files
+            .values()
+            .flat_map(|f| sources::includes(&f.original))
+            .filter(|(_, quoted)| !quoted)
+            .map(|(n, _)| n)
+            .collect();
         let foreign = |d: &diag::Diag| {
             d.message.ends_with("file not found")
-                && d.message.split('\'').nth(1).is_some_and(|n| sources::is_foreign_angle_include(n, &dirs))
+                && d.message
+                    .split('\'')
+                    .nth(1)
+                    .is_some_and(|n| angle.contains(n) && sources::is_foreign_angle_include(n, &dirs))
         };
         let kept: Vec<diag::Diag> = diags.into_iter().filter(|d| !foreign(d)).collect();
         problems.extend(diag::problems(&kept, &ws));
@@ -237,14 +321,14 @@ impl Checker {
         } else {
             let json = String::from_utf8_lossy(&out.stdout);
             let ast = ast::parse(&json, &|f| ws.file(f).is_some()).map_err(Error::Clang)?;
-            self.apply_rules(&ws, &ast, &mut problems);
+            self.apply_rules(&ws, &ast, version, &mut problems);
         }
         problems.sort();
         problems.dedup();
         Ok(problems)
     }
 
-    fn apply_rules(&self, ws: &sources::Workspace, ast: &ast::Ast, problems: &mut Vec<Problem>) {
+    fn apply_rules(&self, ws: &sources::Workspace, ast: &ast::Ast, metal_version: u32, problems: &mut Vec<Problem>) {
         let map = |l: &ast::Loc| ws.original(&l.file, l.line, l.col);
         // Functions in original coordinates, per file.
         let mut kernels = std::collections::HashSet::new();
@@ -275,7 +359,14 @@ impl Checker {
             .values()
             .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
             .collect();
-        rules::ast(ast, &kernels, &tg, self.opts.metal_version, &map, problems);
+        rules::ast(ast, &kernels, &tg, metal_version, &map, problems);
+    }
+}
+
+fn define_flag((name, value): &Define) -> String {
+    match value {
+        Some(v) => format!("-D{name}={v}"),
+        None => format!("-D{name}"),
     }
 }
 
@@ -304,9 +395,4 @@ fn decode(text: &str) -> Option<Vec<Problem>> {
             })
         })
         .collect()
-}
-
-/// Where the MLX wheel's kernel headers are expected by the tests and the fetch script.
-pub fn default_mlx_include_dir(crate_dir: &Path) -> PathBuf {
-    crate_dir.join("../../target-msl/mlx-metal/0.32.2/mlx/include")
 }

@@ -12,7 +12,7 @@ use crate::clang::Clang;
 pub const HEADER: &str = include_str!("prelude/metal_stdlib.h");
 
 /// Header names that Metal's `#include <...>` accepts; each resolves to the one prelude.
-pub const METAL_HEADERS: [&str; 12] = [
+pub const METAL_HEADERS: [&str; 16] = [
     "metal_stdlib",
     "metal_math",
     "metal_simdgroup",
@@ -25,6 +25,10 @@ pub const METAL_HEADERS: [&str; 12] = [
     "metal_types",
     "metal_relational",
     "metal_geometric",
+    "metal_type_traits",
+    "metal_numeric",
+    "metal_pack",
+    "metal_matrix",
 ];
 
 pub struct Prelude {

@@ -2,8 +2,10 @@
 //! lines and columns. Each rewrite keeps lines; a few insert characters within a line.
 //!
 //! 1. `float4(a, b)` and `short2 v(a, b);` (vector constructors with several arguments, which
-//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};`. Names
-//!    that alias vector types (`typedef float2 complex_T;`) count as vector types.
+//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};`; with one
+//!    argument, `half2(v)` becomes `__kgmsl_vcast<half2>(v)` (the prelude converts a vector
+//!    element by element, as Metal does, or splats a scalar). Names that alias vector types
+//!    (`typedef float2 complex_T;`) count as vector types.
 //! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
 //!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
 //! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
@@ -13,6 +15,9 @@
 //!    in the thread space already (elsewhere `thread` stands for OpenCL's generic space).
 //! 4. A function constant `constant T x [[function_constant(n)]];` becomes `constant T x {};`:
 //!    a program-scope constant (its value is chosen at pipeline build time in Metal).
+//! 6. In a file with `using namespace metal;`, an unqualified `atomic_int`, `atomic_uint`,
+//!    `atomic_float` or `memory_order` becomes `metal::atomic_uint` (...): clang predeclares
+//!    OpenCL's own types of those names at global scope, so the plain name is ambiguous.
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -165,6 +170,24 @@ fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>
         let Some(open) = toks.get(after).filter(|o| o.is("(")).map(|_| after) else { continue };
         let Some(close) = matching(toks, open) else { continue };
         if !has_top_level_comma(toks, open, close) {
+            // `half2(v)`: one argument. Metal converts a vector of another element type
+            // (clang's functional cast refuses vectors of different sizes) or splats a scalar:
+            // the prelude's `__kgmsl_vcast<half2>(v)` does either. Not `operator float2()`,
+            // nor a variable `float2 v(x)` (handled as a declaration above), nor `float2()`.
+            let variable = after != i + 1 && toks[after - 1].kind == Kind::Ident && t.text != "vec";
+            // The whole qualified name goes inside the angle brackets (`metal::float4(x)`).
+            let mut start = i;
+            while start >= 2 && toks[start - 1].is("::") && toks[start - 2].kind == Kind::Ident {
+                start -= 2;
+            }
+            if start >= 1 && toks[start - 1].is("::") {
+                start -= 1;
+            }
+            let prev = if start > 0 { toks[start - 1].text.as_str() } else { "" };
+            if close > open + 1 && !variable && !matches!(prev, "operator" | "." | "->" | "typename") {
+                edits.push(Edit { offset: toks[start].offset, delete: 0, insert: "__kgmsl_vcast<".into() });
+                edits.push(Edit { offset: toks[open].offset, delete: 0, insert: ">".into() });
+            }
             continue;
         }
         edits.push(Edit { offset: toks[open].offset, delete: 1, insert: "{".into() });
@@ -327,6 +350,27 @@ fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
     }
 }
 
+/// Names clang declares implicitly in OpenCL 2.0 and later (`Sema::Initialize`) that Metal
+/// declares in namespace metal.
+const OPENCL_IMPLICIT: [&str; 4] = ["atomic_int", "atomic_uint", "atomic_float", "memory_order"];
+
+fn opencl_names(toks: &[Token], edits: &mut Vec<Edit>) {
+    let uses_metal = toks.windows(3).any(|w| w[0].is("using") && w[1].is("namespace") && w[2].is("metal"));
+    if !uses_metal {
+        return;
+    }
+    for i in 0..toks.len() {
+        let t = &toks[i];
+        if t.kind != Kind::Ident || t.pp || !OPENCL_IMPLICIT.contains(&t.text.as_str()) {
+            continue;
+        }
+        let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
+        if !matches!(prev, "::" | "." | "->") {
+            edits.push(Edit { offset: t.offset, delete: 0, insert: "metal::".into() });
+        }
+    }
+}
+
 fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
     for i in 0..toks.len() {
         if !(toks[i].is("[")
@@ -363,6 +407,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
+    opencl_names(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     apply(src, edits, threadgroup_decls)
 }
@@ -417,9 +462,13 @@ mod tests {
         let r = rewrite(src, &["C".to_string()]);
         assert_eq!(
             r.text,
-            "void f() { float4 v = float4{a, b.xy, 1}; float4 w = float4(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
+            "void f() { float4 v = float4{a, b.xy, 1}; float4 w = __kgmsl_vcast<float4>(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
         );
         assert_eq!(r.original_col(1, 32), 32);
+        // `a` of `float4(a)` (original column 61) sits 15 columns later after the rewrite.
+        assert_eq!(r.original_col(1, 76), 61);
+        let r = rewrite("y = metal::vec<float, 2>(h) + float2(); operator float2() const; float2 v(w);", &[]);
+        assert_eq!(r.text, "y = __kgmsl_vcast<metal::vec<float, 2>>(h) + float2(); operator float2() const; float2 v(w);");
         assert_eq!(
             vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;"),
             vec!["complex_T", "F"]

@@ -91,3 +91,57 @@ fn bad_input_is_reported_not_a_panic() {
         let _ = c.check(src, "bad.metal", &[]);
     }
 }
+
+/// Function constants are declared by default (valid MSL, section 5.8); `Reject` reports
+/// each declaration at its line.
+#[test]
+fn function_constants_are_declared_by_default_and_rejected_on_request() {
+    let f = common::crate_dir().join("tests/valid/function_constant.metal");
+    let src = common::read(&f);
+    assert!(common::checker().check(&src, "fc.metal", &[]).is_ok());
+    let p = common::rejecting_checker().check(&src, "fc.metal", &[]).unwrap_err();
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!((p[0].line, p[0].col), (7, 26), "{}", p[0]);
+    assert!(p[0].message.contains("function constants ([[function_constant(n)]], MSL 5.8) are not supported"), "{}", p[0]);
+}
+
+/// `check_with`'s defines reach the preprocessor and the cache key; a define of
+/// `__METAL_VERSION__` checks at that version.
+#[test]
+fn defines_select_code_and_the_metal_version() {
+    let c = common::checker();
+    // (The token rules see every line, selected or not; clang's AST only the selected
+    // branch, so select on something only clang can see.)
+    let src = "#include <metal_stdlib>\n#ifdef BAD\n#define T constant float\n#else\n#define T device float\n#endif\n\
+               [[kernel]] void k(T* x [[buffer(0)]], device float* y [[buffer(1)]]) {\n  device float* p = x;\n  y[0] = p[0];\n}\n";
+    let defines = [("BAD".to_string(), None)];
+    assert_ne!(c.content_key_with(src, "d.metal", &[], &defines), c.content_key(src, "d.metal", &[]));
+    assert!(c.check(src, "d.metal", &[]).is_ok());
+    let p = c.check_with(src, "d.metal", &[], &defines).unwrap_err();
+    assert!(!p.is_empty() && p.iter().all(|p| p.line == 8), "{p:?}");
+    // `__METAL_VERSION__`: lambdas are MSL 4 (400).
+    let lambda = "#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]]) {\n  auto f = [](float v) { return v * 2.0f; };\n  y[0] = f(y[0]);\n}\n";
+    let v = |v: &str| [("__METAL_VERSION__".to_string(), Some(v.to_string()))];
+    assert!(c.check_with(lambda, "l.metal", &[], &v("310")).unwrap_err().iter().any(|p| p.line == 3));
+    assert!(c.check_with(lambda, "l.metal", &[], &v("400")).is_ok());
+    let bad = c.check_with(lambda, "l.metal", &[], &v("four")).unwrap_err();
+    assert!(bad[0].message.contains("__METAL_VERSION__"), "{bad:?}");
+}
+
+/// A `"header"` that is not found is clang's error at its line (it is not the standard
+/// library: dropping it would pass a file whose code was never read); a foreign `<header>`
+/// is the section 1.5 rule's, reported once.
+#[test]
+fn a_missing_quoted_header_is_reported_at_its_line() {
+    let c = common::checker();
+    let quoted = KERNEL.replace("using namespace metal;\n", "using namespace metal;\n#include \"no/such/header.h\"\n");
+    let problems = c.check(&quoted, "q.metal", &[]).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.line == 3 && p.message.contains("no/such/header.h") && p.message.contains("not found")),
+        "{problems:?}"
+    );
+    let angle = KERNEL.replace("using namespace metal;\n", "using namespace metal;\n#include <cmath>\n");
+    let problems = c.check(&angle, "a.metal", &[]).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].line == 3 && problems[0].message.contains("standard library"), "{problems:?}");
+}

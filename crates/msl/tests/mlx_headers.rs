@@ -1,20 +1,13 @@
 //! Real MSL from the field: MLX 0.32.2's Metal kernel headers, unmodified, from the
-//! `mlx-metal` wheel (fetched by `crates/msl/fetch-mlx-metal.sh` into target/, never
-//! committed). Skips with a message when the headers are absent.
+//! `mlx-metal` wheel (fetched by `crates/emu/tests/mlx-metal/fetch.sh` into target/, as
+//! `make deps` does; never committed). Skips with a message when the headers are absent
+//! (fails instead under `make test`, which sets KERNELGEN_MLX_METAL_REQUIRED once fetched).
 mod common;
 
 use std::path::PathBuf;
 
 fn include_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("KGMSL_MLX_INCLUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::crate_dir().join("../../target/mlx-metal/0.32.2/mlx/include"));
-    if dir.join("mlx/backend/metal/kernels/utils.h").is_file() {
-        Some(dir)
-    } else {
-        println!("skipping: MLX headers not found in {}; run crates/msl/fetch-mlx-metal.sh", dir.display());
-        None
-    }
+    common::mlx_include()
 }
 
 /// Headers that cannot pass, and why (each must still fail, so the list stays honest).

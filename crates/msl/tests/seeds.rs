@@ -234,11 +234,10 @@ fn seed_kernels_pass_as_mlx_assembles_them() {
         println!("skipping: no seed kernels in {}", dir.display());
         return;
     }
-    let inc = common::crate_dir().join("../../target/mlx-metal/0.32.2/mlx/include");
-    let (preamble, dirs) = if inc.join("mlx/backend/metal/kernels/utils.h").is_file() {
+    let (preamble, dirs) = if let Some(inc) = common::mlx_include() {
         ("#include \"mlx/backend/metal/kernels/utils.h\"".to_string(), vec![inc])
     } else {
-        println!("MLX headers absent (crates/msl/fetch-mlx-metal.sh): <metal_stdlib> stands in for MLX's preamble");
+        println!("MLX headers absent: <metal_stdlib> stands in for MLX's preamble");
         ("#include <metal_stdlib>\nusing namespace metal;".to_string(), vec![])
     };
     let c = common::checker();

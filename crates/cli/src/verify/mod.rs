@@ -204,6 +204,9 @@ fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
     let start = Instant::now();
     let mut outcome = Outcome { kernel: r.kernel.name.clone(), sizes: "-".into(), values: Values::None, seconds: 0.0, failure: None };
     let result = (|| -> Result<Values, String> {
+        // The kernel loads first (the Metal check, then the build), so a kernel that is not
+        // valid Metal fails with its .metal lines before any reference is computed.
+        backend.program(&r.def).map_err(|e| e.to_string())?;
         let family = &r.kernel.family;
         if let Some(rust) = bundled_reference(r) {
             let case = rust.case(r, seed)?;

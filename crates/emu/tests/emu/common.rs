@@ -7,6 +7,11 @@ pub fn emulator() -> Emulator {
     Emulator::new(EmuOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// An emulator without the Metal check, for tests of what g++ and the emulator itself report.
+pub fn unchecked_emulator() -> Emulator {
+    Emulator::new(EmuOptions { metal_check: false, ..EmuOptions::default() }).unwrap_or_else(|e| panic!("{e}"))
+}
+
 pub fn load(src: &str, name: &str) -> Program {
     emulator().load(src, name).unwrap_or_else(|e| panic!("{e}"))
 }

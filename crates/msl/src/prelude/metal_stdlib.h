@@ -121,6 +121,14 @@ typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
 #define INT_MIN (-2147483647 - 1)
 #define UINT_MAX 4294967295u
 
+// One-argument vector constructors (see rewrite.rs): `half2(float2_value)` converts element by
+// element in Metal (a functional cast between vector types of different sizes is an error in
+// clang), `float2(1)` splats; anything else is what the functional cast does.
+template <typename E, int N> using __kgmsl_vector = E __attribute__((ext_vector_type(N)));
+template <typename To, typename From> constexpr To __kgmsl_vcast(From x) { return To(x); }
+template <typename To, typename E, int N>
+constexpr To __kgmsl_vcast(__kgmsl_vector<E, N> x) { return __builtin_convertvector(x, To); }
+
 // Named for the explicit-instantiation rewrite (see rewrite.rs): a reference to a
 // threadgroup allocation made by the runtime.
 template <typename T> T& __kgmsl_threadgroup_alloc();
@@ -522,17 +530,19 @@ template <typename T, int Cols, int Rows> struct simdgroup_matrix {
 template <typename T, int C, int R> simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T);
 #define KGMSL_SGM_AS(AS)                                                                                  \
   template <typename T, typename U, int C, int R>                                                         \
-  void simdgroup_load(thread simdgroup_matrix<T, C, R>&, const AS U*, size_t = C, ulong2 = 0, bool = false); \
+  void simdgroup_load(simdgroup_matrix<T, C, R>&, const AS U*, size_t = C, ulong2 = 0, bool = false); \
   template <typename T, typename U, int C, int R>                                                         \
   void simdgroup_store(simdgroup_matrix<T, C, R>, AS U*, size_t = C, ulong2 = 0, bool = false);
 KGMSL_SGM_AS(device)
 KGMSL_SGM_AS(threadgroup)
+// The matrices are thread objects: parameters without an address space (the generic one
+// once deduced), so locals (private in the OpenCL model) and thread references both deduce.
 template <typename T, typename U, typename V, typename W, int M, int N, int K>
-void simdgroup_multiply_accumulate(thread simdgroup_matrix<T, N, M>&, const thread simdgroup_matrix<U, K, M>&,
-                                   const thread simdgroup_matrix<V, N, K>&, const thread simdgroup_matrix<W, N, M>&);
+void simdgroup_multiply_accumulate(simdgroup_matrix<T, N, M>&, const simdgroup_matrix<U, K, M>&,
+                                   const simdgroup_matrix<V, N, K>&, const simdgroup_matrix<W, N, M>&);
 template <typename T, typename U, typename V, int M, int N, int K>
-void simdgroup_multiply(thread simdgroup_matrix<T, N, M>&, const thread simdgroup_matrix<U, K, M>&,
-                        const thread simdgroup_matrix<V, N, K>&);
+void simdgroup_multiply(simdgroup_matrix<T, N, M>&, const simdgroup_matrix<U, K, M>&,
+                        const simdgroup_matrix<V, N, K>&);
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
 typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
@@ -552,7 +562,7 @@ template <typename T> constexpr uniform<remove_cv_t<remove_addrspace_t<T>>> make
 
 // The global scalar and vector names are also members of namespace metal in Metal.
 namespace metal {
-using ::uchar; using ::ushort; using ::uint; using ::ulong; using ::bfloat; using ::size_t;
+using ::__kgmsl_vcast; using ::uchar; using ::ushort; using ::uint; using ::ulong; using ::bfloat; using ::size_t;
 using ::int8_t; using ::uint8_t; using ::int16_t; using ::uint16_t; using ::int32_t; using ::uint32_t;
 using ::int64_t; using ::uint64_t; using ::ptrdiff_t;
 #define KGMSL_USE_VEC(T) using ::T##2; using ::T##3; using ::T##4;

@@ -8,17 +8,57 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// One checker per test binary. Tests need clang: without it they fail with the install hint.
-/// The prelude goes under target-msl; no result cache, so every test really runs clang.
+/// Where the tests keep the precompiled prelude and scratch trees (the build's tmp dir).
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kernelgen-msl-tests")
+}
+
+/// One checker per test binary (default options: function constants declared, as Metal
+/// does). Tests need clang: without it they fail with the install hint (`make deps` installs
+/// it). No result cache, so every test really runs clang.
 pub fn checker() -> &'static Checker {
     static C: OnceLock<Checker> = OnceLock::new();
-    C.get_or_init(|| {
-        let cache = crate_dir().join("../../target-msl/msl-cache");
-        match Checker::new(Options { cache_dir: Some(cache), ..Options::default() }) {
-            Ok(c) => c,
-            Err(e) => panic!("{e}\n(these tests need clang: `apt-get install -y clang`)"),
-        }
+    C.get_or_init(|| match Checker::new(Options { cache_dir: Some(cache_dir()), ..Options::default() }) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}\n(these tests need clang: `apt-get install -y clang`, as `make deps` does)"),
     })
+}
+
+/// A checker that reports every function constant (`FunctionConstants::Reject`).
+pub fn rejecting_checker() -> &'static Checker {
+    static C: OnceLock<Checker> = OnceLock::new();
+    C.get_or_init(|| {
+        let opts = Options {
+            cache_dir: Some(cache_dir()),
+            function_constants: kernelgen_msl::FunctionConstants::Reject,
+            ..Options::default()
+        };
+        Checker::new(opts).unwrap_or_else(|e| panic!("{e}\n(these tests need clang: `apt-get install -y clang`)"))
+    })
+}
+
+/// MLX 0.32.2's `include/` directory from the `mlx-metal` wheel, as
+/// `crates/emu/tests/mlx-metal/fetch.sh` unpacks it (`make deps` runs it), or
+/// `$KERNELGEN_MLX_METAL_INCLUDE`. `None` (the caller skips, printing why) when the headers
+/// are absent, unless `$KERNELGEN_MLX_METAL_REQUIRED` is set (as `make test` sets it once
+/// the fetch succeeded): then absent headers fail the test.
+pub fn mlx_include() -> Option<PathBuf> {
+    let dir = std::env::var_os("KERNELGEN_MLX_METAL_INCLUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate_dir().join("../../target/mlx-metal/mlx-metal-0.32.2/include"));
+    if dir.join("mlx/backend/metal/kernels/utils.h").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "MLX's Metal headers are not in {} (run crates/emu/tests/mlx-metal/fetch.sh, as `make deps` does, \
+         or set KERNELGEN_MLX_METAL_INCLUDE)",
+        dir.display()
+    );
+    if std::env::var_os("KERNELGEN_MLX_METAL_REQUIRED").is_some_and(|v| !v.is_empty()) {
+        panic!("{why}; KERNELGEN_MLX_METAL_REQUIRED is set, so this test must not skip");
+    }
+    println!("skipping: {why}");
+    None
 }
 
 pub fn read(p: &Path) -> String {
@@ -46,14 +86,5 @@ pub fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
 
 /// A checker that declares function constants as Metal does (MLX's headers use them).
 pub fn declaring_checker() -> &'static Checker {
-    static C: OnceLock<Checker> = OnceLock::new();
-    C.get_or_init(|| {
-        let cache = crate_dir().join("../../target-msl/msl-cache");
-        let opts = Options {
-            cache_dir: Some(cache),
-            function_constants: kernelgen_msl::FunctionConstants::Declare,
-            ..Options::default()
-        };
-        Checker::new(opts).unwrap_or_else(|e| panic!("{e}\n(these tests need clang: `apt-get install -y clang`)"))
-    })
+    checker()
 }

@@ -83,3 +83,25 @@ template [[host_name("many_f16_3")]] [[kernel]] decltype(many<half, 3>) many<hal
 // unattributed scalars are fine.
 template [[host_name("plain_again")]] [[kernel]] decltype(many<float, 2>) many<float, 2>;
 inline float helper_after(thread float* p, float x) { return p[0] + x; }
+
+// Found by the emulator's own tests: a one-argument vector constructor converts the element
+// type (float2 -> half2, different sizes), and atomic_uint after `using namespace metal`.
+[[kernel]] void conversions_and_atomics(device const float* x [[buffer(0)]], device atomic_uint* count [[buffer(1)]],
+                                        device atomic<float>* acc [[buffer(2)]], device float* y [[buffer(3)]],
+                                        uint i [[thread_position_in_grid]]) {
+  const float2 v = float2(x[i], x[i + 1]);
+  const half2 h = half2(v);
+  const int4 n = int4(float4(v, v));
+  const float4 s = metal::float4(h.x);
+  y[i] = float(h.y) + float(n.w) + s.z + float2(1.0f).x;
+  atomic_fetch_add_explicit(count, 1u, memory_order_relaxed);
+  atomic_fetch_max_explicit(count + 1, i, memory_order_relaxed);
+  atomic_fetch_add_explicit(acc, v.x, memory_order_relaxed);
+}
+
+// A braced list passed as a vector argument (MLX's unary_g: elem_to_loc<IdxT>({x, y, z}, ...)).
+template <typename IdxT> IdxT loc_of(uint3 e, constant const int* shape) { return IdxT(e.x) + IdxT(e.y * uint(shape[0])); }
+[[kernel]] void braced_vector_argument(constant const int* shape [[buffer(0)]], device int* y [[buffer(1)]],
+                                       uint3 index [[thread_position_in_grid]]) {
+  y[index.x] = loc_of<int>({2 * index.x, index.y, index.z}, shape);
+}

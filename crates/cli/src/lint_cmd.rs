@@ -1,0 +1,61 @@
+//! `kernelgen lint`: the Metal check every emulator load runs (kernelgen-msl), on any
+//! `.metal` file. Prints every problem as `file.metal:line:col: message` (stdout); exit 1 if
+//! there were any, 0 if none, 2 on usage errors, unreadable files or without clang.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::out::outln;
+use kernelgen_emu::{EmuOptions, Emulator};
+
+pub fn lint(files: &[PathBuf], include_dirs: &[PathBuf], defines: &[String]) -> Result<ExitCode, String> {
+    let defines: Vec<(String, Option<String>)> = defines.iter().map(|d| parse_define(d)).collect::<Result<_, _>>()?;
+    let checker = Emulator::metal_checker(&EmuOptions::default()).map_err(|e| format!("error: {e}"))?;
+    let mut problems = 0usize;
+    let mut unreadable = Vec::new();
+    for f in files {
+        let name = f.display().to_string();
+        let source = match std::fs::read_to_string(f) {
+            Ok(s) => s,
+            Err(e) => {
+                unreadable.push(format!("error: {name}: {e}"));
+                continue;
+            }
+        };
+        if let Err(found) = checker.check_with(&source, &name, include_dirs, &defines) {
+            problems += found.len();
+            for p in found {
+                outln!("{p}");
+            }
+        }
+    }
+    if !unreadable.is_empty() {
+        return Err(unreadable.join("\n"));
+    }
+    let n = files.len();
+    if problems > 0 {
+        outln!("lint: {problems} problem{} Metal would reject, in {n} file{}", plural(problems), plural(n));
+        Ok(ExitCode::from(1))
+    } else {
+        outln!("lint: {n} file{} ok", plural(n));
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `NAME` or `NAME=VALUE`, NAME an identifier.
+fn parse_define(d: &str) -> Result<(String, Option<String>), String> {
+    let (name, value) = match d.split_once('=') {
+        Some((n, v)) => (n, Some(v.to_string())),
+        None => (d, None),
+    };
+    let ident = name.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+    if !ident {
+        return Err(format!("error: -D {d}: expected NAME or NAME=VALUE, NAME an identifier"));
+    }
+    Ok((name.to_string(), value))
+}
