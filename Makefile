@@ -2,16 +2,23 @@
 # Everything the build needs is installed here (Rust and g++ come with the machine).
 
 CARGO     ?= cargo
+# `cargo run --quiet` would hide the first build (minutes on a fresh clone): every
+# target that runs the CLI depends on `cli`, which builds it with cargo's progress
+# (one `Finished` line when it is up to date), and then runs it quietly.
 KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 
-.PHONY: generate check test test-sanitize fuzz bench deps
+.PHONY: generate check test test-sanitize fuzz bench deps cli package
+
+## Build the `kernelgen` command (target/debug/kernelgen), showing cargo's progress.
+cli:
+	@$(CARGO) build --package kernelgen-cli
 
 ## Regenerate generated/ (MSL, launcher Rust, manifest) from specs/ and templates/.
-generate:
+generate: cli
 	$(KERNELGEN) generate
 
 ## Exit 1, listing every stale, missing or orphaned file, if generated/ is not fresh.
-check:
+check: cli
 	$(KERNELGEN) check
 
 ## What the build and tests need beyond Rust: g++ (the emulator compiles Metal as C++),
@@ -31,7 +38,7 @@ deps:
 ## Unit, snapshot, CLI and emulator tests (the Metal check's corpus of invalid MSL, the generated
 ## kernels, the seeds and MLX's headers among them: deps fetched the headers, so no test may skip
 ## them), then every kernel verified in the emulator.
-test: deps
+test: deps cli
 	$(KERNELGEN) check
 	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace
 	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
@@ -39,8 +46,20 @@ test: deps
 	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml --target-dir target
 	$(KERNELGEN) verify
 
+## What publishing needs: the API docs build without a warning (the macros' re-export
+## included), and every published crate packages and builds alone from its .crate file
+## (cargo packages the workspace through a temporary local registry; kernelgen-msl is
+## publish = false). cargo's notes on the tests and benches a package leaves out, and on
+## the workspace's per-crate profiles, are filtered.
+package: SHELL := /bin/bash
+package:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features kernelgen/macros
+	set -o pipefail; $(CARGO) package --workspace --allow-dirty 2>&1 \
+	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$' \
+	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
+
 ## The same kernels built with AddressSanitizer and UBSan.
-test-sanitize: deps
+test-sanitize: deps cli
 	$(KERNELGEN) verify --sanitize
 
 ## Spec fuzzing for longer than `make test` does (8 s there): mutations of the bundled specs through the

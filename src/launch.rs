@@ -25,7 +25,9 @@ pub const MAX_ELEMENTS: u64 = i32::MAX as u64;
 pub enum ErrorKind {
     /// Wrong number of array or host arguments.
     ArgumentCount,
+    /// An argument has another dtype than the contract's.
     Dtype,
+    /// An argument has another number of dimensions than the contract's.
     Rank,
     /// A dimension differs from the contract (fixed, or a run-time size
     /// already fixed by an earlier argument).
@@ -49,8 +51,11 @@ pub enum ErrorKind {
 pub struct Violation {
     /// The argument or run-time size concerned, if any.
     pub argument: Option<String>,
+    /// What kind of precondition it is.
     pub kind: ErrorKind,
+    /// What the contract asks for (`shape [M, 256]`, `dtype bf16`).
     pub expected: String,
+    /// What the call passed.
     pub given: String,
     /// What would help, when something is known (another kernel of the same
     /// spec that takes what was given, say).
@@ -79,9 +84,19 @@ pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum LaunchError {
     /// The arguments break the kernel's contract; nothing was launched.
-    Contract { kernel: String, violations: Vec<Violation> },
+    Contract {
+        /// The kernel's name.
+        kernel: String,
+        /// Every violation found, in argument order (never empty).
+        violations: Vec<Violation>,
+    },
     /// The backend failed (a compile error, a fault, no Metal device).
-    Backend { kernel: String, source: BackendError },
+    Backend {
+        /// The kernel's name.
+        kernel: String,
+        /// The backend's own error.
+        source: BackendError,
+    },
 }
 
 impl LaunchError {
@@ -105,6 +120,7 @@ impl LaunchError {
         self.violations().iter().any(|v| v.kind == kind)
     }
 
+    /// A backend failure of `def`'s launch, keeping the backend's error as the source.
     pub fn backend(def: &KernelDef, source: impl Into<BackendError>) -> Self {
         LaunchError::Backend { kernel: def.name.to_string(), source: source.into() }
     }
@@ -170,9 +186,11 @@ impl std::error::Error for LaunchError {
 pub struct ArgInfo {
     /// The dtype, or the backend's name for one no contract has (MLX's float64, say).
     pub dtype: Result<Dtype, String>,
+    /// The array's shape, outermost dimension first.
     pub shape: Vec<u64>,
     /// Bytes of data behind the array (elements x dtype size for a dense array).
     pub bytes: u64,
+    /// Whether the elements are dense and row-major (no strides, no offset view).
     pub row_contiguous: bool,
     /// Address of the data, when the backend knows it (alignment check).
     pub address: Option<usize>,
@@ -182,7 +200,9 @@ pub struct ArgInfo {
 /// `Tin`) or the caller's host integers (DeltaNet's kept lengths), as int32.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostValues {
+    /// The shape of the buffer the kernel reads them from.
     pub shape: Vec<u64>,
+    /// The values, row-major.
     pub values: Vec<i32>,
 }
 
@@ -205,19 +225,24 @@ pub enum Input {
 /// One output the backend allocates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Output {
+    /// The output's dtype.
     pub dtype: Dtype,
+    /// Its shape at the launch's run-time sizes.
     pub shape: Vec<u64>,
+    /// Its size in bytes (elements x dtype size).
     pub bytes: u64,
 }
 
 /// A checked launch: everything a backend binds and runs.
 #[derive(Clone, Debug)]
 pub struct LaunchPlan<'d> {
+    /// The kernel checked.
     pub def: &'d KernelDef,
     /// The run-time sizes, in [`KernelDef::sizes`] order.
     pub sizes: Vec<u64>,
-    /// Threads in the grid, and the threadgroup.
+    /// Threads in the grid (MLX's `dispatchThreads` convention: threads, not threadgroups).
     pub grid: [u32; 3],
+    /// Threads in one threadgroup.
     pub threadgroup: [u32; 3],
     /// One per kernel input, in buffer order.
     pub inputs: Vec<Input>,

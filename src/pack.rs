@@ -52,6 +52,7 @@ impl AlignedBytes {
         b
     }
 
+    /// The first byte (page-aligned; dangling but aligned when empty).
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
@@ -104,14 +105,21 @@ impl Drop for AlignedBytes {
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub enum RegionData<'a> {
+    /// Raw bytes, copied as they are.
     Bytes(&'a [u8]),
     /// Values -8..=7, stored two a byte (least significant first) as `value + 8`.
     Q4(&'a [i8]),
+    /// Signed bytes (Q8 weights), one a byte.
     I8(&'a [i8]),
+    /// `int32` values, little-endian.
     I32(&'a [i32]),
+    /// `uint32` values, little-endian.
     U32(&'a [u32]),
+    /// `half` values, little-endian.
     F16(&'a [f16]),
+    /// `bfloat` values, little-endian.
     Bf16(&'a [bf16]),
+    /// `float` values, little-endian (an expert's row scales).
     F32(&'a [f32]),
 }
 

@@ -60,7 +60,9 @@ pub mod affine {
     /// A quantized `[rows, cols]` matrix in MLX's format.
     #[derive(Clone, Debug, PartialEq)]
     pub struct Quantized<T> {
+        /// Rows of the matrix (the affine kernel's `N`, its outputs).
         pub rows: usize,
+        /// Columns of the matrix (the affine kernel's `K`, a multiple of 64).
         pub cols: usize,
         /// 3 or 4 (what the affine family reads); MLX also has 2, 5, 6 and 8.
         pub bits: u32,

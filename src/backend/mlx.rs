@@ -55,24 +55,37 @@ impl MlxBackend {
 
 /// Why MLX did not launch (or, eagerly, did not run) a kernel. MLX's own
 /// error is kept whole.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum MlxError {
     /// `MetalKernel::new` failed.
-    #[error("MLX failed to build the kernel: {0}")]
-    Build(#[source] Exception),
+    Build(Exception),
     /// `MetalKernel::apply` failed (in an MLX without Metal, it fails here).
-    #[error("MLX failed to launch the kernel: {0}")]
-    Apply(#[source] Exception),
+    Apply(Exception),
     /// The eager launch's evaluation failed (compiling or running the kernel).
-    #[error("MLX failed to evaluate the kernel's outputs: {0}")]
-    Eval(#[source] Exception),
+    Eval(Exception),
     /// A kernel of this name was built from a different source in this process.
-    #[error("a kernel named `{0}` was already built from another source in this process")]
     NameConflict(String),
     /// An output dtype this build of the MLX backend cannot map.
-    #[error("no MLX dtype for {0}")]
     Unsupported(Dtype),
+}
+
+impl std::fmt::Display for MlxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MlxError::Build(e) => write!(f, "MLX failed to build the kernel: {e}"),
+            MlxError::Apply(e) => write!(f, "MLX failed to launch the kernel: {e}"),
+            MlxError::Eval(e) => write!(f, "MLX failed to evaluate the kernel's outputs: {e}"),
+            MlxError::NameConflict(name) => write!(f, "a kernel named `{name}` was already built from another source in this process"),
+            MlxError::Unsupported(d) => write!(f, "no MLX dtype for {d}"),
+        }
+    }
+}
+
+impl std::error::Error for MlxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.exception().map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl MlxError {

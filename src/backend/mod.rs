@@ -8,6 +8,7 @@
 //! backend is `kernelgen_emu::EmuBackend`.
 
 #[cfg(feature = "mlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mlx")))]
 pub mod mlx;
 
 use crate::contract::KernelDef;

@@ -25,6 +25,8 @@
 //! when the folder is not exactly what the specs generate, naming each stale,
 //! missing or orphaned file and the command that regenerates it.
 
+#![warn(missing_docs)]
+
 use kernelgen_codegen::{emit, family_dirs_near, generate_with, read_families, read_specs, Options};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -43,6 +45,7 @@ fn fail(message: impl Into<String>) -> io::Error {
 }
 
 impl Config {
+    /// A configuration with no specs yet (add them with [`Config::specs`]).
     pub fn new() -> Self {
         Config::default()
     }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 /// One problem in one spec.
 #[derive(Clone, Debug)]
 pub struct Diagnostic {
+    /// The spec (or family file) it is in.
     pub source: Arc<SpecSource>,
+    /// Byte range of the offending text in the source.
     pub span: Span,
     /// The field in dotted form, e.g. `geometry.tiny.hidden`.
     pub field: String,
@@ -74,6 +76,7 @@ fn key(d: &Diagnostic) -> (usize, usize, usize, u64) {
 }
 
 impl Diagnostics {
+    /// Adds a problem; the same problem at the same place is kept once, and only the first few of a file are shown.
     pub fn push(&mut self, d: Diagnostic) {
         // The same problem reached through several variants is reported once.
         if !self.1.seen.insert(key(&d)) {
@@ -107,6 +110,7 @@ impl Diagnostics {
         self.1.per_file.iter().filter(|(_, n)| *n > MAX_SHOWN_PER_FILE).map(|(s, n)| (&**s, n - MAX_SHOWN_PER_FILE))
     }
 
+    /// Adds every problem of `other`.
     pub fn extend(&mut self, other: Diagnostics) {
         for d in other.0 {
             self.push(d);
@@ -206,15 +210,19 @@ impl fmt::Display for Diagnostics {
 
 /// Collects problems for one spec file.
 pub struct Reporter {
+    /// The spec file.
     pub source: Arc<SpecSource>,
+    /// Everything found so far.
     pub diagnostics: Diagnostics,
 }
 
 impl Reporter {
+    /// A reporter for `source`, with no problem yet.
     pub fn new(source: Arc<SpecSource>) -> Self {
         Reporter { source, diagnostics: Diagnostics::default() }
     }
 
+    /// Reports an error at `span` of the spec.
     pub fn error(&mut self, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
         self.diagnostics.push(Diagnostic {
             source: self.source.clone(),

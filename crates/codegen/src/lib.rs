@@ -7,8 +7,11 @@
 //! render/    Kernel -> MSL (tera + MLX's assembly), launcher Rust, manifest
 //! emit/      rendered tree -> files under generated/ (or a staleness report)
 //! ```
-//! Families (`families/`) say what each kernel family needs; their MSL lives
-//! in `templates/<family>.metal.tera`.
+//! Families ([`family`]) say what each kernel family needs: a family file
+//! (`<family>.toml`) and its MSL template beside it (`<family>.metal.tera`);
+//! kernelgen's own are bundled from this crate's `families/` folder.
+
+#![warn(missing_docs)]
 
 pub mod diag;
 pub mod emit;
@@ -33,7 +36,12 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub enum Error {
     /// A spec path could not be read.
-    Io { path: PathBuf, message: String },
+    Io {
+        /// The path that could not be read.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// One or more problems in the specs.
     Spec(Diagnostics),
     /// A template failed to render (a template bug, not a spec problem).
@@ -54,6 +62,7 @@ impl std::error::Error for Error {}
 
 /// Everything one run generates.
 pub struct Generated {
+    /// Every kernel, rendered, in spec and expansion order.
     pub kernels: Vec<RenderedKernel>,
     /// Relative path under the output directory -> contents.
     pub files: emit::Tree,

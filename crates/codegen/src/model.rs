@@ -17,8 +17,11 @@ pub fn dtype_from_short(short: &str) -> Option<Dtype> {
 /// One value of a variant axis.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum AxisValue {
+    /// A name (`q4`, `bf16`).
     Str(String),
+    /// An integer (`4`).
     Int(i64),
+    /// A boolean.
     Bool(bool),
 }
 
@@ -36,10 +39,12 @@ impl fmt::Display for AxisValue {
 /// family's axis order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variant {
+    /// Every axis and its value, in the family's axis order.
     pub values: Vec<(String, AxisValue)>,
 }
 
 impl Variant {
+    /// The value of `axis` (panics if the family does not declare it: a family bug).
     pub fn get(&self, axis: &str) -> &AxisValue {
         &self
             .values
@@ -49,6 +54,7 @@ impl Variant {
             .1
     }
 
+    /// The value of a string axis.
     pub fn str(&self, axis: &str) -> &str {
         match self.get(axis) {
             AxisValue::Str(s) => s,
@@ -56,6 +62,7 @@ impl Variant {
         }
     }
 
+    /// The value of an integer axis.
     pub fn int(&self, axis: &str) -> i64 {
         match self.get(axis) {
             AxisValue::Int(i) => *i,
@@ -63,6 +70,7 @@ impl Variant {
         }
     }
 
+    /// The value of a boolean axis.
     pub fn bool(&self, axis: &str) -> bool {
         match self.get(axis) {
             AxisValue::Bool(b) => *b,
@@ -80,7 +88,9 @@ impl Variant {
 /// A scalar a geometry field holds.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FieldValue {
+    /// An integer field.
     Int(i64),
+    /// A float field.
     Float(f64),
 }
 
@@ -89,8 +99,11 @@ pub enum FieldValue {
 /// (`hidden`, `slot.q4.gate_weights`).
 #[derive(Clone, Debug)]
 pub struct Geometry {
+    /// The geometry's name (`[geometry.<name>]`).
     pub name: String,
+    /// Where its table is in the spec.
     pub span: Span,
+    /// Every field given, with where its value is.
     pub fields: BTreeMap<String, (FieldValue, Span)>,
 }
 
@@ -117,11 +130,15 @@ pub struct KernelPlan {
     pub part: Option<String>,
     /// Run-time sizes: they come from the launch, never from the source.
     pub sizes: Vec<String>,
+    /// The kernel's inputs, in argument order.
     pub inputs: Vec<BufferDef>,
+    /// The kernel's outputs, after the inputs.
     pub outputs: Vec<BufferDef>,
     /// Threads in the grid (MLX counts threads, not threadgroups).
     pub grid: [Dim; 3],
+    /// Threads in a threadgroup.
     pub threadgroup: [u64; 3],
+    /// Threadgroup memory the kernel declares, in bytes.
     pub threadgroup_memory_bytes: u64,
     /// What one launch moves and computes.
     pub cost: Cost,
@@ -145,7 +162,10 @@ pub enum Blame {
 /// A violated constraint: what is wrong and what would be right.
 #[derive(Clone, Debug)]
 pub struct Violation {
+    /// What to point at.
     pub blame: Blame,
+    /// What is wrong.
     pub message: String,
+    /// What would be right.
     pub help: String,
 }

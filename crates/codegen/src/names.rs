@@ -22,6 +22,7 @@ pub const RUST_KEYWORDS: &[&str] = &[
     "try", "gen", // reserved
 ];
 
+/// Whether `s` is a Rust keyword (strict or reserved), which no generated name may be.
 pub fn is_rust_keyword(s: &str) -> bool {
     RUST_KEYWORDS.contains(&s)
 }

@@ -11,6 +11,8 @@
 //! data in statics, the generator and tools hold owned data built at run time.
 //! This crate has no dependencies.
 
+#![warn(missing_docs)]
+
 use std::borrow::Cow;
 use std::fmt;
 
@@ -23,18 +25,28 @@ pub type List<T> = Cow<'static, [T]>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Dtype {
+    /// 32-bit float (`float`).
     F32,
+    /// 16-bit IEEE float (`half`).
     F16,
+    /// bfloat16 (`bfloat16_t`).
     Bf16,
+    /// Signed 8-bit integer (`int8_t`).
     I8,
+    /// Unsigned 8-bit integer (`uint8_t`); packed buffers are `u8` arrays.
     U8,
+    /// Unsigned 16-bit integer (`uint16_t`).
     U16,
+    /// Signed 32-bit integer (`int32_t`).
     I32,
+    /// Unsigned 32-bit integer (`uint32_t`).
     U32,
+    /// Boolean, one byte (`bool`).
     Bool,
 }
 
 impl Dtype {
+    /// Every dtype, in declaration order.
     pub const ALL: [Dtype; 9] = [
         Dtype::F32,
         Dtype::F16,
@@ -147,15 +159,19 @@ pub enum Op {
     Const(u64),
     /// Push run-time size `sizes[i]` (an index into [`KernelDef::sizes`]).
     Size(usize),
+    /// `a + b`; undefined on overflow.
     Add,
     /// `a - b`; undefined (evaluates to `None`) when `b > a`.
     Sub,
+    /// `a * b`; undefined on overflow.
     Mul,
     /// Floor division; undefined for a zero divisor.
     Div,
     /// `ceil(a / b)`; undefined for a zero divisor.
     CeilDiv,
+    /// The smaller of `a` and `b`.
     Min,
+    /// The larger of `a` and `b`.
     Max,
 }
 
@@ -166,7 +182,9 @@ pub enum Op {
 /// value as [`Dim::Expr`], so two equal dimensions compare equal.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {
+    /// A constant.
     Fixed(u64),
+    /// An expression over the run-time sizes, in postfix order.
     Expr(List<Op>),
 }
 
@@ -327,10 +345,15 @@ pub enum Format {
     Q4,
     /// Signed 8-bit integers.
     I8,
+    /// Signed 32-bit integers.
     I32,
+    /// Unsigned 32-bit integers.
     U32,
+    /// 16-bit IEEE floats.
     F16,
+    /// bfloat16 values.
     Bf16,
+    /// 32-bit floats.
     F32,
 }
 
@@ -349,6 +372,7 @@ impl Format {
         }
     }
 
+    /// The format of a family-file name ([`Format::name`]), if there is one.
     pub fn parse(name: &str) -> Option<Format> {
         [Format::Bytes, Format::Q4, Format::I8, Format::I32, Format::U32, Format::F16, Format::Bf16, Format::F32].into_iter().find(|f| f.name() == name)
     }
@@ -368,8 +392,11 @@ impl Format {
 /// scale regions). The emulator poisons the gaps between regions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Region {
+    /// The region's name (`gate_weights`), as the family file declares it.
     pub name: Text,
+    /// Offset of the region's first byte in the buffer.
     pub offset: u64,
+    /// Bytes the region spans (`format` bytes for `shape` values).
     pub bytes: u64,
     /// Required alignment of `offset` (and of the buffer's start), in bytes.
     pub align: u64,
@@ -385,6 +412,7 @@ pub struct Region {
 pub struct PackedLayout {
     /// The buffer (kernel argument) it lays out.
     pub name: Text,
+    /// Total size of the buffer in bytes, gaps and padding included.
     pub bytes: u64,
     /// Alignment the kernels rely on for the buffer's start.
     pub align: u64,
@@ -411,9 +439,13 @@ pub enum Source {
 /// One kernel argument buffer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BufferDef {
+    /// The argument's name in the kernel's signature (`x`, `slot`).
     pub name: Text,
+    /// The element type.
     pub dtype: Dtype,
+    /// The shape, outermost dimension first, in terms of the run-time sizes.
     pub shape: List<Dim>,
+    /// Where the contents come from.
     pub source: Source,
     /// Declared regions of a packed byte buffer (empty for ordinary arrays).
     pub regions: List<Region>,
@@ -475,7 +507,12 @@ pub enum Tolerance {
     /// At most this many units in the last place of the output's dtype.
     Ulps(u32),
     /// `|got - want| <= abs + rel * |want|`, element by element.
-    AbsRel { abs: f64, rel: f64 },
+    AbsRel {
+        /// The absolute part of the bound.
+        abs: f64,
+        /// The part relative to `|want|`.
+        rel: f64,
+    },
 }
 
 impl Tolerance {
@@ -505,7 +542,9 @@ impl fmt::Display for Tolerance {
 /// A byte range of [`KernelDef::metal`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TextRange {
+    /// First byte (inclusive).
     pub start: u32,
+    /// End (exclusive).
     pub end: u32,
 }
 
@@ -519,6 +558,7 @@ pub struct TextRange {
 pub struct KernelDef {
     /// kernelgen's name: `<geometry>_<family>_<axis values>[_<part>]`.
     pub name: Text,
+    /// The family it belongs to (`expert`, `affine`, ...).
     pub family: Text,
     /// The spec it was generated from (`specs/experts.toml`, `kernels!(mine)`).
     pub spec: Text,
@@ -529,22 +569,28 @@ pub struct KernelDef {
     /// Where in `metal` the header (helpers MLX places before the kernel) and
     /// the body are: the two strings handed to `MetalKernel::new`.
     pub header: TextRange,
+    /// Where in `metal` the body is.
     pub body: TextRange,
     /// Path of the `.metal` file, relative to the project root.
     pub metal_path: Text,
+    /// The kernel's inputs, in argument order (buffer indices `0..`).
     pub inputs: List<BufferDef>,
+    /// The kernel's outputs, after the inputs in argument order.
     pub outputs: List<BufferDef>,
     /// Run-time sizes, named as in the spec (e.g. `["M"]`); they never recompile.
     pub sizes: List<Text>,
     /// Threads in the grid (MLX's `grid` counts threads, not threadgroups).
     pub grid: [Dim; 3],
+    /// Threads in one threadgroup.
     pub threadgroup: [u32; 3],
+    /// Threadgroup memory the kernel declares, in bytes.
     pub threadgroup_memory_bytes: u32,
     /// What one launch moves and computes.
     pub cost: Cost,
 }
 
 impl KernelDef {
+    /// Threads in one threadgroup (the product of [`KernelDef::threadgroup`]).
     pub fn threads_per_threadgroup(&self) -> u32 {
         self.threadgroup.iter().product()
     }
@@ -569,10 +615,12 @@ impl KernelDef {
         self.sizes.iter().map(|s| s.as_ref()).collect()
     }
 
+    /// The inputs' names, in argument order.
     pub fn input_names(&self) -> Vec<&str> {
         self.inputs.iter().map(|b| b.name.as_ref()).collect()
     }
 
+    /// The outputs' names, in argument order.
     pub fn output_names(&self) -> Vec<&str> {
         self.outputs.iter().map(|b| b.name.as_ref()).collect()
     }

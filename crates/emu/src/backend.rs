@@ -46,6 +46,7 @@ pub struct EmuBackend {
 }
 
 impl EmuBackend {
+    /// A backend over a new [`Emulator`] with these options.
     pub fn new(options: EmuOptions) -> Result<Self, EmuError> {
         Ok(EmuBackend { emulator: Emulator::new(options)?, programs: Mutex::new(HashMap::new()) })
     }
@@ -55,6 +56,7 @@ impl EmuBackend {
         Self::new(EmuOptions::default())
     }
 
+    /// The emulator it runs kernels in.
     pub fn emulator(&self) -> &Emulator {
         &self.emulator
     }

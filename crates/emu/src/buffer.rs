@@ -183,18 +183,22 @@ impl DeviceBuffer {
         d
     }
 
+    /// The buffer's bytes (the guard regions around them excluded).
     pub fn as_bytes(&self) -> &[u8] {
         unsafe { std::slice::from_raw_parts(self.data, self.len) }
     }
 
+    /// The buffer's bytes, writable.
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         unsafe { std::slice::from_raw_parts_mut(self.data, self.len) }
     }
 
+    /// Bytes in the buffer.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -126,12 +126,16 @@ impl std::fmt::Debug for HostData {
 /// launch checks, not the constructor, decide whether it fits a kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostArray {
+    /// The element type.
     pub dtype: Dtype,
+    /// The shape, outermost dimension first.
     pub shape: Vec<u64>,
+    /// The elements, row-major, little-endian.
     pub data: HostData,
 }
 
 impl HostArray {
+    /// An array over `data` (row-major, little-endian bytes of `dtype`), on the heap.
     pub fn new(dtype: Dtype, shape: Vec<u64>, data: Vec<u8>) -> Self {
         HostArray { dtype, shape, data: data.into() }
     }
@@ -156,26 +160,32 @@ impl HostArray {
         HostArray { dtype, shape, data: HostData::guarded(n as usize * dtype.size()) }
     }
 
+    /// Elements in the array (the product of the shape).
     pub fn elements(&self) -> usize {
         self.shape.iter().product::<u64>() as usize
     }
 
+    /// An `f32` array of `values`, row-major.
     pub fn from_f32(shape: Vec<u64>, values: &[f32]) -> Self {
         HostArray::new(Dtype::F32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
+    /// A `bf16` array of `values`, row-major.
     pub fn from_bf16(shape: Vec<u64>, values: &[bf16]) -> Self {
         HostArray::new(Dtype::Bf16, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
+    /// An `f16` array of `values`, row-major.
     pub fn from_f16(shape: Vec<u64>, values: &[f16]) -> Self {
         HostArray::new(Dtype::F16, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
+    /// An `i32` array of `values`, row-major.
     pub fn from_i32(shape: Vec<u64>, values: &[i32]) -> Self {
         HostArray::new(Dtype::I32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
+    /// A `u8` array over `values` (a packed buffer's bytes, say).
     pub fn from_u8(shape: Vec<u64>, values: Vec<u8>) -> Self {
         HostArray::new(Dtype::U8, shape, values)
     }

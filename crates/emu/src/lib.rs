@@ -18,6 +18,40 @@
 //! # Ok::<(), kernelgen_emu::EmuError>(())
 //! ```
 //!
+//! # kernelgen's launchers through the emulator
+//!
+//! [`EmuBackend`] is a `kernelgen` [`Backend`](kernelgen::backend::Backend)
+//! over [`HostArray`]s, so the typed launchers a spec generates run here as
+//! they do through MLX: the same launch checks, then the kernel's `.metal`
+//! compiled once (and cached on disk) and dispatched. It needs x86-64 Linux
+//! and g++; elsewhere [`EmuBackend::with_defaults`] returns
+//! [`EmuError::Unsupported`].
+//!
+//! ```
+//! use kernelgen::half::bf16;
+//! use kernelgen::kernels::experts::TinyExpertQ4Bf16R4 as Tiny;
+//! use kernelgen_emu::{EmuBackend, HostArray};
+//! # if !cfg!(all(target_arch = "x86_64", target_os = "linux")) { return Ok(()); }
+//!
+//! // One expert (H = 256, I = 128) packed from its unpacked Q4 weights and row scales.
+//! let (h, i) = (256, 128);
+//! let q4 = |n: usize| (0..n).map(|k| (k % 16) as i8 - 8).collect::<Vec<i8>>();
+//! let slot = Tiny::pack_slot(&q4(i * h), &q4(i * h), &q4(h * i), &vec![0.01; i], &vec![0.01; i], &vec![0.02; h])?;
+//! let slot = HostArray::from_u8(vec![slot.len() as u64], slot.to_vec());
+//!
+//! let emu = EmuBackend::with_defaults()?;
+//! let x = HostArray::from_bf16(vec![2, h as u64], &vec![bf16::from_f32(0.5); 2 * h]);
+//! let mid = Tiny::gate_up(&emu, &x, &slot)?; // bf16 [2, 128]
+//! let out = Tiny::down(&emu, &mid, &slot)?; // bf16 [2, 256]
+//! assert_eq!(out.shape, [2, 256]);
+//! assert!(out.to_f32().unwrap().iter().all(|v| v.is_finite()));
+//!
+//! // A wrong argument is refused before anything runs.
+//! let e = Tiny::down(&emu, &x, &slot).unwrap_err();
+//! assert!(e.to_string().contains("argument `mid`"), "{e}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # The Metal check
 //!
 //! g++ accepts much that Apple's compiler rejects (here `device`, `constant`, `thread` and
@@ -264,6 +298,8 @@
 //! executable named `target`, else a temp dir. Objects are written atomically (temp name +
 //! rename) so concurrent processes are safe. The shim is precompiled once per flag set.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 mod buffer;
 mod compile;
@@ -332,7 +368,9 @@ impl Default for EmuOptions {
 /// which the threadgroups of a grid are assigned to workers (the order they run in with one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunOrder {
+    /// Fibers and threadgroups in index order.
     Forward,
+    /// Fibers and threadgroups in reverse index order.
     Reverse,
     /// A permutation drawn from this seed (per threadgroup for fibers).
     Shuffle(u64),
@@ -341,29 +379,50 @@ pub enum RunOrder {
 /// Metal thread attributes a kernel parameter can carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Attribute {
+    /// `[[thread_position_in_grid]]`.
     ThreadPositionInGrid,
+    /// `[[threadgroup_position_in_grid]]`.
     ThreadgroupPositionInGrid,
+    /// `[[thread_position_in_threadgroup]]`.
     ThreadPositionInThreadgroup,
+    /// `[[threads_per_threadgroup]]`.
     ThreadsPerThreadgroup,
+    /// `[[threads_per_grid]]`.
     ThreadsPerGrid,
+    /// `[[threadgroups_per_grid]]`.
     ThreadgroupsPerGrid,
+    /// `[[grid_size]]`.
     GridSize,
+    /// `[[grid_origin]]`.
     GridOrigin,
+    /// `[[dispatch_threads_per_threadgroup]]`.
     DispatchThreadsPerThreadgroup,
+    /// `[[thread_index_in_simdgroup]]`.
     ThreadIndexInSimdgroup,
+    /// `[[simdgroup_index_in_threadgroup]]`.
     SimdgroupIndexInThreadgroup,
+    /// `[[thread_index_in_threadgroup]]`.
     ThreadIndexInThreadgroup,
+    /// `[[threads_per_simdgroup]]`.
     ThreadsPerSimdgroup,
+    /// `[[simdgroups_per_threadgroup]]`.
     SimdgroupsPerThreadgroup,
+    /// `[[dispatch_simdgroups_per_threadgroup]]`.
     DispatchSimdgroupsPerThreadgroup,
+    /// `[[thread_execution_width]]`.
     ThreadExecutionWidth,
+    /// `[[thread_index_in_quadgroup]]`.
     ThreadIndexInQuadgroup,
+    /// `[[quadgroup_index_in_threadgroup]]`.
     QuadgroupIndexInThreadgroup,
+    /// `[[quadgroups_per_threadgroup]]`.
     QuadgroupsPerThreadgroup,
+    /// `[[dispatch_quadgroups_per_threadgroup]]`.
     DispatchQuadgroupsPerThreadgroup,
 }
 
 impl Attribute {
+    /// Every attribute, in declaration order.
     pub const ALL: [Attribute; 20] = [
         Attribute::ThreadPositionInGrid,
         Attribute::ThreadgroupPositionInGrid,
@@ -413,6 +472,7 @@ impl Attribute {
         }
     }
 
+    /// The attribute of a Metal attribute name (`thread_position_in_grid`).
     pub fn from_name(name: &str) -> Option<Attribute> {
         Attribute::ALL.into_iter().find(|a| a.name() == name)
     }
@@ -439,14 +499,18 @@ impl Attribute {
 pub enum Binding {
     /// `[[buffer(i)]]`: bound to `buffers[i]` of [`Program::dispatch`].
     Buffer(u32),
+    /// A thread attribute (`[[thread_position_in_grid]]`, ...).
     Attribute(Attribute),
 }
 
 /// Metal address spaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AddressSpace {
+    /// `device`: buffers the kernel reads and writes.
     Device,
+    /// `constant`: read-only buffers.
     Constant,
+    /// `threadgroup`: memory shared by one threadgroup.
     Threadgroup,
     /// Also what attribute parameters (plain values) report.
     Thread,
@@ -455,12 +519,16 @@ pub enum AddressSpace {
 /// One kernel parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
+    /// The parameter's name.
     pub name: String,
+    /// What it is bound to.
     pub binding: Binding,
     /// The pointee (or value) C type as written, e.g. `float`, `uint32_t`, `uint3`;
     /// template parameters are replaced by the instantiation's arguments.
     pub type_name: String,
+    /// The address space of the pointee (`thread` for values).
     pub address_space: AddressSpace,
+    /// Whether the pointee is `const`.
     pub is_const: bool,
     /// `constant T& x` (a reference), as opposed to a pointer.
     pub is_reference: bool,
@@ -476,6 +544,7 @@ pub struct KernelSignature {
     pub function: String,
     /// Line of the declaration (or of the instantiation) in the `.metal` file.
     pub metal_line: u32,
+    /// The parameters, in declaration order.
     pub params: Vec<Param>,
 }
 
@@ -496,22 +565,27 @@ impl KernelSignature {
 /// Counters of one dispatch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DispatchStats {
+    /// GPU threads run (the grid's size).
     pub threads: u64,
+    /// Threadgroups run.
     pub threadgroups: u64,
     /// Fiber context switches into GPU threads.
     pub switches: u64,
     /// Worker threads that ran threadgroups (fewer than asked for when the grid has fewer
     /// threadgroups or the process's pool of helper threads is exhausted).
     pub workers: usize,
+    /// Wall-clock time of the dispatch.
     pub elapsed: Duration,
 }
 
 /// One waiting GPU thread, as reported by barrier and divergence errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waiter {
+    /// The waiting thread's `thread_position_in_grid`.
     pub thread_position_in_grid: [u32; 3],
     /// `threadgroup_barrier`, `simdgroup_barrier`, `simd_sum`, ...
     pub at: String,
+    /// The `.metal` file and line it waits at, when known.
     pub metal_line: Option<(String, u32)>,
 }
 
@@ -542,46 +616,93 @@ fn line_of(l: &Option<(String, u32)>) -> String {
 pub enum EmuError {
     /// The source did not prepare or compile; `message` has g++'s diagnostics (already
     /// pointing at `file` lines).
-    Compile { file: String, message: String },
+    Compile {
+        /// The `.metal` file name given to the load.
+        file: String,
+        /// g++'s diagnostics, or why the source could not be prepared.
+        message: String,
+    },
     /// The source is not valid Metal: the Metal check found these problems (each at its
     /// file, line and column) before anything was compiled.
-    InvalidMetal { file: String, problems: Vec<MetalProblem> },
+    InvalidMetal {
+        /// The `.metal` file name given to the load.
+        file: String,
+        /// Every problem found, in source order.
+        problems: Vec<MetalProblem>,
+    },
     /// The Metal check cannot run (no clang: the message says what to install).
-    MetalCheck { message: String },
+    MetalCheck {
+        /// What is missing and how to install it.
+        message: String,
+    },
     /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
     Fault {
+        /// The kernel dispatched.
         kernel: String,
+        /// What faulted: the access, and the buffer and offset when it hit a guard region.
         what: String,
+        /// The `.metal` file and line of the faulting access, when known.
         metal_line: Option<(String, u32)>,
+        /// The faulting thread.
         thread_position_in_grid: [u32; 3],
+        /// Its threadgroup.
         threadgroup_position_in_grid: [u32; 3],
     },
     /// Live threads of a threadgroup wait at different barriers.
-    Barrier { kernel: String, threadgroup_position_in_grid: [u32; 3], first: Box<Waiter>, second: Box<Waiter> },
+    Barrier {
+        /// The kernel dispatched.
+        kernel: String,
+        /// The threadgroup concerned.
+        threadgroup_position_in_grid: [u32; 3],
+        /// One waiting thread.
+        first: Box<Waiter>,
+        /// A thread waiting at another barrier.
+        second: Box<Waiter>,
+    },
     /// Lanes of one SIMD-group wait at different collectives (or a collective and a barrier).
     Divergence {
+        /// The kernel dispatched.
         kernel: String,
+        /// The threadgroup concerned.
         threadgroup_position_in_grid: [u32; 3],
+        /// The SIMD-group's index in the threadgroup.
         simdgroup: u32,
+        /// One waiting lane.
         first: Box<Waiter>,
+        /// A lane waiting elsewhere.
         second: Box<Waiter>,
     },
     /// Memory outside what a threadgroup or a buffer owns was found overwritten after a
     /// threadgroup ran (a threadgroup array's redzone, or a buffer's poisoned gap).
     Corruption {
+        /// The kernel dispatched.
         kernel: String,
+        /// What was overwritten.
         what: String,
+        /// The `.metal` file and line concerned, when known.
         metal_line: Option<(String, u32)>,
+        /// The threadgroup after which it was found.
         threadgroup_position_in_grid: [u32; 3],
     },
     /// Bad dispatch: unknown kernel, bad grid or threadgroup, wrong buffer count, limits.
-    Launch { kernel: String, message: String },
+    Launch {
+        /// The kernel named in the dispatch.
+        kernel: String,
+        /// What is wrong with the dispatch.
+        message: String,
+    },
     /// Sanitize mode requested but the sanitizer runtime is not loaded in this process.
-    Sanitizer { message: String },
+    Sanitizer {
+        /// What is missing and how to start the process.
+        message: String,
+    },
     /// A file or process operation failed (the message says which and why).
     Io(std::io::Error),
     /// The emulator's fiber runtime has not been ported to this target.
-    Unsupported { target: String },
+    Unsupported {
+        /// The target this build is for.
+        target: String,
+    },
 }
 
 impl fmt::Display for EmuError {
@@ -656,6 +777,8 @@ pub struct Emulator {
 
 impl Emulator {
     #[allow(unreachable_code)]
+    /// An emulator with these options: finds g++, sets up the cache directory and
+    /// precompiles the Metal stand-in once per cache; compiles no kernel yet.
     pub fn new(opts: EmuOptions) -> Result<Emulator, EmuError> {
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
         return Err(runtime::unsupported());
@@ -678,6 +801,7 @@ impl Emulator {
         checker_in(&opts.cache_dir.clone().unwrap_or_else(compile::default_cache_dir))
     }
 
+    /// The options it was made with.
     pub fn options(&self) -> &EmuOptions {
         &self.opts
     }
@@ -819,7 +943,9 @@ impl FunctionConstant {
 /// A `constant T name [[function_constant(index)]];` declaration of a loaded program.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FunctionConstantDecl {
+    /// The constant's name.
     pub name: String,
+    /// Its `[[function_constant(index)]]`.
     pub index: u32,
     /// The declared type, e.g. `bool`, `int`, `float`.
     pub type_name: String,

@@ -47,10 +47,12 @@ pub struct Case {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator starting from `seed`.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -168,14 +170,38 @@ pub enum Finding {
     /// A launch failed: an access outside a buffer (with the buffer and
     /// offset), a divergent barrier, a compile error.
     Failed(String),
-    /// `count` elements of `output` were never written (the first at `first`).
-    Unwritten { output: String, count: usize, first: usize },
-    /// `output` depends on the initial contents of threadgroup memory.
-    UninitializedThreadgroup { output: String, first: usize },
-    /// `output` depends on its own initial contents: read before written.
-    ReadsOutput { output: String, first: usize },
-    /// `output` differs between run orders: a race or a missing barrier.
-    OrderDependent { output: String, first: usize, order: String },
+    /// Elements of an output were never written.
+    Unwritten {
+        /// The output buffer's name.
+        output: String,
+        /// How many elements keep their poison.
+        count: usize,
+        /// The index of the first.
+        first: usize,
+    },
+    /// An output depends on the initial contents of threadgroup memory.
+    UninitializedThreadgroup {
+        /// The output buffer's name.
+        output: String,
+        /// The first element that changes with the poison.
+        first: usize,
+    },
+    /// An output depends on its own initial contents: read before written.
+    ReadsOutput {
+        /// The output buffer's name.
+        output: String,
+        /// The first element that changes with the poison.
+        first: usize,
+    },
+    /// An output differs between run orders: a race or a missing barrier.
+    OrderDependent {
+        /// The output buffer's name.
+        output: String,
+        /// The first element that differs.
+        first: usize,
+        /// The run order that differs from forward.
+        order: String,
+    },
 }
 
 impl fmt::Display for Finding {
@@ -310,6 +336,7 @@ pub fn ulp(dtype: Dtype, x: f64) -> f64 {
 pub struct Agreement {
     /// The largest error, in ulps of the output's dtype at each element.
     pub max_ulps: f64,
+    /// How many elements were compared.
     pub elements: usize,
 }
 

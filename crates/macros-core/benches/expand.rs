@@ -8,6 +8,7 @@
 //! (the Rust-syntax front end included). `renderer_new` is the fixed cost
 //! every expansion pays inside `generate` (tera compiling every template).
 
+use kernelgen_codegen::Families;
 use kernelgen_macros_core::{expand_include, kernels, module_text};
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
@@ -51,7 +52,7 @@ fn generate_only(bencher: divan::Bencher, spec: &str) {
     let path = manifest_dir().join(spec);
     bencher.bench(|| {
         let source = kernelgen_codegen::read_specs(std::slice::from_ref(&path)).unwrap().pop().unwrap();
-        module_text(source).unwrap().len()
+        module_text(source, &Families::bundled()).unwrap().len()
     });
 }
 
@@ -59,7 +60,7 @@ fn generate_only(bencher: divan::Bencher, spec: &str) {
 fn lex_only(bencher: divan::Bencher, spec: &str) {
     let path = manifest_dir().join(spec);
     let source = kernelgen_codegen::read_specs(std::slice::from_ref(&path)).unwrap().pop().unwrap();
-    let text = module_text(source).unwrap();
+    let text = module_text(source, &Families::bundled()).unwrap();
     bencher.bench(|| text.parse::<TokenStream>().unwrap().is_empty());
 }
 
@@ -77,5 +78,5 @@ fn kernels_small(bencher: divan::Bencher) {
 
 #[divan::bench]
 fn renderer_new() -> bool {
-    kernelgen_codegen::render::Renderer::new().is_ok()
+    kernelgen_codegen::render::Renderer::new(Families::bundled().iter()).is_ok()
 }

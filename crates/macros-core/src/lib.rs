@@ -63,6 +63,8 @@
 //! diagnostic's byte range maps back through it. In `include_specs!` it
 //! points at the path literal and the message starts with `file:line:col`.
 
+#![warn(missing_docs)]
+
 pub mod syntax;
 
 use kernelgen_codegen::diag::Diagnostic;

@@ -37,17 +37,20 @@ use syn::{Attribute, LitFloat, LitInt, LitStr, Token, Visibility};
 pub struct InlineSpec {
     /// Outer attributes of `mod <name>;`, passed through to the module.
     pub attrs: Vec<Attribute>,
+    /// The visibility of `mod <name>;`, given to the module.
     pub vis: Visibility,
     /// The module name; also the spec's stem.
     pub name: Ident,
     /// `debug;` was given: print the expansion at compile time.
     pub debug: bool,
+    /// The spec as TOML text, with the span of every token.
     pub text: Synthetic,
 }
 
 /// Synthetic TOML text and the span of every token rendered into it.
 #[derive(Clone, Debug, Default)]
 pub struct Synthetic {
+    /// The TOML text.
     pub text: String,
     /// Byte range in `text` -> the span of the token it came from, in
     /// increasing order of range.

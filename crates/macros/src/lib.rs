@@ -5,6 +5,8 @@
 //! map to tokens are documented in `kernelgen-macros-core`, which holds the
 //! logic (and runs the generator library itself: `kernelgen-codegen`).
 
+#![warn(missing_docs)]
+
 use proc_macro::TokenStream;
 
 /// A kernel spec written in Rust syntax, expanded to a module of typed

@@ -51,11 +51,14 @@ pub const VALUES_PER_LANE: usize = 16;
 /// Bits per weight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bits {
+    /// 3-bit weights.
     Three,
+    /// 4-bit weights.
     Four,
 }
 
 impl Bits {
+    /// Bits per weight (3 or 4).
     pub fn bits(self) -> usize {
         match self {
             Bits::Three => 3,
@@ -77,8 +80,11 @@ impl Bits {
 /// A quantized `[N, K]` matrix in MLX's format.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Quantized<T> {
+    /// N: rows (the kernel's outputs).
     pub n: usize,
+    /// K: columns (a multiple of 64).
     pub k: usize,
+    /// Bits per weight.
     pub bits: Bits,
     /// `[N, K * bits / 32]`.
     pub w: Vec<u32>,
@@ -282,8 +288,11 @@ impl<T: Element> Quantized<T> {
 /// already are (a launch's input array), so a large matrix is never copied.
 #[derive(Clone, Copy, Debug)]
 pub struct QuantizedView<'a, T> {
+    /// N: rows (the kernel's outputs).
     pub n: usize,
+    /// K: columns (the kernel's inputs, a multiple of 512).
     pub k: usize,
+    /// Bits per weight.
     pub bits: Bits,
     /// `[N, K * bits / 32]`.
     pub w: &'a [u32],

@@ -53,11 +53,17 @@ use super::{Element, Exact, SIMD_WIDTH, Tracked, U32, gamma, simd_sum};
 /// integers, `B` and `T` run-time sizes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DeltaGeometry {
+    /// B: batch size.
     pub b: usize,
+    /// T: time steps.
     pub t: usize,
+    /// Hk: key heads.
     pub hk: usize,
+    /// Hv: value heads (a multiple of Hk).
     pub hv: usize,
+    /// Dk: key head size (a multiple of 32).
     pub dk: usize,
+    /// Dv: value head size.
     pub dv: usize,
 }
 
@@ -104,11 +110,17 @@ impl DeltaGeometry {
 /// Inputs of the recurrence step kernel.
 #[derive(Clone, Copy, Debug)]
 pub struct DeltaInputs<'a, T> {
+    /// Queries, `[B, T, Hk, Dk]`.
     pub q: &'a [T],
+    /// Keys, `[B, T, Hk, Dk]`.
     pub k: &'a [T],
+    /// Values, `[B, T, Hv, Dv]`.
     pub v: &'a [T],
+    /// Decay gates, `[B, T, Hv]`.
     pub g: &'a [f32],
+    /// Update strengths, `[B, T, Hv]`.
     pub beta: &'a [T],
+    /// Initial state, `[B, Hv, Dv, Dk]`.
     pub state: &'a [f32],
     /// `[B, T]`; `None` is the unmasked kernel.
     pub mask: Option<&'a [bool]>,
@@ -117,10 +129,15 @@ pub struct DeltaInputs<'a, T> {
 /// Inputs of the prefix-state kernel.
 #[derive(Clone, Copy, Debug)]
 pub struct DeltaStateInputs<'a, T> {
+    /// Keys, `[B, T, Hk, Dk]`.
     pub k: &'a [T],
+    /// Values, `[B, T, Hv, Dv]`.
     pub v: &'a [T],
+    /// Decay gates, `[B, T, Hv]`.
     pub g: &'a [f32],
+    /// Update strengths, `[B, T, Hv]`.
     pub beta: &'a [T],
+    /// Initial state, `[B, Hv, Dv, Dk]`.
     pub state: &'a [f32],
     /// `[B]`: steps kept per batch (`<= T`; a negative count runs none).
     pub lengths: &'a [i32],
@@ -129,14 +146,18 @@ pub struct DeltaStateInputs<'a, T> {
 /// Outputs of the step kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeltaOutput<T> {
+    /// Outputs, `[B, T, Hv, Dv]`.
     pub y: Vec<T>,
+    /// Final state, `[B, Hv, Dv, Dk]`.
     pub state: Vec<f32>,
 }
 
 /// The f64 model's outputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeltaExact {
+    /// Outputs, `[B, T, Hv, Dv]`.
     pub y: Exact,
+    /// Final state, `[B, Hv, Dv, Dk]`.
     pub state: Exact,
 }
 

@@ -71,12 +71,19 @@ pub struct ExpertGeometry {
     pub hidden: usize,
     /// I.
     pub intermediate: usize,
+    /// Byte offset of the gate weights.
     pub gate_weights: usize,
+    /// Byte offset of the up weights.
     pub up_weights: usize,
+    /// Byte offset of the down weights.
     pub down_weights: usize,
+    /// Byte offset of the gate row scales.
     pub gate_scales: usize,
+    /// Byte offset of the up row scales.
     pub up_scales: usize,
+    /// Byte offset of the down row scales.
     pub down_scales: usize,
+    /// Bytes in one slot.
     pub slot_bytes: usize,
 }
 
@@ -123,11 +130,17 @@ impl ExpertGeometry {
 /// f32 row scales.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExpertWeights {
+    /// Gate weights, `[I, H]`.
     pub gate: Vec<i8>,
+    /// Up weights, `[I, H]`.
     pub up: Vec<i8>,
+    /// Down weights, `[H, I]`.
     pub down: Vec<i8>,
+    /// Gate row scales, `[I]`.
     pub gate_scales: Vec<f32>,
+    /// Up row scales, `[I]`.
     pub up_scales: Vec<f32>,
+    /// Down row scales, `[H]`.
     pub down_scales: Vec<f32>,
 }
 

@@ -30,6 +30,8 @@
 //!   `precise::rsqrt(x)` is `1.0f32 / x.sqrt()`, `metal::fma` is
 //!   `f32::mul_add`, and nothing else is contracted.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 use half::{bf16, f16};
@@ -276,7 +278,9 @@ pub fn max_ulp_distance<T: Element>(a: &[T], b: &[T]) -> u64 {
 /// [`Exact::ulp_bound`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exact {
+    /// Each element's exact value.
     pub value: Vec<f64>,
+    /// Each element's bound on the absolute error.
     pub tol: Vec<f64>,
 }
 
@@ -297,11 +301,17 @@ pub struct Agreement {
 /// The first element whose error exceeds its bound.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Violation {
+    /// The element's index.
     pub index: usize,
+    /// The kernel's value.
     pub got: f64,
+    /// The exact value.
     pub exact: f64,
+    /// The element's bound on the absolute error.
     pub tol: f64,
+    /// The error in ulps of the output dtype.
     pub ulp_error: f64,
+    /// The bound in ulps of the output dtype.
     pub ulp_bound: f64,
 }
 
@@ -324,10 +334,12 @@ impl fmt::Display for Violation {
 impl std::error::Error for Violation {}
 
 impl Exact {
+    /// Elements in the output.
     pub fn len(&self) -> usize {
         self.value.len()
     }
 
+    /// Whether the output has no elements.
     pub fn is_empty(&self) -> bool {
         self.value.is_empty()
     }
@@ -573,10 +585,12 @@ pub(crate) fn recip_one_plus_exp<R: Element>(a: f64) -> Tracked {
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// A generator starting from `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

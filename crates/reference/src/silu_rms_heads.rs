@@ -49,10 +49,15 @@ pub const EPS: f32 = 1e-6;
 /// template integers, `rows` = B * S the run-time size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HeadsGeometry {
+    /// B * S: rows of `x`.
     pub rows: usize,
+    /// Hk: key heads.
     pub hk: usize,
+    /// Hv: value heads.
     pub hv: usize,
+    /// Dk: key head size.
     pub dk: usize,
+    /// Dv: value head size.
     pub dv: usize,
 }
 
@@ -79,8 +84,11 @@ impl HeadsGeometry {
 /// The three outputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Heads<T> {
+    /// Queries, `[rows, Hk, Dk]`.
     pub q: Vec<T>,
+    /// Keys, `[rows, Hk, Dk]`.
     pub k: Vec<T>,
+    /// Values, `[rows, Hv, Dv]`.
     pub v: Vec<T>,
 }
 
@@ -170,8 +178,11 @@ pub fn silu_rms_heads_replay<T: Element>(
 /// The f64 model's outputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadsExact {
+    /// Queries' exact values and bounds.
     pub q: Exact,
+    /// Keys' exact values and bounds.
     pub k: Exact,
+    /// Values' exact values and bounds.
     pub v: Exact,
 }
 

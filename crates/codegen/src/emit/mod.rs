@@ -88,8 +88,11 @@ impl fmt::Display for Difference {
 }
 
 #[derive(Debug)]
+/// Why the output tree could not be written or read.
 pub struct EmitError {
+    /// The file or directory concerned.
     pub path: PathBuf,
+    /// What went wrong.
     pub message: String,
 }
 

@@ -14,20 +14,28 @@ use std::sync::Arc;
 /// Apple GPU limits a kernel must respect (MLX checks none of them before
 /// the pipeline is built).
 pub const MAX_THREADS_PER_THREADGROUP: u64 = 1024;
+/// Most threadgroup memory a kernel may declare, in bytes.
 pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
+/// Most buffers a kernel may bind (Metal's buffer argument table).
 pub const MAX_BUFFERS: usize = 31;
 
 /// One concrete kernel: a family, one value per axis, one geometry, one part.
 #[derive(Clone)]
 pub struct Kernel {
+    /// The kernel's name (`<geometry>_<family>_<axis values>[_<part>]`).
     pub name: String,
     /// The name without the part: the kernels of one variant and geometry
     /// share it, and their launcher type is its CamelCase form.
     pub launcher: String,
+    /// Its family.
     pub family: Arc<FamilyDef>,
+    /// The spec it was expanded from.
     pub source: Arc<SpecSource>,
+    /// The geometry's name.
     pub geometry: String,
+    /// One value per axis.
     pub variant: Variant,
+    /// Buffers, sizes and launch geometry, evaluated.
     pub plan: KernelPlan,
 }
 
@@ -122,6 +130,7 @@ fn variants(model: &SpecModel) -> Vec<Variant> {
     out
 }
 
+/// The kernel's name: geometry, family, every axis value as spelled, then the part.
 pub fn kernel_name(family: &FamilyDef, g: &Geometry, v: &Variant, part: Option<&str>) -> String {
     let mut parts = vec![g.name.clone(), family.name.clone()];
     for (axis, value) in &v.values {

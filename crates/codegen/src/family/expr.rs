@@ -31,7 +31,9 @@ pub type Span = Range<usize>;
 /// A parse, type or evaluation problem, at a span of the expression.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExprError {
+    /// Where in the expression's text.
     pub span: Span,
+    /// What is wrong.
     pub message: String,
     /// The unknown name, when that is the error (a reader skips names it
     /// already reported as broken).
@@ -45,19 +47,33 @@ impl ExprError {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A binary operator.
 pub enum BinOp {
+    /// `||`
     Or,
+    /// `&&`
     And,
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
+    /// `+`
     Add,
+    /// `-`
     Sub,
+    /// `*`
     Mul,
+    /// `/`
     Div,
+    /// `%`
     Rem,
 }
 
@@ -82,28 +98,41 @@ impl BinOp {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A unary operator.
 pub enum UnOp {
+    /// `-`
     Neg,
+    /// `!`
     Not,
 }
 
 /// A parsed expression.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
+    /// What it is.
     pub kind: ExprKind,
+    /// Where in the expression's text.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// The kinds of expression.
 pub enum ExprKind {
+    /// An integer literal.
     Int(i64),
+    /// A float literal.
     Float(f64),
+    /// `true` or `false`.
     Bool(bool),
+    /// A string literal.
     Str(String),
     /// A name, dotted for a field inside a table (`slot.bytes`).
     Name(String),
+    /// A unary operation.
     Unary(UnOp, Box<Expr>),
+    /// A binary operation.
     Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// A call of a built-in function (`ceil_div(a, b)`, `dtype_size(d)`, ...).
     Call(String, Vec<Expr>),
 }
 
@@ -356,9 +385,13 @@ pub fn parse(text: &str) -> Result<Expr, ExprError> {
 /// What an expression computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {
+    /// An integer.
     Int,
+    /// A float.
     Float,
+    /// A boolean.
     Bool,
+    /// A string.
     Str,
     /// An integer that depends on run-time sizes: only arithmetic may use it.
     Size,
@@ -628,9 +661,13 @@ fn check_call(e: &Expr, name: &str, args: &[Expr], scope: &dyn Scope, errors: &m
 /// The value of an expression that does not depend on run-time sizes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// An integer.
     Int(i64),
+    /// A float.
     Float(f64),
+    /// A boolean.
     Bool(bool),
+    /// A string.
     Str(String),
 }
 

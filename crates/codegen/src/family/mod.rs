@@ -25,6 +25,7 @@ use std::sync::Arc;
 /// Something read from a family file, with where it was written.
 #[derive(Clone, Debug)]
 pub struct Located<T> {
+    /// What was read.
     pub value: T,
     /// Byte range in the family file.
     pub span: Span,
@@ -40,7 +41,12 @@ pub enum AxisKind {
     /// One of these names.
     Choice(Vec<String>),
     /// An integer in `min..=max`.
-    Int { min: i64, max: i64 },
+    Int {
+        /// The smallest value allowed.
+        min: i64,
+        /// The largest value allowed.
+        max: i64,
+    },
     /// `true` or `false`; kernel names spell `true` as the axis's
     /// `name_prefix` and leave `false` out (`..._masked` and `...`).
     Bool,
@@ -50,8 +56,11 @@ pub enum AxisKind {
 /// of axis values becomes a kernel.
 #[derive(Clone, Debug)]
 pub struct Axis {
+    /// The axis's name, as specs and expressions write it.
     pub name: String,
+    /// What the axis chooses (the family file's `doc`).
     pub doc: String,
+    /// The values it may take.
     pub kind: AxisKind,
     /// Used when a spec does not list the axis.
     pub default: Vec<AxisValue>,
@@ -94,28 +103,44 @@ impl Axis {
 #[derive(Clone, Debug)]
 pub enum FieldKind {
     /// An integer in `min..=max`.
-    Int { min: i64, max: i64 },
+    Int {
+        /// The smallest value allowed.
+        min: i64,
+        /// The largest value allowed.
+        max: i64,
+    },
     /// A finite float.
     Float,
     /// A table with one sub-table per value of `axis`, each with `fields`
     /// (the expert slot layout, one per quantization). Expressions name a
     /// sub-field as `<field>.<sub-field>`: the table of the variant's value.
-    PerAxisValue { axis: String, fields: Vec<Field> },
+    PerAxisValue {
+        /// The axis whose values name the sub-tables.
+        axis: String,
+        /// The fields of each sub-table.
+        fields: Vec<Field>,
+    },
 }
 
 /// A field of a spec's `[geometry.<name>]` table.
 #[derive(Clone, Debug)]
 pub struct Field {
+    /// The field's name, as specs and expressions write it.
     pub name: String,
+    /// What the field means (the family file's `doc`).
     pub doc: String,
+    /// The values it may take.
     pub kind: FieldKind,
+    /// Whether every geometry must give it.
     pub required: bool,
 }
 
 /// A message with `{expression}` parts, evaluated when it is reported.
 #[derive(Clone, Debug)]
 pub enum Piece {
+    /// Literal text.
     Text(String),
+    /// An expression, replaced by its value.
     Expr(FileExpr),
 }
 
@@ -123,11 +148,14 @@ pub enum Piece {
 /// message (and help) is reported at the blamed field or axis.
 #[derive(Clone, Debug)]
 pub struct Check {
+    /// What must hold (a boolean expression).
     pub require: FileExpr,
     /// A geometry field (`hidden`, `slot.up_weights`) or an axis
     /// (`axes.rows_per_threadgroup`); none blames the geometry as a whole.
     pub blame: Option<String>,
+    /// The message reported when it does not hold.
     pub message: Vec<Piece>,
+    /// The help line reported with it (empty: none).
     pub help: Vec<Piece>,
 }
 
@@ -135,17 +163,24 @@ pub struct Check {
 /// new value never recompiles the kernel.
 #[derive(Clone, Debug)]
 pub struct Size {
+    /// The size's name (`M`, `T`), as launch messages and expressions write it.
     pub name: String,
+    /// What it counts.
     pub doc: String,
 }
 
 /// A named byte range of a packed buffer, with how its bytes are laid out.
 #[derive(Clone, Debug)]
 pub struct RegionDef {
+    /// The region's name (`gate_weights`).
     pub name: String,
+    /// What the region holds.
     pub doc: String,
+    /// Byte offset in the buffer.
     pub offset: FileExpr,
+    /// Bytes the region spans.
     pub bytes: FileExpr,
+    /// Required alignment of the offset, in bytes.
     pub align: FileExpr,
     /// The geometry field that sets `offset` in an explicit layout: a problem
     /// with the region blames it when the geometry gives it.
@@ -162,16 +197,22 @@ pub struct RegionDef {
 /// residency slot), shared by the parts that read it.
 #[derive(Clone, Debug)]
 pub struct PackedDef {
+    /// The buffer's name (the kernel argument).
     pub name: String,
+    /// What the buffer holds.
     pub doc: String,
+    /// Total bytes.
     pub bytes: FileExpr,
+    /// Alignment of the buffer's start, in bytes.
     pub align: FileExpr,
+    /// The regions, in offset order.
     pub regions: Vec<RegionDef>,
 }
 
 /// Where a buffer's dtype comes from.
 #[derive(Clone, Debug)]
 pub enum DtypeSpec {
+    /// This dtype, whatever the variant.
     Fixed(Dtype),
     /// An expression giving a dtype's short name (usually an axis).
     Expr(FileExpr),
@@ -191,10 +232,15 @@ pub enum Role {
 /// One buffer of a kernel.
 #[derive(Clone, Debug)]
 pub struct BufferSpec {
+    /// The buffer's name (the kernel argument).
     pub name: String,
+    /// What the buffer holds (the launcher docs show it).
     pub doc: String,
+    /// Its dtype.
     pub dtype: DtypeSpec,
+    /// Its shape, outermost first.
     pub shape: Vec<FileExpr>,
+    /// How the caller passes it.
     pub role: Role,
     /// A packed buffer of the family and the regions this kernel reads.
     pub packed: Option<(String, Vec<String>)>,
@@ -205,6 +251,7 @@ pub struct BufferSpec {
     /// The buffer exists only where this holds (DeltaNet's mask, for the
     /// masked variant).
     pub when: Option<FileExpr>,
+    /// Where the buffer is declared in the family file.
     pub span: Span,
 }
 
@@ -213,17 +260,26 @@ pub struct BufferSpec {
 pub struct PartDef {
     /// The part's name (`gate_up`, `down`) when the family has several.
     pub part: Option<String>,
+    /// What the kernel computes.
     pub doc: String,
+    /// Its inputs, in argument order.
     pub inputs: Vec<BufferSpec>,
+    /// Its outputs, after the inputs.
     pub outputs: Vec<BufferSpec>,
+    /// Threads in the grid.
     pub grid: [FileExpr; 3],
+    /// Threads in a threadgroup.
     pub threadgroup: [FileExpr; 3],
+    /// Threadgroup memory, in bytes.
     pub threadgroup_memory: FileExpr,
     /// What a launch costs, where the family states it (by default: every
     /// byte of the inputs it reads and of its outputs, and no flop count).
     pub bytes_read: Option<FileExpr>,
+    /// Bytes written per launch, where the family states it.
     pub bytes_written: Option<FileExpr>,
+    /// Floating-point operations per launch, where the family states it.
     pub flops: Option<FileExpr>,
+    /// Where the part is declared in the family file.
     pub span: Span,
 }
 
@@ -258,14 +314,21 @@ pub struct FamilyDef {
     /// Whether the template renders a header (helpers MLX places before the
     /// kernel) when `section == "header"`.
     pub has_header: bool,
+    /// The variant axes, in the order kernel names spell them.
     pub axes: Vec<Axis>,
+    /// The geometry fields a spec gives.
     pub fields: Vec<Field>,
     /// Derived values, in order; each may use axes, fields and earlier ones.
     pub lets: Vec<(String, FileExpr)>,
+    /// The constraints every variant and geometry must meet.
     pub checks: Vec<Check>,
+    /// The run-time sizes.
     pub sizes: Vec<Size>,
+    /// The packed buffers.
     pub packed: Vec<PackedDef>,
+    /// The kernels (one part, or several sharing a packed buffer).
     pub parts: Vec<PartDef>,
+    /// How `kernelgen verify` runs its kernels.
     pub verify: VerifyDef,
     /// The folder the family file was read from (`None` for a bundled family):
     /// paths in the family file are relative to it.
@@ -273,10 +336,12 @@ pub struct FamilyDef {
 }
 
 impl FamilyDef {
+    /// The axis of this name.
     pub fn axis(&self, name: &str) -> Option<&Axis> {
         self.axes.iter().find(|a| a.name == name)
     }
 
+    /// The geometry field of this name.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
@@ -349,14 +414,17 @@ impl Families {
         if problems.is_empty() { Ok(all) } else { Err(problems) }
     }
 
+    /// The family of this name.
     pub fn find(&self, name: &str) -> Option<&Arc<FamilyDef>> {
         self.defs.iter().find(|d| d.name == name)
     }
 
+    /// Every family, bundled ones first.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<FamilyDef>> {
         self.defs.iter()
     }
 
+    /// Every family's name.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.defs.iter().map(|d| d.name.as_str())
     }

@@ -78,6 +78,7 @@ fn buffer<'a>(b: &'a BufferDef, sizes: &[&'a str]) -> Buffer<'a> {
     }
 }
 
+/// The text of `manifest.json` for these kernels.
 pub fn manifest(kernels: &[RenderedKernel]) -> String {
     let m = Manifest {
         generator: "kernelgen",

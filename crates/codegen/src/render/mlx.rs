@@ -74,8 +74,11 @@ pub fn mlx_kernel_name(name: &str, inputs: &[BufferDef], outputs: &[BufferDef]) 
 
 /// The assembled source with the byte ranges of the header and the body in it.
 pub struct Assembled {
+    /// The whole source.
     pub source: String,
+    /// Byte range of the header in `source`.
     pub header: (usize, usize),
+    /// Byte range of the body in `source`.
     pub body: (usize, usize),
 }
 

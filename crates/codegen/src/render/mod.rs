@@ -23,6 +23,7 @@ const LAUNCHERS: (&str, &str) = ("launchers.rs.tera", include_str!("launchers.rs
 /// A kernel with its text and its contract.
 #[derive(Clone)]
 pub struct RenderedKernel {
+    /// The kernel.
     pub kernel: Kernel,
     /// The launch contract every backend reads. Its `metal` is the checked-in
     /// `.metal`: a first line naming its origin, a stand-in for MLX's
@@ -30,19 +31,25 @@ pub struct RenderedKernel {
     pub def: KernelDef,
     /// Path of the `.metal` under the output directory.
     pub metal_path: String,
+    /// SHA-256 of the `.metal` text, hex.
     pub sha256: String,
 }
 
 impl RenderedKernel {
+    /// The `.metal` text.
     pub fn metal(&self) -> &str {
         &self.def.metal
     }
 }
 
 #[derive(Debug)]
+/// A template that failed to render (a bug of the family's template, not of a spec).
 pub struct RenderError {
+    /// The kernel being rendered (empty for a template rendered on its own).
     pub kernel: String,
+    /// The template's name.
     pub template: String,
+    /// Tera's error, with its causes.
     pub message: String,
 }
 
@@ -81,6 +88,7 @@ impl Renderer {
         Ok(Renderer { tera })
     }
 
+    /// Renders one kernel: its `.metal` text and its contract.
     pub fn render_kernel(&self, k: &Kernel) -> Result<RenderedKernel, RenderError> {
         let key = template_key(&k.family);
         let template = k.family.template.0.as_str();
@@ -149,11 +157,13 @@ impl Renderer {
         Ok(RenderedKernel { kernel: k.clone(), def, metal_path, sha256 })
     }
 
+    /// Renders the template `name` with `ctx`.
     pub fn render_template(&self, name: &str, ctx: &Context) -> Result<String, RenderError> {
         self.tera.render(name, ctx).map_err(|e| RenderError { kernel: String::new(), template: name.into(), message: error_chain(&e) })
     }
 }
 
+/// Bytes as lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

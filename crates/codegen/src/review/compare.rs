@@ -10,14 +10,18 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `the specs now`).
 #[derive(Clone, Debug, Default)]
 pub struct Tree {
+    /// What the report calls the tree (`HEAD`, a folder, `the specs now`).
     pub label: String,
+    /// Each file's text by its path relative to the tree's root.
     pub files: BTreeMap<String, String>,
 }
 
 /// How to evaluate and print costs.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The GPU roofline times are given on (`--gpu`).
     pub gpu: &'static Gpu,
+    /// The run-time sizes costs are evaluated at (`--size`).
     pub sizes: Sizes,
     /// Lines of context around each change of an MSL diff.
     pub context: usize,
@@ -30,30 +34,40 @@ pub enum CodeChange {
     Same,
     /// Only comments or whitespace differ (the tokens are the same).
     CommentsOnly,
+    /// The tokens differ: the code changed.
     Code,
 }
 
 /// One line of a resource or contract change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
+    /// What changed: `grid`, `threadgroup memory`, a buffer by role and name, a cost.
     pub what: String,
+    /// The old side's value, as shown.
     pub before: String,
+    /// The new side's value, as shown (element counts and costs add the ratio to the old, `(x1.95)`).
     pub after: String,
 }
 
 /// A kernel on both sides: under one name, or renamed.
 #[derive(Clone, Debug)]
 pub struct Pair {
+    /// The kernel on the old side.
     pub old: KernelView,
+    /// The kernel on the new side.
     pub new: KernelView,
+    /// How its `.metal` changed ([`CodeChange::Same`] for a rename).
     pub code: CodeChange,
+    /// Its contract and resource changes; empty if there are none.
     pub changes: Vec<Change>,
 }
 
 /// A warning about a kernel of the new side.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
+    /// The name of the new-side kernel it is about.
     pub kernel: String,
+    /// What is wrong, in a sentence for the reviewer.
     pub message: String,
     /// The old side had it too.
     pub before: bool,
@@ -62,9 +76,12 @@ pub struct Warning {
 /// Kernels whose MSL diffs make the same edit, shown once.
 #[derive(Clone, Debug)]
 pub struct DiffGroup {
+    /// The kernels making this edit, in the new tree's order; the first one's diff is shown.
     pub names: Vec<String>,
-    /// The first kernel's paths, for the `---`/`+++` lines.
+    /// The first kernel's old `.metal` path and the old tree's label, for
+    /// the `---` line.
     pub old_path: String,
+    /// The first kernel's new `.metal` path and the new tree's label, for the `+++` line.
     pub new_path: String,
     /// The first kernel's hunks.
     pub hunks: Vec<Hunk>,
@@ -73,28 +90,41 @@ pub struct DiffGroup {
 /// A file outside the kernels (launcher Rust, the catalog module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileChange {
+    /// Only in the new tree.
     Added,
+    /// Only in the old tree.
     Removed,
+    /// In both trees, with different text.
     Changed,
 }
 
 /// Everything a reviewer is shown.
 #[derive(Clone, Debug)]
 pub struct Review {
+    /// What the old tree is called ([`Tree::label`]).
     pub old_label: String,
+    /// What the new tree is called.
     pub new_label: String,
+    /// The GPU of the roofline times ([`Options::gpu`]).
     pub gpu: &'static Gpu,
+    /// The run-time sizes costs were evaluated at ([`Options::sizes`]).
     pub sizes: Sizes,
-    /// In the new tree's order.
+    /// Kernels only the new tree has (renames aside), in its order.
     pub added: Vec<KernelView>,
+    /// Kernels only the old tree has (renames aside), in its order.
     pub removed: Vec<KernelView>,
     /// The same code under a new name (`old.name != new.name`).
     pub renamed: Vec<Pair>,
     /// Under one name, something changed.
     pub changed: Vec<Pair>,
+    /// How many kernels are byte for byte the same under the same name,
+    /// contract included.
     pub unchanged: usize,
+    /// The MSL diffs of the kernels whose code changed, one per distinct edit.
     pub groups: Vec<DiffGroup>,
+    /// Warnings on the added, renamed and changed kernels.
     pub warnings: Vec<Warning>,
+    /// Files outside the kernels and `manifest.json` that were added, removed or changed, by path.
     pub other_files: Vec<(String, FileChange)>,
     /// `manifest.json` differs in what no kernel above explains (its format).
     pub manifest_format_changed: bool,

@@ -9,28 +9,43 @@
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A parsed expression.
 pub enum Expr {
+    /// A decimal constant.
     Num(u64),
+    /// A run-time size, by name (`M`).
     Name(String),
+    /// An operator or two-argument function applied to two operands.
     Bin(BinOp, Box<Expr>, Box<Expr>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The operators and functions of an [`Expr::Bin`].
 pub enum BinOp {
+    /// `a + b`.
     Add,
+    /// `a - b`; a negative difference does not evaluate.
     Sub,
+    /// `a * b`.
     Mul,
+    /// `a / b`, rounded down.
     Div,
+    /// `ceil_div(a, b)`: `a / b` rounded up.
     CeilDiv,
+    /// `min(a, b)`.
     Min,
+    /// `max(a, b)`.
     Max,
 }
 
 /// Why a text is not an expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseError {
+    /// The whole text that was parsed.
     pub text: String,
+    /// The byte offset in it where parsing failed.
     pub at: usize,
+    /// What was expected or wrong there.
     pub message: String,
 }
 

@@ -28,12 +28,15 @@ pub struct Gpu {
     pub key: &'static str,
     /// `Apple M2 Max (38-core GPU)`.
     pub name: &'static str,
+    /// GPU cores of this configuration.
     pub gpu_cores: u32,
     /// Unified memory bandwidth, GB/s (10^9 bytes per second).
     pub bandwidth_gb_s: f64,
+    /// Where the bandwidth figure comes from.
     pub bandwidth_source: &'static str,
     /// Peak FP32 rate, TFLOPS (10^12 flops per second), when known.
     pub fp32_tflops: Option<f64>,
+    /// Where the FP32 figure comes from, or how it was derived.
     pub fp32_source: &'static str,
 }
 
@@ -237,7 +240,9 @@ pub fn keys() -> String {
 /// What limits a launch's roofline time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bound {
+    /// Streaming the bytes takes at least as long as the flops.
     Memory,
+    /// The flops take longer than streaming the bytes.
     Compute,
     /// No flops known (the family states none, or the GPU has no FP32 figure).
     MemoryOnly,
@@ -246,7 +251,9 @@ pub enum Bound {
 /// A roofline estimate of one launch.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {
+    /// The lower bound on the launch's time, in seconds.
     pub seconds: f64,
+    /// Which side of the roofline sets it.
     pub bound: Bound,
 }
 

@@ -56,10 +56,15 @@ pub const MAX_PORTABLE_ELEMENTS: u64 = 1 << 31;
 /// What a warning is about, to tell whether the old side had it too.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum WarningKind {
+    /// Threadgroup memory within [`THREADGROUP_MEMORY_MARGIN`] of the limit.
     ThreadgroupMemory,
+    /// More threads per threadgroup than [`PORTABLE_THREADS_PER_THREADGROUP`].
     Threads,
+    /// The named buffer has over [`MAX_PORTABLE_ELEMENTS`] elements.
     BigBuffer(String),
+    /// The named run-time size became compile-time (specialized).
     Specialized(String),
+    /// The named size became a run-time size.
     Unspecialized(String),
 }
 

@@ -4,12 +4,16 @@
 /// One line of a hunk.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Line {
+    /// A line both sides have, shown around a change.
     Context(String),
+    /// A line only the old side has.
     Removed(String),
+    /// A line only the new side has.
     Added(String),
 }
 
 impl Line {
+    /// The line's text, without its marker.
     pub fn text(&self) -> &str {
         match self {
             Line::Context(t) | Line::Removed(t) | Line::Added(t) => t,
@@ -29,10 +33,15 @@ impl Line {
 /// A hunk: where it starts on each side (1-based, as `@@ -a,b +c,d @@`) and its lines.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hunk {
+    /// The hunk's first line on the old side (1-based).
     pub old_start: usize,
+    /// Its lines on the old side (context and removed).
     pub old_len: usize,
+    /// Its first line on the new side (1-based).
     pub new_start: usize,
+    /// Its lines on the new side (context and added).
     pub new_len: usize,
+    /// The lines, in order.
     pub lines: Vec<Line>,
 }
 

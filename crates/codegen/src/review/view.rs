@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 /// One buffer of a manifest entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BufferView {
+    /// The buffer's argument name (`x`).
     pub name: String,
+    /// Its element type as the manifest spells it (`bf16`, `u8`).
     pub dtype: String,
     /// Each dimension's expression text (`"M"`, `"6144"`).
     pub shape: Vec<String>,
@@ -46,27 +48,40 @@ impl BufferView {
 /// A manifest entry's `cost`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostView {
+    /// The bytes one launch reads: an expression over run-time sizes.
     pub bytes_read: String,
+    /// The bytes one launch writes: an expression over run-time sizes.
     pub bytes_written: String,
+    /// The flops of one launch, when the family states them.
     pub flops: Option<String>,
 }
 
 /// One kernel of a generated tree.
 #[derive(Clone, Debug)]
 pub struct KernelView {
+    /// The kernel's name; kernels of the same name on both sides are compared.
     pub name: String,
+    /// The family it was generated from (empty if the entry has none).
     pub family: String,
+    /// The spec that asked for it (`specs/e.toml`; empty if the entry has none).
     pub spec: String,
     /// The `.metal` path relative to the generated tree (`metal/experts/x.metal`).
     pub metal_path: String,
     /// The path the manifest gives (`generated/metal/experts/x.metal`).
     pub manifest_metal: String,
+    /// The `.metal` text; `None` if the tree lacks the file.
     pub metal: Option<String>,
+    /// The run-time sizes it takes at launch (`M`).
     pub sizes: Vec<String>,
+    /// The input buffers, in argument order.
     pub inputs: Vec<BufferView>,
+    /// The output buffers, after the inputs.
     pub outputs: Vec<BufferView>,
+    /// Threads in the grid, x y z, as expression text (MLX counts threads, not threadgroups).
     pub grid: Vec<String>,
+    /// Threads in a threadgroup, x y z.
     pub threadgroup: [u64; 3],
+    /// Threadgroup memory the kernel declares, in bytes.
     pub threadgroup_memory: u64,
     /// `None` for a manifest older than the cost model.
     pub cost: Option<CostView>,
@@ -77,14 +92,18 @@ pub struct KernelView {
 /// What one launch moves and computes at some sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
+    /// Bytes read; `None` if they do not evaluate at these sizes.
     pub bytes_read: Option<u64>,
+    /// Bytes written; `None` if they do not evaluate at these sizes.
     pub bytes_written: Option<u64>,
+    /// Flops; `None` if not stated, not evaluable, or the manifest has no `cost`.
     pub flops: Option<u64>,
     /// The bytes were derived from the buffers (the manifest has no `cost`).
     pub derived: bool,
 }
 
 impl Launch {
+    /// Bytes read plus written; `None` if either is unknown or the sum overflows.
     pub fn bytes(&self) -> Option<u64> {
         self.bytes_read?.checked_add(self.bytes_written?)
     }
@@ -97,6 +116,7 @@ impl Launch {
 pub struct Sizes(pub BTreeMap<String, u64>);
 
 impl Sizes {
+    /// A size's value: the one given, else 1.
     pub fn get(&self, name: &str) -> u64 {
         self.0.get(name).copied().unwrap_or(1)
     }
@@ -113,10 +133,12 @@ impl Sizes {
 }
 
 impl KernelView {
+    /// Threads per threadgroup: the product of [`KernelView::threadgroup`].
     pub fn threads(&self) -> u64 {
         self.threadgroup.iter().product()
     }
 
+    /// The inputs, then the outputs.
     pub fn buffers(&self) -> impl Iterator<Item = &BufferView> {
         self.inputs.iter().chain(&self.outputs)
     }

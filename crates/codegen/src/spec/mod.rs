@@ -15,5 +15,6 @@ pub struct SpecSource {
     pub origin: String,
     /// The file stem, used as the Rust module name of its launchers.
     pub stem: String,
+    /// The spec's text.
     pub text: String,
 }

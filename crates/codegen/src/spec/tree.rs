@@ -7,25 +7,39 @@ use std::ops::Range;
 pub type Span = Range<usize>;
 
 #[derive(Clone, Debug, PartialEq)]
+/// A value with where it was written.
 pub struct Node {
+    /// The value.
     pub value: Value,
+    /// Where it was written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A value of the spec tree.
 pub enum Value {
+    /// An integer.
     Int(i64),
+    /// A float.
     Float(f64),
+    /// A boolean.
     Bool(bool),
+    /// A string.
     Str(String),
+    /// An array.
     Array(Vec<Node>),
+    /// A table, entries in the order written.
     Table(Vec<Entry>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// One `key = value` of a table.
 pub struct Entry {
+    /// The key.
     pub key: String,
+    /// Where the key was written.
     pub key_span: Span,
+    /// The value.
     pub node: Node,
 }
 
@@ -44,6 +58,7 @@ impl Value {
 }
 
 impl Node {
+    /// The entries, if this is a table.
     pub fn as_table(&self) -> Option<&[Entry]> {
         match &self.value {
             Value::Table(entries) => Some(entries),
@@ -51,6 +66,7 @@ impl Node {
         }
     }
 
+    /// The items, if this is an array.
     pub fn as_array(&self) -> Option<&[Node]> {
         match &self.value {
             Value::Array(items) => Some(items),
@@ -58,6 +74,7 @@ impl Node {
         }
     }
 
+    /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {
         match &self.value {
             Value::Str(s) => Some(s),
@@ -65,6 +82,7 @@ impl Node {
         }
     }
 
+    /// The integer, if this is one.
     pub fn as_int(&self) -> Option<i64> {
         match self.value {
             Value::Int(i) => Some(i),

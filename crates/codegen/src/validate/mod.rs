@@ -22,20 +22,27 @@ use std::sync::Arc;
 /// The values a spec chose for one axis.
 #[derive(Clone, Debug)]
 pub struct AxisChoice {
+    /// The axis.
     pub axis: Axis,
+    /// The values chosen, with where each is written.
     pub values: Vec<(AxisValue, Span)>,
 }
 
 /// A validated spec.
 pub struct SpecModel {
+    /// The spec file.
     pub source: Arc<SpecSource>,
+    /// The family it names.
     pub family: Arc<FamilyDef>,
+    /// Where `family` is written.
     pub family_span: Span,
     /// In the family's axis order.
     pub axes: Vec<AxisChoice>,
+    /// Axis-value combinations left out (`exclude`), each a list of axis and value.
     pub excludes: Vec<Vec<(String, AxisValue)>>,
     /// Where `exclude` is written, when it is.
     pub exclude_span: Option<Span>,
+    /// The geometries, in the order written.
     pub geometries: Vec<Geometry>,
 }
 
