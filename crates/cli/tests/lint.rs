@@ -221,6 +221,21 @@ const BAD_BODIES: &[(&str, &str, &str)] = &[
     ("bad_exceptions", "  try { out[i] = x[i] * 2.0f; } catch (...) { } // BAD\n", "exceptions"),
     ("bad_std", "  out[i] = std::max(x[i], 0.0f) * 2.0f; // BAD\n", "use metal:: instead of std::"),
     ("bad_typeid", "  (void)typeid(x[i]); // BAD\n  out[i] = x[i] * 2.0f;\n", "typeid"),
+    ("bad_delete", "  thread float* t = nullptr;\n  delete t; // BAD\n  out[i] = x[i] * 2.0f;\n", "the delete operator is not supported"),
+    ("bad_noexcept", "  const bool nothrow = noexcept(x[i] * 2.0f); // BAD\n  out[i] = nothrow ? x[i] * 2.0f : 0.0f;\n", "the noexcept operator is not supported"),
+    ("bad_virtual", "  struct V { virtual float f() const { return 2.0f; } }; // BAD\n  out[i] = x[i] * V().f();\n", "virtual functions are not supported"),
+    ("bad_derived", "  struct A { float v; }; struct B : A { }; // BAD\n  B b; b.v = 2.0f;\n  out[i] = x[i] * b.v;\n", "derived classes are not supported"),
+    (
+        "bad_dynamic_cast",
+        "  struct A { float v; }; A a{2.0f};\n  const thread A* p = dynamic_cast<const thread A*>(&a); // BAD\n  out[i] = x[i] * p->v;\n",
+        "dynamic_cast is not supported",
+    ),
+    ("bad_function_pointer", "  float (*twice)(float) = nullptr; // BAD\n  out[i] = twice ? twice(x[i]) : x[i] * 2.0f;\n", "function pointers are not supported"),
+    (
+        "bad_recursion",
+        "  struct R { static float f(float v, uint n) { return n == 0u ? v : f(v, n - 1u); } }; // BAD\n  out[i] = R::f(x[i], 2u) * 2.0f;\n",
+        "recursive function calls are not supported",
+    ),
 ];
 
 /// A project: for each (family, body), families/FAMILY.{toml,metal.tera}, a minimal
