@@ -213,8 +213,9 @@ fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
             outcome.sizes = case.sizes.clone();
             // The sizes follow from the inputs' shapes.
             let run = props::Case { sizes: Vec::new(), arrays: case.inputs, host: case.host };
-            // A kernel too large to run often is compared with one other run order.
-            let orders: &[RunOrder] = if exclusive(r) { &[RunOrder::Reverse] } else { &[RunOrder::Reverse, RunOrder::Shuffle(seed)] };
+            // Every run check_properties makes, but for a kernel too large to run often: one
+            // other run order (reverse, with the other poison bytes).
+            let orders: &[RunOrder] = if exclusive(r) { &[RunOrder::Reverse] } else { &[RunOrder::Forward, RunOrder::Reverse, RunOrder::Shuffle(seed)] };
             let outputs = props::check_properties_in(backend, &r.def, &run, orders).map_err(|f| f.to_string())?;
             let (mut max_ulp, mut bound) = (0f64, 0f64);
             for (got, want) in outputs.iter().zip(&case.expected) {
