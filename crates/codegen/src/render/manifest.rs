@@ -29,6 +29,10 @@ struct Entry<'a> {
     grid: Vec<String>,
     threadgroup: [u32; 3],
     threads_per_threadgroup: u32,
+    /// Set when the threads per threadgroup exceed the portable limit: the
+    /// launch can fail where a pipeline allows fewer than 1024.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    above_portable_threads: Option<u64>,
     threadgroup_memory_bytes: u32,
     cost: CostJson,
 }
@@ -103,6 +107,8 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                     grid: d.grid.iter().map(|g| g.describe(&sizes)).collect(),
                     threadgroup: d.threadgroup,
                     threads_per_threadgroup: d.threads_per_threadgroup(),
+                    above_portable_threads: (u64::from(d.threads_per_threadgroup()) > crate::review::PORTABLE_THREADS_PER_THREADGROUP)
+                        .then_some(crate::review::PORTABLE_THREADS_PER_THREADGROUP),
                     threadgroup_memory_bytes: d.threadgroup_memory_bytes,
                     cost: CostJson {
                         bytes_read: d.cost.bytes_read.describe(&sizes),
