@@ -428,7 +428,16 @@ pub fn affine_row_f64<T: Element>(x: &[T], w: &Quantized<T>) -> Exact {
 
 /// [`affine_row_f64`] over a borrowed matrix.
 pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exact {
+    let all: Vec<usize> = (0..w.n).collect();
+    affine_rows_f64_view(x, w, &all)
+}
+
+/// [`affine_row_f64_view`] of the given rows only (the outputs at those indices, in
+/// that order): a vocabulary head has 248,320 rows, and the f64 model is the slow part
+/// of checking one.
+pub fn affine_rows_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>, rows: &[usize]) -> Exact {
     w.check();
+    assert!(rows.iter().all(|&r| r < w.n), "affine rows: a row index is out of range");
     assert_eq!(x.len(), w.k, "affine row: x must be [K]");
     let (k, bits) = (w.k, w.bits);
     let groups = k / GROUP_SIZE;
@@ -465,7 +474,8 @@ pub fn affine_row_f64_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> Exa
     // the bound part of each chunk's sum: `tiny` added 16 times from 0
     let tiny16 = (0..VALUES_PER_LANE).fold(0.0f64, |e, _| e + tiny);
     let accum_gamma = gamma(accum_depth);
-    let rows = per_row(w.n, |row| {
+    let rows = per_row(rows.len(), |i| {
+        let row = rows[i];
         // One row dequantized at a time (the head matrix has 1.3e9 values),
         // into this thread's buffer; each group's scale and bias widened once.
         ROW.with(|buf| {
@@ -596,6 +606,20 @@ mod tests {
             same::<bf16>(bits, 37, 1024, 1);
             same::<f16>(bits, 8, 2560, 2);
             same::<f32>(bits, 5, 512, 3);
+        }
+    }
+
+    #[test]
+    fn f64_model_of_some_rows_is_those_rows_of_the_whole() {
+        let w = Quantized::<bf16>::random(41, 512, Bits::Four, 5);
+        let mut rng = SplitMix64::new(6);
+        let x: Vec<bf16> = (0..512).map(|_| bf16::from_f32((rng.unit() * 2.0 - 1.0) as f32)).collect();
+        let whole = affine_row_f64(&x, &w);
+        let rows = [40, 0, 17, 17, 3];
+        let some = affine_rows_f64_view(&x, &w.view(), &rows);
+        for (i, &r) in rows.iter().enumerate() {
+            assert_eq!(some.value[i].to_bits(), whole.value[r].to_bits(), "row {r}");
+            assert_eq!(some.tol[i].to_bits(), whole.tol[r].to_bits(), "row {r}");
         }
     }
 

@@ -57,6 +57,6 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
         sizes: format!("M={M}"),
         inputs: vec![host(vec![M as u64, width as u64], &x), kernelgen_emu::host::HostArray::from_u8(vec![slot_bytes as u64], slot.to_vec())],
         host: Vec::new(),
-        expected: vec![Expected { name, replay: host(vec![M as u64, out_width as u64], &replay), exact }],
+        expected: vec![Expected { name, replay: host(vec![M as u64, out_width as u64], &replay), exact, exact_at: None }],
     })
 }

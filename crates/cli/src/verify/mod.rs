@@ -32,7 +32,7 @@ use kernelgen_emu::EmuBackend;
 use kernelgen_emu::{EmuOptions, RunOrder};
 use kernelgen_emu::host::HostArray;
 use kernelgen_emu::verify as props;
-use kernelgen_reference::{self as reference, Element, Exact};
+use kernelgen_reference::{self as reference, Element, Exact, Violation};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -43,6 +43,9 @@ pub struct Expected {
     pub replay: HostArray,
     /// The f64 model: exact values and per-element tolerances.
     pub exact: Exact,
+    /// The output elements `exact` covers, in its order, where the f64 model ran on a
+    /// sample (every element when `None`); the replay covers every element regardless.
+    pub exact_at: Option<Vec<usize>>,
 }
 
 /// One verification run of a kernel by a bundled reference.
@@ -148,7 +151,15 @@ fn elements<T: Element>(a: &HostArray) -> Vec<T> {
 fn compare(got: &HostArray, want: &Expected) -> Result<(bool, f64, f64), String> {
     fn typed<T: Element>(got: &HostArray, want: &Expected) -> Result<(bool, f64, f64), String> {
         let g: Vec<T> = elements(got);
-        want.exact.check::<T>(&g).map_err(|v| format!("`{}` against the f64 model: {v}", want.name))?;
+        let sampled: Vec<T>;
+        let (checked, index): (&[T], &dyn Fn(usize) -> usize) = match &want.exact_at {
+            None => (&g, &|i| i),
+            Some(at) => {
+                sampled = at.iter().map(|&i| g[i]).collect();
+                (&sampled, &|i| at[i])
+            }
+        };
+        want.exact.check::<T>(checked).map_err(|v| format!("`{}` against the f64 model: {}", want.name, Violation { index: index(v.index), ..v }))?;
         let r: Vec<T> = elements(&want.replay);
         if let Some(i) = g.iter().zip(&r).position(|(a, b)| a.to_bits() != b.to_bits()) {
             return Err(format!(
@@ -161,7 +172,7 @@ fn compare(got: &HostArray, want: &Expected) -> Result<(bool, f64, f64), String>
         }
         let scale = want.exact.value.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         let unit = reference::ulp::<T>(scale);
-        let err = g.iter().zip(&want.exact.value).fold(0.0f64, |m, (a, e)| m.max((f64::from(a.to_f32()) - e).abs()));
+        let err = checked.iter().zip(&want.exact.value).fold(0.0f64, |m, (a, e)| m.max((f64::from(a.to_f32()) - e).abs()));
         let tol = want.exact.tol.iter().fold(0.0f64, |m, t| m.max(*t));
         Ok((true, err / unit, tol / unit))
     }
@@ -377,5 +388,33 @@ impl Outcomes {
             }
             j = self.changed.wait(j).unwrap_or_else(|p| p.into_inner());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expected(replay: &[f32], exact: Exact, exact_at: Option<Vec<usize>>) -> Expected {
+        Expected { name: "y", replay: host(vec![replay.len() as u64], replay), exact, exact_at }
+    }
+
+    /// The f64 model on a sample of the elements: checked at those elements, a violation
+    /// reported at the output's index, the others left to the replay.
+    #[test]
+    fn a_sampled_f64_model_checks_its_elements_and_names_the_output_index() {
+        let got = host(vec![4], &[1.0f32, 2.0, 3.0, 4.5]);
+        // elements 1 and 3 sampled: 3 is 0.5 off a bound of 0.1
+        let exact = Exact { value: vec![2.0, 4.0], tol: vec![0.1, 0.1] };
+        let err = compare(&got, &expected(&[1.0, 2.0, 3.0, 4.5], exact, Some(vec![1, 3]))).unwrap_err();
+        assert!(err.contains("element 3:"), "{err}");
+        // within the bound at the sampled elements: passes, whatever the others are
+        let exact = Exact { value: vec![2.0, 4.45], tol: vec![0.1, 0.1] };
+        let (ok, _, _) = compare(&got, &expected(&[1.0, 2.0, 3.0, 4.5], exact, Some(vec![1, 3]))).unwrap();
+        assert!(ok);
+        // the replay still covers every element
+        let exact = Exact { value: vec![2.0, 4.45], tol: vec![0.1, 0.1] };
+        let err = compare(&got, &expected(&[1.5, 2.0, 3.0, 4.5], exact, Some(vec![1, 3]))).unwrap_err();
+        assert!(err.contains("differs from the replay model at element 0"), "{err}");
     }
 }
