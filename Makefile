@@ -54,6 +54,13 @@ test: deps cli
 package: SHELL := /bin/bash
 package:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features kernelgen/macros
+	@# cargo treats a registry crate of a known version as unchanged: it reuses the copy it
+	@# extracted under $$CARGO_HOME/registry/src/-<hash>/ and its build in the target
+	@# directory (whose dep-info lists no source file), though the temporary registry's
+	@# crates change from run to run. Both are dropped for this workspace's crates, so every
+	@# run verifies its own sources, and the dependencies' builds are still shared.
+	rm -rf $${CARGO_HOME:-$$HOME/.cargo}/registry/src/-*/kernelgen-*[0-9]
+	find target/debug/.fingerprint -path '*/kernelgen-*/dep-lib-*' -size -24c -printf '%h\n' 2>/dev/null | xargs -r rm -rf
 	set -o pipefail; $(CARGO) package --workspace --allow-dirty 2>&1 \
 	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$' \
 	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
