@@ -1,6 +1,6 @@
 //! Every class of spec error is a compile error at the offending token,
 //! worded as the CLI words it. Regenerate the `.stderr` files with
-//! `TRYBUILD=overwrite cargo test -p kernelgen-macros --test compile_fail`
+//! `TRYBUILD=overwrite cargo test -p kernelgen-macros-ui --test compile_fail`
 //! and review them.
 
 #[test]
