@@ -166,6 +166,7 @@ fn before(a: (u32, u32), b: (u32, u32)) -> bool {
 /// The address space of a pointer's or reference's pointee in clang's spelling of a type
 /// (`const __global float *`), or None when the type is neither.
 fn pointee_space(ty: &str) -> Option<&'static str> {
+    let ty = &outside_template_args(ty);
     let head = ty.split(['*', '&']).next()?;
     if !ty.contains('*') && !ty.contains('&') {
         return None;
@@ -184,7 +185,8 @@ fn pointee_space(ty: &str) -> Option<&'static str> {
 /// The address space an lvalue or a pointer's pointee is in, from clang's spelling of its
 /// type: the first space named before any `*` or `&` (private and generic are both `thread`).
 fn space_class(ty: &str) -> &'static str {
-    let head = ty.split(['*', '&']).next().unwrap_or("");
+    let outer = outside_template_args(ty);
+    let head = outer.split(['*', '&']).next().unwrap_or("");
     if head.contains("__global") {
         "device"
     } else if head.contains("__constant") {
@@ -194,6 +196,22 @@ fn space_class(ty: &str) -> &'static str {
     } else {
         "thread"
     }
+}
+
+/// A type's spelling without its template argument lists (`uniform<remove_addrspace_t<__constant
+/// float>>` is no constant type): the address spaces that qualify the type itself remain.
+fn outside_template_args(ty: &str) -> String {
+    let mut depth = 0usize;
+    let mut out = String::with_capacity(ty.len());
+    for c in ty.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 fn plain_type(ty: &str) -> String {
