@@ -353,6 +353,7 @@ impl Checker {
                 .collect();
             let refs: Vec<&ast::Function> = mapped.iter().collect();
             kernels.extend(rules::kernels(&f.display, &f.original, &refs, problems));
+            rules::deduced_thread_params(&f.display, &f.rewritten.deduced_thread_params, &refs, problems);
         }
         let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
             .files

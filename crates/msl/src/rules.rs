@@ -323,6 +323,36 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
     }
 }
 
+/// `thread T&` parameters of function templates (rewrite 7 blanked their `thread`): an
+/// instantiation whose `T` carries the device, constant or threadgroup space bound an object of
+/// that space to a thread reference, which Metal does not do (MSL 4).
+pub fn deduced_thread_params(file: &str, params: &[(u32, u32)], functions: &[&Function], out: &mut Vec<Problem>) {
+    if params.is_empty() {
+        return;
+    }
+    for f in functions {
+        for p in &f.params {
+            if !params.contains(&(p.loc.line, p.loc.col)) {
+                continue;
+            }
+            let space = space_class(&p.ty);
+            if space != "thread" {
+                out.push(problem(
+                    file,
+                    p.loc.line,
+                    p.loc.col,
+                    format!(
+                        "thread parameter '{}' of '{}' is bound to a {space} object (deduced as '{}'); Metal has no conversion between address spaces (MSL 4)",
+                        p.name,
+                        f.name,
+                        crate::diag::reword(&p.ty)
+                    ),
+                ));
+            }
+        }
+    }
+}
+
 /// Maps an AST location to the user's (file, line, col); None outside the user's files.
 pub type LocMap<'a> = &'a dyn Fn(&crate::ast::Loc) -> Option<(String, u32, u32)>;
 
