@@ -198,6 +198,19 @@ fn space_class(ty: &str) -> &'static str {
     }
 }
 
+/// A Metal 4 tensor handle over device or constant memory (`tensor<device half, dextents<int,
+/// 2>>`): bound to a buffer index like a buffer (`[[buffer(n)]]`).
+fn tensor_handle(ty: &str) -> bool {
+    let mut t = ty;
+    for q in ["const ", "__private ", "const ", "metal::"] {
+        t = t.trim_start_matches(q);
+    }
+    let Some(args) = t.strip_prefix("tensor<") else { return false };
+    let first = args.split(',').next().unwrap_or("");
+    let handle = !args.contains("tensor_inline");
+    handle && (first.contains("__global") || first.contains("__constant"))
+}
+
 /// A type's spelling without its template argument lists (`uniform<remove_addrspace_t<__constant
 /// float>>` is no constant type): the address spaces that qualify the type itself remain.
 fn outside_template_args(ty: &str) -> String {
@@ -282,7 +295,7 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
         match a.name.as_str() {
             "buffer" => {
                 let idx = a.arg.clone().unwrap_or_default();
-                if !matches!(space, Some("device" | "constant")) {
+                if !matches!(space, Some("device" | "constant")) && !tensor_handle(&p.ty) {
                     out.push(aat(format!(
                         "[[buffer({idx})]] parameter '{}' must be a device or constant pointer or reference (MSL 5.2.1)",
                         p.name

@@ -19,6 +19,11 @@
 #define __METAL_FAST_MATH__ true
 #define __METAL_PRECISE_MATH__ false
 #define __METAL_MAYBE_FAST_MATH__ false
+// Metal 4's tensors: <metal_tensor>, <metal_cooperative_tensor> and MetalPerformancePrimitives
+// (separate headers beside this one) declare nothing without it, as Apple's headers do.
+#if __METAL_VERSION__ >= 400
+#define __HAVE_TENSOR__ 1
+#endif
 
 // ---- Address spaces are OpenCL's, so clang keeps them as real qualifiers (member functions
 // overload on them). `thread` is the default: OpenCL's generic space for pointers, references
