@@ -30,6 +30,7 @@ mod ast;
 mod cache;
 mod clang;
 mod diag;
+mod json;
 mod lex;
 mod prelude;
 mod rewrite;
@@ -45,12 +46,13 @@ use std::path::PathBuf;
 pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 3";
 
 /// This crate's code, part of every content key.
-const CODE: [&str; 10] = [
+const CODE: [&str; 11] = [
     include_str!("lib.rs"),
     include_str!("ast.rs"),
     include_str!("cache.rs"),
     include_str!("clang.rs"),
     include_str!("diag.rs"),
+    include_str!("json.rs"),
     include_str!("lex.rs"),
     include_str!("prelude.rs"),
     include_str!("rewrite.rs"),
