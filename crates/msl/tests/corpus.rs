@@ -77,8 +77,8 @@ fn every_metal4_invalid_case_is_rejected_at_its_lines() {
 /// Every expectation of every case met, and every problem expected.
 fn rejected_at_their_lines(files: &[std::path::PathBuf], version: Option<u32>) -> Vec<String> {
     let c = common::checker();
-    let mut failures = Vec::new();
-    for f in files {
+    common::par_map(files, |f| {
+        let mut failures = Vec::new();
         let src = common::read(f);
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         let exp = expectations(&src);
@@ -86,7 +86,7 @@ fn rejected_at_their_lines(files: &[std::path::PathBuf], version: Option<u32>) -
         let problems = match c.check_with(&src, &name, &[], &version_defines(&src, version)) {
             Ok(()) => {
                 failures.push(format!("{name}: accepted"));
-                continue;
+                return failures;
             }
             Err(p) => p,
         };
@@ -108,8 +108,9 @@ fn rejected_at_their_lines(files: &[std::path::PathBuf], version: Option<u32>) -
                 failures.push(format!("{name}: unexpected problem {p}"));
             }
         }
-    }
-    failures
+        failures
+    })
+    .concat()
 }
 
 #[test]
@@ -127,14 +128,15 @@ fn valid_cases_pass(dir: &str, version: Option<u32>) {
     let files = common::files(&common::crate_dir().join(dir), "metal");
     assert!(!files.is_empty());
     let c = common::checker();
-    let mut failures = Vec::new();
-    for f in &files {
+    let failures: Vec<String> = common::par_map(&files, |f| {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         let src = common::read(f);
-        if let Err(p) = c.check_with(&src, &name, &[], &version_defines(&src, version)) {
-            failures.extend(p.iter().map(|p| p.to_string()));
+        match c.check_with(&src, &name, &[], &version_defines(&src, version)) {
+            Ok(()) => Vec::new(),
+            Err(p) => p.iter().map(|p| p.to_string()).collect(),
         }
-    }
+    })
+    .concat();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
