@@ -93,7 +93,15 @@ fn every_mlx_header_parses() {
     let Some(inc) = include_dir() else { return };
     let kernels = inc.join("mlx/backend/metal/kernels");
     let c = common::declaring_checker();
-    let headers = common::files(&kernels, "h");
+    let mut headers = common::files(&kernels, "h");
+    // The costliest checks first (kernels instantiated, Metal 4, larger contexts), so that no
+    // core idles at the end waiting for one of them.
+    let rel = |h: &PathBuf| h.strip_prefix(&kernels).unwrap().display().to_string();
+    headers.sort_by_cached_key(|h| {
+        let r = rel(h);
+        let cost = (instantiations(&r).lines().count(), metal_version(&r).is_some(), context(&r).len());
+        std::cmp::Reverse(cost)
+    });
     let results = common::par_map(&headers, |h| {
         let rel = h.strip_prefix(&kernels).unwrap().display().to_string();
         let t = std::time::Instant::now();
