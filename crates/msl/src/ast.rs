@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use serde_json::Value;
+use crate::json::Value;
 
 #[derive(Clone, Debug, Default)]
 pub struct Loc {
@@ -122,7 +122,7 @@ fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>
 }
 
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
+    let v = crate::json::parse(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
     let mut w = Walker {
         last_file: Rc::from(""),
         last_line: 0,

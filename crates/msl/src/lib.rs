@@ -30,6 +30,7 @@ mod ast;
 mod cache;
 mod clang;
 mod diag;
+mod json;
 mod lex;
 mod prelude;
 mod rewrite;
@@ -42,15 +43,16 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 2";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 3";
 
 /// This crate's code, part of every content key.
-const CODE: [&str; 10] = [
+const CODE: [&str; 11] = [
     include_str!("lib.rs"),
     include_str!("ast.rs"),
     include_str!("cache.rs"),
     include_str!("clang.rs"),
     include_str!("diag.rs"),
+    include_str!("json.rs"),
     include_str!("lex.rs"),
     include_str!("prelude.rs"),
     include_str!("rewrite.rs"),
@@ -185,6 +187,8 @@ impl Checker {
         let mut parts: Vec<String> = vec![
             self.code_key.clone(),
             prelude::HEADER.into(),
+            prelude::TENSOR_HEADER.into(),
+            prelude::MPP_HEADER.into(),
             self.clang.version.clone(),
             self.opts.metal_version.to_string(),
             format!("{:?}", self.opts.function_constants),
@@ -313,7 +317,19 @@ impl Checker {
                     .is_some_and(|n| angle.contains(n) && sources::is_foreign_angle_include(n, &dirs))
         };
         let kept: Vec<diag::Diag> = diags.into_iter().filter(|d| !foreign(d)).collect();
-        problems.extend(diag::problems(&kept, &ws));
+        let mut found = diag::problems(&kept, &ws);
+        // Metal 4's tensor headers declare nothing below Metal 4 (as Apple's do): say why a
+        // tensor name is unknown there.
+        if version < 400 && angle.iter().any(|n| prelude::is_tensor_header(n)) {
+            for p in &mut found {
+                if ["'mpp'", "tensor", "execution_simdgroup", "extents"].iter().any(|w| p.message.contains(w)) {
+                    p.message.push_str(&format!(
+                        " (tensors and MetalPerformancePrimitives are Metal 4: __METAL_VERSION__ 400 or later; this check is at {version})"
+                    ));
+                }
+            }
+        }
+        problems.extend(found);
         if out.stdout.is_empty() {
             if problems.is_empty() {
                 return Err(Error::Clang(format!("clang produced no AST: {stderr}")));
@@ -353,6 +369,7 @@ impl Checker {
                 .collect();
             let refs: Vec<&ast::Function> = mapped.iter().collect();
             kernels.extend(rules::kernels(&f.display, &f.original, &refs, problems));
+            rules::deduced_thread_params(&f.display, &f.rewritten.deduced_thread_params, &refs, problems);
         }
         let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
             .files

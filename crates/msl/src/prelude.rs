@@ -11,6 +11,34 @@ use crate::clang::Clang;
 
 pub const HEADER: &str = include_str!("prelude/metal_stdlib.h");
 
+/// Metal 4's tensors (`<metal_tensor>`, `<metal_cooperative_tensor>`) and the
+/// MetalPerformancePrimitives tensor operations: separate headers, parsed only by the checks
+/// that include them (not part of the precompiled prelude). Both declare nothing unless
+/// `__HAVE_TENSOR__` is defined, as Apple's headers do; the prelude defines it from
+/// `__METAL_VERSION__` 400 (Metal 4) on.
+pub const TENSOR_HEADER: &str = include_str!("prelude/metal_tensor.h");
+pub const MPP_HEADER: &str = include_str!("prelude/MetalPerformancePrimitives.h");
+
+/// The other headers in the prelude directory, beside `metal_stdlib` and [`METAL_HEADERS`]:
+/// (include name, content).
+pub const MODEL_HEADERS: [(&str, &str); 4] = [
+    ("metal_tensor", TENSOR_HEADER),
+    ("metal_cooperative_tensor", "#include <metal_tensor>\n"),
+    ("MetalPerformancePrimitives/MetalPerformancePrimitives.h", MPP_HEADER),
+    // The umbrella's matmul2d header, which some code includes directly.
+    ("MetalPerformancePrimitives/MPPTensorOpsMatMul2d.h", "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n"),
+];
+
+/// Whether `#include <name>` names one of Metal 4's tensor headers (empty below Metal 4).
+pub fn is_tensor_header(name: &str) -> bool {
+    MODEL_HEADERS.iter().any(|(n, _)| *n == name)
+}
+
+/// Whether `#include <name>` names one of Metal's headers that the prelude provides.
+pub fn is_metal_header(name: &str) -> bool {
+    METAL_HEADERS.contains(&name) || MODEL_HEADERS.iter().any(|(n, _)| *n == name)
+}
+
 /// Header names that Metal's `#include <...>` accepts; each resolves to the one prelude.
 pub const METAL_HEADERS: [&str; 16] = [
     "metal_stdlib",
@@ -40,7 +68,7 @@ pub struct Prelude {
 impl Prelude {
     pub fn prepare(clang: &Clang, cache: &Path, metal_version: u32) -> Result<Prelude, Error> {
         let flags = Clang::base_flags(metal_version);
-        let key = hash_hex(&[HEADER, &flags.join(" "), &clang.version, crate::CHECKER_VERSION]);
+        let key = hash_hex(&[HEADER, TENSOR_HEADER, MPP_HEADER, &flags.join(" "), &clang.version, crate::CHECKER_VERSION]);
         let dir = cache.join(format!("prelude-{}", &key[..16]));
         let pch = dir.join("metal_stdlib.pch");
         if pch.exists() {
@@ -51,6 +79,13 @@ impl Prelude {
         write_atomic(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
         for name in &METAL_HEADERS[1..] {
             write_atomic(&dir.join(name), b"#include <metal_stdlib>\n").map_err(|e| io(&dir, e))?;
+        }
+        for (name, content) in MODEL_HEADERS {
+            let path = dir.join(name);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+            }
+            write_atomic(&path, content.as_bytes()).map_err(|e| io(&path, e))?;
         }
         // The PCH is built from a one-line file that includes the prelude from the -isystem
         // directory, so the prelude counts as a system header (no warnings from it).

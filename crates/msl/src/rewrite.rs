@@ -18,6 +18,13 @@
 //! 6. In a file with `using namespace metal;`, an unqualified `atomic_int`, `atomic_uint`,
 //!    `atomic_float` or `memory_order` becomes `metal::atomic_uint` (...): clang predeclares
 //!    OpenCL's own types of those names at global scope, so the plain name is ambiguous.
+//! 7. `thread` in a function template's reference parameter whose type names one of its type
+//!    parameters (`thread T& x`, `const thread vec<T, 4>& v`) is blanked: clang cannot
+//!    deduce through `__generic` from a local (a `__private` object in the OpenCL model), which
+//!    Metal can. Without it `vec<T, 4>&` is generic again once deduced (a device argument shows
+//!    as an address-space conversion), while a bare `T` deduces with the argument's space: those
+//!    parameters are recorded, and a rule reports one whose `T` deduced a device, constant or
+//!    threadgroup object (Metal does not bind those to thread references).
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -32,6 +39,9 @@ pub struct ThreadgroupDecl {
 pub struct Rewritten {
     pub text: String,
     pub threadgroup_decls: Vec<ThreadgroupDecl>,
+    /// Parameters `thread T& name` of function templates whose `thread` was blanked (rewrite
+    /// 7): original position of the name.
+    pub deduced_thread_params: Vec<(u32, u32)>,
     /// Per output line (0-based): (output column where a segment starts, original column).
     segments: Vec<Vec<(u32, u32)>>,
 }
@@ -408,8 +418,143 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
     opencl_names(&toks, &mut edits);
+    let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
-    apply(src, edits, threadgroup_decls)
+    let mut r = apply(src, edits, threadgroup_decls);
+    r.deduced_thread_params = deduced_thread_params;
+    r
+}
+
+/// The type parameters a template header `template <...>` (at `open`, the `<`) declares, and
+/// the index past its `>`.
+fn template_type_params(toks: &[Token], open: usize) -> Option<(Vec<String>, usize)> {
+    let end = skip_angles(toks, open)?;
+    let mut names = Vec::new();
+    let mut depth = 0i32;
+    let mut j = open + 1;
+    while j + 1 < end {
+        let t = &toks[j];
+        match t.text.as_str() {
+            "<" | "(" | "[" | "{" => depth += 1,
+            ">" | ")" | "]" | "}" => depth -= 1,
+            ">>" => depth -= 2,
+            "class" | "typename" if depth == 0 => {
+                let mut k = j + 1;
+                if toks.get(k).is_some_and(|x| x.is("...")) {
+                    k += 1;
+                }
+                if let Some(n) = toks.get(k).filter(|x| x.kind == Kind::Ident && k + 1 < end) {
+                    let after = &toks[k + 1];
+                    if after.is(",") || after.is("=") || k + 1 == end - 1 {
+                        names.push(n.text.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    Some((names, end))
+}
+
+/// Rewrite 7: blank `thread` in `thread T&` / `const thread vec<T, N>&` parameters of a function
+/// template, T one of its type parameters; returns the positions of the bare-`T` ones' names.
+/// (Pointers keep `thread`: a `thread T*` argument is generic already, unless it points at a
+/// local.)
+fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 1 < toks.len() {
+        if !(toks[i].is("template") && toks[i + 1].is("<") && !toks[i].pp) {
+            i += 1;
+            continue;
+        }
+        let Some((params, mut j)) = template_type_params(toks, i + 1) else {
+            i += 1;
+            continue;
+        };
+        // The declaration this header introduces: a function when a parameter list comes
+        // before a body, a `;` or a class key.
+        let mut list = None;
+        while j < toks.len() {
+            let t = &toks[j];
+            match t.text.as_str() {
+                "struct" | "class" | "union" | "using" | ";" | "{" | "=" => break,
+                "template" => {
+                    // Another header (a member template of a class template): its own pass.
+                    break;
+                }
+                "<" => {
+                    j = skip_angles(toks, j).unwrap_or(j + 1);
+                    continue;
+                }
+                "(" => {
+                    let prev = toks[j - 1].text.as_str();
+                    let close = matching(toks, j);
+                    if matches!(prev, "decltype" | "sizeof" | "alignof" | "alignas" | "noexcept" | "__attribute__" | "operator")
+                    {
+                        j = close.map_or(j + 1, |c| c + 1);
+                        continue;
+                    }
+                    list = close.map(|c| (j, c));
+                    break;
+                }
+                "[" => {
+                    j = matching(toks, j).map_or(j + 1, |c| c + 1);
+                    continue;
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+        if let Some((open, close)) = list
+            && !params.is_empty()
+        {
+            let mut depth = 0i32;
+            for k in open + 1..close {
+                let t = &toks[k];
+                match t.text.as_str() {
+                    "(" | "[" | "{" => depth += 1,
+                    ")" | "]" | "}" => depth -= 1,
+                    _ => {}
+                }
+                if !(t.is("thread") && !t.pp && depth == 0) {
+                    continue;
+                }
+                // The type up to the reference or pointer declarator.
+                let mut angle = 0i32;
+                let mut end = None;
+                for (m, x) in toks.iter().enumerate().take(close).skip(k + 1) {
+                    match x.text.as_str() {
+                        "<" => angle += 1,
+                        ">" => angle -= 1,
+                        ">>" => angle -= 2,
+                        "&" | "&&" if angle <= 0 => {
+                            end = Some(m);
+                            break;
+                        }
+                        "*" | "," | "(" | ")" if angle <= 0 => break,
+                        _ => {}
+                    }
+                }
+                let Some(end) = end else { continue };
+                let ty: Vec<&Token> = toks[k + 1..end].iter().filter(|x| !x.is("const")).collect();
+                if !ty.iter().any(|x| x.kind == Kind::Ident && params.contains(&x.text)) {
+                    continue;
+                }
+                edits.push(Edit { offset: t.offset, delete: 6, insert: "      ".into() });
+                // A bare `T`: it deduces the argument's space (rule deduced_thread_params); in
+                // `vec<T, 4>&` the reference stays generic, and a conversion into it shows.
+                if ty.len() == 1
+                    && let Some(pn) = toks.get(end + 1).filter(|x| x.kind == Kind::Ident)
+                {
+                    out.push((pn.line, pn.col));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
 }
 
 fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -> Rewritten {
@@ -449,7 +594,7 @@ fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -
         pos = e.offset + e.delete;
     }
     push_orig(&mut text, &mut segments, &src[pos..], &mut out_col, &mut orig_col);
-    Rewritten { text, threadgroup_decls, segments }
+    Rewritten { text, threadgroup_decls, deduced_thread_params: Vec::new(), segments }
 }
 
 #[cfg(test)]
@@ -485,6 +630,18 @@ mod tests {
     fn function_constant_becomes_initialised_constant() {
         let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;", &[]);
         assert_eq!(r.text, format!("constant bool align_M {{}}{};\nint x;", " ".repeat(24)));
+    }
+
+    #[test]
+    fn deduced_thread_reference_loses_thread() {
+        let src = "template <class C, typename T, int N>\nvoid f(thread C& c, const thread T& p, thread float& x, thread C v, thread vec<T, N>& w, thread T* q);\ntemplate <typename T> struct S { void g(thread T& y); };";
+        let r = rewrite(src, &[]);
+        assert_eq!(
+            r.text.lines().nth(1).unwrap(),
+            "void f(       C& c, const        T& p, thread float& x, thread C v,        vec<T, N>& w, thread T* q);"
+        );
+        assert!(r.text.ends_with("void g(thread T& y); };"));
+        assert_eq!(r.deduced_thread_params, vec![(2, 18), (2, 37)]);
     }
 
     #[test]

@@ -166,6 +166,7 @@ fn before(a: (u32, u32), b: (u32, u32)) -> bool {
 /// The address space of a pointer's or reference's pointee in clang's spelling of a type
 /// (`const __global float *`), or None when the type is neither.
 fn pointee_space(ty: &str) -> Option<&'static str> {
+    let ty = &outside_template_args(ty);
     let head = ty.split(['*', '&']).next()?;
     if !ty.contains('*') && !ty.contains('&') {
         return None;
@@ -184,7 +185,8 @@ fn pointee_space(ty: &str) -> Option<&'static str> {
 /// The address space an lvalue or a pointer's pointee is in, from clang's spelling of its
 /// type: the first space named before any `*` or `&` (private and generic are both `thread`).
 fn space_class(ty: &str) -> &'static str {
-    let head = ty.split(['*', '&']).next().unwrap_or("");
+    let outer = outside_template_args(ty);
+    let head = outer.split(['*', '&']).next().unwrap_or("");
     if head.contains("__global") {
         "device"
     } else if head.contains("__constant") {
@@ -194,6 +196,35 @@ fn space_class(ty: &str) -> &'static str {
     } else {
         "thread"
     }
+}
+
+/// A Metal 4 tensor handle over device or constant memory (`tensor<device half, dextents<int,
+/// 2>>`): bound to a buffer index like a buffer (`[[buffer(n)]]`).
+fn tensor_handle(ty: &str) -> bool {
+    let mut t = ty;
+    for q in ["const ", "__private ", "const ", "metal::"] {
+        t = t.trim_start_matches(q);
+    }
+    let Some(args) = t.strip_prefix("tensor<") else { return false };
+    let first = args.split(',').next().unwrap_or("");
+    let handle = !args.contains("tensor_inline");
+    handle && (first.contains("__global") || first.contains("__constant"))
+}
+
+/// A type's spelling without its template argument lists (`uniform<remove_addrspace_t<__constant
+/// float>>` is no constant type): the address spaces that qualify the type itself remain.
+fn outside_template_args(ty: &str) -> String {
+    let mut depth = 0usize;
+    let mut out = String::with_capacity(ty.len());
+    for c in ty.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 fn plain_type(ty: &str) -> String {
@@ -264,7 +295,7 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
         match a.name.as_str() {
             "buffer" => {
                 let idx = a.arg.clone().unwrap_or_default();
-                if !matches!(space, Some("device" | "constant")) {
+                if !matches!(space, Some("device" | "constant")) && !tensor_handle(&p.ty) {
                     out.push(aat(format!(
                         "[[buffer({idx})]] parameter '{}' must be a device or constant pointer or reference (MSL 5.2.1)",
                         p.name
@@ -301,6 +332,36 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
             n if OTHER_PARAM_ATTRS.contains(&n) => {}
             "function_constant" => {}
             n => out.push(aat(format!("unknown kernel parameter attribute [[{n}]] on '{}' (MSL 5.2.1)", p.name))),
+        }
+    }
+}
+
+/// `thread T&` parameters of function templates (rewrite 7 blanked their `thread`): an
+/// instantiation whose `T` carries the device, constant or threadgroup space bound an object of
+/// that space to a thread reference, which Metal does not do (MSL 4).
+pub fn deduced_thread_params(file: &str, params: &[(u32, u32)], functions: &[&Function], out: &mut Vec<Problem>) {
+    if params.is_empty() {
+        return;
+    }
+    for f in functions {
+        for p in &f.params {
+            if !params.contains(&(p.loc.line, p.loc.col)) {
+                continue;
+            }
+            let space = space_class(&p.ty);
+            if space != "thread" {
+                out.push(problem(
+                    file,
+                    p.loc.line,
+                    p.loc.col,
+                    format!(
+                        "thread parameter '{}' of '{}' is bound to a {space} object (deduced as '{}'); Metal has no conversion between address spaces (MSL 4)",
+                        p.name,
+                        f.name,
+                        crate::diag::reword(&p.ty)
+                    ),
+                ));
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 use crate::lex::{Kind, tokenize};
-use crate::prelude::METAL_HEADERS;
+use crate::prelude::is_metal_header;
 use crate::rewrite::{Rewritten, rewrite, vector_aliases};
 
 pub struct SourceFile {
@@ -72,7 +72,7 @@ pub fn closure(source: &str, main_dir: Option<&Path>, dirs: &[PathBuf]) -> Vec<(
     let mut seen = std::collections::HashSet::new();
     while let Some((text, dir)) = queue.pop() {
         for (name, quoted) in includes(&text) {
-            if !quoted && METAL_HEADERS.contains(&name.as_str()) {
+            if !quoted && is_metal_header(&name) {
                 continue;
             }
             let mut candidates: Vec<PathBuf> = Vec::new();
@@ -106,7 +106,7 @@ pub fn main_dir(file_name: &str) -> Option<PathBuf> {
 
 /// Whether an angle include names a header that is neither Metal's nor found in the dirs.
 pub fn is_foreign_angle_include(name: &str, dirs: &[PathBuf]) -> bool {
-    !METAL_HEADERS.contains(&name) && !dirs.iter().any(|d| d.join(name).is_file())
+    !is_metal_header(name) && !dirs.iter().any(|d| d.join(name).is_file())
 }
 
 impl Workspace {

@@ -33,25 +33,60 @@ fn expectations(src: &str) -> Vec<Expect> {
         .collect()
 }
 
+/// `// metal-version: N` in a case checks it at `__METAL_VERSION__` N, else at `default`.
+fn version_defines(src: &str, default: Option<u32>) -> Vec<kernelgen_msl::Define> {
+    let v = src
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("// metal-version:").and_then(|v| v.trim().parse::<u32>().ok()))
+        .or(default);
+    v.map(|v| vec![("__METAL_VERSION__".to_string(), Some(v.to_string()))]).unwrap_or_default()
+}
+
 #[test]
 fn every_invalid_case_is_rejected_at_its_lines() {
     let files = common::files(&common::crate_dir().join("tests/invalid"), "metal");
     assert!(files.len() >= 30, "only {} invalid cases", files.len());
-    let c = common::checker();
-    let mut failures = Vec::new();
     for f in &files {
         let src = common::read(f);
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let name = f.file_name().unwrap().to_string_lossy();
         assert!(
             src.contains("MSL specification section") || src.contains("MSL specification chapter"),
             "{name} cites no section"
         );
+    }
+    let failures = rejected_at_their_lines(&files, None);
+    println!("{} invalid cases", files.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Metal 4 cases (tensors, MetalPerformancePrimitives), checked at `__METAL_VERSION__` 400
+/// unless they say otherwise. Not in tests/invalid: kernelgen's emulator has no Metal 4
+/// tensors, so the g++ and `kernelgen emu` comparisons made there mean nothing for them.
+/// Each cites what it breaks: the MSL specification or Apple's headers.
+#[test]
+fn every_metal4_invalid_case_is_rejected_at_its_lines() {
+    let files = common::files(&common::crate_dir().join("tests/invalid_metal4"), "metal");
+    assert!(files.len() >= 5, "only {} Metal 4 invalid cases", files.len());
+    for f in &files {
+        assert!(common::read(f).contains("Cites:"), "{} cites nothing", f.display());
+    }
+    let failures = rejected_at_their_lines(&files, Some(400));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every expectation of every case met, and every problem expected.
+fn rejected_at_their_lines(files: &[std::path::PathBuf], version: Option<u32>) -> Vec<String> {
+    let c = common::checker();
+    common::par_map(files, |f| {
+        let mut failures = Vec::new();
+        let src = common::read(f);
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
         let exp = expectations(&src);
         assert!(!exp.is_empty(), "{name} has no expectations");
-        let problems = match c.check(&src, &name, &[]) {
+        let problems = match c.check_with(&src, &name, &[], &version_defines(&src, version)) {
             Ok(()) => {
                 failures.push(format!("{name}: accepted"));
-                continue;
+                return failures;
             }
             Err(p) => p,
         };
@@ -73,23 +108,35 @@ fn every_invalid_case_is_rejected_at_its_lines() {
                 failures.push(format!("{name}: unexpected problem {p}"));
             }
         }
-    }
-    println!("{} invalid cases", files.len());
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        failures
+    })
+    .concat()
 }
 
 #[test]
 fn every_valid_case_passes() {
-    let files = common::files(&common::crate_dir().join("tests/valid"), "metal");
+    valid_cases_pass("tests/valid", None);
+}
+
+/// Metal 4's tensors and matmul2d as Apple's headers document them and kernels call them.
+#[test]
+fn every_metal4_valid_case_passes() {
+    valid_cases_pass("tests/valid_metal4", Some(400));
+}
+
+fn valid_cases_pass(dir: &str, version: Option<u32>) {
+    let files = common::files(&common::crate_dir().join(dir), "metal");
     assert!(!files.is_empty());
     let c = common::checker();
-    let mut failures = Vec::new();
-    for f in &files {
+    let failures: Vec<String> = common::par_map(&files, |f| {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        if let Err(p) = c.check(&common::read(f), &name, &[]) {
-            failures.extend(p.iter().map(|p| p.to_string()));
+        let src = common::read(f);
+        match c.check_with(&src, &name, &[], &version_defines(&src, version)) {
+            Ok(()) => Vec::new(),
+            Err(p) => p.iter().map(|p| p.to_string()).collect(),
         }
-    }
+    })
+    .concat();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

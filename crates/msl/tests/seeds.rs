@@ -241,8 +241,7 @@ fn seed_kernels_pass_as_mlx_assembles_them() {
         ("#include <metal_stdlib>\nusing namespace metal;".to_string(), vec![])
     };
     let c = common::checker();
-    let mut count = 0;
-    let mut failures = Vec::new();
+    let mut sources = Vec::new();
     for seed in &seeds {
         let diff = common::read(seed);
         for m in modules(&diff) {
@@ -255,18 +254,20 @@ fn seed_kernels_pass_as_mlx_assembles_them() {
                     if let Some(d) = std::env::var_os("KGMSL_SEEDS_DUMP") {
                         let _ = std::fs::write(PathBuf::from(d).join(format!("{}_{dt}.metal", k.name)), &src);
                     }
-                    let name = format!("{}_{dt}.metal", k.name);
-                    count += 1;
-                    if let Err(p) = c.check(&src, &name, &dirs) {
-                        failures.push(format!(
-                            "{name}:\n  {}",
-                            p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  ")
-                        ));
-                    }
+                    sources.push((format!("{}_{dt}.metal", k.name), src));
                 }
             }
         }
     }
+    let count = sources.len();
+    let failures: Vec<String> = common::par_map(&sources, |(name, src)| {
+        c.check(src, name, &dirs).err().map(|p| {
+            format!("{name}:\n  {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  "))
+        })
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     println!("{count} seed kernel sources checked");
     // A control: the same assembly with one bad line is rejected at that line.
     if let Some(k) = seeds.iter().flat_map(|f| modules(&common::read(f))).flat_map(|m| kernels(&m)).next() {

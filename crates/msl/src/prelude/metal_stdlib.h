@@ -19,6 +19,11 @@
 #define __METAL_FAST_MATH__ true
 #define __METAL_PRECISE_MATH__ false
 #define __METAL_MAYBE_FAST_MATH__ false
+// Metal 4's tensors: <metal_tensor>, <metal_cooperative_tensor> and MetalPerformancePrimitives
+// (separate headers beside this one) declare nothing without it, as Apple's headers do.
+#if __METAL_VERSION__ >= 400
+#define __HAVE_TENSOR__ 1
+#endif
 
 // ---- Address spaces are OpenCL's, so clang keeps them as real qualifiers (member functions
 // overload on them). `thread` is the default: OpenCL's generic space for pointers, references
@@ -557,6 +562,28 @@ template <typename T> struct uniform {
 template <typename T> constexpr uniform<remove_cv_t<remove_addrspace_t<T>>> make_uniform(const T& v) {
   return uniform<remove_cv_t<remove_addrspace_t<T>>>(v);
 }
+
+// ---- Shader logging (<metal_logging>, Metal 3.2): a log object is a program-scope `constant`
+// (its constructor is constexpr and constant-qualified); the messages are printf-style
+// formats in the constant address space, the arguments any loggable values. What the
+// runtime prints is not modelled; Apple documents `log` and the per-level `log_*` calls.
+#if __METAL_VERSION__ >= 320
+class os_log {
+public:
+  constexpr os_log(const constant char* subsystem, const constant char* category) constant : __subsystem(subsystem), __category(category) {}
+#define KGMSL_OS_LOG_CALL(name)                                                 \
+  template <typename... Args> void name(const constant char* format, Args...) const constant; \
+  template <typename... Args> void name(const constant char* format, Args...) const thread;
+  KGMSL_OS_LOG_CALL(log) KGMSL_OS_LOG_CALL(log_debug) KGMSL_OS_LOG_CALL(log_info)
+  KGMSL_OS_LOG_CALL(log_error) KGMSL_OS_LOG_CALL(log_fault)
+#undef KGMSL_OS_LOG_CALL
+private:
+  const constant char* __subsystem;
+  const constant char* __category;
+};
+// The default log (subsystem and category left to the runtime).
+constant os_log os_log_default("", "");
+#endif
 
 } // namespace metal
 
