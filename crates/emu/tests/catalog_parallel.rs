@@ -1,7 +1,8 @@
 //! Every bundled kernel (`kernelgen::kernels::CATALOG`) gives the same output bits with
 //! several workers as with one, in every run order: forward, reverse and seeded shuffles.
 //! Inputs are seeded random values of each dtype (kept lengths within their bound), at
-//! small run-time sizes; the outputs are compared byte for byte, poison included.
+//! small run-time sizes; the outputs are compared byte for byte, poison included. The two
+//! vocabulary heads run forward and shuffled on several workers only.
 
 use kernelgen::backend;
 use kernelgen::contract::{Dtype, KernelDef, Source};
@@ -80,6 +81,9 @@ fn inputs(def: &KernelDef, seed: u64) -> (Vec<HostArray>, Vec<Vec<i32>>) {
     (arrays, host)
 }
 
+/// Inputs larger than this make a kernel run in fewer configurations.
+const LARGE_INPUT_BYTES: usize = 128 << 20;
+
 #[test]
 fn every_bundled_kernel_gives_the_serial_bits_with_several_workers_in_every_order() {
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
@@ -96,9 +100,19 @@ fn every_bundled_kernel_gives_the_serial_bits_with_several_workers_in_every_orde
         let refs: Vec<&HostArray> = arrays.iter().collect();
         let host: Vec<&[i32]> = host.iter().map(|h| h.as_slice()).collect();
         let want = backend::launch_vec(&serial, def, &refs, &host).unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        // A vocabulary head (635 MB of weights, a second or two per launch) runs in the
+        // orders that differ most from one worker's forward run: `kernelgen verify` runs it
+        // in reverse order on every worker too.
+        let large = arrays.iter().map(|a| a.data.len()).sum::<usize>() > LARGE_INPUT_BYTES;
         for (order, b) in &parallel {
+            if large && *order == RunOrder::Reverse {
+                continue;
+            }
             let got = backend::launch_vec(b, def, &refs, &host).unwrap_or_else(|e| panic!("{}: {e}", def.name));
             assert!(got == want, "{}: {workers} workers in {order:?} differ from one worker in forward order", def.name);
+        }
+        if large {
+            continue;
         }
         // one worker in a shuffled order: the same bits too (the kernels have no races)
         let got = backend::launch_vec(&serial_shuffled, def, &refs, &host).unwrap_or_else(|e| panic!("{}: {e}", def.name));
