@@ -7,7 +7,7 @@ CARGO     ?= cargo
 # (one `Finished` line when it is up to date), and then runs it quietly.
 KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 
-.PHONY: generate check test test-sanitize fuzz bench deps cli package
+.PHONY: generate check test test-slow test-sanitize fuzz bench deps cli package
 
 ## Build the `kernelgen` command (target/debug/kernelgen), showing cargo's progress.
 cli:
@@ -37,7 +37,7 @@ deps:
 
 ## Unit, snapshot, CLI and emulator tests (the Metal check's corpus of invalid MSL, the generated
 ## kernels, the seeds and MLX's headers among them: deps fetched the headers, so no test may skip
-## them), then every kernel verified in the emulator.
+## them), then every kernel verified in the emulator. The slow tests are `make test-slow`'s.
 test: deps cli
 	$(KERNELGEN) check
 	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace
@@ -45,6 +45,15 @@ test: deps cli
 	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
 	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml --target-dir target
 	$(KERNELGEN) verify
+
+## The slow tests, which `make test` builds but leaves out (`#[ignore]`d) and .ci/run runs:
+## the proc-macros' compile errors (trybuild builds their dependencies again), the tutorial
+## run end to end (it builds and tests the tutorial's crate), and every bundled kernel with
+## several emulator workers in every run order against one worker.
+test-slow: deps cli
+	$(CARGO) test --package kernelgen-macros-ui --test compile_fail -- --ignored
+	$(CARGO) test --package kernelgen-cli --test tutorial -- --ignored
+	$(CARGO) test --package kernelgen-emu --test catalog_parallel -- --ignored
 
 ## What publishing needs: the API docs build without a warning (the macros' re-export
 ## included), and every published crate packages and builds alone from its .crate file

@@ -160,6 +160,7 @@ fn path_with(bins: &[&Path]) -> std::ffi::OsString {
 }
 
 #[test]
+#[ignore = "slow (builds and tests the tutorial's crate): `make test-slow`, in .ci/run"]
 fn the_tutorial_runs_in_an_empty_directory() {
     let python = Command::new("python3").args(["-c", "import numpy"]).output();
     assert!(python.is_ok_and(|o| o.status.success()), "the tutorial needs python3 with numpy (`make deps` installs it)");

@@ -85,6 +85,7 @@ fn inputs(def: &KernelDef, seed: u64) -> (Vec<HostArray>, Vec<Vec<i32>>) {
 const LARGE_INPUT_BYTES: usize = 128 << 20;
 
 #[test]
+#[ignore = "slow (every bundled kernel at its production size, five times): `make test-slow`, in .ci/run"]
 fn every_bundled_kernel_gives_the_serial_bits_with_several_workers_in_every_order() {
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
     let emu = |order, workers| EmuBackend::new(EmuOptions { order, workers, ..Default::default() }).expect("emulator");

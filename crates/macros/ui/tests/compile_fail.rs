@@ -4,6 +4,7 @@
 //! and review them.
 
 #[test]
+#[ignore = "slow (trybuild builds the macros' dependencies again): `make test-slow`, in .ci/run"]
 fn spec_errors_are_compile_errors_at_the_token() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");
