@@ -57,8 +57,8 @@ test-slow: deps cli
 
 ## What publishing needs: the API docs build without a warning (the macros' re-export
 ## included), and every published crate packages and builds alone from its .crate file
-## (cargo packages the workspace through a temporary local registry; kernelgen-msl is
-## publish = false). cargo's notes on the tests and benches a package leaves out, and on
+## (cargo packages the workspace through a temporary local registry; kernelgen-macros-ui,
+## the compile-fail tests, is publish = false). cargo's notes on the tests and benches a package leaves out, and on
 ## the workspace's per-crate profiles, are filtered.
 package: SHELL := /bin/bash
 package:
@@ -70,7 +70,11 @@ package:
 	@# run verifies its own sources, and the dependencies' builds are still shared.
 	rm -rf $${CARGO_HOME:-$$HOME/.cargo}/registry/src/-*/kernelgen-*[0-9]
 	find target/debug/.fingerprint -path '*/kernelgen-*/dep-lib-*' -size -24c -printf '%h\n' 2>/dev/null | xargs -r rm -rf
-	set -o pipefail; $(CARGO) package --workspace --allow-dirty 2>&1 \
+	@# The packages build unoptimized: cargo verifies that they build, and the dev profile's
+	@# opt-level 3 for the emulator, the references, the Metal check and the CLI (which only
+	@# `verify` and the tests need) would cost minutes here.
+	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-macros-ui --allow-dirty \
+	    $(foreach p,kernelgen-emu kernelgen-reference kernelgen-msl kernelgen-cli,--config 'profile.dev.package.$(p).opt-level=0') 2>&1 \
 	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$' \
 	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
 
