@@ -2,7 +2,9 @@
 //! lines and columns. Each rewrite keeps lines; a few insert characters within a line.
 //!
 //! 1. `float4(a, b)` and `short2 v(a, b);` (vector constructors with several arguments, which
-//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};`; with one
+//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};` (the
+//!    braces are recorded: too few components there is an error, unlike in braces the user
+//!    wrote, which Metal value-initialises the rest of); with one
 //!    argument, `half2(v)` becomes `__kgmsl_vcast<half2>(v)` (the prelude converts a vector
 //!    element by element, as Metal does, or splats a scalar). Names that alias vector types
 //!    (`typedef float2 complex_T;`) count as vector types.
@@ -42,6 +44,10 @@ pub struct Rewritten {
     /// Parameters `thread T& name` of function templates whose `thread` was blanked (rewrite
     /// 7): original position of the name.
     pub deduced_thread_params: Vec<(u32, u32)>,
+    /// The braces rewrite 1 made of a vector constructor's parentheses (original line and
+    /// column of the `(`): clang's "too few elements" there is Metal's error too, while at
+    /// braces the user wrote it is not (Metal value-initialises the rest).
+    pub constructor_braces: Vec<(u32, u32)>,
     /// Per output line (0-based): (output column where a segment starts, original column).
     segments: Vec<Vec<(u32, u32)>>,
 }
@@ -152,7 +158,7 @@ pub fn vector_aliases(src: &str) -> Vec<String> {
     out
 }
 
-fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>) {
+fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>, braces: &mut Vec<(u32, u32)>) {
     let in_body = function_bodies(toks);
     for i in 0..toks.len() {
         let t = &toks[i];
@@ -202,6 +208,7 @@ fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>
         }
         edits.push(Edit { offset: toks[open].offset, delete: 1, insert: "{".into() });
         edits.push(Edit { offset: toks[close].offset, delete: 1, insert: "}".into() });
+        braces.push((toks[open].line, toks[open].col));
     }
 }
 
@@ -412,7 +419,8 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     let toks = tokenize(src);
     let mut edits = Vec::new();
     let mut threadgroup_decls = Vec::new();
-    vector_constructors(&toks, vector_aliases, &mut edits);
+    let mut constructor_braces = Vec::new();
+    vector_constructors(&toks, vector_aliases, &mut edits, &mut constructor_braces);
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
     function_constants(src, &toks, &mut edits);
@@ -422,6 +430,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits, threadgroup_decls);
     r.deduced_thread_params = deduced_thread_params;
+    r.constructor_braces = constructor_braces;
     r
 }
 
@@ -594,7 +603,7 @@ fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -
         pos = e.offset + e.delete;
     }
     push_orig(&mut text, &mut segments, &src[pos..], &mut out_col, &mut orig_col);
-    Rewritten { text, threadgroup_decls, deduced_thread_params: Vec::new(), segments }
+    Rewritten { text, threadgroup_decls, deduced_thread_params: Vec::new(), constructor_braces: Vec::new(), segments }
 }
 
 #[cfg(test)]
@@ -609,6 +618,8 @@ mod tests {
             r.text,
             "void f() { float4 v = float4{a, b.xy, 1}; float4 w = __kgmsl_vcast<float4>(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
         );
+        // The braces made of parentheses (where clang's "too few elements" stays an error).
+        assert_eq!(r.constructor_braces, vec![(1, 29), (1, 89), (1, 105), (1, 116)]);
         assert_eq!(r.original_col(1, 32), 32);
         // `a` of `float4(a)` (original column 61) sits 15 columns later after the rewrite.
         assert_eq!(r.original_col(1, 76), 61);
