@@ -21,9 +21,10 @@
 //!    `atomic_float` or `memory_order` becomes `metal::atomic_uint` (...): clang predeclares
 //!    OpenCL's own types of those names at global scope, so the plain name is ambiguous.
 //! 7. `thread` in a function template's reference parameter whose type names one of its type
-//!    parameters (`thread T& x`, `const thread vec<T, 4>& v`) is blanked: clang cannot
-//!    deduce through `__generic` from a local (a `__private` object in the OpenCL model), which
-//!    Metal can. Without it `vec<T, 4>&` is generic again once deduced (a device argument shows
+//!    parameters (`thread T& x`, `const thread vec<T, 4>& v`; of an out-of-line member
+//!    definition `S<T>::g(...)`, not the class's, which the in-class declaration keeps) is
+//!    blanked: clang cannot deduce through `__generic` from a local (a `__private` object in
+//!    the OpenCL model), which Metal can. Without it `vec<T, 4>&` is generic again once deduced (a device argument shows
 //!    as an address-space conversion), while a bare `T` deduces with the argument's space: those
 //!    parameters are recorded, and a rule reports one whose `T` deduced a device, constant or
 //!    threadgroup object (Metal does not bind those to thread references).
@@ -516,6 +517,16 @@ fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)>
             }
             j += 1;
         }
+        // An out-of-line member definition (`template <class T> void S<T>::g(thread T& y)`):
+        // the class's parameters are not the function's own (the declaration in the class, with
+        // no header of its own, keeps its `thread`), only those of a member template's header.
+        let params = match list {
+            Some((open, _)) => {
+                let class_params = qualifier_names(toks, open);
+                params.into_iter().filter(|p| !class_params.contains(p)).collect()
+            }
+            None => params,
+        };
         if let Some((open, close)) = list
             && !params.is_empty()
         {
@@ -564,6 +575,48 @@ fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)>
         i += 1;
     }
     out
+}
+
+/// The identifiers in the template argument lists of the qualifier of the function name just
+/// before the parameter list at `open` (`S<T, N>::g(` gives T and N; `ns::f(` and `f(` none).
+fn qualifier_names(toks: &[Token], open: usize) -> Vec<String> {
+    // The name: an identifier, or `operator` and its symbol (`operator()(`, `operator+=(`).
+    let Some(mut name) = open.checked_sub(1) else { return Vec::new() };
+    if toks[name].kind != Kind::Ident || name.checked_sub(1).is_some_and(|p| toks[p].is("operator")) {
+        match (name.saturating_sub(3)..name).rev().find(|&k| toks[k].is("operator")) {
+            Some(k) => name = k,
+            None => return Vec::new(),
+        }
+    }
+    let mut names = Vec::new();
+    let mut j = name;
+    // Back over `X<...>::`, `ns::` ... while a `::` precedes.
+    while j >= 2 && toks[j - 1].is("::") {
+        j -= 2;
+        if toks[j].is(">") || toks[j].is(">>") {
+            let mut depth = 0i32;
+            loop {
+                match toks[j].text.as_str() {
+                    ">" => depth += 1,
+                    ">>" => depth += 2,
+                    "<" => depth -= 1,
+                    ";" | "{" | "}" => return names,
+                    _ if toks[j].kind == Kind::Ident => names.push(toks[j].text.clone()),
+                    _ => {}
+                }
+                if depth <= 0 || j == 0 {
+                    break;
+                }
+                j -= 1;
+            }
+            // The template's name before its `<`.
+            j = j.saturating_sub(1);
+        }
+        if toks[j].kind != Kind::Ident {
+            break;
+        }
+    }
+    names
 }
 
 fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -> Rewritten {
@@ -653,6 +706,18 @@ mod tests {
         );
         assert!(r.text.ends_with("void g(thread T& y); };"));
         assert_eq!(r.deduced_thread_params, vec![(2, 18), (2, 37)]);
+        // Out of line, a class template's parameter is not the member's own: its `thread`
+        // stays, as in the declaration in the class; a member template's own one goes, as there.
+        let src = "template <typename T> void S<T>::g(thread T& y) {}\n\
+                   template <typename T> template <class U> void S<T>::h(thread T& a, thread U& b) {}\n\
+                   template <int N, class T> bool A<N, vec<T, 2>>::operator()(thread T& x) const { return 1; }\n\
+                   template <typename T> typename S<T>::type ns::f(thread T& x);";
+        let r = rewrite(src, &[]);
+        let lines: Vec<&str> = r.text.lines().collect();
+        assert_eq!(lines[0], "template <typename T> void S<T>::g(thread T& y) {}");
+        assert_eq!(lines[1], "template <typename T> template <class U> void S<T>::h(thread T& a,        U& b) {}");
+        assert!(lines[2].contains("operator()(thread T& x)"), "{}", lines[2]);
+        assert_eq!(lines[3], "template <typename T> typename S<T>::type ns::f(       T& x);");
     }
 
     #[test]
