@@ -128,6 +128,8 @@ fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>
     }
 }
 
+/// Parse and walk a dump. Recursive, once per level of the AST: the caller runs it on a stack
+/// that holds json::MAX_DEPTH levels (`crate::deep_stack`).
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
     let v = crate::json::parse(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
     let mut w = Walker {
