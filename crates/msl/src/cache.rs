@@ -21,12 +21,50 @@ pub fn hash_hex(parts: &[&str]) -> String {
     format!("{a:016x}{b:016x}")
 }
 
+/// A temporary name beside `path`, unique to this process and call (threads of one process
+/// write the same file at once: the checks of a new Metal version each prepare its prelude).
+pub fn temp_name(path: &Path) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp{}-{n}", std::process::id()));
+    path.with_file_name(name)
+}
+
 /// Write through a temporary name and rename, so concurrent checkers never see half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = temp_name(path);
     {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
     }
     fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads of one process writing one file at once (the checks of a new Metal version each
+    /// preparing its prelude) each succeed, and the file is one of the writes, whole.
+    #[test]
+    fn concurrent_atomic_writes_of_one_file_all_succeed() {
+        let dir = std::env::temp_dir().join(format!("kgmsl-write-atomic-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("metal_stdlib");
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        write_atomic(path, format!("writer {t}\n").repeat(100).as_bytes()).unwrap();
+                    }
+                });
+            }
+        });
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.lines().all(|l| l == text.lines().next().unwrap()) && text.lines().count() == 100);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "temporary files left behind");
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

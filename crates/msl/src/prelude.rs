@@ -74,6 +74,13 @@ impl Prelude {
         if pch.exists() {
             return Ok(Prelude { dir, pch });
         }
+        // One build at a time in this process (checks at a new version start together); other
+        // processes may build it too: every file is written under a name of its own and renamed.
+        static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        if pch.exists() {
+            return Ok(Prelude { dir, pch });
+        }
         fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("creating {}: {e}", dir.display())))?;
         let io = |p: &Path, e: std::io::Error| Error::Io(format!("writing {}: {e}", p.display()));
         write_atomic(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
@@ -91,7 +98,7 @@ impl Prelude {
         // directory, so the prelude counts as a system header (no warnings from it).
         let root = dir.join("pch-root.h");
         write_atomic(&root, b"#include <metal_stdlib>\n").map_err(|e| io(&root, e))?;
-        let tmp = dir.join(format!("metal_stdlib.pch.{}", std::process::id()));
+        let tmp = crate::cache::temp_name(&pch);
         let out = clang
             .command()
             .args(&flags)
