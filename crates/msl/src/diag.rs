@@ -167,6 +167,10 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
     let mut out = Vec::new();
     let artifact = artifacts(diags);
+    // Where the last error inside the prelude was reported: clang prints the instantiation notes
+    // once for consecutive errors in one instantiation (two static_asserts of one function), so
+    // a prelude error without notes belongs where the one before it did.
+    let mut last_prelude: Option<(String, u32, u32)> = None;
     for (d, art) in diags.iter().zip(artifact) {
         if d.severity != "error" || benign(&d.message) || art {
             continue;
@@ -185,10 +189,13 @@ pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
         // A header clang found that the workspace did not mirror keeps its own path; the
         // prelude and <built-in> point to the user's code that led there.
         let outside = !d.file.contains("/prelude-") && !d.file.starts_with('<');
+        let in_prelude = d.file.contains("/prelude-");
         let here = ws
             .original(&d.file, d.line, d.col)
             .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)))
-            .or_else(|| outside.then(|| (d.file.clone(), d.line, d.col)));
+            .or_else(|| outside.then(|| (d.file.clone(), d.line, d.col)))
+            .or_else(|| if in_prelude && d.notes.is_empty() { last_prelude.clone() } else { None });
+        last_prelude = if in_prelude { here.clone() } else { None };
         let (file, line, col) = here.unwrap_or_else(|| {
             let main = ws.file(&ws.main_path.display().to_string()).map(|f| f.display.clone()).unwrap_or_default();
             (main, 1, 1)

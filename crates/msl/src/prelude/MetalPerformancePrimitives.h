@@ -88,6 +88,19 @@ template <class T> constexpr bool is_cooperative_tensor() { return metal::__kgms
 template <class T> constexpr bool is_operand() { return is_tensor<T>() || is_cooperative_tensor<T>(); }
 template <class T> constexpr bool is_unqualified() { return metal::is_same_v<T, plain_t<T>>; }
 template <class T> using value_t = typename plain_t<T>::value_type;
+// What Apple's __run asserts of every operand (MPPTensorOpsMatMul2dImpl.h): rank 2, and a
+// tensor's elements in a space its dispatch has: device or threadgroup memory for SIMD-groups,
+// device or thread memory for execution_thread; constant memory for none ("Unsupported address
+// space"). Cooperative tensors are the thread's own registers.
+template <class T> constexpr bool rank2() { return plain_t<T>::get_rank() == 2; }
+template <class Scope, class T> constexpr bool space_supported() {
+  if constexpr (is_cooperative_tensor<T>()) {
+    return true;
+  } else {
+    constexpr int space = metal::__kgmsl_tensor::space<typename plain_t<T>::element_type>::value;
+    return metal::is_execution_thread_v<metal::remove_cv_t<Scope>> ? (space == 0 || space == 1) : (space == 1 || space == 3);
+  }
+}
 
 // The (left, right, destination) element types MPPTensorOpsMatMul2d.h lists, less the
 // 2-, 4- and 8-bit formats (int4b_format, metal_fp8_e4m3_format, ...), not modelled.
@@ -158,6 +171,17 @@ public:
                                               __kgmsl_matmul2d::value_t<RightOperandType>,
                                               __kgmsl_matmul2d::value_t<DestinationOperandType>>(),
                   "matmul2d: unsupported combination of left, right and destination element types");
+    static_assert(__kgmsl_matmul2d::rank2<LeftOperandType>() && __kgmsl_matmul2d::rank2<RightOperandType>() &&
+                      __kgmsl_matmul2d::rank2<DestinationOperandType>(),
+                  "matmul2d::run: Operand must have rank 2");
+    static_assert(__kgmsl_matmul2d::space_supported<Scope, LeftOperandType>() &&
+                      __kgmsl_matmul2d::space_supported<Scope, RightOperandType>() &&
+                      __kgmsl_matmul2d::space_supported<Scope, DestinationOperandType>(),
+                  "matmul2d::run: Unsupported address space: a tensor operand's elements are in device or threadgroup "
+                  "memory (execution_simdgroups), device or thread memory (execution_thread), never constant memory");
+    static_assert(!(metal::is_execution_thread_v<metal::remove_cv_t<Scope>> &&
+                    __kgmsl_matmul2d::is_cooperative_tensor<DestinationOperandType>()),
+                  "matmul2d::run: destination cannot be cooperative tensor with cooperative group of size 1");
   }
 
   template <typename LeftElementType, typename RightElementType, typename ElementType, typename CoordType = int,
