@@ -41,6 +41,38 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
+/// Create `path` with `bytes` unless it exists: never rewritten once there, so its modification
+/// time stays what a precompiled header built from it recorded (clang refuses a PCH whose
+/// headers changed since, and several processes may prepare one prelude at once). The file
+/// appears whole (a hard link of a finished temporary file, which fails if `path` exists).
+pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let tmp = temp_name(path);
+    {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+    }
+    publish(&tmp, path)
+}
+
+/// Move the finished file `tmp` to `path` unless `path` exists already (then `tmp` goes).
+pub fn publish(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    match fs::hard_link(tmp, path) {
+        Ok(()) => {
+            let _ = fs::remove_file(tmp);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs::remove_file(tmp);
+            Ok(())
+        }
+        // No hard links on this file system: rename, as write_atomic does.
+        Err(_) => fs::rename(tmp, path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +96,22 @@ mod tests {
         });
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.lines().all(|l| l == text.lines().next().unwrap()) && text.lines().count() == 100);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "temporary files left behind");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A file write_new made is never rewritten (its mtime is what a PCH built from it recorded).
+    #[test]
+    fn write_new_keeps_the_first_file() {
+        let dir = std::env::temp_dir().join(format!("kgmsl-write-new-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pch-root.h");
+        write_new(&path, b"first").unwrap();
+        let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_new(&path, b"second").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "temporary files left behind");
         let _ = fs::remove_dir_all(&dir);
     }
