@@ -21,7 +21,11 @@ pub struct Loc {
 #[derive(Clone, Debug)]
 pub struct Param {
     pub name: String,
+    /// The type as written (`uint3`, `TA`): what messages and attribute rules name.
     pub ty: String,
+    /// The type with aliases and typedefs looked through (`__global float *` for
+    /// `ptr<device float>`): what address-space rules read.
+    pub desugared: String,
     pub loc: Loc,
 }
 
@@ -51,12 +55,15 @@ pub enum Fact {
     /// A type spelled with a function pointer or reference.
     FunctionPointer(Loc, String),
     /// A conversion between address spaces (castKind AddressSpaceConversion): location,
-    /// source type, destination type; `exempt` when it only feeds an implicit copy or move
-    /// member (Metal gives those to every address space).
+    /// source and destination types, as written (for messages) and desugared (for the rule:
+    /// an alias such as `ptr<device float>` hides the space in its argument list); `exempt`
+    /// when it only feeds an implicit copy or move member (Metal gives those to every space).
     AddressSpaceCast {
         loc: Loc,
         from: String,
         to: String,
+        from_desugared: String,
+        to_desugared: String,
         exempt: bool,
     },
     /// A variable declared inside a function: (location, name, enclosing function id).
@@ -121,6 +128,8 @@ fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>
     }
 }
 
+/// Parse and walk a dump. Recursive, once per level of the AST: the caller runs it on a stack
+/// that holds json::MAX_DEPTH levels (`crate::deep_stack`).
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
     let v = crate::json::parse(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
     let mut w = Walker {
@@ -221,7 +230,12 @@ impl Walker<'_> {
                         let r = c.get("range");
                         self.loc(r.and_then(|r| r.get("begin")));
                         self.loc(r.and_then(|r| r.get("end")));
-                        f.params.push(Param { name: s(c, "name").to_string(), ty: qual_type(c), loc: ploc.clone() });
+                        f.params.push(Param {
+                            name: s(c, "name").to_string(),
+                            ty: qual_type(c),
+                            desugared: desugared(c),
+                            loc: ploc.clone(),
+                        });
                         if user {
                             self.check_type(&ploc, &desugared(c));
                         }
@@ -256,9 +270,15 @@ impl Walker<'_> {
             | "ImplicitCastExpr"
                 if user && s(n, "castKind") == "AddressSpaceConversion" =>
             {
-                let from =
-                    n.get("inner").and_then(Value::as_array).and_then(|i| i.first()).map(qual_type).unwrap_or_default();
-                self.facts.push(Fact::AddressSpaceCast { loc: begin.clone(), from, to: qual_type(n), exempt });
+                let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
+                self.facts.push(Fact::AddressSpaceCast {
+                    loc: begin.clone(),
+                    from: operand.map(qual_type).unwrap_or_default(),
+                    to: qual_type(n),
+                    from_desugared: operand.map(desugared).unwrap_or_default(),
+                    to_desugared: desugared(n),
+                    exempt,
+                });
             }
             // Variables and fields (and, above, parameters and returns) hold run-time values;
             // a function pointer type in a typedef or a template parameter is a compile-time

@@ -1,7 +1,8 @@
 //! Finding clang and running it.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::Error;
 
@@ -87,4 +88,40 @@ impl Clang {
         c.env_remove("LD_PRELOAD").env_remove("ASAN_OPTIONS").env_remove("UBSAN_OPTIONS");
         c
     }
+}
+
+/// What one run of clang printed: stdout up to a cap (`over` when it printed more: it is killed
+/// then, and `stdout` holds the first `max_stdout` bytes) and all of stderr.
+pub struct Output {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub over: bool,
+}
+
+/// Run `cmd`, reading at most `max_stdout` bytes of its standard output. clang's JSON AST dump
+/// grows with the square of the nesting (each level indented two more spaces): an expression of
+/// thousands of terms prints gigabytes, which would exhaust memory.
+pub fn run_capped(cmd: &mut Command, max_stdout: u64) -> std::io::Result<Output> {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let (stdout, stderr, over) = std::thread::scope(|s| {
+        let errs = s.spawn(move || {
+            let mut v = Vec::new();
+            let _ = err.read_to_end(&mut v);
+            v
+        });
+        let mut stdout = Vec::new();
+        let read = (&mut out).take(max_stdout + 1).read_to_end(&mut stdout);
+        let over = stdout.len() as u64 > max_stdout;
+        if over {
+            let _ = child.kill();
+            stdout.truncate(max_stdout as usize);
+        }
+        drop(out);
+        let stderr = errs.join().unwrap_or_default();
+        read.map(|_| (stdout, stderr, over))
+    })?;
+    child.wait()?;
+    Ok(Output { stdout, stderr, over })
 }

@@ -70,9 +70,6 @@ fn benign(message: &str) -> bool {
         // The std-library rule reports these includes.
         "KGMSL_STD_INCLUDE",
         "-Wunknown-attributes",
-        // OpenCL wants every element of a braced vector initialiser; Metal (C++) value-
-        // initialises the rest (`vec<float, 2> s{0};`, MLX's steel_attention_nax.h).
-        "too few elements in vector initialization",
     ];
     BENIGN.iter().any(|b| message.contains(b))
 }
@@ -170,22 +167,46 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
     let mut out = Vec::new();
     let artifact = artifacts(diags);
+    // Where the last error inside the prelude was reported: clang prints the instantiation notes
+    // once for consecutive errors in one instantiation (two static_asserts of one function), so
+    // a prelude error without notes belongs where the one before it did.
+    let mut last_prelude: Option<(String, u32, u32)> = None;
     for (d, art) in diags.iter().zip(artifact) {
         if d.severity != "error" || benign(&d.message) || art {
+            continue;
+        }
+        // OpenCL wants every element of a braced vector initialiser; Metal (C++) value-
+        // initialises the rest of braces the user wrote (`vec<float, 2> s{0};`, MLX's
+        // steel_attention_nax.h). A constructor (`float4(a, b)`, which rewrite 1 turned into
+        // braces) needs every component in Metal too.
+        let too_few = d.message.starts_with("too few elements in vector initialization");
+        // (In a macro, clang points at its use and notes where the macro spells the brace.)
+        let constructor = ws.constructor_brace(&d.file, d.line, d.col)
+            || d.notes.iter().any(|n| n.message.starts_with("expanded from macro") && ws.constructor_brace(&n.file, n.line, n.col));
+        if too_few && !constructor {
             continue;
         }
         // A header clang found that the workspace did not mirror keeps its own path; the
         // prelude and <built-in> point to the user's code that led there.
         let outside = !d.file.contains("/prelude-") && !d.file.starts_with('<');
+        let in_prelude = d.file.contains("/prelude-");
         let here = ws
             .original(&d.file, d.line, d.col)
             .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)))
-            .or_else(|| outside.then(|| (d.file.clone(), d.line, d.col)));
+            .or_else(|| outside.then(|| (d.file.clone(), d.line, d.col)))
+            .or_else(|| if in_prelude && d.notes.is_empty() { last_prelude.clone() } else { None });
+        last_prelude = if in_prelude { here.clone() } else { None };
         let (file, line, col) = here.unwrap_or_else(|| {
             let main = ws.file(&ws.main_path.display().to_string()).map(|f| f.display.clone()).unwrap_or_default();
             (main, 1, 1)
         });
-        out.push(Problem { file, line, col, message: reword(&d.message) });
+        let mut message = reword(&d.message);
+        if too_few {
+            message.push_str(
+                ": a vector constructor takes as many components as the vector has, from scalars and vectors (MSL 2.2.3)",
+            );
+        }
+        out.push(Problem { file, line, col, message });
     }
     out
 }

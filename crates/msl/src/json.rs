@@ -57,8 +57,18 @@ impl<'a> Value<'a> {
 const SKIPPED: [&str; 9] =
     ["tokLen", "valueCategory", "mangledName", "decl", "lookups", "definitionData", "value", "storageClass", "opcode"];
 
+/// How deeply arrays and objects may nest. `value` recurses once a level, and so does the AST
+/// walk over the tree (and dropping it): deeper input is an error, not a stack overflow. clang's
+/// dump of a check that stays under [`crate`]'s output cap nests at most about 32,000 deep (its
+/// indentation grows with the depth, so a dump nested `d` deep is `d * d` bytes at least); the
+/// caller runs the parse on a thread whose stack holds this depth.
+pub const MAX_DEPTH: usize = 50_000;
+
+/// The error for input nested deeper than [`MAX_DEPTH`] starts with this.
+pub const TOO_DEEP: &str = "nested more than";
+
 pub fn parse(text: &str) -> Result<Value<'_>, String> {
-    let mut p = Parser { s: text, b: text.as_bytes(), i: 0 };
+    let mut p = Parser { s: text, b: text.as_bytes(), i: 0, depth: 0 };
     let v = p.value()?;
     p.ws();
     if p.i != p.b.len() {
@@ -71,6 +81,8 @@ struct Parser<'a> {
     s: &'a str,
     b: &'a [u8],
     i: usize,
+    /// Arrays and objects open around the current position.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -116,6 +128,63 @@ impl<'a> Parser<'a> {
 
     fn value(&mut self) -> Result<Value<'a>, String> {
         self.ws();
+        if matches!(self.b.get(self.i), Some(b'{' | b'[')) {
+            if self.depth >= MAX_DEPTH {
+                return Err(self.err(&format!("{TOO_DEEP} {MAX_DEPTH} levels")));
+            }
+            self.depth += 1;
+            let v = self.container();
+            self.depth -= 1;
+            return v;
+        }
+        match self.b.get(self.i) {
+            Some(b'"') => self.string().map(Value::String),
+            Some(b't') => self.word("true", Value::Bool(true)),
+            Some(b'f') => self.word("false", Value::Bool(false)),
+            Some(b'n') => self.word("null", Value::Null),
+            Some(c) if *c == b'-' || c.is_ascii_digit() => self.number(),
+            _ => Err(self.err("expected a value")),
+        }
+    }
+
+    /// A number as JSON writes it: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Result<Value<'a>, String> {
+        let start = self.i;
+        let digits = |p: &mut Self| {
+            let from = p.i;
+            while p.b.get(p.i).is_some_and(u8::is_ascii_digit) {
+                p.i += 1;
+            }
+            p.i - from
+        };
+        if self.b.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        let int_start = self.i;
+        let n = digits(self);
+        if n == 0 || (n > 1 && self.b[int_start] == b'0') {
+            return Err(self.err("bad number"));
+        }
+        if self.b.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            if digits(self) == 0 {
+                return Err(self.err("bad number"));
+            }
+        }
+        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.b.get(self.i), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            if digits(self) == 0 {
+                return Err(self.err("bad number"));
+            }
+        }
+        Ok(Value::Number(&self.s[start..self.i]))
+    }
+
+    /// An object or an array (at its opening bracket).
+    fn container(&mut self) -> Result<Value<'a>, String> {
         match self.b.get(self.i) {
             Some(b'{') => {
                 self.i += 1;
@@ -166,17 +235,6 @@ impl<'a> Parser<'a> {
                         _ => return Err(self.err("expected ',' or ']'")),
                     }
                 }
-            }
-            Some(b'"') => self.string().map(Value::String),
-            Some(b't') => self.word("true", Value::Bool(true)),
-            Some(b'f') => self.word("false", Value::Bool(false)),
-            Some(b'n') => self.word("null", Value::Null),
-            Some(c) if *c == b'-' || c.is_ascii_digit() => {
-                let start = self.i;
-                while self.b.get(self.i).is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
-                    self.i += 1;
-                }
-                Ok(Value::Number(&self.s[start..self.i]))
             }
             _ => Err(self.err("expected a value")),
         }
@@ -234,20 +292,29 @@ impl<'a> Parser<'a> {
                         b'r' => out.push('\r'),
                         b'b' => out.push('\u{8}'),
                         b'f' => out.push('\u{c}'),
+                        b'"' | b'\\' | b'/' => out.push(e as char),
                         b'u' => {
-                            let hex = self.s.get(j..j + 4).ok_or_else(|| self.err("short \\u escape"))?;
-                            let mut code = u32::from_str_radix(hex, 16).map_err(|_| self.err("bad \\u escape"))?;
+                            let code = self.hex4(j)?;
                             j += 4;
-                            // A surrogate pair.
-                            if (0xD800..0xDC00).contains(&code) && self.s.get(j..j + 2) == Some("\\u") {
-                                if let Some(lo) = self.s.get(j + 2..j + 6).and_then(|h| u32::from_str_radix(h, 16).ok()) {
-                                    code = 0x10000 + ((code - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF);
+                            let c = match code {
+                                // A surrogate pair: a high one, then a low one.
+                                0xD800..=0xDBFF => {
+                                    let lo = match self.b.get(j..j + 2) {
+                                        Some(b"\\u") => self.hex4(j + 2)?,
+                                        _ => return Err(self.err("unpaired surrogate in \\u escape")),
+                                    };
+                                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                                        return Err(self.err("unpaired surrogate in \\u escape"));
+                                    }
                                     j += 6;
+                                    char::from_u32(0x10000 + ((code - 0xD800) << 10) + (lo - 0xDC00))
                                 }
-                            }
-                            out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                                0xDC00..=0xDFFF => None,
+                                _ => char::from_u32(code),
+                            };
+                            out.push(c.ok_or_else(|| self.err("unpaired surrogate in \\u escape"))?);
                         }
-                        other => out.push(other as char),
+                        _ => return Err(self.err("bad escape")),
                     }
                 }
                 Some(_) => {
@@ -261,38 +328,56 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Past one value, unparsed.
+    /// Four hex digits at `j` (of a `\\u` escape).
+    fn hex4(&self, j: usize) -> Result<u32, String> {
+        match self.b.get(j..j + 4) {
+            Some(h) if h.iter().all(u8::is_ascii_hexdigit) => {
+                Ok(h.iter().fold(0, |v, &c| v * 16 + (c as char).to_digit(16).unwrap_or(0)))
+            }
+            _ => Err(self.err("bad \\u escape")),
+        }
+    }
+
+    /// Past one value, unparsed: brackets must match and strings end (their contents and the
+    /// scalars between are not checked). No recursion: a stack of the open brackets.
     fn skip(&mut self) -> Result<(), String> {
         self.ws();
-        match self.b.get(self.i) {
-            Some(b'{') | Some(b'[') => {
-                let mut depth = 0usize;
-                while let Some(&c) = self.b.get(self.i) {
-                    self.i += 1;
-                    match c {
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                return Ok(());
-                            }
-                        }
-                        b'"' => {
-                            // Inside a string: to its closing quote.
-                            while let Some(&s) = self.b.get(self.i) {
-                                self.i += if s == b'\\' { 2 } else { 1 };
-                                if s == b'"' {
-                                    break;
-                                }
-                            }
-                        }
-                        _ => {}
+        if !matches!(self.b.get(self.i), Some(b'{' | b'[')) {
+            return self.value().map(|_| ());
+        }
+        let mut open: Vec<u8> = Vec::new();
+        while let Some(&c) = self.b.get(self.i) {
+            self.i += 1;
+            match c {
+                b'{' | b'[' => open.push(c),
+                b'}' | b']' => {
+                    let want = if c == b'}' { b'{' } else { b'[' };
+                    if open.pop() != Some(want) {
+                        self.i -= 1;
+                        return Err(self.err("mismatched bracket"));
+                    }
+                    if open.is_empty() {
+                        return Ok(());
                     }
                 }
-                Err(self.err("unterminated value"))
+                b'"' => {
+                    // Inside a string: to its closing quote.
+                    loop {
+                        match self.b.get(self.i) {
+                            Some(b'\\') => self.i += 2,
+                            Some(b'"') => {
+                                self.i += 1;
+                                break;
+                            }
+                            Some(_) => self.i += 1,
+                            None => return Err(self.err("unterminated string")),
+                        }
+                    }
+                }
+                _ => {}
             }
-            _ => self.value().map(|_| ()),
         }
+        Err(self.err("unterminated value"))
     }
 }
 
@@ -314,5 +399,64 @@ mod tests {
         assert_eq!(inner[0].get("kind").and_then(Value::as_str), Some("Y"));
         assert!(parse("{\"a\": 1,}").is_err());
         assert!(parse("[1, 2] x").is_err());
+    }
+
+    fn string_of(json: &str) -> Result<String, String> {
+        parse(json).map(|v| v.as_str().expect("a string").to_string())
+    }
+
+    #[test]
+    fn escapes_are_json_s_only() {
+        assert_eq!(string_of(r#""\" \\ \/ \b \f \n \r \t \u0041""#).as_deref(), Ok("\" \\ / \u{8} \u{c} \n \r \t A"));
+        // A backslash before a multi-byte character (it used to slice the character in two).
+        assert!(string_of("\"\\\u{e9}\"").unwrap_err().contains("bad escape"));
+        assert!(string_of(r#""a\qb""#).unwrap_err().contains("bad escape"));
+        assert!(string_of(r#""\u+041""#).is_err());
+        assert!(string_of(r#""\u00e""#).is_err());
+        assert!(string_of("\"\\").is_err());
+    }
+
+    #[test]
+    fn surrogates_pair_or_fail() {
+        assert_eq!(string_of(r#""\ud83d\ude00!""#).as_deref(), Ok("\u{1F600}!"));
+        for lone in [r#""\ud83d""#, r#""\ud83dx""#, r#""\ude00""#, r#""\ud83d\u0041""#, r#""\ud83d\ud83d""#] {
+            assert!(string_of(lone).unwrap_err().contains("surrogate"), "{lone}");
+        }
+    }
+
+    #[test]
+    fn numbers_follow_json_s_grammar() {
+        for ok in ["0", "-12", "3.25", "1e5", "-1.5E-3", "2e+10"] {
+            assert!(matches!(parse(ok), Ok(Value::Number(n)) if n == ok), "{ok}");
+        }
+        for bad in ["-", "--1", "1e", "1.", "01", "1e+", "-.5", "+1", "1.e3"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn skipped_values_match_their_brackets() {
+        assert!(parse(r#"{"tokLen": [}"#).is_err());
+        assert!(parse(r#"{"tokLen": {"a": [1}], "kind": "X"}"#).is_err());
+        assert!(parse(r#"{"tokLen": [[1, 2]"#).is_err());
+        assert!(parse(r#"{"tokLen": ["abc"#).is_err());
+        // Brackets and an escaped quote inside a skipped string are the string's.
+        let v = parse(r#"{"tokLen": ["]}\"", {"x": "[{"}], "kind": "X"}"#).unwrap();
+        assert_eq!(v.get("kind").and_then(Value::as_str), Some("X"));
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_an_error() {
+        // On the stack the check gives the reader (a test thread's is too small for the limit).
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let r = crate::deep_stack(|| parse(&deep).map(|_| ()).unwrap_err()).unwrap();
+        assert!(r.starts_with(TOO_DEEP), "{r}");
+        let skipped = format!("{{\"tokLen\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse(&skipped).is_ok(), "a skipped value is read without recursion");
+        // At the limit: read, walked and dropped.
+        let n = MAX_DEPTH / 2 - 1;
+        let at = format!("{}{{}}{}", "{\"kind\": \"X\", \"inner\": [".repeat(n), "]}".repeat(n));
+        let walked = crate::deep_stack(|| crate::ast::parse(&at, &|_| true).map(|a| a.functions.len())).unwrap();
+        assert_eq!(walked, Ok(0));
     }
 }

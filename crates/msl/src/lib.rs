@@ -43,7 +43,7 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 3";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 4";
 
 /// This crate's code, part of every content key.
 const CODE: [&str; 11] = [
@@ -293,7 +293,16 @@ impl Checker {
             cmd.arg("-I").arg(d);
         }
         cmd.args(["-Xclang", "-ast-dump=json"]).arg(&ws.main_path);
-        let out = cmd.output().map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
+        let out = clang::run_capped(&mut cmd, MAX_AST_BYTES)
+            .map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
+        if out.over {
+            return Err(Error::Clang(format!(
+                "this source is too deeply nested to check: clang's AST dump passed {} MiB (it grows with the square of \
+                 an expression's nesting: an expression of a couple of thousand terms, such as a long chain of +, prints \
+                 gigabytes); split the expression into statements",
+                MAX_AST_BYTES >> 20
+            )));
+        }
         let stderr = String::from_utf8_lossy(&out.stderr);
         // KGMSL_DEBUG=1 shows clang's own diagnostics (for work on the prelude and rules).
         if std::env::var_os("KGMSL_DEBUG").is_some() {
@@ -336,8 +345,24 @@ impl Checker {
             }
         } else {
             let json = String::from_utf8_lossy(&out.stdout);
-            let ast = ast::parse(&json, &|f| ws.file(f).is_some()).map_err(Error::Clang)?;
-            self.apply_rules(&ws, &ast, version, &mut problems);
+            // The reader and the walk recurse once per level of the AST (and so does dropping
+            // it): on a stack that holds json::MAX_DEPTH levels, whatever thread calls check.
+            let found = deep_stack(|| {
+                let ast = ast::parse(&json, &|f| ws.file(f).is_some()).map_err(|e| {
+                    if e.contains(json::TOO_DEEP) {
+                        Error::Clang(format!(
+                            "this source is too deeply nested to check: clang's AST is {e} (an expression of tens of \
+                             thousands of terms or nested calls); split the expression into statements"
+                        ))
+                    } else {
+                        Error::Clang(e)
+                    }
+                })?;
+                let mut found = Vec::new();
+                self.apply_rules(&ws, &ast, version, &mut found);
+                Ok(found)
+            })??;
+            problems.extend(found);
         }
         problems.sort();
         problems.dedup();
@@ -378,6 +403,25 @@ impl Checker {
             .collect();
         rules::ast(ast, &kernels, &tg, metal_version, &map, problems);
     }
+}
+
+/// The most of clang's AST dump a check reads (the largest of MLX's headers print 55 MB).
+const MAX_AST_BYTES: u64 = 1 << 30;
+
+/// The stack of the thread that reads and walks clang's AST: room for json::MAX_DEPTH levels
+/// of both (a debug build's frames included). Reserved, not touched, unless a dump is deep.
+const AST_STACK: usize = 256 << 20;
+
+/// Run `f` on a thread with [`AST_STACK`] of stack.
+pub(crate) fn deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("kernelgen-msl-ast".into())
+            .stack_size(AST_STACK)
+            .spawn_scoped(s, f)
+            .map_err(|e| Error::Io(format!("starting the thread that reads clang's AST: {e}")))?;
+        h.join().map_err(|_| Error::Clang("the thread reading clang's AST panicked".into()))
+    })
 }
 
 fn define_flag((name, value): &Define) -> String {

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::Error;
-use crate::cache::{hash_hex, write_atomic};
+use crate::cache::{hash_hex, publish, temp_name, write_new};
 use crate::clang::Clang;
 
 pub const HEADER: &str = include_str!("prelude/metal_stdlib.h");
@@ -74,24 +74,32 @@ impl Prelude {
         if pch.exists() {
             return Ok(Prelude { dir, pch });
         }
+        // One build at a time in this process (checks at a new version start together); other
+        // processes may build it too: every file is created once, whole, and never rewritten (a
+        // PCH records its headers' modification times), the PCH too (the first one stays).
+        static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        if pch.exists() {
+            return Ok(Prelude { dir, pch });
+        }
         fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("creating {}: {e}", dir.display())))?;
         let io = |p: &Path, e: std::io::Error| Error::Io(format!("writing {}: {e}", p.display()));
-        write_atomic(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
+        write_new(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
         for name in &METAL_HEADERS[1..] {
-            write_atomic(&dir.join(name), b"#include <metal_stdlib>\n").map_err(|e| io(&dir, e))?;
+            write_new(&dir.join(name), b"#include <metal_stdlib>\n").map_err(|e| io(&dir, e))?;
         }
         for (name, content) in MODEL_HEADERS {
             let path = dir.join(name);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
             }
-            write_atomic(&path, content.as_bytes()).map_err(|e| io(&path, e))?;
+            write_new(&path, content.as_bytes()).map_err(|e| io(&path, e))?;
         }
         // The PCH is built from a one-line file that includes the prelude from the -isystem
         // directory, so the prelude counts as a system header (no warnings from it).
         let root = dir.join("pch-root.h");
-        write_atomic(&root, b"#include <metal_stdlib>\n").map_err(|e| io(&root, e))?;
-        let tmp = dir.join(format!("metal_stdlib.pch.{}", std::process::id()));
+        write_new(&root, b"#include <metal_stdlib>\n").map_err(|e| io(&root, e))?;
+        let tmp = temp_name(&pch);
         let out = clang
             .command()
             .args(&flags)
@@ -106,7 +114,7 @@ impl Prelude {
         if !out.status.success() || !tmp.exists() {
             return Err(Error::Prelude(String::from_utf8_lossy(&out.stderr).into_owned()));
         }
-        fs::rename(&tmp, &pch).map_err(|e| io(&pch, e))?;
+        publish(&tmp, &pch).map_err(|e| io(&pch, e))?;
         Ok(Prelude { dir, pch })
     }
 }

@@ -2,7 +2,9 @@
 //! lines and columns. Each rewrite keeps lines; a few insert characters within a line.
 //!
 //! 1. `float4(a, b)` and `short2 v(a, b);` (vector constructors with several arguments, which
-//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};`; with one
+//!    clang rejects as a functional cast) become `float4{a, b}` and `short2 v{a, b};` (the
+//!    braces are recorded: too few components there is an error, unlike in braces the user
+//!    wrote, which Metal value-initialises the rest of); with one
 //!    argument, `half2(v)` becomes `__kgmsl_vcast<half2>(v)` (the prelude converts a vector
 //!    element by element, as Metal does, or splats a scalar). Names that alias vector types
 //!    (`typedef float2 complex_T;`) count as vector types.
@@ -19,9 +21,10 @@
 //!    `atomic_float` or `memory_order` becomes `metal::atomic_uint` (...): clang predeclares
 //!    OpenCL's own types of those names at global scope, so the plain name is ambiguous.
 //! 7. `thread` in a function template's reference parameter whose type names one of its type
-//!    parameters (`thread T& x`, `const thread vec<T, 4>& v`) is blanked: clang cannot
-//!    deduce through `__generic` from a local (a `__private` object in the OpenCL model), which
-//!    Metal can. Without it `vec<T, 4>&` is generic again once deduced (a device argument shows
+//!    parameters (`thread T& x`, `const thread vec<T, 4>& v`; of an out-of-line member
+//!    definition `S<T>::g(...)`, not the class's, which the in-class declaration keeps) is
+//!    blanked: clang cannot deduce through `__generic` from a local (a `__private` object in
+//!    the OpenCL model), which Metal can. Without it `vec<T, 4>&` is generic again once deduced (a device argument shows
 //!    as an address-space conversion), while a bare `T` deduces with the argument's space: those
 //!    parameters are recorded, and a rule reports one whose `T` deduced a device, constant or
 //!    threadgroup object (Metal does not bind those to thread references).
@@ -42,6 +45,10 @@ pub struct Rewritten {
     /// Parameters `thread T& name` of function templates whose `thread` was blanked (rewrite
     /// 7): original position of the name.
     pub deduced_thread_params: Vec<(u32, u32)>,
+    /// The braces rewrite 1 made of a vector constructor's parentheses (original line and
+    /// column of the `(`): clang's "too few elements" there is Metal's error too, while at
+    /// braces the user wrote it is not (Metal value-initialises the rest).
+    pub constructor_braces: Vec<(u32, u32)>,
     /// Per output line (0-based): (output column where a segment starts, original column).
     segments: Vec<Vec<(u32, u32)>>,
 }
@@ -152,7 +159,7 @@ pub fn vector_aliases(src: &str) -> Vec<String> {
     out
 }
 
-fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>) {
+fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>, braces: &mut Vec<(u32, u32)>) {
     let in_body = function_bodies(toks);
     for i in 0..toks.len() {
         let t = &toks[i];
@@ -202,6 +209,7 @@ fn vector_constructors(toks: &[Token], aliases: &[String], edits: &mut Vec<Edit>
         }
         edits.push(Edit { offset: toks[open].offset, delete: 1, insert: "{".into() });
         edits.push(Edit { offset: toks[close].offset, delete: 1, insert: "}".into() });
+        braces.push((toks[open].line, toks[open].col));
     }
 }
 
@@ -412,7 +420,8 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     let toks = tokenize(src);
     let mut edits = Vec::new();
     let mut threadgroup_decls = Vec::new();
-    vector_constructors(&toks, vector_aliases, &mut edits);
+    let mut constructor_braces = Vec::new();
+    vector_constructors(&toks, vector_aliases, &mut edits, &mut constructor_braces);
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
     function_constants(src, &toks, &mut edits);
@@ -422,6 +431,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits, threadgroup_decls);
     r.deduced_thread_params = deduced_thread_params;
+    r.constructor_braces = constructor_braces;
     r
 }
 
@@ -507,6 +517,16 @@ fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)>
             }
             j += 1;
         }
+        // An out-of-line member definition (`template <class T> void S<T>::g(thread T& y)`):
+        // the class's parameters are not the function's own (the declaration in the class, with
+        // no header of its own, keeps its `thread`), only those of a member template's header.
+        let params = match list {
+            Some((open, _)) => {
+                let class_params = qualifier_names(toks, open);
+                params.into_iter().filter(|p| !class_params.contains(p)).collect()
+            }
+            None => params,
+        };
         if let Some((open, close)) = list
             && !params.is_empty()
         {
@@ -557,6 +577,48 @@ fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)>
     out
 }
 
+/// The identifiers in the template argument lists of the qualifier of the function name just
+/// before the parameter list at `open` (`S<T, N>::g(` gives T and N; `ns::f(` and `f(` none).
+fn qualifier_names(toks: &[Token], open: usize) -> Vec<String> {
+    // The name: an identifier, or `operator` and its symbol (`operator()(`, `operator+=(`).
+    let Some(mut name) = open.checked_sub(1) else { return Vec::new() };
+    if toks[name].kind != Kind::Ident || name.checked_sub(1).is_some_and(|p| toks[p].is("operator")) {
+        match (name.saturating_sub(3)..name).rev().find(|&k| toks[k].is("operator")) {
+            Some(k) => name = k,
+            None => return Vec::new(),
+        }
+    }
+    let mut names = Vec::new();
+    let mut j = name;
+    // Back over `X<...>::`, `ns::` ... while a `::` precedes.
+    while j >= 2 && toks[j - 1].is("::") {
+        j -= 2;
+        if toks[j].is(">") || toks[j].is(">>") {
+            let mut depth = 0i32;
+            loop {
+                match toks[j].text.as_str() {
+                    ">" => depth += 1,
+                    ">>" => depth += 2,
+                    "<" => depth -= 1,
+                    ";" | "{" | "}" => return names,
+                    _ if toks[j].kind == Kind::Ident => names.push(toks[j].text.clone()),
+                    _ => {}
+                }
+                if depth <= 0 || j == 0 {
+                    break;
+                }
+                j -= 1;
+            }
+            // The template's name before its `<`.
+            j = j.saturating_sub(1);
+        }
+        if toks[j].kind != Kind::Ident {
+            break;
+        }
+    }
+    names
+}
+
 fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -> Rewritten {
     let mut text = String::with_capacity(src.len() + 64);
     let mut segments: Vec<Vec<(u32, u32)>> = vec![vec![(1, 1)]];
@@ -594,7 +656,7 @@ fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -
         pos = e.offset + e.delete;
     }
     push_orig(&mut text, &mut segments, &src[pos..], &mut out_col, &mut orig_col);
-    Rewritten { text, threadgroup_decls, deduced_thread_params: Vec::new(), segments }
+    Rewritten { text, threadgroup_decls, deduced_thread_params: Vec::new(), constructor_braces: Vec::new(), segments }
 }
 
 #[cfg(test)]
@@ -609,6 +671,8 @@ mod tests {
             r.text,
             "void f() { float4 v = float4{a, b.xy, 1}; float4 w = __kgmsl_vcast<float4>(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
         );
+        // The braces made of parentheses (where clang's "too few elements" stays an error).
+        assert_eq!(r.constructor_braces, vec![(1, 29), (1, 89), (1, 105), (1, 116)]);
         assert_eq!(r.original_col(1, 32), 32);
         // `a` of `float4(a)` (original column 61) sits 15 columns later after the rewrite.
         assert_eq!(r.original_col(1, 76), 61);
@@ -642,6 +706,18 @@ mod tests {
         );
         assert!(r.text.ends_with("void g(thread T& y); };"));
         assert_eq!(r.deduced_thread_params, vec![(2, 18), (2, 37)]);
+        // Out of line, a class template's parameter is not the member's own: its `thread`
+        // stays, as in the declaration in the class; a member template's own one goes, as there.
+        let src = "template <typename T> void S<T>::g(thread T& y) {}\n\
+                   template <typename T> template <class U> void S<T>::h(thread T& a, thread U& b) {}\n\
+                   template <int N, class T> bool A<N, vec<T, 2>>::operator()(thread T& x) const { return 1; }\n\
+                   template <typename T> typename S<T>::type ns::f(thread T& x);";
+        let r = rewrite(src, &[]);
+        let lines: Vec<&str> = r.text.lines().collect();
+        assert_eq!(lines[0], "template <typename T> void S<T>::g(thread T& y) {}");
+        assert_eq!(lines[1], "template <typename T> template <class U> void S<T>::h(thread T& a,        U& b) {}");
+        assert!(lines[2].contains("operator()(thread T& x)"), "{}", lines[2]);
+        assert_eq!(lines[3], "template <typename T> typename S<T>::type ns::f(       T& x);");
     }
 
     #[test]

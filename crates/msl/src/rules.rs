@@ -211,8 +211,10 @@ fn tensor_handle(ty: &str) -> bool {
     handle && (first.contains("__global") || first.contains("__constant"))
 }
 
-/// A type's spelling without its template argument lists (`uniform<remove_addrspace_t<__constant
-/// float>>` is no constant type): the address spaces that qualify the type itself remain.
+/// A type's spelling without its template argument lists: the address spaces that qualify the
+/// type itself remain (`tensor<__global half, ...> &` is a reference to a thread object). Read
+/// on desugared types only: an alias (`ptr<__global float>` for `__global float *`) keeps the
+/// type's own space inside its argument list.
 fn outside_template_args(ty: &str) -> String {
     let mut depth = 0usize;
     let mut out = String::with_capacity(ty.len());
@@ -281,7 +283,7 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
         // The parameter's attribute follows its name.
         let name_idx = toks.iter().position(|t| t.line == p.loc.line && t.col == p.loc.col);
         let attr = name_idx.and_then(|i| attrs.iter().find(|a| a.first == i + 1));
-        let space = pointee_space(&p.ty);
+        let space = pointee_space(&p.desugared);
         let ty = plain_type(&p.ty);
         let at = |m: String| problem(file, p.loc.line, p.loc.col, m);
         if space == Some("thread") {
@@ -295,7 +297,7 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
         match a.name.as_str() {
             "buffer" => {
                 let idx = a.arg.clone().unwrap_or_default();
-                if !matches!(space, Some("device" | "constant")) && !tensor_handle(&p.ty) {
+                if !matches!(space, Some("device" | "constant")) && !tensor_handle(&p.desugared) {
                     out.push(aat(format!(
                         "[[buffer({idx})]] parameter '{}' must be a device or constant pointer or reference (MSL 5.2.1)",
                         p.name
@@ -348,7 +350,7 @@ pub fn deduced_thread_params(file: &str, params: &[(u32, u32)], functions: &[&Fu
             if !params.contains(&(p.loc.line, p.loc.col)) {
                 continue;
             }
-            let space = space_class(&p.ty);
+            let space = space_class(&p.desugared);
             if space != "thread" {
                 out.push(problem(
                     file,
@@ -413,7 +415,9 @@ pub fn ast(
                     format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
                 );
             }
-            Fact::AddressSpaceCast { loc, from, to, exempt } if !*exempt && space_class(from) != space_class(to) => {
+            Fact::AddressSpaceCast { loc, from, to, from_desugared, to_desugared, exempt }
+                if !*exempt && space_class(from_desugared) != space_class(to_desugared) =>
+            {
                 push(
                     loc,
                     format!(

@@ -169,6 +169,14 @@ impl Workspace {
         Some((f.display.clone(), line, f.rewritten.original_col(line, col)))
     }
 
+    /// Whether a location clang printed is a brace rewrite 1 made of a vector constructor's
+    /// parenthesis.
+    pub fn constructor_brace(&self, file: &str, line: u32, col: u32) -> bool {
+        self.files
+            .get(Path::new(file))
+            .is_some_and(|f| f.rewritten.constructor_braces.contains(&(line, f.rewritten.original_col(line, col))))
+    }
+
     pub fn file(&self, path: &str) -> Option<&SourceFile> {
         self.files.get(Path::new(path))
     }

@@ -27,9 +27,8 @@ enum class reduction_operation {
 // the descriptor converts, constexpr, to a key that holds every field: a scoped enumeration
 // that nothing else converts to and that converts to nothing. `matmul2d<desc, Scope>` reads
 // and checks as Apple's does (a descriptor that is not a constant expression is rejected).
-enum class __kgmsl_matmul2d_key : unsigned long {};
-// Out of the key's range (dimensions from -1, dynamic, to 2^17 - 2): not a constant expression.
-void __kgmsl_matmul2d_dimension_out_of_range();
+// 128 bits: each dimension whole (any int: -1 is dynamic), then the flags.
+enum class __kgmsl_matmul2d_key : unsigned __int128 {};
 
 struct matmul2d_descriptor {
   enum class mode {
@@ -59,23 +58,19 @@ public:
 
 private:
   static constexpr __kgmsl_matmul2d_key __pack(int m, int n, int k, bool tl, bool tr, bool rp, mode md) {
-    return (__dim(m) && __dim(n) && __dim(k))
-               ? __kgmsl_matmul2d_key(__field(m) | (__field(n) << 18) | (__field(k) << 36) | ((unsigned long)tl << 54) |
-                                      ((unsigned long)tr << 55) | ((unsigned long)rp << 56) |
-                                      ((unsigned long)(md == mode::multiply_accumulate) << 57))
-               : (__kgmsl_matmul2d_dimension_out_of_range(), __kgmsl_matmul2d_key());
+    using u = unsigned __int128;
+    return __kgmsl_matmul2d_key(__field(m) | (__field(n) << 32) | (__field(k) << 64) | (u(tl) << 96) | (u(tr) << 97) |
+                                (u(rp) << 98) | (u(md == mode::multiply_accumulate) << 99));
   }
-  static constexpr bool __dim(int v) { return v >= -1 && v < (1 << 17) - 1; }
-  static constexpr unsigned long __field(int v) { return (unsigned long)(v + 1); }
+  static constexpr unsigned __int128 __field(int v) { return (unsigned __int128)(unsigned int)v; }
 };
 
 namespace __kgmsl_matmul2d {
+constexpr int field(unsigned __int128 v, int at) { return int((unsigned int)(v >> at)); }
 constexpr matmul2d_descriptor unpack(__kgmsl_matmul2d_key key) {
-  const unsigned long v = (unsigned long)key;
-  const unsigned long f = (1ul << 18) - 1;
-  return matmul2d_descriptor(int(v & f) - 1, int((v >> 18) & f) - 1, int((v >> 36) & f) - 1, (v >> 54) & 1,
-                             (v >> 55) & 1, (v >> 56) & 1,
-                             ((v >> 57) & 1) ? matmul2d_descriptor::mode::multiply_accumulate
+  const unsigned __int128 v = (unsigned __int128)key;
+  return matmul2d_descriptor(field(v, 0), field(v, 32), field(v, 64), (v >> 96) & 1, (v >> 97) & 1, (v >> 98) & 1,
+                             ((v >> 99) & 1) ? matmul2d_descriptor::mode::multiply_accumulate
                                              : matmul2d_descriptor::mode::multiply);
 }
 constexpr size_t extent(int v) { return v < 0 ? metal::dynamic_extent : size_t(v); }
@@ -88,6 +83,19 @@ template <class T> constexpr bool is_cooperative_tensor() { return metal::__kgms
 template <class T> constexpr bool is_operand() { return is_tensor<T>() || is_cooperative_tensor<T>(); }
 template <class T> constexpr bool is_unqualified() { return metal::is_same_v<T, plain_t<T>>; }
 template <class T> using value_t = typename plain_t<T>::value_type;
+// What Apple's __run asserts of every operand (MPPTensorOpsMatMul2dImpl.h): rank 2, and a
+// tensor's elements in a space its dispatch has: device or threadgroup memory for SIMD-groups,
+// device or thread memory for execution_thread; constant memory for none ("Unsupported address
+// space"). Cooperative tensors are the thread's own registers.
+template <class T> constexpr bool rank2() { return plain_t<T>::get_rank() == 2; }
+template <class Scope, class T> constexpr bool space_supported() {
+  if constexpr (is_cooperative_tensor<T>()) {
+    return true;
+  } else {
+    constexpr int space = metal::__kgmsl_tensor::space<typename plain_t<T>::element_type>::value;
+    return metal::is_execution_thread_v<metal::remove_cv_t<Scope>> ? (space == 0 || space == 1) : (space == 1 || space == 3);
+  }
+}
 
 // The (left, right, destination) element types MPPTensorOpsMatMul2d.h lists, less the
 // 2-, 4- and 8-bit formats (int4b_format, metal_fp8_e4m3_format, ...), not modelled.
@@ -158,6 +166,17 @@ public:
                                               __kgmsl_matmul2d::value_t<RightOperandType>,
                                               __kgmsl_matmul2d::value_t<DestinationOperandType>>(),
                   "matmul2d: unsupported combination of left, right and destination element types");
+    static_assert(__kgmsl_matmul2d::rank2<LeftOperandType>() && __kgmsl_matmul2d::rank2<RightOperandType>() &&
+                      __kgmsl_matmul2d::rank2<DestinationOperandType>(),
+                  "matmul2d::run: Operand must have rank 2");
+    static_assert(__kgmsl_matmul2d::space_supported<Scope, LeftOperandType>() &&
+                      __kgmsl_matmul2d::space_supported<Scope, RightOperandType>() &&
+                      __kgmsl_matmul2d::space_supported<Scope, DestinationOperandType>(),
+                  "matmul2d::run: Unsupported address space: a tensor operand's elements are in device or threadgroup "
+                  "memory (execution_simdgroups), device or thread memory (execution_thread), never constant memory");
+    static_assert(!(metal::is_execution_thread_v<metal::remove_cv_t<Scope>> &&
+                    __kgmsl_matmul2d::is_cooperative_tensor<DestinationOperandType>()),
+                  "matmul2d::run: destination cannot be cooperative tensor with cooperative group of size 1");
   }
 
   template <typename LeftElementType, typename RightElementType, typename ElementType, typename CoordType = int,

@@ -250,23 +250,36 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
   const_reference operator[](thread_index_type idx) const thread;
   value_type get(thread_index_type idx) const thread;
   void set(thread_index_type idx, value_type v) thread;
-  // Between a cooperative tensor and a tensor of the same value type (no conversion).
+  // Between a cooperative tensor and a tensor of the same value type (no conversion), of rank 1
+  // or 2, over device or threadgroup memory: what the load and store of Apple's matmul2d layouts
+  // (the only layouts modelled) assert ("Source tensor must be rank 1 or 2", "Unsupported address
+  // space" for any other space, constant memory included).
   template <class T, class E, class... Tags,
             typename = enable_if_t<is_same_v<value_type, typename tensor<T, E, tensor_handle, Tags...>::value_type>>>
-  void load(tensor<T, E, tensor_handle, Tags...> t) thread;
+  void load(tensor<T, E, tensor_handle, Tags...> t) thread { __transfer<T, E>(); }
   template <class T, class E, class... Tags,
             typename = enable_if_t<is_same_v<value_type, typename tensor<T, E, tensor_inline, Tags...>::value_type>>>
-  void load(const tensor<T, E, tensor_inline, Tags...>& t) thread;
+  void load(const tensor<T, E, tensor_inline, Tags...>& t) thread { __transfer<T, E>(); }
   template <class T, class E, class... Tags,
             typename = enable_if_t<is_same_v<value_type, typename tensor<T, E, tensor_handle, Tags...>::value_type>>>
-  void store(tensor<T, E, tensor_handle, Tags...> t) const thread;
+  void store(tensor<T, E, tensor_handle, Tags...> t) const thread { __transfer<T, E>(); }
   template <class T, class E, class... Tags,
             typename = enable_if_t<is_same_v<value_type, typename tensor<T, E, tensor_inline, Tags...>::value_type>>>
-  void store(const tensor<T, E, tensor_inline, Tags...>& t) const thread;
+  void store(const tensor<T, E, tensor_inline, Tags...>& t) const thread { __transfer<T, E>(); }
   iterator begin() thread;
   iterator end() thread;
   const_iterator begin() const thread;
   const_iterator end() const thread;
+
+private:
+  template <class T, class E> static void __transfer() {
+    static_assert(E::rank() == 1 || E::rank() == 2, "cooperative_tensor load/store: Tensor must be rank 1 or 2");
+    static_assert(__kgmsl_tensor::is_device<T>() || __kgmsl_tensor::is_threadgroup<T>(),
+                  "cooperative_tensor load/store: Unsupported address space: the tensor's elements are in device or "
+                  "threadgroup memory");
+  }
+
+public:
   // (map_iterator, which maps an iterator of another cooperative tensor by the layouts'
   // interface, is not modelled.)
 };

@@ -105,3 +105,11 @@ template <typename IdxT> IdxT loc_of(uint3 e, constant const int* shape) { retur
                                        uint3 index [[thread_position_in_grid]]) {
   y[index.x] = loc_of<int>({2 * index.x, index.y, index.z}, shape);
 }
+
+// Braces the user writes may give fewer components than the vector has: Metal value-initialises
+// the rest (MLX's steel_attention_nax.h: `vec<float, 2> s{0}`).
+[[kernel]] void braced_vectors(device float4* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  vec<float, 2> s{0};
+  float4 t = {y[i].x, 1.0f};
+  y[i] = t + float4(s, s);
+}
