@@ -177,20 +177,23 @@ fn gpp_with_the_emulator_shim_accepts_the_invalid_cases() {
         "vector_constructor_too_few.metal", // the shim's vec has no two-argument float4 constructor
         "vector_length_conversion.metal", // nor a float3 from a float4
     ];
-    let (mut accepted, mut rejected) = (Vec::new(), Vec::new());
-    for f in common::files(&common::crate_dir().join("tests/invalid"), "metal") {
-        // -x c++: g++ takes a .metal file for linker input otherwise, and checks nothing
+    let files = common::files(&common::crate_dir().join("tests/invalid"), "metal");
+    // -x c++: g++ takes a .metal file for linker input otherwise, and checks nothing
+    let results = common::par_map(&files, |f| {
         let out = std::process::Command::new("g++")
             .args(["-x", "c++", "-std=c++17", "-fsyntax-only", "-Wno-attributes", "-w", "-I"])
             .arg(&inc)
-            .arg(&f)
+            .arg(f)
             .output()
             .unwrap();
-        let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        if out.status.success() {
+        (f.file_name().unwrap().to_string_lossy().into_owned(), out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    });
+    let (mut accepted, mut rejected) = (Vec::new(), Vec::new());
+    for (name, ok, stderr) in results {
+        if ok {
             accepted.push(name);
         } else {
-            rejected.push((name, String::from_utf8_lossy(&out.stderr).into_owned()));
+            rejected.push((name, stderr));
         }
     }
     let _ = std::fs::remove_dir_all(&inc);
