@@ -22,6 +22,13 @@ fn main() {
     }
 }
 
+/// A kernel's source as MSL: what the Metal check accepts (metal_stdlib, namespace metal).
+macro_rules! msl {
+    ($body:literal) => {
+        concat!("#include <metal_stdlib>\nusing namespace metal;\n", $body)
+    };
+}
+
 fn program() -> Program {
     let emu = Emulator::new(EmuOptions::default()).expect("emulator");
     emu.load(Q4, "q4_gate_up.metal").expect("load")
@@ -92,7 +99,7 @@ fn load_cache_hit(b: Bencher) {
 #[divan::bench(sample_count = 20)]
 fn scheduling_two_collectives(b: Bencher) {
     let emu = Emulator::new(EmuOptions::default()).expect("emulator");
-    let p = emu.load("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { float a = simd_sum(float(lane)); float c = simd_sum(a); if (lane == 0) o[g.y] = c; }", "o.metal").unwrap();
+    let p = emu.load(msl!("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { float a = simd_sum(float(lane)); float c = simd_sum(a); if (lane == 0) o[g.y] = c; }"), "o.metal").unwrap();
     let mut out = DeviceBuffer::zeroed(192 * 4);
     b.counter(ItemsCount::new(128usize * 192)).bench_local(|| {
         p.dispatch("k", &mut [&mut out], [128, 192, 1], [128, 1, 1]).expect("dispatch")
@@ -102,7 +109,7 @@ fn scheduling_two_collectives(b: Bencher) {
 #[divan::bench(sample_count = 20)]
 fn scheduling_no_collective(b: Bencher) {
     let emu = Emulator::new(EmuOptions::default()).expect("emulator");
-    let p = emu.load("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { if (lane == 0) o[g.y] = 1.0f; }", "o.metal").unwrap();
+    let p = emu.load(msl!("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { if (lane == 0) o[g.y] = 1.0f; }"), "o.metal").unwrap();
     let mut out = DeviceBuffer::zeroed(192 * 4);
     b.counter(ItemsCount::new(128usize * 192)).bench_local(|| {
         p.dispatch("k", &mut [&mut out], [128, 192, 1], [128, 1, 1]).expect("dispatch")
@@ -113,7 +120,7 @@ fn scheduling_no_collective(b: Bencher) {
 #[divan::bench(args = [32, 128, 1024], sample_count = 30)]
 fn collectives_by_threadgroup(b: Bencher, tg: u32) {
     let emu = Emulator::new(EmuOptions { workers: 1, ..EmuOptions::default() }).expect("emulator");
-    let p = emu.load("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { float a = float(lane); for (int i = 0; i < 16; ++i) a = simd_sum(a) * 0.5f; if (lane == 0) o[g.x / 32] = a; }", "c.metal").unwrap();
+    let p = emu.load(msl!("[[kernel]] void k(device float* o [[buffer(0)]], uint3 g [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) { float a = float(lane); for (int i = 0; i < 16; ++i) a = simd_sum(a) * 0.5f; if (lane == 0) o[g.x / 32] = a; }"), "c.metal").unwrap();
     let mut out = DeviceBuffer::zeroed(32768 / 32 * 4);
     b.counter(ItemsCount::new(32768usize * 16)).bench_local(|| {
         p.dispatch("k", &mut [&mut out], [32768, 1, 1], [tg, 1, 1]).expect("dispatch")
