@@ -48,12 +48,14 @@ test: deps cli
 
 ## The slow tests, which `make test` builds but leaves out (`#[ignore]`d) and .ci/run runs:
 ## the proc-macros' compile errors (trybuild builds their dependencies again), the tutorial
-## run end to end (it builds and tests the tutorial's crate), and every bundled kernel with
-## several emulator workers in every run order against one worker.
+## run end to end (it builds and tests the tutorial's crate), the vocabulary head's verify
+## under 1 GiB, every bundled kernel with several emulator workers in every run order against
+## one worker, and the Metal check of all 90 of MLX's kernel headers.
 test-slow: deps cli
 	$(CARGO) test --package kernelgen-macros-ui --test compile_fail -- --ignored
-	$(CARGO) test --package kernelgen-cli --test tutorial -- --ignored
-	$(CARGO) test --package kernelgen-emu --test catalog_parallel -- --ignored
+	$(CARGO) test --package kernelgen-cli --test integration -- --ignored tutorial:: verify_memory::
+	$(CARGO) test --package kernelgen-emu --test integration -- --ignored catalog_parallel::
+	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --package kernelgen-msl --test integration -- --ignored mlx_headers::
 
 ## What publishing needs: the API docs build without a warning (the macros' re-export
 ## included), and every published crate packages and builds alone from its .crate file
@@ -88,7 +90,7 @@ test-sanitize: deps cli
 FUZZ_SECS ?= 300
 fuzz:
 	KERNELGEN_FUZZ_SECS=$(FUZZ_SECS) $(if $(FUZZ_SEED),KERNELGEN_FUZZ_SEED=$(FUZZ_SEED)) \
-	  $(CARGO) test --package kernelgen-cli --test fuzz -- --nocapture
+	  $(CARGO) test --package kernelgen-cli --test integration -- --nocapture fuzz::
 
 ## Benchmarks: catalog generation, emulator throughput and build times.
 bench: deps

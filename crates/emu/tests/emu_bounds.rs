@@ -8,8 +8,7 @@
 //! write there is reported as corruption after the threadgroup (buffer and negative offset);
 //! under sanitize both are faults.
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use kernelgen_emu::*;
@@ -31,7 +30,7 @@ fn sanitized(test: &str, body: impl FnOnce()) {
     }
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([common::test_path(module_path!(), test).as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .envs(sanitizer_env())
         .output()
         .expect("spawn the sanitized child");

@@ -1,8 +1,7 @@
 //! Planted bugs the emulator must catch, each with a report naming the kernel, the
 //! .metal line and the GPU thread where promised.
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use kernelgen_emu::*;

@@ -2,8 +2,7 @@
 //! floats with ties, NaNs, infinities and subnormals) and the operator rules, against the
 //! `half` crate.
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use half::{bf16, f16};

@@ -2,8 +2,7 @@
 //! directories and defines, macro-made instantiations, function constants, quad-group
 //! and rotate/fill shuffles, and 8x8 simdgroup matrices (in MLX's lane layout).
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use kernelgen_emu::*;

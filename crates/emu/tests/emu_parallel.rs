@@ -2,8 +2,7 @@
 //! device atomics that are atomic across workers, the first fault in assignment order
 //! reported whatever the workers, and the worker count from the environment.
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use kernelgen_emu::*;
@@ -109,7 +108,7 @@ fn the_worker_count_comes_from_the_environment() {
     let exe = std::env::current_exe().unwrap();
     for (value, want) in [("3", 3usize), ("1", 1)] {
         let out = std::process::Command::new(&exe)
-            .args(["the_worker_count_comes_from_the_environment", "--exact", "--nocapture", "--test-threads=1"])
+            .args([common::test_path(module_path!(), "the_worker_count_comes_from_the_environment").as_str(), "--exact", "--nocapture", "--test-threads=1"])
             .env("KGEMU_TEST_WORKERS_CHILD", "1")
             .env(VAR, value)
             .output()

@@ -6,8 +6,7 @@
 //! ASAN_OPTIONS, UBSAN_OPTIONS). `cargo test --test emu_sanitize` runs the whole lane; no
 //! flag or `--ignored` is needed.
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use kernelgen_emu::*;
@@ -24,7 +23,7 @@ fn sanitized(test: &str, body: impl FnOnce()) {
     }
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([common::test_path(module_path!(), test).as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .envs(sanitizer_env())
         .output()
         .expect("spawn the sanitized child");
@@ -164,7 +163,7 @@ fn reexec_enters_sanitize_mode() {
     }
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args(["reexec_enters_sanitize_mode", "--exact", "--nocapture", "--test-threads=1"])
+        .args([common::test_path(module_path!(), "reexec_enters_sanitize_mode").as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(STAGE, "1")
         .output()
         .unwrap();

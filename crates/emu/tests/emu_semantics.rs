@@ -2,8 +2,7 @@
 //! barriers in every run order, threadgroup memory, partial threadgroups, vectors,
 //! templated kernels with host_name and header helpers, errors of compile and launch.
 
-#[path = "emu/common.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use half::{bf16, f16};

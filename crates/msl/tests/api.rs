@@ -1,5 +1,5 @@
 //! The API around a check: errors without clang, content keys, the result cache, timing.
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -4,7 +4,7 @@
 //! cites the MSL specification section it breaks and carries `// expect: LINE: fragment`
 //! (or `LINE:COL:`) lines: every expectation must be met by a reported problem, and every
 //! reported problem must be on an expected line.
-mod common;
+use crate::common;
 
 struct Expect {
     line: u32,

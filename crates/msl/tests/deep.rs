@@ -2,7 +2,7 @@
 //! terms, and its JSON dump grows with the square of that. The check reads and walks the AST on
 //! a thread of its own with a large stack, whatever thread calls it, and reports what it cannot
 //! read as a problem: it never overflows a stack (an abort) or exhausts memory.
-mod common;
+use crate::common;
 
 /// A kernel storing the sum of `terms` loads, in one expression.
 fn long_sum(terms: usize) -> String {

@@ -1,5 +1,5 @@
 //! Acceptance: every kernel kernelgen generates (the repo's generated/metal/) is valid MSL.
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 //! preamble (its kernels' utils.h, from the fetched wheel; without it `<metal_stdlib>` stands
 //! in), the header, `template <...>`, `[[kernel]] void name(params) { body }` and the explicit
 //! instantiation. Skips with a message when the seeds are absent.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

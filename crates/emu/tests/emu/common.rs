@@ -74,3 +74,9 @@ pub fn tree<T: Copy>(lanes: &[Option<T>; 32], ident: T, op: impl Fn(T, T) -> T) 
     }
     v[0]
 }
+
+/// A test of the module `module` (its `module_path!()`) as the test harness names it, for a
+/// child process that runs exactly that test: `emu_bounds::name` (the crate is left out).
+pub fn test_path(module: &str, name: &str) -> String {
+    format!("{}::{name}", module.split_once("::").map_or(module, |(_, m)| m))
+}
