@@ -31,6 +31,11 @@ use kernelgen::contract::{Dtype, Format, KernelDef, Source, Tolerance};
 use half::{bf16, f16};
 use std::fmt;
 
+/// Inputs of more than this many bytes make a kernel *large* (a vocabulary head's 635 MB of
+/// weights): `kernelgen verify` runs it alone (two at once would double the peak memory) and
+/// in fewer configurations, as the test of every worker count and order does.
+pub const LARGE_INPUT_BYTES: u64 = 128 << 20;
+
 /// The inputs of one verification launch.
 #[derive(Clone, Debug)]
 pub struct Case {

@@ -319,13 +319,11 @@ fn report(o: &Outcome, width: usize, failures: &mut Vec<String>) {
     }
 }
 
-/// Inputs of more than this many bytes (at the contract's fixed sizes) make a kernel run
-/// alone: verifying two 635 MB vocabulary heads at once would double the peak memory.
-const EXCLUSIVE_INPUT_BYTES: u64 = 128 << 20;
-
+/// A large kernel (inputs of more than `LARGE_INPUT_BYTES` at the contract's fixed sizes) runs
+/// alone.
 fn exclusive(r: &RenderedKernel) -> bool {
     let bytes: u64 = r.def.inputs.iter().filter_map(|b| b.fixed_elements().map(|n| n * b.dtype.size() as u64)).sum();
-    bytes > EXCLUSIVE_INPUT_BYTES
+    bytes > props::LARGE_INPUT_BYTES
 }
 
 /// Kernels run on several threads at once (each launch's threadgroups on the emulator's
