@@ -202,11 +202,11 @@
 //! first sanitizer report of a dispatch becomes an [`EmuError::Fault`] with the GPU thread
 //! and the `.metal` line (the sanitizer's own report is printed to stderr as well).
 //!
-//! **The sanitizer lane.** `cargo test --test emu_sanitize` (part of `cargo test
-//! --workspace`) runs the sanitize-mode tests: each test re-runs itself as a child process
-//! of the test binary with [`sanitizer_env`], so nothing has to be set up by hand. A
-//! program that wants sanitize mode calls [`reexec_with_sanitizer_if_needed`] first thing
-//! (it re-executes itself with that environment), or is started with it, e.g.
+//! **The sanitizer lane.** `cargo test -p kernelgen-emu --test integration emu_sanitize::`
+//! (part of `cargo test --workspace`) runs the sanitize-mode tests: each test re-runs itself
+//! as a child process of the test binary with [`sanitizer_env`], so nothing has to be set
+//! up by hand. A program that wants sanitize mode calls [`reexec_with_sanitizer_if_needed`]
+//! first thing (it re-executes itself with that environment), or is started with it, e.g.
 //! `LD_PRELOAD=$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)
 //! ASAN_OPTIONS=detect_leaks=0:halt_on_error=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0
 //! prog`. ASan is told about every fiber switch (`__sanitizer_start/finish_switch_fiber`);

@@ -3,8 +3,8 @@
 //! An ASan-instrumented object can only be loaded into a process that has the ASan
 //! runtime preloaded, so every test here re-runs itself in a child process of this test
 //! binary with `kernelgen_emu::sanitizer_env()` (LD_PRELOAD of g++'s libasan and libubsan,
-//! ASAN_OPTIONS, UBSAN_OPTIONS). `cargo test --test emu_sanitize` runs the whole lane; no
-//! flag or `--ignored` is needed.
+//! ASAN_OPTIONS, UBSAN_OPTIONS). `cargo test -p kernelgen-emu --test integration
+//! emu_sanitize::` runs the whole lane; no flag or `--ignored` is needed.
 
 use crate::common;
 
