@@ -51,11 +51,10 @@ test: deps cli
 ## run end to end (it builds and tests the tutorial's crate), the vocabulary head's verify
 ## under 1 GiB, every bundled kernel with several emulator workers in every run order against
 ## one worker, and the Metal check of all 90 of MLX's kernel headers.
+## One command over the workspace: `make test`'s build serves it as it is (`--package` alone would
+## unify the crates' features differently and rebuild them).
 test-slow: deps cli
-	$(CARGO) test --package kernelgen-macros-ui --test compile_fail -- --ignored
-	$(CARGO) test --package kernelgen-cli --test integration -- --ignored tutorial:: verify_memory::
-	$(CARGO) test --package kernelgen-emu --test integration -- --ignored catalog_parallel::
-	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --package kernelgen-msl --test integration -- --ignored mlx_headers::
+	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace --test integration --test compile_fail -- --ignored
 
 ## What publishing needs: the API docs build without a warning (the macros' re-export
 ## included), and every published crate packages and builds alone from its .crate file
@@ -90,7 +89,7 @@ test-sanitize: deps cli
 FUZZ_SECS ?= 300
 fuzz:
 	KERNELGEN_FUZZ_SECS=$(FUZZ_SECS) $(if $(FUZZ_SEED),KERNELGEN_FUZZ_SEED=$(FUZZ_SEED)) \
-	  $(CARGO) test --package kernelgen-cli --test integration -- --nocapture fuzz::
+	  $(CARGO) test --workspace --test integration -- --nocapture fuzz::
 
 ## Benchmarks: catalog generation, emulator throughput and build times.
 bench: deps
