@@ -1,6 +1,6 @@
 //! The command's tests: every file in this folder is a module of one test binary (`--test
 //! integration`), so that they link once and their tests run side by side on every core; a new
-//! file is declared here (the last test checks that none is missing).
+//! file is declared here (the last test checks that none is missing, in every crate laid out so).
 
 mod catalog;
 mod cli;
@@ -16,16 +16,24 @@ mod verify_memory;
 mod verify_random;
 mod workers;
 
-/// Every `.rs` file beside this one is a module above (cargo no longer finds test files by
-/// itself: `autotests = false`).
+/// Every crate whose tests are one binary (a `tests/integration.rs`: the CLI's, the
+/// emulator's, the Metal check's, the generator's) declares each `.rs` file beside it as a
+/// module there: cargo no longer finds test files by itself (`autotests = false`).
 #[test]
 fn every_test_file_is_a_module() {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let declared = include_str!("integration.rs");
-    for entry in std::fs::read_dir(&here).expect("the tests folder") {
-        let name = entry.expect("an entry").file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_suffix(".rs").filter(|s| *s != "integration") {
-            assert!(declared.contains(&format!("\nmod {stem};\n")), "tests/{name} is not declared in tests/integration.rs");
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut binaries = Vec::new();
+    for krate in std::fs::read_dir(&crates).expect("the crates folder") {
+        let tests = krate.expect("an entry").path().join("tests");
+        let Ok(declared) = std::fs::read_to_string(tests.join("integration.rs")) else { continue };
+        for entry in std::fs::read_dir(&tests).expect("a tests folder") {
+            let name = entry.expect("an entry").file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".rs").filter(|s| *s != "integration") {
+                let at = tests.display();
+                assert!(declared.contains(&format!("\nmod {stem};\n")), "{at}/{name} is not declared in {at}/integration.rs");
+            }
         }
+        binaries.push(tests);
     }
+    assert!(binaries.contains(&crates.join("cli/tests")), "this crate's own tests were not found under {}", crates.display());
 }
