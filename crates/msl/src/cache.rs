@@ -31,14 +31,16 @@ pub fn temp_name(path: &Path) -> std::path::PathBuf {
     path.with_file_name(name)
 }
 
+/// `bytes` in a new temporary file beside `path` ([`temp_name`]), to be moved into place whole.
+fn write_temp(path: &Path, bytes: &[u8]) -> std::io::Result<std::path::PathBuf> {
+    let tmp = temp_name(path);
+    fs::File::create(&tmp)?.write_all(bytes)?;
+    Ok(tmp)
+}
+
 /// Write through a temporary name and rename, so concurrent checkers never see half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temp_name(path);
-    {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-    }
-    fs::rename(&tmp, path)
+    fs::rename(write_temp(path, bytes)?, path)
 }
 
 /// Create `path` with `bytes` unless it exists: never rewritten once there, so its modification
@@ -49,12 +51,7 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if path.exists() {
         return Ok(());
     }
-    let tmp = temp_name(path);
-    {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-    }
-    publish(&tmp, path)
+    publish(&write_temp(path, bytes)?, path)
 }
 
 /// Move the finished file `tmp` to `path` unless `path` exists already (then `tmp` goes).

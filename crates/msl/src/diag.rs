@@ -188,8 +188,8 @@ pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
         }
         // A header clang found that the workspace did not mirror keeps its own path; the
         // prelude and <built-in> point to the user's code that led there.
-        let outside = !d.file.contains("/prelude-") && !d.file.starts_with('<');
         let in_prelude = d.file.contains("/prelude-");
+        let outside = !in_prelude && !d.file.starts_with('<');
         let here = ws
             .original(&d.file, d.line, d.col)
             .or_else(|| d.notes.iter().find_map(|n| ws.original(&n.file, n.line, n.col)))
