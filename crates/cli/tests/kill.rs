@@ -98,10 +98,15 @@ fn generate_killed_at_any_moment_leaves_the_old_or_the_new_tree() {
     assert_ne!(ref_a, ref_b);
     let out = dir.path().join("out");
     assert!(generate(dir.path(), "a", "out").status().unwrap().success());
-    // How long a whole switch takes, to spread the kills over it.
-    let start = Instant::now();
-    assert!(generate(dir.path(), "b", "out").status().unwrap().success());
-    let whole = start.elapsed();
+    // How long a whole switch takes, to spread the kills over it: a run to the end, which
+    // must leave exactly the new tree.
+    let switch_to = |spec: char| {
+        let start = Instant::now();
+        assert!(generate(dir.path(), &spec.to_string(), "out").status().unwrap().success());
+        assert!(tree(&out) == *if spec == 'a' { &ref_a } else { &ref_b }, "a whole run left another tree");
+        start.elapsed()
+    };
+    let mut whole = switch_to('b');
     let mut current = 'b';
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     let mut rng = Rng(seed);
@@ -112,10 +117,19 @@ fn generate_killed_at_any_moment_leaves_the_old_or_the_new_tree() {
         if began.elapsed() > budget && i >= 20 {
             break;
         }
+        if i > 0 && i % 10 == 0 {
+            // The load changes while the binary's other tests run beside this one: measure a
+            // whole switch again.
+            current = if current == 'a' { 'b' } else { 'a' };
+            whole = switch_to(current);
+        }
         let next = if current == 'a' { 'b' } else { 'a' };
         let mut child = generate(dir.path(), &next.to_string(), "out").spawn().unwrap();
-        // Stratified: run i is killed somewhere in the i-th slice of [0, 1.2 x whole].
-        let at = whole.mul_f64(1.2 * (i as f64 + rng.unit()) / runs as f64);
+        // Stratified: each run is killed somewhere in its own slice of [0, 1.2 x whole], the
+        // slices taken in an order (7 and 60 are coprime) whose every prefix spreads over the
+        // whole window, so a run cut short by the budget still straddles the switch.
+        let slice = (i * 7) % runs;
+        let at = whole.mul_f64(1.2 * (slice as f64 + rng.unit()) / runs as f64);
         std::thread::sleep(at);
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
