@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # One `cargo check` of the check-apple lane: the arguments go to cargo check
-# (a --target, -p/--package, --features), run by the Debian toolchain with
-# -Zbuild-std through the opt-in apple/cargo-config.toml. apple/setup.sh must
-# have run. See apple/README.md.
+# (a --target, -p/--package, --features, a --manifest-path relative to the
+# repository), run by the Debian toolchain with -Zbuild-std through the opt-in
+# apple/cargo-config.toml. apple/setup.sh must have run. See apple/README.md.
 #
-# The [patch] in the configuration makes cargo write the path copy of mlx-sys
-# into Cargo.lock; the repository's Cargo.lock is put back byte for byte
-# afterwards, whatever happened. (cargo's resolver.lockfile-path would avoid the
-# rewrite, but under -Zbuild-std it also steers the resolution of std's own
-# dependencies, which then no longer build for aarch64-unknown-linux-gnu.)
+# cargo runs in a snapshot of the working tree, target/apple/tree: the [patch]
+# in the configuration makes cargo write the path copy of mlx-sys into each
+# Cargo.lock it resolves, and the repository's own lock files must never change
+# under a build running beside this one (CI runs the lane in the background).
+# The snapshot keeps the files' times, so cargo's fingerprints hold from run to
+# run, and its `target` links back to the repository's, so the configuration's
+# paths (target/apple, the patched mlx-sys) are the same ones. (cargo's
+# resolver.lockfile-path would avoid the rewrite too, but under -Zbuild-std it
+# also steers the resolution of std's own dependencies, which then no longer
+# build for aarch64-unknown-linux-gnu.)
 # Runs of this script are serialised with a lock, so `make -j` is safe.
 set -euo pipefail
 
@@ -25,11 +30,14 @@ mkdir -p "$LANE"
 exec 9>"$LANE/.check.lock"
 flock 9
 
-saved="$LANE/Cargo.lock.repo"
-cp -p Cargo.lock "$saved"
-restore() { cmp -s "$saved" Cargo.lock || cp -p "$saved" Cargo.lock; }
-trap restore EXIT
-trap 'exit 130' INT TERM
+# A fresh snapshot every run (a few MB): a file deleted from the tree must not
+# linger in it. Everything but the build output and git's store.
+TREE="$LANE/tree"
+rm -rf "$TREE"
+mkdir -p "$TREE"
+tar -c --exclude=./.git --exclude=./target --exclude='./target-*' . | tar -x -C "$TREE"
+ln -s "$ROOT/target" "$TREE/target"
+cd "$TREE"
 
 # --offline: apple/setup.sh fetched every crate the lane needs (std's too), so
 # the checks never touch the network (APPLE_OFFLINE=0 to allow it).
