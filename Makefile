@@ -2,12 +2,17 @@
 # Everything the build needs is installed here (Rust and g++ come with the machine).
 
 CARGO     ?= cargo
-# `cargo run --quiet` would hide the first build (minutes on a fresh clone): every
-# target that runs the CLI depends on `cli`, which builds it with cargo's progress
-# (one `Finished` line when it is up to date), and then runs it quietly.
+# `cargo run --quiet` would hide the first build (minutes on a fresh clone): `generate`
+# and `check` depend on `cli`, which builds it with cargo's progress (one `Finished`
+# line when it is up to date), and then run it quietly.
 KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
+# The binary the test lanes run: the one `cargo test --workspace` builds (target `test-build`),
+# with the workspace's features, the catalog among them. The CLI alone (`cli`) builds
+# without the catalog, so that a broken generated/ can always be regenerated; building it
+# as well in the test lanes would compile the emulator, the references and the CLI twice.
+TESTED_KERNELGEN = target/debug/kernelgen
 
-.PHONY: generate check test test-slow test-sanitize fuzz bench deps cli package
+.PHONY: generate check test test-build test-slow test-sanitize fuzz bench deps cli package
 
 ## Build the `kernelgen` command (target/debug/kernelgen), showing cargo's progress.
 cli:
@@ -38,13 +43,17 @@ deps:
 ## Unit, snapshot, CLI and emulator tests (the Metal check's corpus of invalid MSL, the generated
 ## kernels, the seeds and MLX's headers among them: deps fetched the headers, so no test may skip
 ## them), then every kernel verified in the emulator. The slow tests are `make test-slow`'s.
-test: deps cli
-	$(KERNELGEN) check
+test: deps test-build
+	$(TESTED_KERNELGEN) check
 	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace
-	KERNELGEN_BIN=target/debug/kernelgen python3 -m pytest -q tests/python
+	KERNELGEN_BIN=$(TESTED_KERNELGEN) python3 -m pytest -q tests/python
 	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
 	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml --target-dir target
-	$(KERNELGEN) verify
+	$(TESTED_KERNELGEN) verify
+
+## Every test binary of the workspace, and target/debug/kernelgen with them.
+test-build:
+	$(CARGO) test --workspace --no-run
 
 ## The slow tests, which `make test` builds but leaves out (`#[ignore]`d) and .ci/run runs:
 ## the proc-macros' compile errors (trybuild builds their dependencies again), the tutorial
@@ -53,7 +62,7 @@ test: deps cli
 ## one worker, and the Metal check of all 90 of MLX's kernel headers.
 ## One command over the workspace: `make test`'s build serves it as it is (`--package` alone would
 ## unify the crates' features differently and rebuild them).
-test-slow: deps cli
+test-slow: deps
 	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace --test integration --test compile_fail -- --ignored
 
 ## What publishing needs: the API docs build without a warning (the macros' re-export
@@ -80,8 +89,8 @@ package:
 	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
 
 ## The same kernels built with AddressSanitizer and UBSan.
-test-sanitize: deps cli
-	$(KERNELGEN) verify --sanitize
+test-sanitize: deps test-build
+	$(TESTED_KERNELGEN) verify --sanitize
 
 ## Spec fuzzing for longer than `make test` does (8 s there): mutations of the bundled specs through the
 ## generator and the binary; no panic, exit codes 0/1/2 only, every error with file:line:col, successes
