@@ -399,23 +399,34 @@ pub fn affine_row_replay_view<T: Element>(x: &[T], w: &QuantizedView<'_, T>) -> 
         .chunks_exact(VALUES_PER_LANE)
         .map(|c| load_vector(c, bits))
         .collect();
+    let all_bytes = le_bytes(w.w);
     per_row(w.n, |row| {
-        // One row's bytes at a time: the head matrix is far larger than
-        // any one row.
-        let wb = bytes(&w.w[row * words..(row + 1) * words]);
+        let wb = &all_bytes[row * words * 4..(row + 1) * words * 4];
+        // The row's scales and biases in f32 once, not once per lane and step.
+        let sb: Vec<(f32, f32)> = (row * groups..(row + 1) * groups).map(|g| (w.scales[g].to_f32(), w.biases[g].to_f32())).collect();
         let mut partial = [0.0f32; SIMD_WIDTH];
         for (lane, result) in partial.iter_mut().enumerate() {
             for step in 0..k / STEP {
                 let kk = step * STEP + lane * VALUES_PER_LANE;
                 let (xt, sum) = &chunks[kk / VALUES_PER_LANE];
-                let s = w.scales[row * groups + kk / GROUP_SIZE].to_f32();
-                let b = w.biases[row * groups + kk / GROUP_SIZE].to_f32();
+                let (s, b) = sb[kk / GROUP_SIZE];
                 let at = kk * bits.bits() / 8;
                 *result += qdot(&wb[at..at + lane_bytes], xt, s, b, *sum, bits);
             }
         }
         T::from_f32(simd_sum(&partial))
     })
+}
+
+/// The packed words' bytes, little-endian: borrowed on a little-endian machine (the
+/// head's 635 MB are not copied), else converted.
+fn le_bytes(w: &[u32]) -> std::borrow::Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: the bytes of `w` itself, of its length, and u8 has no alignment.
+        std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), std::mem::size_of_val(w)) })
+    } else {
+        std::borrow::Cow::Owned(bytes(w))
+    }
 }
 
 // ------------------------------------------------------------------- f64

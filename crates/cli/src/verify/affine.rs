@@ -22,8 +22,8 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     let mut w = HostArray::zeros(kernelgen::Dtype::U32, vec![n as u64, words as u64]);
     random_words(&mut w.data, seed);
     let levels = f64::from(bits.max_q());
-    let scales: Vec<T> = (0..n * groups).map(|_| T::from_f32(((0.5 + rng.unit()) * 2.0 / levels) as f32 * if rng.unit() < 0.1 { -1.0 } else { 1.0 })).collect();
-    let biases: Vec<T> = (0..n * groups).map(|_| T::from_f32((rng.unit() * 2.0 - 1.0) as f32)).collect();
+    let scales: Vec<T> = par_draw(n * groups, seed ^ 1, |rng| T::from_f32(((0.5 + rng.unit()) * 2.0 / levels) as f32 * if rng.unit() < 0.1 { -1.0 } else { 1.0 }));
+    let biases: Vec<T> = par_draw(n * groups, seed ^ 2, |rng| T::from_f32((rng.unit() * 2.0 - 1.0) as f32));
     let x: Vec<T> = random(&mut rng, k);
     let rows = f64_rows(n, seed);
     let (replay, exact) = {
@@ -67,24 +67,43 @@ fn f64_rows(n: usize, seed: u64) -> Vec<usize> {
     (0..n).filter(|&r| r < 1024 || r >= n - 1024 || r % 16 == offset).collect()
 }
 
-/// Fills `bytes` with random u32 words, on every core: each 1 MiB block from its own
-/// generator, seeded by `seed` and the block's index (the head's 635 MB of weights take a
-/// second on one core).
+/// Fills `bytes` with random bits, on every core (the head's 635 MB of weights take a
+/// second on one core): see [`par_blocks`].
 fn random_words(bytes: &mut [u8], seed: u64) {
-    const BLOCK: usize = 1 << 20;
-    let blocks: Vec<(usize, &mut [u8])> = bytes.chunks_mut(BLOCK).enumerate().collect();
+    par_blocks(bytes, 1 << 20, seed, |rng, block| {
+        let mut words = block.chunks_exact_mut(8);
+        for c in &mut words {
+            c.copy_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        let tail = words.into_remainder();
+        let last = rng.next_u64().to_le_bytes();
+        tail.copy_from_slice(&last[..tail.len()]);
+    });
+}
+
+/// `n` values drawn by `draw`, on every core: see [`par_blocks`].
+fn par_draw<T: Element + Send>(n: usize, seed: u64, draw: impl Fn(&mut SplitMix64) -> T + Sync) -> Vec<T> {
+    let mut out = vec![T::from_f32(0.0); n];
+    par_blocks(&mut out, 1 << 16, seed, |rng, block| block.iter_mut().for_each(|v| *v = draw(rng)));
+    out
+}
+
+/// `fill(rng, block)` for each block of `block` elements of `out`, on every core, block `i`
+/// from its own generator seeded by `seed` and `i`: the values do not depend on the number
+/// of cores.
+fn par_blocks<E: Send>(out: &mut [E], block: usize, seed: u64, fill: impl Fn(&mut SplitMix64, &mut [E]) + Sync) {
+    let blocks: Vec<(usize, &mut [E])> = out.chunks_mut(block).enumerate().collect();
     let workers = std::thread::available_parallelism().map_or(1, |p| p.get()).min(blocks.len()).max(1);
     let per_worker = blocks.len().div_ceil(workers);
     let mut blocks = blocks.into_iter();
+    let fill = &fill;
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            let mine: Vec<(usize, &mut [u8])> = blocks.by_ref().take(per_worker).collect();
+            let mine: Vec<(usize, &mut [E])> = blocks.by_ref().take(per_worker).collect();
             scope.spawn(move || {
                 for (i, block) in mine {
                     let mut rng = SplitMix64::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17));
-                    for c in block.chunks_exact_mut(4) {
-                        c.copy_from_slice(&(rng.next_u64() as u32).to_le_bytes());
-                    }
+                    fill(&mut rng, block);
                 }
             });
         }
