@@ -11,7 +11,10 @@ use kernelgen_codegen::render::RenderedKernel;
 pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     let (k, n) = (param(r, "K")?, param(r, "N")?);
     let bits = if param(r, "bits")? == 3 { Bits::Three } else { Bits::Four };
-    let mut rng = SplitMix64::new(seed);
+    // One seed per input, drawn from `seed`: no two inputs share a stream.
+    let mut seeds = SplitMix64::new(seed);
+    let (w_seed, scales_seed, biases_seed) = (seeds.next_u64(), seeds.next_u64(), seeds.next_u64());
+    let mut rng = SplitMix64::new(seeds.next_u64());
     let groups = k / 64;
     let words = bits.words_per_row(k);
     // Quantizing a large random matrix costs more than the kernel: draw the
@@ -20,10 +23,10 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     // large: the launch binds it in place) and the references read it there,
     // so the head's 635 MB of weights exist once.
     let mut w = HostArray::zeros(kernelgen::Dtype::U32, vec![n as u64, words as u64]);
-    random_words(&mut w.data, seed);
+    random_words(&mut w.data, w_seed);
     let levels = f64::from(bits.max_q());
-    let scales: Vec<T> = par_draw(n * groups, seed ^ 1, |rng| T::from_f32(((0.5 + rng.unit()) * 2.0 / levels) as f32 * if rng.unit() < 0.1 { -1.0 } else { 1.0 }));
-    let biases: Vec<T> = par_draw(n * groups, seed ^ 2, |rng| T::from_f32((rng.unit() * 2.0 - 1.0) as f32));
+    let scales: Vec<T> = par_draw(n * groups, scales_seed, |rng| T::from_f32(((0.5 + rng.unit()) * 2.0 / levels) as f32 * if rng.unit() < 0.1 { -1.0 } else { 1.0 }));
+    let biases: Vec<T> = par_draw(n * groups, biases_seed, |rng| T::from_f32((rng.unit() * 2.0 - 1.0) as f32));
     let x: Vec<T> = random(&mut rng, k);
     let rows = f64_rows(n, seed);
     let (replay, exact) = {
