@@ -2,6 +2,9 @@
 # Everything the build needs is installed here (Rust and g++ come with the machine).
 
 CARGO     ?= cargo
+# One target directory for every cargo call here (the example crates' too), whatever a user's
+# cargo configuration says, so that the binaries below are the ones just built.
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
 # `cargo run --quiet` would hide the first build (minutes on a fresh clone): `generate`
 # and `check` depend on `cli`, which builds it with cargo's progress (one `Finished`
 # line when it is up to date), and then run it quietly.
@@ -10,7 +13,7 @@ KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 # with the workspace's features, the catalog among them. The CLI alone (`cli`) builds
 # without the catalog, so that a broken generated/ can always be regenerated; building it
 # as well in the test lanes would compile the emulator, the references and the CLI twice.
-TESTED_KERNELGEN = target/debug/kernelgen
+TESTED_KERNELGEN = $(CARGO_TARGET_DIR)/debug/kernelgen
 
 .PHONY: generate check test test-build test-slow test-sanitize fuzz bench deps cli package
 
@@ -47,13 +50,16 @@ test: deps test-build
 	$(TESTED_KERNELGEN) check
 	KERNELGEN_MLX_METAL_REQUIRED=1 $(CARGO) test --workspace
 	KERNELGEN_BIN=$(TESTED_KERNELGEN) python3 -m pytest -q tests/python
-	$(CARGO) test --manifest-path examples/downstream/Cargo.toml --target-dir target
-	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml --target-dir target
+	$(CARGO) test --manifest-path examples/downstream/Cargo.toml
+	$(CARGO) test --manifest-path examples/softcap_argmax/Cargo.toml
 	$(TESTED_KERNELGEN) verify
 
-## Every test binary of the workspace, and target/debug/kernelgen with them.
+## Every test binary of the workspace, and target/debug/kernelgen with them. The build compiles
+## the generated catalog: when it fails, `kernelgen check` (the CLI alone builds without the
+## catalog) says whether generated/ is stale.
 test-build:
-	$(CARGO) test --workspace --no-run
+	@$(CARGO) test --workspace --no-run || { echo "make test-build: the build failed; is generated/ fresh? (kernelgen check)" >&2; \
+	  $(KERNELGEN) check; exit 1; }
 
 ## The slow tests, which `make test` builds but leaves out (`#[ignore]`d) and .ci/run runs:
 ## the proc-macros' compile errors (trybuild builds their dependencies again), the tutorial
@@ -68,8 +74,8 @@ test-slow: deps
 ## What publishing needs: the API docs build without a warning (the macros' re-export
 ## included), and every published crate packages and builds alone from its .crate file
 ## (cargo packages the workspace through a temporary local registry; kernelgen-macros-ui,
-## the compile-fail tests, is publish = false). cargo's notes on the tests and benches a package leaves out, and on
-## the workspace's per-crate profiles, are filtered.
+## the compile-fail tests, is publish = false). cargo's notes on the tests and benches a package
+## leaves out are filtered.
 package: SHELL := /bin/bash
 package:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features kernelgen/macros
@@ -79,14 +85,13 @@ package:
 	@# crates change from run to run. Both are dropped for this workspace's crates, so every
 	@# run verifies its own sources, and the dependencies' builds are still shared.
 	rm -rf $${CARGO_HOME:-$$HOME/.cargo}/registry/src/-*/kernelgen-*[0-9]
-	find target/debug/.fingerprint -path '*/kernelgen-*/dep-lib-*' -size -24c -printf '%h\n' 2>/dev/null | xargs -r rm -rf
+	find $(CARGO_TARGET_DIR)/debug/.fingerprint -path '*/kernelgen-*/dep-lib-*' -size -24c -printf '%h\n' 2>/dev/null | xargs -r rm -rf
 	@# The packages build unoptimized: cargo verifies that they build, and the dev profile's
 	@# opt-level 3 for the emulator, the references, the Metal check and the CLI (which only
 	@# `verify` and the tests need) would cost minutes here.
 	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-macros-ui --allow-dirty \
 	    $(foreach p,kernelgen-emu kernelgen-reference kernelgen-msl kernelgen-cli,--config 'profile.dev.package.$(p).opt-level=0') 2>&1 \
-	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$' \
-	            -e '^warning: profile package spec `[^`]*` in profile `dev` did not match any packages$$'
+	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$'
 
 ## The same kernels built with AddressSanitizer and UBSan.
 test-sanitize: deps test-build

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One `cargo check` of the check-apple lane: the arguments go to cargo check
-# (a --target, -p/--package, --features, a --manifest-path relative to the
+# (a --target, -p/--package, --features, a --manifest-path of a file in the
 # repository), run by the Debian toolchain with -Zbuild-std through the opt-in
 # apple/cargo-config.toml. apple/setup.sh must have run. See apple/README.md.
 #
@@ -31,12 +31,48 @@ exec 9>"$LANE/.check.lock"
 flock 9
 
 # A fresh snapshot every run (a few MB): a file deleted from the tree must not
-# linger in it. Everything but the build output and git's store.
+# linger in it. Everything but git's store and build output (target*, and any
+# directory cargo tagged as a cache: an example crate's own target/). The POSIX
+# format keeps the files' times to the nanosecond: rounded down to the second,
+# an edit made in the second a check started would look older than its result.
+# The snapshot goes when the check ends, its `target` link (a loop back to the
+# tree's parent) with it.
 TREE="$LANE/tree"
 rm -rf "$TREE"
+trap 'rm -rf "$TREE"' EXIT
+trap 'exit 130' INT TERM
 mkdir -p "$TREE"
-tar -c --exclude=./.git --exclude=./target --exclude='./target-*' . | tar -x -C "$TREE"
+tar --format=posix -c --exclude-caches --exclude=./.git --exclude=./target --exclude='./target-*' . | tar -x -C "$TREE"
 ln -s "$ROOT/target" "$TREE/target"
+
+# A --manifest-path names a file of the repository, relative to it or absolute:
+# the snapshot's copy is checked. One outside the repository is refused (its
+# lock file would be rewritten in place).
+args=()
+in_tree() {
+    local p="$1"
+    case "$p" in
+        /*) ;;
+        *) p="$ROOT/$p" ;;
+    esac
+    p="$(realpath -m "$p")"
+    local root
+    root="$(realpath "$ROOT")"
+    case "$p" in
+        "$root"/target/*|"$root"/target) ;;
+        "$root"/*) printf '%s\n' "$TREE/${p#"$root"/}"; return ;;
+    esac
+    echo "apple/check.sh: --manifest-path $1 is not a file of the repository ($ROOT)" >&2
+    exit 2
+}
+while (($#)); do
+    case "$1" in
+        --manifest-path) (($# >= 2)) || { echo "apple/check.sh: --manifest-path needs a path" >&2; exit 2; }
+            manifest="$(in_tree "$2")"; args+=(--manifest-path "$manifest"); shift 2 ;;
+        --manifest-path=*) manifest="$(in_tree "${1#--manifest-path=}")"; args+=(--manifest-path "$manifest"); shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
 cd "$TREE"
 
 # --offline: apple/setup.sh fetched every crate the lane needs (std's too), so
@@ -44,10 +80,10 @@ cd "$TREE"
 offline=(--offline)
 [[ ${APPLE_OFFLINE:-1} == 0 ]] && offline=()
 
-echo "apple/check.sh: cargo check $*" >&2
+echo "apple/check.sh: cargo check ${args[*]}" >&2
 # RUSTC_BOOTSTRAP=1 lets the stable Debian toolchain take -Z flags; it is set
 # for this command only. PATH puts the Debian rustc (and rustdoc) before
 # rustup's proxies for anything cargo or a build script runs.
 env PATH="$(dirname "$APPLE_RUSTC"):$PATH" RUSTC="$APPLE_RUSTC" RUSTC_BOOTSTRAP=1 \
     "$APPLE_CARGO" check --config apple/cargo-config.toml -Zbuild-std="$APPLE_BUILD_STD" \
-    "${offline[@]}" "$@"
+    "${offline[@]}" "${args[@]}"

@@ -37,3 +37,31 @@ fn every_test_file_is_a_module() {
     }
     assert!(binaries.contains(&crates.join("cli/tests")), "this crate's own tests were not found under {}", crates.display());
 }
+
+/// Every package the build profile (`.cargo/config.toml`) names exists: cargo ignores a
+/// profile override for an unknown package there without a word, so a renamed crate would
+/// silently lose its `opt-level`.
+#[test]
+fn every_package_the_build_profile_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let config = std::fs::read_to_string(root.join(".cargo/config.toml")).expect(".cargo/config.toml");
+    let named: Vec<&str> = config
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[profile.dev.package.")?.strip_suffix(']'))
+        .map(|n| n.trim_matches('"'))
+        .filter(|n| *n != "*")
+        .collect();
+    assert!(named.contains(&"kernelgen-emu"), "no package overrides found in .cargo/config.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--offline", "--format-version", "1", "--manifest-path"])
+        .arg(root.join("Cargo.toml"))
+        .output()
+        .expect("cargo metadata");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let packages: Vec<&str> = meta["packages"].as_array().expect("packages").iter().filter_map(|p| p["name"].as_str()).collect();
+    for name in named {
+        assert!(packages.contains(&name), ".cargo/config.toml: [profile.dev.package.{name}] names no package of the build");
+    }
+}

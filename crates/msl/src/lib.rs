@@ -169,6 +169,11 @@ impl Checker {
         Ok(Checker { clang, prelude, opts, cache, result_cache, code_key })
     }
 
+    /// The clang in use: the path it runs.
+    pub fn clang_path(&self) -> &std::path::Path {
+        &self.clang.path
+    }
+
     /// The clang in use (`--version`'s first line).
     pub fn clang_version(&self) -> &str {
         &self.clang.version

@@ -29,31 +29,18 @@ fn content_key_follows_the_inputs() {
     assert_ne!(a, c.content_key(KERNEL, "other.metal", &[]));
 }
 
-/// The clang a default checker would use: `$KERNELGEN_MSL_CLANG`, else the first of `clang`,
-/// `clang-19` ... `clang-14` on PATH.
-fn real_clang() -> std::path::PathBuf {
-    if let Some(c) = std::env::var_os("KERNELGEN_MSL_CLANG") {
-        return c.into();
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    ["clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14"]
-        .iter()
-        .flat_map(|name| std::env::split_paths(&path).map(move |d| d.join(name)))
-        .find(|p| p.is_file())
-        .expect("clang on PATH (`make deps` installs it)")
-}
-
 /// A cache hit gives the same problems and runs no clang: the checker's clang is a script that
 /// counts its runs.
 #[test]
 fn cached_results_are_reused_and_equal() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("kgmsl-cache-test-{}", std::process::id()));
+    // in the build's own tmp dir: a system /tmp may be mounted noexec
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kgmsl-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let runs = dir.join("runs");
     let wrapper = dir.join("counting-clang");
-    std::fs::write(&wrapper, format!("#!/bin/sh\necho run >> '{}'\nexec '{}' \"$@\"\n", runs.display(), real_clang().display())).unwrap();
+    std::fs::write(&wrapper, format!("#!/bin/sh\necho run >> '{}'\nexec '{}' \"$@\"\n", runs.display(), common::checker().clang_path().display())).unwrap();
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let count = || std::fs::read_to_string(&runs).map_or(0, |t| t.lines().count());
     let opts = Options { clang: Some(wrapper.clone()), cache_dir: Some(dir.join("cache")), cache_results: true, ..Options::default() };
