@@ -22,6 +22,9 @@ cd "$ROOT"
 
 # Fixed: apple/cargo-config.toml names target/apple (target dir, mlx-sys copy).
 LANE="$ROOT/target/apple"
+# The configuration's target directory, whatever the caller's: cargo would let
+# $CARGO_TARGET_DIR (which the Makefile exports) win over --config.
+unset CARGO_TARGET_DIR
 APPLE_CARGO="${APPLE_CARGO:-/usr/bin/cargo}"
 APPLE_RUSTC="${APPLE_RUSTC:-/usr/bin/rustc}"
 APPLE_BUILD_STD="${APPLE_BUILD_STD:-std,panic_abort}"
