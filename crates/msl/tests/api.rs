@@ -2,7 +2,6 @@
 //! time is a benchmark: `benches/check.rs`.)
 use crate::common;
 
-
 use kernelgen_msl::{Checker, Error, Options};
 
 const KERNEL: &str = "#include <metal_stdlib>\nusing namespace metal;\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = metal::exp(y[i]);\n}\n";
