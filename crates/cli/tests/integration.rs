@@ -53,8 +53,12 @@ fn every_package_the_build_profile_names_exists() {
         .collect();
     assert!(named.contains(&"kernelgen-emu"), "no package overrides found in .cargo/config.toml");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // Offline, and for this machine's platform only: the build downloaded its crates, not
+    // those of other platforms (Windows' among them), which a fresh machine does not have.
+    let rustc = std::process::Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())).arg("-vV").output().expect("rustc -vV");
+    let host = String::from_utf8_lossy(&rustc.stdout).lines().find_map(|l| l.strip_prefix("host: ").map(str::to_owned)).expect("rustc -vV names its host");
     let out = std::process::Command::new(cargo)
-        .args(["metadata", "--offline", "--format-version", "1", "--manifest-path"])
+        .args(["metadata", "--offline", "--format-version", "1", "--filter-platform", &host, "--manifest-path"])
         .arg(root.join("Cargo.toml"))
         .output()
         .expect("cargo metadata");
