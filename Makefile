@@ -15,6 +15,9 @@ KERNELGEN  = $(CARGO) run --quiet --package kernelgen-cli --
 # as well in the test lanes would compile the emulator, the references and the CLI twice.
 TESTED_KERNELGEN = $(CARGO_TARGET_DIR)/debug/kernelgen
 
+# This workspace's crates the dev profile optimizes (.cargo/config.toml, the one list).
+OPTIMIZED_CRATES = $(shell sed -n 's/^\[profile\.dev\.package\.\(kernelgen-[a-z-]*\)\]$$/\1/p' .cargo/config.toml)
+
 .PHONY: generate check test test-build test-slow test-sanitize fuzz bench deps cli package
 
 ## Build the `kernelgen` command (target/debug/kernelgen), showing cargo's progress.
@@ -87,10 +90,11 @@ package:
 	rm -rf $${CARGO_HOME:-$$HOME/.cargo}/registry/src/-*/kernelgen-*[0-9]
 	find $(CARGO_TARGET_DIR)/debug/.fingerprint -path '*/kernelgen-*/dep-lib-*' -size -24c -printf '%h\n' 2>/dev/null | xargs -r rm -rf
 	@# The packages build unoptimized: cargo verifies that they build, and the dev profile's
-	@# opt-level 3 for the emulator, the references, the Metal check and the CLI (which only
-	@# `verify` and the tests need) would cost minutes here.
+	@# opt-level 3 for this workspace's crates .cargo/config.toml names (the emulator, the
+	@# references, the Metal check and the CLI, which only `verify` and the tests need)
+	@# would cost minutes here.
 	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-macros-ui --allow-dirty \
-	    $(foreach p,kernelgen-emu kernelgen-reference kernelgen-msl kernelgen-cli,--config 'profile.dev.package.$(p).opt-level=0') 2>&1 \
+	    $(foreach p,$(OPTIMIZED_CRATES),--config 'profile.dev.package.$(p).opt-level=0') 2>&1 \
 	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$'
 
 ## The same kernels built with AddressSanitizer and UBSan.
