@@ -371,24 +371,26 @@ enum State {
     Running,
     Coll,
     /// 1: threadgroup_barrier, 2: simdgroup_barrier
-    Barrier(u32),
+    Barrier(u8),
     Exited,
 }
 
+/// What the scheduler reads and writes at every collective, barrier and switch, and no
+/// more (40 bytes): a threadgroup's fibers are what must stay in cache between two
+/// switches. The stack's bounds follow from `stack`; ASan's fake stacks are in `Sched`.
 struct Fiber {
     /// Saved stack pointer; null until the fiber first runs.
     sp: *mut u8,
-    state: State,
     lane: *mut c_void,
     coll: Option<CollFn>,
     op: u32,
     line: u32,
-    fake: *mut c_void,
     /// The stack the fiber runs on (assigned when it first runs; `NO_STACK` before).
     stack: u32,
-    stack_lo: *mut u8,
-    stack_size: usize,
+    state: State,
 }
+
+const _: () = assert!(std::mem::size_of::<Fiber>() == 40);
 
 const NO_STACK: u32 = u32::MAX;
 
@@ -454,6 +456,8 @@ struct Sched {
     os_stack_bottom: *const c_void,
     os_stack_size: usize,
     sched_fake: *mut c_void,
+    /// Each fiber's fake stack, for ASan's fiber-switch annotations.
+    fakes: Vec<*mut c_void>,
     switches: u64,
     arena: *mut u8,
     arena_used: usize,
@@ -530,8 +534,6 @@ unsafe fn prepare(s: *mut Sched, i: usize) {
         let k = (*s).free_stacks.pop().expect("a free fiber stack");
         let st = &*(*s).stacks.add(k as usize);
         (*f).stack = k;
-        (*f).stack_lo = st.lo();
-        (*f).stack_size = st.size();
         // Stagger the stack tops over 64 KiB (1024 distinct cache-line offsets) so that the
         // frames of a threadgroup's fibers spread over every set of the L1 and L2 caches
         // (the stacks are equally spaced, so their tops would otherwise share a few sets).
@@ -560,7 +562,15 @@ unsafe fn target(s: *mut Sched, next: Option<usize>) -> (*mut u8, *const c_void,
                 (*s).cur = j;
                 let t = fiber(s, j);
                 (*s).switches += 1;
-                ((*t).sp, (*t).stack_lo as *const c_void, (*t).stack_size)
+                // the bounds only ASan's switch annotations need
+                let (lo, size) = match (*s).asan {
+                    Some(_) => {
+                        let st = &*(*s).stacks.add((*t).stack as usize);
+                        (st.lo() as *const c_void, st.size())
+                    }
+                    None => (std::ptr::null(), 0),
+                };
+                ((*t).sp, lo, size)
             }
             None => ((*s).sched_sp, (*s).os_stack_bottom, (*s).os_stack_size),
         }
@@ -589,16 +599,16 @@ unsafe fn run_fibers(s: *mut Sched) {
 #[inline(always)]
 unsafe fn yield_fiber(s: *mut Sched) {
     unsafe {
-        let f = fiber(s, (*s).cur);
+        let i = (*s).cur;
+        let f = fiber(s, i);
         let next = next_ready(s);
         let (to, lo, size) = target(s, next);
-        if let Some(a) = (*s).asan {
-            (a.start_switch)(&mut (*f).fake, lo, size);
-        }
         match (*s).asan {
             Some(a) => {
+                let fake = (*s).fakes.as_mut_ptr().add(i);
+                (a.start_switch)(fake, lo, size);
                 kgemu_rt_switch(&mut (*f).sp, to);
-                (a.finish_switch)((*f).fake, null_mut(), null_mut());
+                (a.finish_switch)(*fake, null_mut(), null_mut());
             }
             // the switch in tail position: the resumed fiber returns straight to its kernel
             None => kgemu_rt_switch(&mut (*f).sp, to),
@@ -773,8 +783,6 @@ extern "C" fn fiber_entry(f: *mut Fiber) -> ! {
                 Some(j) if (*fiber(s, j)).sp.is_null() => {
                     let (me, it) = (fiber(s, idx), fiber(s, j));
                     (*it).stack = (*me).stack;
-                    (*it).stack_lo = (*me).stack_lo;
-                    (*it).stack_size = (*me).stack_size;
                     (*it).sp = 1 as *mut u8; // started
                     (*me).stack = NO_STACK;
                     (*s).cur = j;
@@ -820,7 +828,7 @@ unsafe extern "C" fn rt_barrier(kind: u32, line: u32) {
         let s = cur_sched();
         let i = (*s).cur;
         let fib = fiber(s, i);
-        (*fib).state = State::Barrier(kind);
+        (*fib).state = State::Barrier(kind as u8);
         (*fib).line = line;
         let sg = i / SIMD;
         (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
@@ -1241,6 +1249,7 @@ fn work(shared: &Shared<'_>) {
             os_stack_bottom: std::ptr::null(),
             os_stack_size: 0,
             sched_fake: null_mut(),
+            fakes: Vec::new(),
             switches: 0,
             arena,
             arena_used: 0,
@@ -1546,6 +1555,10 @@ unsafe fn run_threadgroup(
         let fibers = &mut (*s).fibers;
         fibers.clear();
         (*s).infos.clear();
+        if (*s).asan.is_some() {
+            (*s).fakes.clear();
+            (*s).fakes.resize(n, null_mut());
+        }
         let origin = [tgid[0] * tg[0], tgid[1] * tg[1], tgid[2] * tg[2]];
         let mut local = [0u32; 3];
         for t in 0..n {
@@ -1564,10 +1577,7 @@ unsafe fn run_threadgroup(
                 coll: None,
                 op: 0,
                 line: 0,
-                fake: null_mut(),
                 stack: NO_STACK,
-                stack_lo: null_mut(),
-                stack_size: 0,
             });
             local[0] += 1;
             if local[0] == actual[0] {
