@@ -3,7 +3,9 @@
 //! family's bit-exact replay model (`kernelgen-reference`: the kernel's arithmetic in the
 //! kernel's order, run natively) on the same inputs, single-threaded and with every core;
 //! GPU threads per second; and the process's peak RSS while the kernel's inputs, replay and
-//! launch were alive. Each figure is the fastest of `KGEMU_BENCH_REPS` runs (default 3).
+//! launch were alive. Each figure is the fastest of its runs: at least `KGEMU_BENCH_REPS`
+//! rounds (default 3) of every figure's run in turn, and more while the kernel's
+//! `KGEMU_BENCH_SECS` (default 3) last, so a small kernel's figures are the best of many.
 //!
 //! Single-threaded figures run on a thread pinned to one CPU (the replay models that split
 //! rows over threads, affine's, then use one) with one emulator worker, and are the CPU time
@@ -254,21 +256,16 @@ fn cpu_time() -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// The fastest of `reps` runs, by wall-clock time or, for `Clock::Cpu`, by the CPU time
-/// the process spent (what a single-threaded run costs, whatever else the machine runs).
-fn fastest<R>(reps: usize, clock: Clock, mut f: impl FnMut() -> R) -> (Duration, R) {
-    let mut best = Duration::MAX;
-    let mut last = None;
-    for _ in 0..reps {
-        let (t, c) = (Instant::now(), cpu_time());
-        let r = f();
-        best = best.min(match clock {
-            Clock::Wall => t.elapsed(),
-            Clock::Cpu => cpu_time() - c,
-        });
-        last = Some(r);
-    }
-    (best, last.expect("at least one run"))
+/// One run of `f`, by wall-clock time or, for `Clock::Cpu`, by the CPU time the process
+/// spent (what a single-threaded run costs, whatever else the machine runs).
+fn timed<R>(clock: Clock, f: impl FnOnce() -> R) -> (Duration, R) {
+    let (t, c) = (Instant::now(), cpu_time());
+    let r = f();
+    let spent = match clock {
+        Clock::Wall => t.elapsed(),
+        Clock::Cpu => cpu_time() - c,
+    };
+    (spent, r)
 }
 
 #[derive(Clone, Copy)]
@@ -296,9 +293,13 @@ fn peak_rss_mib() -> f64 {
     kb / 1024.0
 }
 
+/// At most this many rounds a kernel, whatever its budget.
+const MAX_ROUNDS: usize = 20;
+
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let reps: usize = std::env::var("KGEMU_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
+    let budget = Duration::from_secs_f64(std::env::var("KGEMU_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3.0));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let emu = |workers: usize| EmuBackend::new(EmuOptions { workers, ..Default::default() }).expect("emulator");
     let (serial, parallel) = (emu(1), emu(cores));
@@ -310,7 +311,11 @@ fn main() {
         ("wide4096_gated_rms_norm_bf16", Box::new(|| gated_rms_norm("wide4096_gated_rms_norm_bf16", 256, 1e-6))),
     ];
     println!("Emulator (a launch through EmuBackend) against the family's bit-exact replay model, on the same inputs;");
-    println!("fastest of {reps} runs, {cores} cores, load average {} at the start; ratio = emulator / replay;", loadavg());
+    println!(
+        "fastest of at least {reps} runs (more within {:.0} s a kernel), {cores} cores, load average {} at the start; ratio = emulator / replay;",
+        budget.as_secs_f64(),
+        loadavg()
+    );
     println!("1-core columns are CPU time on one core (one emulator worker), {cores}-core columns wall-clock time;");
     println!("speed-up = emulator wall-clock time with 1 worker / with {cores}.");
     println!(
@@ -328,30 +333,31 @@ fn main() {
         // compile (or load) outside the timings
         serial.program(d).expect("program");
         parallel.program(d).expect("program");
-        // single-threaded: replay and emulator runs alternate, so that both see the same
-        // conditions on a shared machine
+        // Every figure's runs alternate with the others' (replay and emulator, one worker
+        // and all), so that all see the same conditions on a shared machine; at least
+        // `reps` rounds, more while the kernel's budget lasts.
         let (mut replay1, mut emu1, mut emu1_wall) = (Duration::MAX, Duration::MAX, Duration::MAX);
-        let (mut want, mut got) = (Vec::new(), Vec::new());
-        for _ in 0..reps {
-            let (t, w) = on_cores(Some(1), || fastest(1, Clock::Cpu, || (case.replay)(&case.inputs)));
+        let (mut replay_par, mut emu_n) = (Duration::MAX, Duration::MAX);
+        let mut rounds = 0;
+        let started = Instant::now();
+        while rounds < reps || (started.elapsed() < budget && rounds < MAX_ROUNDS) {
+            rounds += 1;
+            let (t, want) = on_cores(Some(1), || timed(Clock::Cpu, || (case.replay)(&case.inputs)));
             replay1 = replay1.min(t);
-            want = w;
-            let (t, g) = on_cores(Some(1), || fastest(1, Clock::Cpu, || backend::launch_vec(&serial, d, &refs, &[]).expect("launch")));
+            let (t, got) = on_cores(Some(1), || timed(Clock::Cpu, || backend::launch_vec(&serial, d, &refs, &[]).expect("launch")));
             emu1 = emu1.min(t);
-            got = g;
-            let (t, _) = on_cores(Some(1), || fastest(1, Clock::Wall, || backend::launch_vec(&serial, d, &refs, &[]).expect("launch")));
+            assert!(got == want, "{}: the emulator differs from the replay model", case.kernel);
+            drop(got);
+            let (t, _) = on_cores(Some(1), || timed(Clock::Wall, || backend::launch_vec(&serial, d, &refs, &[]).expect("launch")));
             emu1_wall = emu1_wall.min(t);
+            if case.parallel_replay {
+                replay_par = replay_par.min(timed(Clock::Wall, || (case.replay)(&case.inputs)).0);
+            }
+            let (t, got) = timed(Clock::Wall, || backend::launch_vec(&parallel, d, &refs, &[]).expect("launch"));
+            emu_n = emu_n.min(t);
+            assert!(got == want, "{}: the emulator with {cores} workers differs from the replay model", case.kernel);
         }
-        assert!(got == want, "{}: the emulator differs from the replay model", case.kernel);
-        drop(got);
-        let (replay_n, ideal) = if case.parallel_replay {
-            (fastest(reps, Clock::Wall, || (case.replay)(&case.inputs)).0, "")
-        } else {
-            (replay1 / cores as u32, "*")
-        };
-        let (emu_n, got) = fastest(reps, Clock::Wall, || backend::launch_vec(&parallel, d, &refs, &[]).expect("launch"));
-        assert!(got == want, "{}: the emulator with {cores} workers differs from the replay model", case.kernel);
-        drop(got);
+        let (replay_n, ideal) = if case.parallel_replay { (replay_par, "") } else { (replay1 / cores as u32, "*") };
         let peak = peak_rss_mib();
         let grid = backend::check(&serial, d, &refs, &[], &[]).expect("sizes").grid;
         let threads: u64 = grid.iter().map(|&g| u64::from(g)).product();
