@@ -102,6 +102,7 @@ impl EmuBackend {
         let def = plan.def;
         let program = self.program(def)?;
         let opts = self.emulator.options();
+        let workers = if opts.workers == 0 { crate::default_workers() } else { opts.workers };
         // Inputs are read-only while the kernel runs (a write faults). An array in guarded
         // memory is bound in place when the kernel needs nothing more of it; every other
         // input is copied once into a device buffer (declared regions get their poisoned gaps).
@@ -124,7 +125,7 @@ impl EmuBackend {
                 }
                 Input::Values(v) => &v.to_le_bytes(),
             };
-            let mut buf = DeviceBuffer::from_bytes_aligned(bytes, align);
+            let mut buf = DeviceBuffer::from_bytes_on(bytes, align, workers);
             if !b.regions.is_empty() {
                 let regions: Vec<std::ops::Range<usize>> = b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
                 buf.set_regions(&regions);

@@ -135,6 +135,28 @@ fn first_non_poison(b: &[u8]) -> Option<usize> {
     b.iter().position(|&c| c != POISON)
 }
 
+/// Below this many bytes a copy is one thread's (a thread's start costs more than it saves).
+const PARALLEL_COPY_MIN: usize = 4 << 20;
+
+/// `dst.copy_from_slice(src)` in up to `threads` page-aligned parts, each on its own thread.
+fn copy_on(dst: &mut [u8], src: &[u8], threads: usize) {
+    if threads <= 1 || src.len() < PARALLEL_COPY_MIN {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let part = src.len().div_ceil(threads).next_multiple_of(page_size());
+    std::thread::scope(|scope| {
+        let mut parts = dst.chunks_mut(part).zip(src.chunks(part));
+        let mine = parts.next();
+        for (d, s) in parts {
+            scope.spawn(move || d.copy_from_slice(s));
+        }
+        if let Some((d, s)) = mine {
+            d.copy_from_slice(s);
+        }
+    });
+}
+
 impl DeviceBuffer {
     /// `bytes` zero bytes, default alignment (see the type docs).
     pub fn zeroed(bytes: usize) -> Self {
@@ -180,6 +202,16 @@ impl DeviceBuffer {
     pub fn from_bytes_aligned(b: &[u8], align: usize) -> Self {
         let mut d = Self::zeroed_aligned(b.len(), align);
         d.as_bytes_mut().copy_from_slice(b);
+        d
+    }
+
+    /// A copy of `b` whose start is aligned to `align`, written by up to `threads` threads
+    /// when it is large: a launch copies its inputs before any threadgroup runs, and the
+    /// copy (the fresh pages' faults with it) would otherwise be serial work in every
+    /// launch of a large input.
+    pub fn from_bytes_on(b: &[u8], align: usize, threads: usize) -> Self {
+        let mut d = Self::zeroed_aligned(b.len(), align);
+        copy_on(d.as_bytes_mut(), b, threads);
         d
     }
 

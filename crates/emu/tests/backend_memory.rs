@@ -113,3 +113,15 @@ fn a_large_output_comes_back_guarded_and_is_bound_in_place_next() {
     let [small]: [HostArray; 1] = backend::launch_vec(&emu, def, &[&x, &x, &w], &[]).unwrap().try_into().unwrap();
     assert!(!small.data.is_guarded());
 }
+
+/// A large input is copied into its device buffer in parts, on several threads: every byte
+/// lands where it belongs, whatever the parts' boundaries (at, around and far above the
+/// size where the copy starts to split).
+#[test]
+fn a_copy_in_parts_is_the_input_byte_for_byte() {
+    for (len, threads) in [(4 << 20, 2), ((4 << 20) - 1, 2), ((4 << 20) + 4095, 3), ((9 << 20) + 1, 2), (5 << 20, 7), (1, 4)] {
+        let src: Vec<u8> = (0..len).map(|i| (i * 7 + i / 4096) as u8).collect();
+        let d = kernelgen_emu::DeviceBuffer::from_bytes_on(&src, 16, threads);
+        assert!(d.as_bytes() == &src[..], "{len} bytes copied on {threads} threads differ");
+    }
+}
