@@ -8,9 +8,8 @@
 //! whose bytes are in guarded memory ([`crate::HostData`]: [`HostArray::zeros`] of 16 MiB or
 //! more, [`HostArray::guarded`], every large output of a launch) is bound in place when its
 //! start is aligned as the contract needs and it declares no regions: a launch then copies
-//! nothing. Any other input is copied once into a device buffer (on the launch's workers when it is
-//! large). Outputs of 16 MiB or more
-//! move into their arrays without a copy.
+//! nothing. Any other input is copied once into a device buffer (on the launch's workers
+//! when it is large). Outputs of 16 MiB or more move into their arrays without a copy.
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
