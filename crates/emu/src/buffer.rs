@@ -138,7 +138,7 @@ fn first_non_poison(b: &[u8]) -> Option<usize> {
 /// Below this many bytes a copy is one thread's (a thread's start costs more than it saves).
 const PARALLEL_COPY_MIN: usize = 4 << 20;
 
-/// `dst.copy_from_slice(src)` in up to `threads` page-aligned parts, each on its own thread.
+/// `dst.copy_from_slice(src)` in up to `threads` parts, whole pages long, each on its own thread.
 fn copy_on(dst: &mut [u8], src: &[u8], threads: usize) {
     if threads <= 1 || src.len() < PARALLEL_COPY_MIN {
         dst.copy_from_slice(src);
