@@ -25,11 +25,13 @@ mlx-setup:
 	bash $(MLX_LANE_ROOT)/mlx/setup.sh
 
 # With the patch in effect cargo records the path copy of mlx-sys in
-# Cargo.lock; a cargo call without it (offline, no download) puts the
-# registry's entry back, whether the tests passed or not.
+# Cargo.lock; a cargo call without it (offline, no download; this platform's
+# crates only, as a fresh machine has no others) puts the registry's entry
+# back, whether the tests passed or not.
 test-mlx: mlx-setup
 	cd $(MLX_LANE_ROOT) && status=0; \
 	$(MLX_CARGO) test --features mlx --config mlx/cargo-config.toml $(MLX_CARGO_ARGS) \
 	    $(MLX_TESTS) -- $(MLX_TEST_ARGS) || status=$$?; \
-	$(MLX_CARGO) metadata --offline --format-version 1 >/dev/null; \
+	$(MLX_CARGO) metadata --offline --format-version 1 \
+	    --filter-platform "$$(rustc -vV | sed -n 's/^host: //p')" >/dev/null; \
 	exit $$status
