@@ -579,8 +579,8 @@ pub(crate) fn recip_one_plus_exp<R: Element>(a: f64) -> Tracked {
 }
 
 /// A small deterministic generator (SplitMix64) for the data helpers and
-/// `kernelgen verify`'s inputs; the
-/// library has no dependency on `rand`.
+/// `kernelgen verify`'s inputs (inlined into their loops: the heads draw
+/// 40 M values); the library has no dependency on `rand`.
 #[derive(Clone, Debug)]
 pub struct SplitMix64(u64);
 
@@ -591,6 +591,7 @@ impl SplitMix64 {
     }
 
     /// The next 64 random bits.
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -600,11 +601,13 @@ impl SplitMix64 {
     }
 
     /// Uniform in `[0, 1)` with 53 bits.
+    #[inline]
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Uniform integer in `lo..=hi`.
+    #[inline]
     pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
         let span = (hi - lo + 1) as u64;
         // the same value without a division when the span is a power of two (weights)
