@@ -102,7 +102,7 @@ impl EmuBackend {
         let def = plan.def;
         let program = self.program(def)?;
         let opts = self.emulator.options();
-        let workers = if opts.workers == 0 { crate::default_workers() } else { opts.workers };
+        let workers = crate::workers_or_default(opts.workers);
         // Inputs are read-only while the kernel runs (a write faults). An array in guarded
         // memory is bound in place when the kernel needs nothing more of it; every other
         // input is copied once into a device buffer (declared regions get their poisoned gaps).

@@ -200,9 +200,7 @@ impl DeviceBuffer {
 
     /// A copy of `b` whose start is aligned to `align`.
     pub fn from_bytes_aligned(b: &[u8], align: usize) -> Self {
-        let mut d = Self::zeroed_aligned(b.len(), align);
-        d.as_bytes_mut().copy_from_slice(b);
-        d
+        Self::from_bytes_on(b, align, 1)
     }
 
     /// A copy of `b` whose start is aligned to `align`, written by up to `threads` threads

@@ -345,6 +345,11 @@ pub fn default_workers() -> usize {
     runtime::default_workers()
 }
 
+/// A dispatch's worker count: `workers`, or [`default_workers`] for 0 (automatic).
+pub(crate) fn workers_or_default(workers: usize) -> usize {
+    if workers == 0 { runtime::default_workers() } else { workers }
+}
+
 /// Options of an [`Emulator`].
 #[derive(Clone, Debug)]
 pub struct EmuOptions {
@@ -1088,7 +1093,7 @@ impl Program {
             threadgroup_poison,
             sanitize: self.inner.opts.sanitize,
             guard_pages: self.inner.opts.guard_pages,
-            workers: if workers == 0 { runtime::default_workers() } else { workers },
+            workers: workers_or_default(workers),
         })
     }
 }
