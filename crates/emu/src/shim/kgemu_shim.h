@@ -94,6 +94,12 @@ KG_CX uint16_t f32_to_f16(float f) {
   }
 }
 
+// 1.0f, hidden from the compiler by an empty asm (not constexpr: asm is not, before C++20).
+KG_INLINE float opaque_one() {
+  float one = 1.0f;
+  __asm__("" : "+x"(one));
+  return one;
+}
 KG_CX float bf16_to_f32(uint16_t b) {
   // A NaN becomes quiet (as the Rust `half` crate does); everything else is exact.
 #if defined(__SSE2__)
@@ -101,10 +107,8 @@ KG_CX float bf16_to_f32(uint16_t b) {
     // One multiplication by 1 does it (a bfloat load is in every bfloat kernel's inner loop):
     // SSE quiets a signalling NaN operand exactly so (f32 bit 22, bfloat bit 6, set; sign and
     // payload kept) and x * 1 is x otherwise, denormals included (MXCSR's DAZ is never set).
-    // The empty asm hides the 1 from the compiler, which would fold the multiplication away.
-    float one = 1.0f;
-    __asm__("" : "+x"(one));
-    return bits_to_float((uint32_t)b << 16) * one;
+    // The 1 is opaque: the compiler would otherwise fold the multiplication away.
+    return bits_to_float((uint32_t)b << 16) * opaque_one();
   }
 #endif
   uint32_t q = (b & 0x7fffu) > 0x7f80u ? 0x0040u : 0u;
