@@ -1,4 +1,4 @@
-//! Stands in for the fiber runtime (`runtime.rs`) on targets it has not been ported
+//! Stands in for the fiber runtime (`runtime/`) on targets it has not been ported
 //! to: its context switch and fault handling are x86-64 Linux code. Everything else of
 //! the emulator builds, so tools that embed it (the `kernelgen` CLI) build everywhere
 //! and say in one line what the emulator needs.

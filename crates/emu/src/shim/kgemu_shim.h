@@ -3,7 +3,7 @@
 // Everything a Metal compute kernel sees (scalar and vector types, half and bfloat,
 // math, SIMD-group collectives, barriers, atomics, address-space keywords) is defined
 // here; the fiber scheduler that gives collectives and barriers their meaning lives in
-// the Rust runtime (crates/emu/src/runtime.rs) and is reached through the `kgemu::Rt` table
+// the Rust runtime (crates/emu/src/runtime/) and is reached through the `kgemu::Rt` table
 // that `kgemu_init` receives when the kernel object is loaded.
 //
 // Rules (documented in crates/emu/src/lib.rs):
@@ -835,7 +835,7 @@ namespace kgemu {
 using metal::uint;
 using metal::uint3;
 
-// Mirrors `ThreadInfo` in crates/emu/src/runtime.rs (repr(C)).
+// Mirrors `ThreadInfo` in crates/emu/src/runtime/object.rs (repr(C)).
 struct ThreadInfo {
   uint3 thread_position_in_grid;
   uint3 threadgroup_position_in_grid;
@@ -861,7 +861,7 @@ struct ThreadInfo {
 
 typedef void (*CollFn)(void* const* lanes, uint32_t active);
 
-// Mirrors `Rt` in crates/emu/src/runtime.rs (repr(C)).
+// Mirrors `Rt` in crates/emu/src/runtime/object.rs (repr(C)).
 struct Rt {
   uint32_t abi;
   uint32_t thread_info_size;
@@ -878,7 +878,7 @@ __attribute__((visibility("hidden"))) inline Rt rt;
 template <class T> struct Lane { T v; uint32_t arg; };
 template <class T> KG_INLINE Lane<T>* lane_at(void* const* lanes, int i) { return (Lane<T>*)lanes[i]; }
 
-// Collective operation ids (names in crates/emu/src/runtime.rs `OP_NAMES`).
+// Collective operation ids (names in crates/emu/src/runtime/object.rs `op_name`).
 enum Op : uint32_t {
   OP_SUM = 1, OP_PROD, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR, OP_BROADCAST,
   OP_BROADCAST_FIRST, OP_SHUFFLE, OP_SHUFFLE_DOWN, OP_SHUFFLE_UP, OP_SHUFFLE_XOR, OP_ANY,

@@ -1,0 +1,550 @@
+//! One dispatch: its buffers armed, its threadgroups handed out to the workers in
+//! assignment order, each threadgroup's fibers set up and run, the first error in that order
+//! returned.
+
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::ptr::null_mut;
+use std::time::Instant;
+
+use crate::buffer::POISON;
+use crate::sanitize::AsanFns;
+use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, KernelSignature, RunOrder, Waiter, sanitize};
+
+use super::faults::{fault_error, register_asan_callback, waiter_of};
+use super::object::{Object, ThreadFn, ThreadInfo};
+use super::pool;
+use super::sched::{CURRENT, Fiber, MAX_THREADS, NO_STACK, Pending, SIMD, Sched, SgCount, State, run_fibers};
+use super::signals::{ensure_altstack, install_handlers};
+use super::switch::{STACKS, STACK_COLORS, Stack};
+use super::tg_memory::{ARENA, Arena, CANARY, TG_REDZONE};
+
+pub(crate) struct DispatchArgs<'a, 'b> {
+    pub object: &'a Object,
+    pub entry: usize,
+    pub kernel: &'a KernelSignature,
+    pub file_name: &'a str,
+    pub buffers: &'a mut [Buf<'b>],
+    pub grid: [u32; 3],
+    pub threadgroup: [u32; 3],
+    pub order: RunOrder,
+    /// The byte threadgroup memory is filled with before each threadgroup runs.
+    pub threadgroup_poison: u8,
+    pub sanitize: bool,
+    pub guard_pages: bool,
+    /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
+    pub workers: usize,
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn order_into(out: &mut Vec<u32>, n: usize, order: RunOrder, salt: u64) {
+    out.clear();
+    out.extend(0..n as u32);
+    match order {
+        RunOrder::Forward => {}
+        RunOrder::Reverse => out.reverse(),
+        RunOrder::Shuffle(seed) => {
+            let mut st = seed ^ salt.wrapping_mul(0xD605_BBB5_8C8A_BBD5);
+            for i in (1..n).rev() {
+                let j = (splitmix(&mut st) % (i as u64 + 1)) as usize;
+                out.swap(i, j);
+            }
+        }
+    }
+}
+
+/// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages
+/// read-only while the dispatch runs, so a write faults) that the dispatch owns for its
+/// duration, or one it only reads and shares with other users (an input borrowed in place).
+pub(crate) enum Buf<'b> {
+    Mut(&'b mut DeviceBuffer),
+    ReadOnly(&'b mut DeviceBuffer),
+    Shared(&'b DeviceBuffer),
+}
+
+impl Buf<'_> {
+    fn get(&self) -> &DeviceBuffer {
+        match self {
+            Buf::Mut(b) | Buf::ReadOnly(b) => b,
+            Buf::Shared(b) => b,
+        }
+    }
+}
+
+struct Armed<'a, 'b> {
+    buffers: &'a mut [Buf<'b>],
+    sanitize: bool,
+}
+
+impl Drop for Armed<'_, '_> {
+    fn drop(&mut self) {
+        for b in self.buffers.iter_mut() {
+            match b {
+                Buf::Mut(b) | Buf::ReadOnly(b) => b.disarm(),
+                Buf::Shared(b) => b.disarm_shared(self.sanitize),
+            }
+        }
+    }
+}
+
+struct CurrentGuard(*mut Sched);
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// The process-wide default set by [`set_default_workers`] (0: none).
+static DEFAULT_WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub(crate) fn set_default_workers(n: usize) {
+    DEFAULT_WORKERS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many workers a dispatch uses when asked for 0 (automatic): the process-wide default
+/// if one was set, else `KERNELGEN_EMU_WORKERS` if set to a positive number, else every core
+/// this process may run on.
+pub(crate) fn default_workers() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let set = DEFAULT_WORKERS.load(std::sync::atomic::Ordering::Relaxed);
+    if set > 0 {
+        return set;
+    }
+    *N.get_or_init(|| {
+        std::env::var("KERNELGEN_EMU_WORKERS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// What the workers of one dispatch share: the threadgroups in assignment order, the next
+/// one to hand out, and the first error in that order.
+struct Shared<'m> {
+    meta: &'m Meta,
+    tg_order: Vec<u32>,
+    next: std::sync::atomic::AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+    /// (position in `tg_order`, error): the error of the earliest threadgroup.
+    error: std::sync::Mutex<Option<(usize, EmuError)>>,
+    switches: std::sync::atomic::AtomicU64,
+    workers: usize,
+}
+
+impl Shared<'_> {
+    fn fail(&self, pos: usize, e: EmuError) {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|(p, _)| pos < *p) {
+            *g = Some((pos, e));
+        }
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
+    let start = Instant::now();
+    let grid = a.grid;
+    if grid.contains(&0) {
+        return Ok(DispatchStats { elapsed: start.elapsed(), workers: 1, ..Default::default() });
+    }
+    let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
+    let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
+    let n_tg = tgs[0] as u64 * tgs[1] as u64 * tgs[2] as u64;
+    let asan = if a.sanitize { sanitize::fns() } else { None };
+    if a.sanitize && asan.is_none() {
+        return Err(EmuError::Sanitizer { message: "the AddressSanitizer runtime is not loaded in this process".into() });
+    }
+    if let Some(f) = asan {
+        register_asan_callback(f);
+    }
+    install_handlers();
+
+    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.get().data_ptr()).collect();
+    let mut meta = a_meta(&a);
+    meta.tg = tg;
+    meta.tgs = tgs;
+    meta.grid = grid;
+    meta.thread_fn = a.object.entries[a.entry];
+    meta.bufs = buf_ptrs;
+    meta.asan = asan;
+    meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
+    meta.order = a.order;
+    meta.tg_poison = a.threadgroup_poison;
+    for b in a.buffers.iter_mut() {
+        match b {
+            Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
+            Buf::ReadOnly(b) => {
+                b.arm(a.sanitize, a.guard_pages);
+                b.protect_read_only();
+            }
+            Buf::Shared(b) => b.arm_shared(a.sanitize),
+        }
+    }
+    let armed = Armed { buffers: a.buffers, sanitize: a.sanitize };
+
+    let mut tg_order = Vec::new();
+    order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
+    let workers = a.workers.max(1).min(n_tg.min(usize::MAX as u64) as usize);
+    let shared = Shared {
+        workers,
+        meta: &meta,
+        tg_order,
+        next: std::sync::atomic::AtomicUsize::new(0),
+        stop: std::sync::atomic::AtomicBool::new(false),
+        error: std::sync::Mutex::new(None),
+        switches: std::sync::atomic::AtomicU64::new(0),
+    };
+    let used = pool::run(workers, &|| work(&shared));
+    let threads = grid.iter().map(|&g| g as u64).product();
+    let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
+    let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
+    drop(armed);
+    if let Some((_, e)) = error {
+        return Err(e);
+    }
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: start.elapsed() })
+}
+
+/// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
+/// threadgroups in assignment order until they run out or one fails.
+fn work(shared: &Shared<'_>) {
+    use std::sync::atomic::Ordering;
+    ensure_altstack();
+    let m = shared.meta;
+    let tg_threads = (m.tg[0] * m.tg[1] * m.tg[2]) as usize;
+    ARENA.with(|ar| {
+        let mut ar = ar.borrow_mut();
+        let arena = ar.get_or_insert_with(Arena::new).ptr;
+        let mut sched = Box::new(Sched {
+            sched_sp: null_mut(),
+            fibers: Vec::with_capacity(MAX_THREADS),
+            infos: Vec::with_capacity(MAX_THREADS),
+            cur: 0,
+            in_fiber: false,
+            order: std::ptr::null(),
+            order_len: 0,
+            round_pos: 0,
+            ready: 0,
+            live: 0,
+            tg_blocked: 0,
+            sgs: Vec::with_capacity(MAX_THREADS / SIMD),
+            pending: None,
+            stop: false,
+            stacks: std::ptr::null(),
+            free_stacks: Vec::with_capacity(MAX_THREADS),
+            thread_fn: m.thread_fn,
+            bufs: m.bufs.as_ptr(),
+            fault: None,
+            report: None,
+            asan_headline: [0; 200],
+            abort: None,
+            asan: m.asan,
+            os_stack_bottom: std::ptr::null(),
+            os_stack_size: 0,
+            sched_fake: null_mut(),
+            fakes: Vec::new(),
+            switches: 0,
+            arena,
+            arena_used: 0,
+            tg_data: 0,
+            sites: Vec::new(),
+            site_list: Vec::new(),
+            stack_ranges: Vec::new(),
+            tg_poison: m.tg_poison,
+        });
+        let s: *mut Sched = &mut *sched;
+        if m.asan.is_some() {
+            // the OS thread's stack, for ASan's fiber-switch annotations
+            unsafe {
+                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+                if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                    let mut addr: *mut c_void = null_mut();
+                    let mut size: usize = 0;
+                    libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+                    libc::pthread_attr_destroy(&mut attr);
+                    (*s).os_stack_bottom = addr;
+                    (*s).os_stack_size = size;
+                }
+            }
+        }
+        let prev = CURRENT.with(|c| c.replace(s));
+        let _cur_guard = CurrentGuard(prev);
+        STACKS.with(|st| {
+            let mut st = st.borrow_mut();
+            if st.0 != m.stack_size {
+                st.1.clear();
+                st.0 = m.stack_size;
+            }
+            while st.1.len() < tg_threads {
+                st.1.push(Stack::new(m.stack_size + STACK_COLORS));
+            }
+            let stacks = &st.1;
+            unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };
+            let ctx = Ctx { a: m, tg: m.tg, tgs: m.tgs, grid: m.grid };
+            let mut fiber_order = Vec::new();
+            while !shared.stop.load(Ordering::Acquire) {
+                let pos = shared.next.fetch_add(1, Ordering::Relaxed);
+                if pos >= shared.tg_order.len() {
+                    break;
+                }
+                let lin = shared.tg_order[pos] as u64;
+                let tgs = m.tgs;
+                let tgid = [
+                    (lin % tgs[0] as u64) as u32,
+                    ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
+                    (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
+                ];
+                if let Err(e) = unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
+                    shared.fail(pos, e);
+                    break;
+                }
+                // memory the kernel must not have written
+                for (i, &b) in m.buffers.iter().enumerate() {
+                    if let Some((off, what)) = unsafe { (*b).find_overwrite() } {
+                        let others = if shared.workers > 1 {
+                            "; found after this threadgroup ran, but with several workers a threadgroup running at the same time may have written it (one worker names the writer)"
+                        } else {
+                            ""
+                        };
+                        shared.fail(
+                            pos,
+                            EmuError::Corruption {
+                                kernel: m.kernel.clone(),
+                                what: format!(
+                                    "byte {off} of buffer({i}){} was written: it lies in {what}{others}",
+                                    m.buffer_name(i)
+                                ),
+                                metal_line: None,
+                                threadgroup_position_in_grid: tgid,
+                            },
+                        );
+                        break;
+                    }
+                }
+            }
+            if m.asan.is_some() {
+                // stacks abandoned by a fault may keep stale ASan poison
+                for stk in stacks.iter() {
+                    sanitize::asan_unpoison(stk.lo() as usize, stk.size());
+                }
+            }
+        });
+        shared.switches.fetch_add(sched.switches, Ordering::Relaxed);
+    });
+}
+
+/// What the workers need to know about the dispatch.
+pub(super) struct Meta {
+    pub(super) kernel: String,
+    pub(super) file_name: String,
+    pub(super) so_path: PathBuf,
+    buffer_names: Vec<String>,
+    pub(super) buffers: Vec<*const DeviceBuffer>,
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    grid: [u32; 3],
+    pub(super) thread_fn: ThreadFn,
+    pub(super) bufs: Vec<*mut u8>,
+    pub(super) asan: Option<&'static AsanFns>,
+    stack_size: usize,
+    pub(super) order: RunOrder,
+    pub(super) tg_poison: u8,
+}
+
+// The raw pointers are to the dispatch's buffers, which outlive every worker; workers only
+// read through them (the kernel writes the buffers' data).
+unsafe impl Sync for Meta {}
+unsafe impl Send for Meta {}
+
+impl Meta {
+    pub(super) fn buffer_name(&self, i: usize) -> String {
+        self.buffer_names.get(i).filter(|n| !n.is_empty()).map(|n| format!(" `{n}`")).unwrap_or_default()
+    }
+}
+
+unsafe extern "C" fn no_thread(_: *const *mut u8, _: *const ThreadInfo) {}
+
+fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
+    let n = a.buffers.len();
+    let mut names = vec![String::new(); n];
+    for p in &a.kernel.params {
+        if let Binding::Buffer(i) = p.binding {
+            if (i as usize) < n {
+                names[i as usize] = p.name.clone();
+            }
+        }
+    }
+    Meta {
+        kernel: a.kernel.name.clone(),
+        file_name: a.file_name.to_string(),
+        so_path: a.object.path.clone(),
+        buffer_names: names,
+        buffers: a.buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
+        tg: [0; 3],
+        tgs: [0; 3],
+        grid: [0; 3],
+        thread_fn: no_thread,
+        bufs: Vec::new(),
+        asan: None,
+        stack_size: 0,
+        order: RunOrder::Forward,
+        tg_poison: POISON,
+    }
+}
+
+pub(super) struct Ctx<'m> {
+    pub(super) a: &'m Meta,
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    grid: [u32; 3],
+}
+
+unsafe fn run_threadgroup(
+    s: *mut Sched,
+    ctx: &Ctx<'_>,
+    tgid: [u32; 3],
+    stacks: &[Stack],
+    order: &mut Vec<u32>,
+    run_order: RunOrder,
+    salt: u64,
+) -> Result<(), EmuError> {
+    unsafe {
+        let tg = ctx.tg;
+        let actual = [
+            tg[0].min(ctx.grid[0] - tgid[0] * tg[0]),
+            tg[1].min(ctx.grid[1] - tgid[1] * tg[1]),
+            tg[2].min(ctx.grid[2] - tgid[2] * tg[2]),
+        ];
+        let n = (actual[0] * actual[1] * actual[2]) as usize;
+        let n_sg = n.div_ceil(SIMD);
+        let disp_n = (tg[0] * tg[1] * tg[2]) as usize;
+        let mut base = ThreadInfo {
+            threadgroup_position_in_grid: [tgid[0], tgid[1], tgid[2], 0],
+            threads_per_threadgroup: [actual[0], actual[1], actual[2], 0],
+            threads_per_grid: [ctx.grid[0], ctx.grid[1], ctx.grid[2], 0],
+            threadgroups_per_grid: [ctx.tgs[0], ctx.tgs[1], ctx.tgs[2], 0],
+            dispatch_threads_per_threadgroup: [tg[0], tg[1], tg[2], 0],
+            threads_per_simdgroup: SIMD as u32,
+            simdgroups_per_threadgroup: n_sg as u32,
+            dispatch_simdgroups_per_threadgroup: disp_n.div_ceil(SIMD) as u32,
+            thread_execution_width: SIMD as u32,
+            quadgroups_per_threadgroup: n.div_ceil(4) as u32,
+            dispatch_quadgroups_per_threadgroup: disp_n.div_ceil(4) as u32,
+            ..Default::default()
+        };
+        let fibers = &mut (*s).fibers;
+        fibers.clear();
+        (*s).infos.clear();
+        if (*s).asan.is_some() {
+            (*s).fakes.clear();
+            (*s).fakes.resize(n, null_mut());
+        }
+        let origin = [tgid[0] * tg[0], tgid[1] * tg[1], tgid[2] * tg[2]];
+        let mut local = [0u32; 3];
+        for t in 0..n {
+            base.thread_position_in_threadgroup = [local[0], local[1], local[2], 0];
+            base.thread_position_in_grid = [origin[0] + local[0], origin[1] + local[1], origin[2] + local[2], 0];
+            base.thread_index_in_threadgroup = t as u32;
+            base.thread_index_in_simdgroup = (t % SIMD) as u32;
+            base.simdgroup_index_in_threadgroup = (t / SIMD) as u32;
+            base.thread_index_in_quadgroup = (t % 4) as u32;
+            base.quadgroup_index_in_threadgroup = (t / 4) as u32;
+            (*s).infos.push(base);
+            fibers.push(Fiber {
+                sp: null_mut(),
+                state: State::Ready,
+                lane: null_mut(),
+                coll: None,
+                op: 0,
+                line: 0,
+                stack: NO_STACK,
+            });
+            local[0] += 1;
+            if local[0] == actual[0] {
+                local[0] = 0;
+                local[1] += 1;
+                if local[1] == actual[1] {
+                    local[1] = 0;
+                    local[2] += 1;
+                }
+            }
+        }
+        (*s).sgs.clear();
+        for g in 0..n_sg {
+            (*s).sgs.push(SgCount { live: (n - g * SIMD).min(SIMD) as u32, blocked: 0 });
+        }
+        (*s).ready = n;
+        (*s).live = n;
+        (*s).tg_blocked = 0;
+        (*s).pending = None;
+        (*s).stop = false;
+        (*s).stacks = stacks.as_ptr();
+        (*s).free_stacks.clear();
+        (*s).free_stacks.extend((0..n.min(stacks.len()) as u32).rev());
+        // threadgroup memory: fresh for each threadgroup
+        (*s).arena_used = 0;
+        (*s).tg_data = 0;
+        (*s).sites.iter_mut().for_each(|x| *x = None);
+        (*s).site_list.clear();
+
+        order_into(order, n, run_order, salt.wrapping_add(1));
+        (*s).order = order.as_ptr();
+        (*s).order_len = order.len();
+        (*s).round_pos = 0;
+        // the fibers hand over to each other; control comes back when none is ready
+        run_fibers(s);
+        if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
+            return Err(fault_error(s, ctx, tgid));
+        }
+        let file_name: &str = &ctx.a.file_name;
+        let waiter = |i: usize| -> Box<Waiter> { Box::new(waiter_of(s, file_name, i)) };
+        match (*s).pending {
+            Some(Pending::Divergence { sg, first, second }) => {
+                return Err(EmuError::Divergence {
+                    kernel: ctx.a.kernel.clone(),
+                    threadgroup_position_in_grid: tgid,
+                    simdgroup: sg,
+                    first: waiter(first),
+                    second: waiter(second),
+                });
+            }
+            Some(Pending::Barrier { first, second }) => {
+                return Err(EmuError::Barrier {
+                    kernel: ctx.a.kernel.clone(),
+                    threadgroup_position_in_grid: tgid,
+                    first: waiter(first),
+                    second: waiter(second),
+                });
+            }
+            None => {}
+        }
+        debug_assert!((*s).live == 0, "fibers left without an error");
+        // threadgroup arrays must not have been written past their end
+        for site in &(*s).site_list {
+            let rz = (*s).arena.add(site.offset + site.size);
+            sanitize::asan_unpoison(rz as usize, TG_REDZONE);
+            let bytes = std::slice::from_raw_parts(rz, TG_REDZONE);
+            if let Some(k) = bytes.iter().position(|&c| c != CANARY) {
+                return Err(EmuError::Corruption {
+                    kernel: ctx.a.kernel.clone(),
+                    what: format!(
+                        "a write ran past the end of threadgroup array `{}` ({} bytes): byte {} after its end was overwritten",
+                        site.name, site.size, k
+                    ),
+                    metal_line: Some((ctx.a.file_name.clone(), site.line)),
+                    threadgroup_position_in_grid: tgid,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+

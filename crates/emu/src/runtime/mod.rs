@@ -1,0 +1,26 @@
+//! The fiber runtime: every GPU thread of a threadgroup is a fiber on the calling OS
+//! thread, switched by a hand-written x86-64 context switch (callee-saved registers and
+//! the stack pointer; no system call). Collectives, barriers and threadgroup allocations
+//! reach it through the `Rt` table handed to each kernel object at load.
+//!
+//! One job per file: `object` (a loaded kernel object and the ABI with the shim),
+//! `dispatch` (a dispatch's threadgroups on the workers, each threadgroup's set-up),
+//! `pool` (the helper threads), `sched` (the fibers of one threadgroup: run order,
+//! collectives, barriers), `switch` (the context switch and fiber stacks), `tg_memory`,
+//! `signals` (faults in a GPU thread) and `faults` (every error recorded, in words).
+//!
+//! The scheduler state is reached through a raw pointer (from the signal handler and from
+//! the fibers' callbacks alike); short-lived references through it are intended.
+#![allow(dangerous_implicit_autorefs)]
+
+mod dispatch;
+mod faults;
+mod object;
+mod pool;
+mod sched;
+mod signals;
+mod switch;
+mod tg_memory;
+
+pub(crate) use dispatch::{Buf, DispatchArgs, default_workers, dispatch, set_default_workers};
+pub(crate) use object::Object;

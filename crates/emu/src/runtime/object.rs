@@ -1,0 +1,131 @@
+//! A compiled kernel object: its entry points, and the table of runtime callbacks
+//! (`Rt`) it is handed at load, the ABI shared with the shim (`kgemu_shim.h`).
+
+use std::ffi::{c_char, c_void};
+use std::path::{Path, PathBuf};
+
+use crate::EmuError;
+
+use super::faults::{rt_asan_note, rt_ubsan_note};
+use super::sched::{rt_barrier, rt_collective};
+use super::tg_memory::rt_tg_alloc;
+
+/// The shim ABI this runtime implements (`kgemu_init` answers the one it was built with).
+const ABI_VERSION: u32 = 4;
+
+/// Mirrors `kgemu::ThreadInfo` in the shim.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct ThreadInfo {
+    pub(super) thread_position_in_grid: [u32; 4],
+    pub(super) threadgroup_position_in_grid: [u32; 4],
+    pub(super) thread_position_in_threadgroup: [u32; 4],
+    pub(super) threads_per_threadgroup: [u32; 4],
+    pub(super) threads_per_grid: [u32; 4],
+    pub(super) threadgroups_per_grid: [u32; 4],
+    pub(super) dispatch_threads_per_threadgroup: [u32; 4],
+    pub(super) grid_origin: [u32; 4],
+    pub(super) thread_index_in_simdgroup: u32,
+    pub(super) simdgroup_index_in_threadgroup: u32,
+    pub(super) thread_index_in_threadgroup: u32,
+    pub(super) threads_per_simdgroup: u32,
+    pub(super) simdgroups_per_threadgroup: u32,
+    pub(super) dispatch_simdgroups_per_threadgroup: u32,
+    pub(super) thread_execution_width: u32,
+    pub(super) thread_index_in_quadgroup: u32,
+    pub(super) quadgroup_index_in_threadgroup: u32,
+    pub(super) quadgroups_per_threadgroup: u32,
+    pub(super) dispatch_quadgroups_per_threadgroup: u32,
+    pub(super) pad: [u32; 1],
+}
+
+pub(super) type CollFn = unsafe extern "C" fn(*const *mut c_void, u32);
+pub(super) type ThreadFn = unsafe extern "C" fn(*const *mut u8, *const ThreadInfo);
+
+/// Mirrors `kgemu::Rt` in the shim.
+#[repr(C)]
+pub(super) struct Rt {
+    abi: u32,
+    thread_info_size: u32,
+    collective: unsafe extern "C" fn(*mut c_void, CollFn, u32, u32),
+    barrier: unsafe extern "C" fn(u32, u32),
+    tg_alloc: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
+    asan_note: unsafe extern "C" fn(usize, u64, u32, usize),
+    ubsan_note: unsafe extern "C" fn(*const c_char, *const c_char, u32, u32, usize, *const c_char, usize, u32),
+}
+
+static RT: Rt = Rt {
+    abi: ABI_VERSION,
+    thread_info_size: std::mem::size_of::<ThreadInfo>() as u32,
+    collective: rt_collective,
+    barrier: rt_barrier,
+    tg_alloc: rt_tg_alloc,
+    asan_note: rt_asan_note,
+    ubsan_note: rt_ubsan_note,
+};
+
+/// Names of the collective operation ids (`kgemu::Op` in the shim).
+pub(super) fn op_name(op: u32) -> &'static str {
+    const NAMES: [&str; 22] = [
+        "?",
+        "simd_sum",
+        "simd_product",
+        "simd_max",
+        "simd_min",
+        "simd_and",
+        "simd_or",
+        "simd_xor",
+        "simd_broadcast",
+        "simd_broadcast_first",
+        "simd_shuffle",
+        "simd_shuffle_down",
+        "simd_shuffle_up",
+        "simd_shuffle_xor",
+        "simd_any",
+        "simd_all",
+        "simd_prefix_inclusive_sum",
+        "simd_prefix_exclusive_sum",
+        "simd_is_first",
+        "simd_prefix_inclusive_product",
+        "simd_prefix_exclusive_product",
+        "simd_ballot",
+    ];
+    NAMES.get(op as usize).copied().unwrap_or("a collective")
+}
+
+pub(crate) struct Object {
+    _lib: libloading::os::unix::Library,
+    pub(super) entries: Vec<ThreadFn>,
+    pub(super) path: PathBuf,
+}
+
+unsafe impl Send for Object {}
+unsafe impl Sync for Object {}
+
+impl Object {
+    pub fn load(path: &Path, symbols: &[String], file_name: &str) -> Result<Object, EmuError> {
+        let lib = unsafe {
+            libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
+        }
+        .map_err(|e| EmuError::Compile {
+            file: file_name.to_string(),
+            message: format!("the compiled object {} does not load: {e}", path.display()),
+        })?;
+        let bad = |what: String| EmuError::Compile { file: file_name.to_string(), message: what };
+        unsafe {
+            let init: libloading::os::unix::Symbol<unsafe extern "C" fn(*const Rt) -> u32> =
+                lib.get(b"kgemu_init\0").map_err(|e| bad(format!("object has no kgemu_init: {e}")))?;
+            if init(&RT) != ABI_VERSION {
+                return Err(bad("the compiled object was built against a different shim ABI".into()));
+            }
+            let mut entries = Vec::new();
+            for s in symbols {
+                let f: libloading::os::unix::Symbol<ThreadFn> =
+                    lib.get(s.as_bytes()).map_err(|e| bad(format!("object has no entry {s}: {e}")))?;
+                entries.push(*f);
+            }
+            Ok(Object { _lib: lib, entries, path: path.to_path_buf() })
+        }
+    }
+}
+

@@ -1,0 +1,133 @@
+//! Faults in a GPU thread: the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler records the fault and
+//! resumes the scheduler as if the fiber had switched back to it; every other signal goes
+//! to the handler that was there before.
+
+use std::cell::RefCell;
+use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
+use std::sync::Once;
+
+use super::sched::{CURRENT, State};
+use super::switch::kgemu_rt_resume;
+
+struct AltStack {
+    mem: Vec<u8>,
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        let ss = libc::stack_t { ss_sp: null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+        unsafe { libc::sigaltstack(&ss, null_mut()) };
+        let _ = self.mem.len();
+    }
+}
+
+pub(super) fn ensure_altstack() {
+    let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::sigaltstack(null_mut(), &mut old) };
+    if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= 16 * 1024 {
+        return;
+    }
+    ALT.with(|a| {
+        let mut a = a.borrow_mut();
+        let mem = vec![0u8; 256 * 1024];
+        let ss = libc::stack_t { ss_sp: mem.as_ptr() as *mut c_void, ss_flags: 0, ss_size: mem.len() };
+        unsafe { libc::sigaltstack(&ss, null_mut()) };
+        *a = Some(AltStack { mem });
+    });
+}
+
+thread_local! {
+    static ALT: RefCell<Option<AltStack>> = const { RefCell::new(None) };
+}
+
+const SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL];
+static mut OLD_ACTIONS: [Option<libc::sigaction>; 4] = [None; 4];
+static INSTALL: Once = Once::new();
+
+fn handler_addr() -> usize {
+    on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
+}
+
+pub(super) fn install_handlers() {
+    INSTALL.call_once(|| unsafe {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler_addr();
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, &sa, &mut old);
+            OLD_ACTIONS[i] = Some(old);
+        }
+    });
+    // Someone (a sanitizer runtime, a test harness) may have replaced ours since.
+    unsafe {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut cur);
+            if cur.sa_sigaction != handler_addr() {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = handler_addr();
+                sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+                OLD_ACTIONS[i] = Some(cur);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RawFault {
+    pub(super) sig: c_int,
+    pub(super) addr: usize,
+    pub(super) pc: usize,
+    pub(super) write: bool,
+    pub(super) fiber: usize,
+}
+
+extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    unsafe {
+        let s = CURRENT.with(|c| c.get());
+        if !s.is_null() && (*s).in_fiber {
+            let uc = ctx as *mut libc::ucontext_t;
+            let gregs = &mut (*uc).uc_mcontext.gregs;
+            let pc = gregs[libc::REG_RIP as usize] as usize;
+            let err = gregs[libc::REG_ERR as usize] as usize;
+            let addr = (*info).si_addr() as usize;
+            let cur = (*s).cur;
+            if (*s).fault.is_none() {
+                (*s).fault = Some(RawFault { sig, addr, pc, write: err & 2 != 0, fiber: cur });
+            }
+            (*(*s).fibers.as_mut_ptr().add(cur)).state = State::Exited;
+            if let Some(f) = (*s).asan {
+                (f.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
+            }
+            // Resume the scheduler as if the fiber had switched back to it.
+            gregs[libc::REG_RSP as usize] = (*s).sched_sp as i64;
+            gregs[libc::REG_RIP as usize] = kgemu_rt_resume as *const () as usize as i64;
+            return;
+        }
+        // Not ours: hand over to the previous handler (or the default action).
+        let i = SIGNALS.iter().position(|&x| x == sig).unwrap_or(0);
+        let old = *std::ptr::addr_of!(OLD_ACTIONS[i]);
+        match old {
+            Some(o) if o.sa_sigaction != libc::SIG_DFL && o.sa_sigaction != libc::SIG_IGN => {
+                if o.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = std::mem::transmute(o.sa_sigaction);
+                    f(sig, info, ctx);
+                } else {
+                    let f: extern "C" fn(c_int) = std::mem::transmute(o.sa_sigaction);
+                    f(sig);
+                }
+            }
+            _ => {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
