@@ -501,8 +501,8 @@ pub struct Cost {
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Tolerance {
-    /// The same bits (integers, or a reference that follows the kernel's own
-    /// order of operations).
+    /// The same value (integers, or a reference that follows the kernel's own
+    /// order of operations); +0 and -0 are the same value.
     Exact,
     /// At most this many units in the last place of the output's dtype.
     Ulps(u32),
@@ -522,7 +522,7 @@ impl Tolerance {
             return got.is_nan() && want.is_nan();
         }
         match *self {
-            Tolerance::Exact => got == want || (got.is_infinite() && got == want),
+            Tolerance::Exact => got == want,
             Tolerance::Ulps(n) => got == want || (got - want).abs() <= f64::from(n) * ulp,
             Tolerance::AbsRel { abs, rel } => got == want || (got - want).abs() <= abs + rel * want.abs(),
         }
