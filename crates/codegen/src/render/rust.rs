@@ -4,6 +4,7 @@
 //! that gathers them. The text is formatted here, so it does not depend on an
 //! installed rustfmt.
 
+use crate::names;
 use super::{RenderError, RenderedKernel, Renderer};
 use kernelgen_contract::{BufferDef, Dim, Format, KernelDef, Op, PackedLayout, Region, Source};
 use serde::Serialize;
@@ -151,16 +152,6 @@ fn def_literal(d: &KernelDef, metal_path: &str, metal: MetalText) -> String {
     )
 }
 
-/// `glm52_expert_q4` -> `Glm52ExpertQ4`.
-pub fn camel(name: &str) -> String {
-    name.split('_')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let mut c = p.chars();
-            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-        })
-        .collect()
-}
 
 /// `` `bf16 [M, 6144]` `` (in code quotes: rustdoc would read `[M]` as a link).
 fn describe(b: &BufferDef, sizes: &[&str]) -> String {
@@ -226,17 +217,18 @@ struct LauncherView {
     layouts: Vec<LayoutView>,
 }
 
-/// The Rust slice type and `RegionData` variant a region's values take.
-fn region_arg(f: Format) -> (&'static str, &'static str) {
+/// The Rust slice type a region's values take (in the `RegionData` variant named as its
+/// `Format` is).
+fn region_slice(f: Format) -> &'static str {
     match f {
-        Format::Q4 => ("&[i8]", "Q4"),
-        Format::I8 => ("&[i8]", "I8"),
-        Format::I32 => ("&[i32]", "I32"),
-        Format::U32 => ("&[u32]", "U32"),
-        Format::F16 => ("&[::kernelgen::half::f16]", "F16"),
-        Format::Bf16 => ("&[::kernelgen::half::bf16]", "Bf16"),
-        Format::F32 => ("&[f32]", "F32"),
-        _ => ("&[u8]", "Bytes"),
+        Format::Q4 | Format::I8 => "&[i8]",
+        Format::I32 => "&[i32]",
+        Format::U32 => "&[u32]",
+        Format::F16 => "&[::kernelgen::half::f16]",
+        Format::Bf16 => "&[::kernelgen::half::bf16]",
+        Format::F32 => "&[f32]",
+        Format::Bytes => "&[u8]",
+        other => unreachable!("kernelgen-contract grew a Format the generator does not write: {other:?}"),
     }
 }
 
@@ -246,7 +238,7 @@ fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> L
         .regions
         .iter()
         .map(|r| {
-            let (ty, variant) = region_arg(r.format);
+            let (ty, variant) = (region_slice(r.format), format_variant(r.format));
             let shape = if r.shape.is_empty() { format!("{} bytes", r.bytes) } else { format!("`{} [{}]`", r.format.name(), r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) };
             let what = docs.iter().find(|(n, _)| **n == *r.name).map(|(_, d)| d.clone()).unwrap_or_default();
             RegionArg {
@@ -281,7 +273,7 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
     for rk in kernels {
         let k = &rk.kernel;
         let d = &rk.def;
-        let type_name = camel(&k.launcher);
+        let type_name = names::camel(&k.launcher);
         let sizes = d.size_names();
         let args: Vec<Arg> = d
             .inputs
@@ -316,7 +308,7 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
             name: k.plan.part.clone().unwrap_or_else(|| "launch".into()),
             static_name: k.name.to_uppercase(),
             doc,
-            outputs_struct: (outputs.len() > 1).then(|| format!("{}Outputs", camel(&k.name))),
+            outputs_struct: (outputs.len() > 1).then(|| format!("{}Outputs", names::camel(&k.name))),
             arrays: d.data_inputs().map(|b| b.name.to_string()).collect(),
             host: d.host_inputs().map(|b| b.name.to_string()).collect(),
             args,
