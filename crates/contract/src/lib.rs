@@ -497,6 +497,17 @@ pub struct Cost {
     pub flops: Option<Dim>,
 }
 
+/// Apple GPU limits every kernel must respect (MLX checks none of them before the pipeline
+/// is built): the generator refuses a kernel over one, the emulator a launch.
+pub mod limits {
+    /// Threads in one threadgroup, at most.
+    pub const MAX_THREADS_PER_THREADGROUP: u64 = 1024;
+    /// Threadgroup memory a kernel may declare, in bytes, at most.
+    pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
+    /// Buffers a kernel may bind (Metal's buffer argument table), at most.
+    pub const MAX_BUFFERS: usize = 31;
+}
+
 /// How close a kernel's output must be to a reference's to pass verification.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]

@@ -11,13 +11,7 @@ use crate::validate::SpecModel;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Apple GPU limits a kernel must respect (MLX checks none of them before
-/// the pipeline is built).
-pub const MAX_THREADS_PER_THREADGROUP: u64 = 1024;
-/// Most threadgroup memory a kernel may declare, in bytes.
-pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
-/// Most buffers a kernel may bind (Metal's buffer argument table).
-pub const MAX_BUFFERS: usize = 31;
+use kernelgen_contract::limits::{MAX_BUFFERS, MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP};
 
 /// One concrete kernel: a family, one value per axis, one geometry, one part.
 #[derive(Clone)]

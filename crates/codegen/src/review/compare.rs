@@ -1,9 +1,10 @@
 //! Two generated trees compared kernel by kernel.
 
+use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
 use super::gpu::Gpu;
 use super::udiff::{self, Hunk, Line};
 use super::view::{read_manifest, BufferView, KernelView, Launch, Sizes};
-use super::{group, msl, warnings, WarningKind, THREADGROUP_MEMORY_LIMIT};
+use super::{group, msl, warnings, WarningKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A generated tree: relative path -> text, and what to call it (`HEAD`,
@@ -290,10 +291,10 @@ fn threads(k: &KernelView) -> String {
 /// `21,760 B (11,008 B headroom)`
 fn memory(k: &KernelView) -> String {
     let m = k.threadgroup_memory;
-    if m > THREADGROUP_MEMORY_LIMIT {
-        format!("{} B (over the limit by {} B)", group(m), group(m - THREADGROUP_MEMORY_LIMIT))
+    if m > MAX_THREADGROUP_MEMORY_BYTES {
+        format!("{} B (over the limit by {} B)", group(m), group(m - MAX_THREADGROUP_MEMORY_BYTES))
     } else {
-        format!("{} B ({} B headroom)", group(m), group(THREADGROUP_MEMORY_LIMIT - m))
+        format!("{} B ({} B headroom)", group(m), group(MAX_THREADGROUP_MEMORY_BYTES - m))
     }
 }
 

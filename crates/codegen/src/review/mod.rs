@@ -28,12 +28,10 @@ pub mod udiff;
 pub mod view;
 
 pub use compare::{review, Options, Review, Tree};
+use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
 use view::{KernelView, Sizes};
 
-/// The threadgroup memory every Apple GPU gives a threadgroup.
-pub const THREADGROUP_MEMORY_LIMIT: u64 = crate::expand::MAX_THREADGROUP_MEMORY_BYTES;
-
-/// Headroom under [`THREADGROUP_MEMORY_LIMIT`] below which a kernel is
+/// Headroom under [`MAX_THREADGROUP_MEMORY_BYTES`] below which a kernel is
 /// flagged: one more small array in a template edit and it no longer builds.
 pub const THREADGROUP_MEMORY_MARGIN: u64 = 1024;
 
@@ -72,15 +70,15 @@ pub enum WarningKind {
 pub fn warnings(k: &KernelView, sizes: &Sizes) -> Vec<(WarningKind, String)> {
     let mut out = Vec::new();
     let mem = k.threadgroup_memory;
-    if mem + THREADGROUP_MEMORY_MARGIN > THREADGROUP_MEMORY_LIMIT {
+    if mem + THREADGROUP_MEMORY_MARGIN > MAX_THREADGROUP_MEMORY_BYTES {
         out.push((
             WarningKind::ThreadgroupMemory,
             format!(
                 "threadgroup memory {} B is within {} B of the {} B limit ({} B headroom)",
                 group(mem),
                 group(THREADGROUP_MEMORY_MARGIN),
-                group(THREADGROUP_MEMORY_LIMIT),
-                group(THREADGROUP_MEMORY_LIMIT.saturating_sub(mem))
+                group(MAX_THREADGROUP_MEMORY_BYTES),
+                group(MAX_THREADGROUP_MEMORY_BYTES.saturating_sub(mem))
             ),
         ));
     }

@@ -1,10 +1,11 @@
 //! A review as text (a terminal) or as Markdown (a pull-request comment:
 //! headings, tables with escaped cells, one ```diff block per edit).
 
+use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
 use super::compare::{CodeChange, DiffGroup, FileChange, Review};
 use super::udiff;
 use super::view::KernelView;
-use super::{group, human_bytes, THREADGROUP_MEMORY_LIMIT};
+use super::{group, human_bytes};
 
 /// Markdown diff lines shown per section; the rest is left to a local run.
 pub const MARKDOWN_DIFF_LINES: usize = 400;
@@ -39,7 +40,7 @@ fn added_row(k: &KernelView, r: &Review) -> [String; 6] {
         k.name.clone(),
         k.family.clone(),
         k.threads().to_string(),
-        format!("{} B ({} B headroom)", group(k.threadgroup_memory), group(THREADGROUP_MEMORY_LIMIT.saturating_sub(k.threadgroup_memory))),
+        format!("{} B ({} B headroom)", group(k.threadgroup_memory), group(MAX_THREADGROUP_MEMORY_BYTES.saturating_sub(k.threadgroup_memory))),
         bytes,
         roof,
     ]

@@ -18,7 +18,7 @@ use super::tg_memory::TgSite;
 /// Lanes per SIMD-group.
 pub(super) const SIMD: usize = 32;
 /// Threads per threadgroup, at most (Apple's limit).
-pub(super) const MAX_THREADS: usize = 1024;
+pub(super) const MAX_THREADS: usize = kernelgen::contract::limits::MAX_THREADS_PER_THREADGROUP as usize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum State {

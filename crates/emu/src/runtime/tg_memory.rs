@@ -10,7 +10,7 @@ use crate::sanitize;
 use super::sched::{abandon_fiber, cur_sched};
 
 /// Apple's threadgroup memory limit.
-const TG_LIMIT: usize = 32 * 1024;
+const TG_LIMIT: usize = kernelgen::contract::limits::MAX_THREADGROUP_MEMORY_BYTES as usize;
 /// Canary bytes after each threadgroup array.
 pub(super) const TG_REDZONE: usize = 64;
 /// A worker's threadgroup memory: every array, its red zone and alignment.
