@@ -379,6 +379,7 @@ impl Default for EmuOptions {
 /// Run order of the fibers of a threadgroup (in every scheduling round), and the order in
 /// which the threadgroups of a grid are assigned to workers (the order they run in with one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RunOrder {
     /// Fibers and threadgroups in index order.
     Forward,
@@ -390,6 +391,7 @@ pub enum RunOrder {
 
 /// Metal thread attributes a kernel parameter can carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Attribute {
     /// `[[thread_position_in_grid]]`.
     ThreadPositionInGrid,
@@ -508,6 +510,7 @@ impl Attribute {
 
 /// Where a kernel parameter's value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Binding {
     /// `[[buffer(i)]]`: bound to `buffers[i]` of [`Program::dispatch`].
     Buffer(u32),
@@ -517,6 +520,7 @@ pub enum Binding {
 
 /// Metal address spaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AddressSpace {
     /// `device`: buffers the kernel reads and writes.
     Device,
@@ -909,6 +913,7 @@ impl LoadOptions {
 
 /// The value of one function constant.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum FunctionConstant {
     /// For `bool` constants.
     Bool(bool),
@@ -1069,8 +1074,9 @@ impl Program {
             return Err(launch(format!("threadgroup {threadgroup:?} has a zero dimension")));
         }
         let total: u64 = threadgroup.iter().map(|&t| t as u64).product();
-        if total > 1024 {
-            return Err(launch(format!("threadgroup {threadgroup:?} has {total} threads; at most 1024")));
+        const MAX: u64 = kernelgen::contract::limits::MAX_THREADS_PER_THREADGROUP;
+        if total > MAX {
+            return Err(launch(format!("threadgroup {threadgroup:?} has {total} threads; at most {MAX}")));
         }
         let want = sig.buffer_count();
         if buffers.len() != want {
