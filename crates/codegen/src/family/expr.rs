@@ -1065,6 +1065,39 @@ mod tests {
         assert_eq!(value("f32(eps) > 0.0 && is_finite(eps)"), Value::Bool(true));
     }
 
+    /// `FUNCTIONS` (the names "did you mean" offers and the docs list), the type checker
+    /// and the evaluator each name every function: an example of each keeps them in step.
+    #[test]
+    fn every_listed_function_checks_and_evaluates() {
+        let examples = [
+            ("min", "min(D, 7)", Value::Int(7)),
+            ("max", "max(D, 7)", Value::Int(200)),
+            ("round_up", "round_up(D, 64)", Value::Int(256)),
+            ("ceil_div", "ceil_div(D, 64)", Value::Int(4)),
+            ("abs", "abs(7 - D)", Value::Int(193)),
+            ("if", "if(D > 7, 1, 2)", Value::Int(1)),
+            ("has", "has(eps)", Value::Bool(true)),
+            ("float", "float(D)", Value::Float(200.0)),
+            ("f32", "f32(0.1)", Value::Float(0.1f32 as f64)),
+            ("f32_bits", "f32_bits(1.0)", Value::Int(0x3f80_0000)),
+            ("is_finite", "is_finite(1e39)", Value::Bool(false)),
+            ("metal_type", "metal_type('f16')", Value::Str("float16_t".into())),
+            ("dtype_size", "dtype_size('bf16')", Value::Int(2)),
+            ("hex", "hex(255, 4)", Value::Str("00ff".into())),
+            ("sci", "sci(0.00025)", Value::Str("2.5e-4".into())),
+            ("sci_f32", "sci_f32(0.1)", Value::Str("1e-1".into())),
+            ("concat", "concat('D=', D, ', ', quant)", Value::Str("D=200, q4".into())),
+            ("near_multiples", "near_multiples(D, 64)", Value::Str("192 or 256".into())),
+        ];
+        let listed: Vec<&str> = FUNCTIONS.iter().map(|f| f.0).collect();
+        let tried: Vec<&str> = examples.iter().map(|x| x.0).collect();
+        assert_eq!(listed, tried, "one example per function of FUNCTIONS, in its order");
+        for (name, text, want) in examples {
+            assert!(text.starts_with(&format!("{name}(")), "{text}");
+            assert_eq!(value(text), want, "{text}");
+        }
+    }
+
     #[test]
     fn run_time_sizes_become_dims() {
         let dim = |text: &str| {
