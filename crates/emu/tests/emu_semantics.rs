@@ -337,6 +337,12 @@ fn launch_errors() {
     // a zero grid runs nothing
     let st = p.dispatch("uninit_read", &mut [&mut a], [0, 1, 1], [16, 1, 1]).unwrap();
     assert_eq!(st.threads, 0);
+    // 2^32 threadgroups and more: refused before anything runs (they were counted modulo
+    // 2^32, so 2^32 of them ran none and reported success, and 2 * (2^32 - 1)^2 overflowed)
+    for grid in [[65536, 65536, 1], [u32::MAX, u32::MAX, 2]] {
+        let e = p.dispatch("uninit_read", &mut [&mut a], grid, [1, 1, 1]).unwrap_err();
+        assert!(matches!(e, EmuError::Launch { .. }) && e.to_string().contains("at most 4294967295"), "{e}");
+    }
 }
 
 #[test]

@@ -157,7 +157,18 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     }
     let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
     let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
-    let n_tg = tgs[0] as u64 * tgs[1] as u64 * tgs[2] as u64;
+    // threadgroups are numbered in u32 (their run order is a list of them)
+    let n_tg = tgs.iter().map(|&t| u128::from(t)).product::<u128>();
+    if n_tg > u128::from(u32::MAX) {
+        return Err(EmuError::Launch {
+            kernel: a.kernel.name.clone(),
+            message: format!(
+                "grid {grid:?} in threadgroups of {tg:?} is {n_tg} threadgroups; the emulator runs at most {} in one dispatch",
+                u32::MAX
+            ),
+        });
+    }
+    let n_tg = n_tg as u64;
     let asan = if a.sanitize { sanitize::fns() } else { None };
     if a.sanitize && asan.is_none() {
         return Err(EmuError::Sanitizer { message: "the AddressSanitizer runtime is not loaded in this process".into() });
