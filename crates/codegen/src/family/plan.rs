@@ -6,6 +6,7 @@ use super::expr::{self, Env, ExprError, Value};
 use super::{DtypeSpec, FamilyDef, FieldKind, FileExpr, PackedDef, PartDef, Piece, Role};
 use crate::diag::line_col;
 use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Cost, Dim, Format, PackedLayout, Geometry, KernelPlan, Params, Region, Source, Violation};
+use kernelgen_contract::limits::MAX_THREADS_PER_THREADGROUP;
 use std::collections::BTreeMap;
 
 /// What a family's expressions see for one variant and geometry.
@@ -172,6 +173,17 @@ impl FamilyDef {
         }
     }
 
+    /// An integer that must lie in `range` (a count, an extent, an alignment): a value
+    /// outside it is an error, never clamped.
+    fn int_in(&self, e: &FileExpr, b: &Bindings<'_>, what: &str, range: std::ops::RangeInclusive<i64>) -> Result<i64, Violation> {
+        let n = self.int(e, b, what)?;
+        if range.contains(&n) {
+            return Ok(n);
+        }
+        let want = if *range.end() == i64::MAX { format!("at least {}", range.start()) } else { format!("{} to {}", range.start(), range.end()) };
+        Err(self.broken(e, what, ExprError { span: e.value.span.clone(), message: format!("this is {n}, and must be {want}"), unknown: None }))
+    }
+
     fn dim(&self, e: &FileExpr, b: &Bindings<'_>, what: &str) -> Result<Dim, Violation> {
         expr::eval_dim(&e.value, b).map_err(|err| self.broken(e, what, err))
     }
@@ -182,8 +194,8 @@ impl FamilyDef {
     /// the geometry gives (an explicit layout), else the geometry.
     fn layout(&self, p: &PackedDef, b: &Bindings<'_>) -> Result<(PackedLayout, Vec<Violation>), Violation> {
         let what = format!("packed.{}", p.name);
-        let bytes = self.int(&p.bytes, b, &format!("{what}.bytes"))?;
-        let align = self.int(&p.align, b, &format!("{what}.align"))?;
+        let bytes = self.int_in(&p.bytes, b, &format!("{what}.bytes"), 0..=i64::MAX)?;
+        let align = self.int_in(&p.align, b, &format!("{what}.align"), 1..=i64::MAX)?;
         let mut regions = Vec::new();
         for r in &p.regions {
             let at = format!("{what}.region `{}`", r.name);
@@ -198,9 +210,10 @@ impl FamilyDef {
             };
             let mut shape = Vec::new();
             for d in &r.shape {
-                shape.push(self.int(d, b, &at)?.max(0) as u64);
+                shape.push(self.int_in(d, b, &format!("{at} shape"), 0..=i64::MAX)? as u64);
             }
-            regions.push(((r.name.clone(), self.int(&r.offset, b, &at)?, self.int(&r.bytes, b, &at)?, self.int(&r.align, b, &at)?, blame), format, shape));
+            let align = self.int_in(&r.align, b, &format!("{at} align"), 1..=i64::MAX)?;
+            regions.push(((r.name.clone(), self.int(&r.offset, b, &at)?, self.int(&r.bytes, b, &at)?, align, blame), format, shape));
         }
         // A region's shape and format must account for its bytes exactly.
         let mut problems = Vec::new();
@@ -259,12 +272,12 @@ impl FamilyDef {
                 name: name.into(),
                 offset: offset.max(0) as u64,
                 bytes: len.max(0) as u64,
-                align: align.max(1) as u64,
+                align: align as u64,
                 format,
                 shape: shape.into(),
             })
             .collect();
-        Ok((PackedLayout { name: p.name.clone().into(), bytes: bytes.max(0) as u64, align: align.max(1) as u64, regions }, bad))
+        Ok((PackedLayout { name: p.name.clone().into(), bytes: bytes as u64, align: align as u64, regions }, bad))
     }
 
     fn plan_part(&self, part: &PartDef, b: &Bindings<'_>, layouts: &BTreeMap<String, PackedLayout>, params: &Params) -> Result<KernelPlan, Violation> {
@@ -307,7 +320,7 @@ impl FamilyDef {
                     Role::Host => Source::HostInts,
                 };
                 if let Some(a) = &spec.align {
-                    def.align = self.int(a, b, &what)?.max(1) as u64;
+                    def.align = self.int_in(a, b, &format!("{what} align"), 1..=i64::MAX)? as u64;
                 }
                 def.at_most = spec.at_most.as_deref().map(|s| self.size_index(s));
                 out.push(def);
@@ -319,9 +332,9 @@ impl FamilyDef {
         let grid = [self.dim(&part.grid[0], b, "grid")?, self.dim(&part.grid[1], b, "grid")?, self.dim(&part.grid[2], b, "grid")?];
         let mut threadgroup = [0u64; 3];
         for (t, e) in threadgroup.iter_mut().zip(&part.threadgroup) {
-            *t = self.int(e, b, "threadgroup")?.max(0) as u64;
+            *t = self.int_in(e, b, "threadgroup", 1..=MAX_THREADS_PER_THREADGROUP as i64)? as u64;
         }
-        let threadgroup_memory_bytes = self.int(&part.threadgroup_memory, b, "threadgroup_memory")?.max(0) as u64;
+        let threadgroup_memory_bytes = self.int_in(&part.threadgroup_memory, b, "threadgroup_memory", 0..=i64::MAX)? as u64;
         let stated = |e: &Option<FileExpr>, what: &str| e.as_ref().map(|e| self.dim(e, b, what)).transpose();
         let derived = |list: &[BufferDef], what: &str| {
             super::cost::bytes(list).ok_or_else(|| Violation {
