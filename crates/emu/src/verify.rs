@@ -132,6 +132,19 @@ fn packed_bytes(len: usize, regions: &[kernelgen::contract::Region], rng: &mut R
     out
 }
 
+/// This machine's physical memory in bytes (no bound where it cannot be read).
+fn physical_memory() -> u64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf reads a constant of the system.
+        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        if pages > 0 && page > 0 {
+            return (pages as u64).saturating_mul(page as u64);
+        }
+    }
+    u64::MAX
+}
+
 /// Random inputs for `def` at `sizes`, from its contract: floats uniform in
 /// `[-1, 1)`, small integers, packed regions by their format, host integers
 /// within the size that bounds them; `ranges` overrides the range of an
@@ -142,8 +155,20 @@ pub fn random_case(def: &KernelDef, sizes: &[u64], ranges: &[(String, f64, f64)]
     let mut arrays = Vec::new();
     let mut host = Vec::new();
     for b in def.inputs.iter() {
-        let shape = b.shape_at(sizes).ok_or_else(|| format!("input `{}`: its shape overflows at sizes {sizes:?}", b.name))?;
-        let n: u64 = shape.iter().product();
+        let at = || def.sizes.iter().zip(sizes).map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(", ");
+        let shape = b.shape_at(sizes).ok_or_else(|| format!("input `{}`: its shape overflows at sizes {}", b.name, at()))?;
+        // sizes a family file or a caller gave: refused, not a panic or an abort, when the
+        // input cannot be held
+        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        let bytes = n.and_then(|n| n.checked_mul(b.dtype.size() as u64).filter(|&x| x <= physical_memory()));
+        let (Some(n), Some(_)) = (n, bytes) else {
+            return Err(format!(
+                "input `{}` at sizes {} is {shape:?} elements of {}: more than this machine's memory holds",
+                b.name,
+                at(),
+                b.dtype
+            ));
+        };
         match b.source {
             Source::Data if !b.regions.is_empty() => arrays.push(HostArray::new(b.dtype, shape, packed_bytes(n as usize, &b.regions, &mut rng, range_of(&b.name)))),
             Source::Data => {

@@ -40,3 +40,15 @@ fn a_correct_reference_passes_and_a_wrong_one_fails() {
     let e = verify::check(&emu, &KERNEL, &[3], 7, tolerance, wrong).unwrap_err();
     assert!(e.contains("output `out` element 200") && e.contains("1 of 384 elements are outside it"), "{e}");
 }
+
+/// Sizes whose inputs no machine holds (a family file's `verify.sizes`, a caller's) are an
+/// error naming the input and the sizes: they were a multiplication overflow (a panic) or an
+/// allocation abort.
+#[test]
+fn inputs_too_large_for_memory_are_an_error() {
+    for r in [1u64 << 40, 1 << 62] {
+        let err = verify::random_case(&KERNEL, &[r], &[], 1).err().expect("refused");
+        assert!(err.contains(&format!("at sizes R={r}")) && err.contains("more than this machine's memory holds"), "{err}");
+    }
+    assert!(verify::random_case(&KERNEL, &[3], &[], 1).is_ok());
+}
