@@ -297,7 +297,10 @@ pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, see
         for _ in 0..jobs {
             scope.spawn(|| {
                 while let Some(i) = outcomes.take(|i| exclusive(selected[i])) {
-                    let o = run_one(&backend, selected[i], seed);
+                    // A panic (a kernelgen bug) fails this kernel: the table waits for every
+                    // row, so a worker that died with its kernel would hang the run.
+                    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_one(&backend, selected[i], seed)))
+                        .unwrap_or_else(|p| panicked(selected[i], p.as_ref()));
                     outcomes.done(i, o, exclusive(selected[i]));
                 }
             });
@@ -313,6 +316,18 @@ pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, see
     }
     outln!("verify: {passed} passed, {} failed", failures.len());
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The outcome of a kernel whose verification panicked.
+fn panicked(r: &RenderedKernel, payload: &(dyn std::any::Any + Send)) -> Outcome {
+    let what = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default();
+    Outcome {
+        kernel: r.kernel.name.clone(),
+        sizes: "-".into(),
+        values: Values::None,
+        seconds: 0.0,
+        failure: Some(format!("kernelgen panicked while verifying it ({what}): a bug in kernelgen, please report it")),
+    }
 }
 
 /// One row of the table (and the failure, for the summary).
