@@ -38,28 +38,34 @@ fn the_base_family_reads() {
 #[test]
 fn planned_values_out_of_range_are_errors() {
     let base = std::fs::read_to_string("tests/bad_families/no_template/rowsum.toml").unwrap();
-    let cases = [
-        ("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [-32, 1, 1]", 4, "threadgroup (", "this is -32, and must be 1 to 1024"),
-        ("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [0, 1, 1]", 4, "threadgroup (", "this is 0, and must be 1 to 1024"),
-        ("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [\"N * 1048576\", \"N * 1048576\", 1]", 4096, "threadgroup (", "this is 4294967296, and must be 1 to 1024"),
-        ("doc = \"one threadgroup per row\"", "threadgroup_memory = \"0 - N\"", 8, "threadgroup_memory (", "this is -8, and must be at least 0"),
-    ];
-    for (from, to, n, what, message) in cases {
+    let generated = |family: &str, n: u64| -> String {
         let dir = tempfile::tempdir().unwrap();
-        assert!(base.contains(from), "{from}");
-        std::fs::write(dir.path().join("rowsum.toml"), base.replace(from, to)).unwrap();
+        std::fs::write(dir.path().join("rowsum.toml"), family).unwrap();
         std::fs::write(dir.path().join("rowsum.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
-        let families = read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{to}: {e}"));
+        let families = read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{family}: {e}"));
         let spec = kernelgen_codegen::spec::SpecSource {
             display: "specs/rows.toml".into(),
             origin: "specs/rows.toml".into(),
             stem: "rows".into(),
             text: format!("family = \"rowsum\"\n[geometry.g]\nN = {n}\n"),
         };
-        let text = match kernelgen_codegen::generate_with(vec![spec], &families, Default::default()) {
-            Ok(_) => panic!("{to}: generated"),
+        match kernelgen_codegen::generate_with(vec![spec], &families, Default::default()) {
+            Ok(_) => panic!("{family}: generated"),
             Err(e) => e.to_string(),
-        };
+        }
+    };
+    // extents of 32 bits each: their product is counted in full, not overflowed
+    let text = generated(&base.replace("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [\"N * 1048575\", \"N * 1048575\", \"N * 1048575\"]"), 4096);
+    assert!(text.contains("needs 79227935840889332563968000000 threads per threadgroup, above the limit of 1024"), "{text}");
+    let cases = [
+        ("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [-32, 1, 1]", 4, "threadgroup (", "this is -32, and must be 1 to 4294967295"),
+        ("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [0, 1, 1]", 4, "threadgroup (", "this is 0, and must be 1 to 4294967295"),
+        ("threadgroup = [\"THREADS\", 1, 1]", "threadgroup = [\"N * 1048576\", \"N * 1048576\", 1]", 4096, "threadgroup (", "this is 4294967296, and must be 1 to 4294967295"),
+        ("doc = \"one threadgroup per row\"", "threadgroup_memory = \"0 - N\"", 8, "threadgroup_memory (", "this is -8, and must be at least 0"),
+    ];
+    for (from, to, n, what, message) in cases {
+        assert!(base.contains(from), "{from}");
+        let text = generated(&base.replace(from, to), n);
         let line = base.replace(from, to).lines().position(|l| l.starts_with(to.split(" =").next().unwrap())).unwrap() + 1;
         assert!(text.contains(what) && text.contains(&format!("rowsum.toml:{line}:")), "{to}: {text}");
         assert!(text.contains(message) && text.contains("specs/rows.toml:2:"), "{to}: {text}");

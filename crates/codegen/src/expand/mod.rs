@@ -210,8 +210,9 @@ fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: 
     let mut err = |message: String, help: &str| {
         diags.push(Diagnostic { source: model.source.clone(), span: span.clone(), field: field.clone(), message, help: Some(help.into()) });
     };
-    let threads: u64 = plan.threadgroup.iter().product();
-    if threads > MAX_THREADS_PER_THREADGROUP {
+    // (each extent fits in 32 bits: the product of three in 128)
+    let threads: u128 = plan.threadgroup.iter().map(|&t| u128::from(t)).product();
+    if threads > u128::from(MAX_THREADS_PER_THREADGROUP) {
         err(format!("kernel `{name}` needs {threads} threads per threadgroup, above the limit of {MAX_THREADS_PER_THREADGROUP}"), "choose a smaller threadgroup (e.g. fewer rows per threadgroup)");
     }
     if plan.threadgroup_memory_bytes > MAX_THREADGROUP_MEMORY_BYTES {

@@ -7,6 +7,7 @@ use super::expr::{self, Expr, ExprError, Scope, Type};
 use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, Located, PackedDef, PartDef, Piece, RegionDef, Role, Size, VerifyDef};
 use crate::diag::{Diagnostics, Reporter};
 use crate::model::{dtype_from_short, AxisValue};
+use crate::names;
 use crate::spec::{Entry, Node, Span, SpecSource, Value};
 use crate::validate::suggest;
 use std::collections::BTreeMap;
@@ -446,18 +447,33 @@ impl Reader {
             self.unknown_keys(body, &["doc", "values", "range", "kind", "default", "name"], &prefix);
             let doc = self.opt_string(body, "doc", &prefix).unwrap_or_default();
             let name_prefix = self.opt_string(body, "name", &prefix).unwrap_or_default();
+            if !name_prefix.is_empty() && !names::is_name_part(&name_prefix) {
+                let span = body.iter().find(|x| x.key == "name").map_or(e.key_span.clone(), |x| x.node.span.clone());
+                self.error(span, format!("{prefix}.name"), format!("`{name_prefix}` cannot be spelled in a kernel name"), Some("use lowercase letters, digits and `_`".into()));
+            }
             let values = body.iter().find(|x| x.key == "values");
             let range = body.iter().find(|x| x.key == "range");
             let kind = body.iter().find(|x| x.key == "kind");
             let kind = match (values, range, kind) {
                 (Some(v), None, None) => {
-                    let names: Vec<String> = v.node.as_array().unwrap_or(&[]).iter().filter_map(|n| self.string(n, &format!("{prefix}.values"))).collect();
+                    let mut names = Vec::new();
+                    for n in v.node.as_array().unwrap_or(&[]) {
+                        let Some(name) = self.string(n, &format!("{prefix}.values")) else { continue };
+                        if !names::is_name_part(&name) {
+                            self.error(n.span.clone(), format!("{prefix}.values"), format!("`{name}` cannot be spelled in a kernel name"), Some("use lowercase letters, digits and `_`".into()));
+                        }
+                        names.push(name);
+                    }
                     if names.is_empty() {
                         self.error(v.node.span.clone(), format!("{prefix}.values"), "expected a non-empty list of names", None);
                     }
                     AxisKind::Choice(names)
                 }
                 (None, Some(r), None) => match self.range(&r.node, &format!("{prefix}.range")) {
+                    Some((min, _)) if min < 0 => {
+                        self.error(r.node.span.clone(), format!("{prefix}.range"), "kernel names spell an integer axis's values, which therefore cannot be negative", Some("start the range at 0 or above".into()));
+                        continue;
+                    }
                     Some((min, max)) => AxisKind::Int { min, max },
                     None => continue,
                 },
@@ -638,6 +654,9 @@ impl Reader {
 
     fn packed(&mut self, entry: &Entry, names: &Names) -> Option<PackedDef> {
         let prefix = format!("packed.{}", entry.key);
+        if let Some(why) = names::rust_reserved(&entry.key) {
+            self.error(entry.key_span.clone(), prefix.clone(), format!("packed buffer `{}` names the launcher's `pack_{}` and its layout constant, and is {why}", entry.key, entry.key), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
+        }
         let body = self.table(&entry.node, &prefix);
         self.unknown_keys(body, &["doc", "bytes", "align", "region"], &prefix);
         let doc = self.opt_string(body, "doc", &prefix).unwrap_or_default();
@@ -651,6 +670,10 @@ impl Reader {
                     let r = self.table(item, &field);
                     self.unknown_keys(r, &["name", "doc", "offset", "bytes", "align", "blame", "format", "shape"], &field);
                     let name = self.req_string(r, "name", &field, &item.span, "the region's name");
+                    if let Some(why) = name.as_deref().and_then(names::rust_reserved) {
+                        let span = r.iter().find(|e| e.key == "name").map_or(item.span.clone(), |e| e.node.span.clone());
+                        self.error(span, format!("{field}.name"), format!("region `{}` names an argument of the launcher's `pack_{}`, and is {why}", name.as_deref().unwrap_or_default(), entry.key), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
+                    }
                     let doc = self.opt_string(r, "doc", &field).unwrap_or_default();
                     let offset = self.req_typed(r, "offset", &field, &item.span, names, Type::Int);
                     let bytes = self.req_typed(r, "bytes", &field, &item.span, names, Type::Int);
@@ -720,6 +743,13 @@ impl Reader {
         let body = self.table(node, prefix);
         self.unknown_keys(body, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory", "cost"], prefix);
         let part = self.opt_string(body, "part", prefix);
+        if let Some(p) = &part {
+            let why = names::rust_reserved(p).or_else(|| p.starts_with("pack_").then_some("the prefix of the launcher's packing functions"));
+            if let Some(why) = why {
+                let span = body.iter().find(|e| e.key == "part").map_or(node.span.clone(), |e| e.node.span.clone());
+                self.error(span, join(prefix, "part"), format!("part `{p}` names a launcher method, and is {why}"), Some("use lowercase letters, digits and `_`, starting with a letter, and not a Rust keyword".into()));
+            }
+        }
         let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
         let grid = self.three(body, "grid", prefix, &node.span, with_sizes);
         let threadgroup = self.three(body, "threadgroup", prefix, &node.span, names);
@@ -767,8 +797,11 @@ impl Reader {
         let body = self.table(node, prefix);
         self.unknown_keys(body, &["name", "doc", "dtype", "shape", "holds", "host", "at_most", "packed", "reads", "align", "when"], prefix);
         let name = self.req_string(body, "name", prefix, &node.span, "the buffer's name, as the kernel body uses it")?;
+        let name_span = body.iter().find(|e| e.key == "name").map_or(node.span.clone(), |e| e.node.span.clone());
         if !is_msl_identifier(&name) {
-            self.error(node.span.clone(), format!("{prefix}.name"), format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
+            self.error(name_span.clone(), format!("{prefix}.name"), format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
+        } else if let Some(why) = names::msl_reserved(&name) {
+            self.error(name_span.clone(), format!("{prefix}.name"), format!("buffer `{name}` names a Metal kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the template)".into()));
         }
         let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
         let size_ref = |r: &mut Reader, key: &str| -> Option<String> {
@@ -795,6 +828,13 @@ impl Reader {
         };
         if output && role != Role::Data {
             self.error(node.span.clone(), prefix, "an output is written by the kernel: it neither holds a size nor comes from the host", None);
+        }
+        // the launcher takes data and host inputs as arguments and returns outputs by name
+        // (a buffer holding a size is computed, and appears in no Rust)
+        if !matches!(role, Role::Holds(_)) && is_msl_identifier(&name) {
+            if let Some(why) = names::rust_reserved(&name) {
+                self.error(name_span, format!("{prefix}.name"), format!("buffer `{name}` names a launcher {}, and is {why}", if output { "output" } else { "argument" }), Some("use lowercase letters, digits and `_`, starting with a letter, and not a Rust keyword".into()));
+            }
         }
         let packed_ref = match self.opt_string(body, "packed", prefix) {
             None => None,

@@ -6,7 +6,6 @@ use super::expr::{self, Env, ExprError, Value};
 use super::{DtypeSpec, FamilyDef, FieldKind, FileExpr, PackedDef, PartDef, Piece, Role};
 use crate::diag::line_col;
 use crate::model::{array, dtype_from_short, AxisValue, Blame, BufferDef, Cost, Dim, Format, PackedLayout, Geometry, KernelPlan, Params, Region, Source, Violation};
-use kernelgen_contract::limits::MAX_THREADS_PER_THREADGROUP;
 use std::collections::BTreeMap;
 
 /// What a family's expressions see for one variant and geometry.
@@ -332,7 +331,8 @@ impl FamilyDef {
         let grid = [self.dim(&part.grid[0], b, "grid")?, self.dim(&part.grid[1], b, "grid")?, self.dim(&part.grid[2], b, "grid")?];
         let mut threadgroup = [0u64; 3];
         for (t, e) in threadgroup.iter_mut().zip(&part.threadgroup) {
-            *t = self.int_in(e, b, "threadgroup", 1..=MAX_THREADS_PER_THREADGROUP as i64)? as u64;
+            // (their product is checked against Apple's limit with the other limits)
+            *t = self.int_in(e, b, "threadgroup", 1..=i64::from(u32::MAX))? as u64;
         }
         let threadgroup_memory_bytes = self.int_in(&part.threadgroup_memory, b, "threadgroup_memory", 0..=i64::MAX)? as u64;
         let stated = |e: &Option<FileExpr>, what: &str| e.as_ref().map(|e| self.dim(e, b, what)).transpose();

@@ -7,31 +7,6 @@ use crate::model::BufferDef;
 /// MLX passes inputs with fewer elements than this in the `constant` space.
 const MAX_CONSTANT_ARRAY_SIZE: u64 = 8;
 
-/// MLX's attribute table: detected by a plain substring search of the body
-/// (comments count), emitted in this order with these types.
-const METAL_ATTRIBUTES: &[(&str, &str)] = &[
-    ("dispatch_quadgroups_per_threadgroup", "uint"),
-    ("dispatch_simdgroups_per_threadgroup", "uint"),
-    ("dispatch_threads_per_threadgroup", "uint3"),
-    ("grid_origin", "uint3"),
-    ("grid_size", "uint3"),
-    ("quadgroup_index_in_threadgroup", "uint"),
-    ("quadgroups_per_threadgroup", "uint"),
-    ("simdgroup_index_in_threadgroup", "uint"),
-    ("simdgroups_per_threadgroup", "uint"),
-    ("thread_execution_width", "uint"),
-    ("thread_index_in_quadgroup", "uint"),
-    ("thread_index_in_simdgroup", "uint"),
-    ("thread_index_in_threadgroup", "uint"),
-    ("thread_position_in_grid", "uint3"),
-    ("thread_position_in_threadgroup", "uint3"),
-    ("threadgroup_position_in_grid", "uint3"),
-    ("threadgroups_per_grid", "uint3"),
-    ("threads_per_grid", "uint3"),
-    ("threads_per_simdgroup", "uint"),
-    ("threads_per_threadgroup", "uint3"),
-];
-
 /// How MLX passes an input, from its element count at launch.
 fn input_class(b: &BufferDef) -> (&'static str, &'static str, &'static str) {
     // (address space, reference or pointer, kernel-name suffix)
@@ -111,7 +86,7 @@ pub fn assemble(func_name: &str, header: &str, body: &str, inputs: &[BufferDef],
             }
         }
     }
-    let attributes: Vec<String> = METAL_ATTRIBUTES
+    let attributes: Vec<String> = crate::names::MLX_ATTRIBUTES
         .iter()
         .filter(|(attr, _)| body.contains(attr))
         .map(|(attr, ty)| format!("  {ty} {attr} [[{attr}]]"))
