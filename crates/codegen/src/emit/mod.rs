@@ -535,7 +535,11 @@ fn remove_owned(dir: &Path) -> Result<(), String> {
         _ => return Err(format!("{}: not a directory kernelgen made; left alone", dir.display())),
     }
     let marker = dir.join(OWNED);
-    let listed = fs::read_to_string(&marker).ok().and_then(|t| owned::parse(&t).ok()).unwrap_or_default();
+    let listed = match fs::read_to_string(&marker) {
+        Ok(t) => owned::parse(&t).map_err(|e| format!("{} is left behind: its {OWNED} does not read ({e}); remove it by hand", dir.display()))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
+        Err(e) => return Err(format!("{} is left behind: its {OWNED} does not read ({e}); remove it by hand", dir.display())),
+    };
     let remove = |p: &Path| -> io::Result<()> {
         fail::point("remove")?;
         match fs::symlink_metadata(p) {
@@ -566,7 +570,17 @@ fn remove_owned(dir: &Path) -> Result<(), String> {
     }
     match first_error {
         None => Ok(()),
-        Some(e) if fs::symlink_metadata(dir).is_ok() => Err(format!("{} is left behind ({e}); the next generate removes it", dir.display())),
+        Some(e) if fs::symlink_metadata(dir).is_ok() => {
+            // What is left is kernelgen's only if it is files the marker lists (a removal that
+            // failed): the next run tries again. Anything else it never removes.
+            let left = scan(dir);
+            let foreign = left.links.len() + left.special.len() + left.unreadable.len() + left.files.keys().filter(|f| !listed.contains(*f)).count();
+            if foreign == 0 {
+                Err(format!("{} is left behind ({e}); the next generate removes it", dir.display()))
+            } else {
+                Err(format!("{} is left behind ({e}): it holds what kernelgen did not write there; remove it by hand", dir.display()))
+            }
+        }
         Some(_) => Ok(()),
     }
 }
@@ -578,6 +592,11 @@ fn remove_owned(dir: &Path) -> Result<(), String> {
 pub fn write(dir: &Path, tree: &Tree) -> Result<Written, EmitError> {
     let tree = with_marker(tree);
     let target = Target::resolve(dir)?;
+    // Every path is checked before anything is made: a temporary tree whose marker lists a
+    // path the marker's reader refuses could not be removed file by file.
+    if let Some(rel) = tree.keys().find(|rel| !owned::is_safe_relative(rel)) {
+        return Err(err(&target.path, format!("refusing to write `{}`: not a relative path inside the output directory (a kernelgen bug)", rel.escape_debug())));
+    }
     // Refuse a foreign directory before touching anything beside it.
     if let Ownership::NotOwned = ownership(&target.path)? {
         return Err(refuse_not_owned(&target.path));

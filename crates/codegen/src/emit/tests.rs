@@ -231,3 +231,40 @@ fn concurrent_writers_serialize() {
     assert!(last == with_marker(&old_tree()) || last == with_marker(&new_tree()));
     assert_eq!(beside(&out), Vec::<String>::new());
 }
+
+#[test]
+fn a_path_outside_the_tree_is_refused_before_anything_is_made() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("gen");
+    write(&out, &old_tree()).unwrap();
+    let mut bad = new_tree();
+    bad.insert("metal/a/../../../x.metal".into(), "// x\n".into());
+    let e = write(&out, &bad).unwrap_err();
+    assert!(e.message.contains("not a relative path inside the output directory"), "{e}");
+    assert_eq!(on_disk(&out), with_marker(&old_tree()));
+    // no temporary tree beside the output (its marker would list the path, and not read)
+    assert_eq!(beside(&out), Vec::<String>::new());
+}
+
+#[test]
+fn a_leftover_the_next_run_cannot_remove_says_so() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("gen");
+    write(&out, &old_tree()).unwrap();
+    // what a killed run leaves: a temporary tree with its marker, and a link someone added
+    let left = root.path().join(".gen.kernelgen-tmp-1-2-3");
+    fs::create_dir_all(left.join("metal")).unwrap();
+    fs::write(left.join(OWNED), "kernelgen-owned 1\nmetal/k.metal\n").unwrap();
+    fs::write(left.join("metal/k.metal"), "// k\n").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", left.join("metal/link")).unwrap();
+    let w = write(&out, &new_tree()).unwrap();
+    assert_eq!(w.warnings.len(), 1, "{:?}", w.warnings);
+    assert!(w.warnings[0].contains("holds what kernelgen did not write there; remove it by hand"), "{:?}", w.warnings);
+    assert!(fs::symlink_metadata(left.join("metal/link")).is_ok(), "the link is left alone");
+    // kernelgen's own files went; once the link is gone too, the next run removes the rest
+    assert!(!left.join("metal/k.metal").exists() && !left.join(OWNED).exists());
+    fs::remove_file(left.join("metal/link")).unwrap();
+    let w = write(&out, &new_tree()).unwrap();
+    assert!(w.warnings.is_empty(), "{:?}", w.warnings);
+    assert_eq!(beside(&out), Vec::<String>::new());
+}
