@@ -187,15 +187,26 @@ pub fn write_any(path: &Path, a: &NpyArray) -> Result<(), String> {
     let err = |m: String| format!("{}: {m}", path.display());
     let descr = a.dtype.descr().ok_or_else(|| err(format!("no .npy dtype for {}", a.dtype)))?;
     let dtype = DType::parse(&format!("'{descr}'")).map_err(|e| err(e.to_string()))?;
-    let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
-    let mut w = npyz::WriteOptions::new_header_only()
-        .dtype(dtype)
-        .shape(&a.shape)
-        .writer(std::io::BufWriter::new(file))
-        .write_header_only()
-        .map_err(|e| err(e.to_string()))?;
-    std::io::Write::write_all(&mut w, &a.data).map_err(|e| err(e.to_string()))?;
-    std::io::Write::flush(&mut w).map_err(|e| err(e.to_string()))
+    // Written beside, then renamed over the name: a link there is replaced, never followed
+    // (its target is untouched), and a failed write leaves no half file.
+    let name = path.file_name().ok_or_else(|| err("not a file name".into()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| -> std::io::Result<()> {
+        let file = std::fs::File::create_new(&tmp)?;
+        let mut w = npyz::WriteOptions::new_header_only().dtype(dtype).shape(&a.shape).writer(std::io::BufWriter::new(file)).write_header_only()?;
+        std::io::Write::write_all(&mut w, &a.data)?;
+        std::io::Write::flush(&mut w)?;
+        drop(w);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e.to_string()));
+    }
+    Ok(())
 }
 
 /// Reinterprets a uint16 array as bf16 when the contract wants bf16.
@@ -237,5 +248,25 @@ mod tests {
             assert!(read(&p).unwrap_err().contains("not a kernel argument type"), "{d}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An output name that is a link (`run --out o` with `o/y.npy -> /elsewhere`) is replaced
+    /// by the array; the file it pointed at outside the output folder is untouched.
+    #[cfg(unix)]
+    #[test]
+    fn a_link_in_the_way_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::fs::create_dir(dir.path().join("out")).unwrap();
+        let p = dir.path().join("out/y.npy");
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        let a = HostArray::new(Dtype::F32, vec![1], vec![0, 0, 128, 63]);
+        write(&p, &a).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
+        assert_eq!(read(&p).unwrap(), a);
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("out")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["y.npy"], "no temporary file left");
     }
 }
