@@ -150,7 +150,13 @@ pub fn read_families(dirs: &[PathBuf]) -> Result<Families, Error> {
                 stem: file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
                 text,
             });
-            let template = |t: &str| read_spec_file(&dir.join(t)).ok();
+            let template = |t: &str| {
+                let path = dir.join(t);
+                match std::fs::symlink_metadata(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => family::file::TemplateFile::Missing,
+                    _ => read_spec_file(&path).map_or_else(family::file::TemplateFile::Unreadable, family::file::TemplateFile::Text),
+                }
+            };
             match family::file::read(source, Some(dir.clone()), template) {
                 Ok(def) => defs.push(def),
                 Err(d) => problems.extend(d),
@@ -205,7 +211,7 @@ fn read_spec_file(path: &Path) -> Result<String, Error> {
             span: at..at + char::REPLACEMENT_CHARACTER.len_utf8(),
             field: "(encoding)".into(),
             message: format!("the file is not UTF-8 text: byte 0x{bad:02X} cannot start or continue a character"),
-            help: Some("save the spec as UTF-8".into()),
+            help: Some("save the file as UTF-8".into()),
         });
         Error::Spec(d)
     })

@@ -13,9 +13,20 @@ use crate::validate::suggest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Reads a family file and its template. `template` gives the template's
-/// file name and text, or `None` when it could not be found (reported here).
-pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: impl FnOnce(&str) -> Option<String>) -> Result<FamilyDef, Diagnostics> {
+/// What reading a family's template (by its file name) found.
+pub enum TemplateFile {
+    /// Its text.
+    Text(String),
+    /// No file of that name.
+    Missing,
+    /// A file that does not read: not UTF-8 (a diagnostic in the template), too large, not a
+    /// regular file.
+    Unreadable(crate::Error),
+}
+
+/// Reads a family file and its template, which `template` reads by file name (what it
+/// finds is reported here, as a template that does not parse).
+pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: impl FnOnce(&str) -> TemplateFile) -> Result<FamilyDef, Diagnostics> {
     let mut r = Reporter::new(source.clone());
     let tree = match crate::spec::toml::parse(&source.text) {
         Ok(t) => t,
@@ -182,7 +193,7 @@ impl Reader {
         }
     }
 
-    fn family(&mut self, tree: &Node, template: impl FnOnce(&str) -> Option<String>) -> Option<FamilyDef> {
+    fn family(&mut self, tree: &Node, template: impl FnOnce(&str) -> TemplateFile) -> Option<FamilyDef> {
         let whole = 0..self.source.text.len().min(1);
         let top = tree.as_table().unwrap_or(&[]);
         self.unknown_keys(top, TOP, "");
@@ -337,11 +348,19 @@ impl Reader {
             self.error(span, "template", format!("`{}` is not a file name beside the family file", template_name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.metal.tera`".into()));
             return None;
         }
+        let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
         let template_text = match template(&template_name) {
-            Some(t) => Some(t),
-            None => {
-                let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
+            TemplateFile::Text(t) => self.template_parses(&template_name, t),
+            TemplateFile::Missing => {
                 self.error(span, "template", format!("template `{template_name}` was not found next to the family file"), Some(format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`")));
+                None
+            }
+            TemplateFile::Unreadable(crate::Error::Spec(d)) => {
+                self.r.diagnostics.extend(d);
+                None
+            }
+            TemplateFile::Unreadable(e) => {
+                self.error(span, "template", format!("template `{template_name}` does not read: {e}"), None);
                 None
             }
         };
@@ -513,6 +532,40 @@ impl Reader {
             out.push(axis);
         }
         out
+    }
+
+    /// The template's text if tera parses it; else its syntax error, at its line and column
+    /// in the template file.
+    fn template_parses(&mut self, name: &str, text: String) -> Option<String> {
+        let Err(e) = tera::Tera::default().add_raw_template(name, &text) else { return Some(text) };
+        let mut message = String::new();
+        let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(&e);
+        while let Some(c) = cur {
+            message = c.to_string();
+            cur = c.source();
+        }
+        // tera's parse error reads "--> line:col", a code excerpt, then "= what was expected"
+        let at = message.split_once("--> ").and_then(|(_, rest)| {
+            let (line, rest) = rest.split_once(':')?;
+            let col: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            Some((line.trim().parse::<usize>().ok()?, col.parse::<usize>().ok()?))
+        });
+        let expected = message.rsplit_once("= ").map_or(message.trim(), |(_, e)| e.trim()).to_string();
+        let offset = at.map_or(0, |(line, col)| {
+            let start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
+            (start + col.saturating_sub(1)).min(text.len())
+        });
+        let display = std::path::Path::new(&self.source.display).with_file_name(name).display().to_string();
+        let source = Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text });
+        let end = source.text[offset..].chars().next().map_or(offset, |c| offset + c.len_utf8());
+        self.r.diagnostics.push(crate::diag::Diagnostic {
+            source,
+            span: offset..end,
+            field: "(template)".into(),
+            message: format!("the template does not parse: {expected}"),
+            help: Some("tera's syntax: {{ expression }}, {% if ... %}...{% endif %}, {% for x in list %}...{% endfor %}".into()),
+        });
+        None
     }
 
     fn range(&mut self, node: &Node, field: &str) -> Option<(i64, i64)> {

@@ -372,7 +372,8 @@ pub fn bundled() -> Result<Vec<Arc<FamilyDef>>, crate::diag::Diagnostics> {
             stem: name.to_string(),
             text: text.to_string(),
         });
-        match file::read(source, None, |t| (t == format!("{name}.metal.tera")).then(|| template.to_string())) {
+        let template = |t: &str| if t == format!("{name}.metal.tera") { file::TemplateFile::Text(template.to_string()) } else { file::TemplateFile::Missing };
+        match file::read(source, None, template) {
             Ok(def) => out.push(Arc::new(def)),
             Err(d) => problems.extend(d),
         }

@@ -55,7 +55,11 @@ pub struct RenderError {
 
 impl fmt::Display for RenderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rendering kernel `{}` with {} failed: {}", self.kernel, self.template, self.message)
+        if self.kernel.is_empty() {
+            write!(f, "template {} does not parse: {}", self.template, self.message)
+        } else {
+            write!(f, "rendering kernel `{}` with {} failed: {}", self.kernel, self.template, self.message)
+        }
     }
 }
 
