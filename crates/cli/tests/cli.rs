@@ -121,8 +121,24 @@ fn usage_errors_exit_2_without_panicking() {
     assert_eq!(o.status.code(), Some(2));
     let o = kernelgen(dir.path(), &["generate", "--specs", "does/not/exist"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("does/not/exist"), "{}", text(&o));
+    assert!(text(&o).contains("error: --specs does/not/exist: No such file"), "{}", text(&o));
     assert!(!text(&o).contains("panicked"));
+    fs::create_dir(dir.path().join("specs")).unwrap();
+    let o = kernelgen(dir.path(), &["check", "--families", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("error: --families nope: No such file"), "{}", text(&o));
+}
+
+/// Hidden files in a spec folder are no specs: an editor's lock beside a spec (Emacs's
+/// `.#x.toml`, a link to nowhere) stopped generate.
+#[cfg(unix)]
+#[test]
+fn hidden_files_in_a_spec_folder_are_skipped() {
+    let dir = scratch();
+    std::os::unix::fs::symlink("user@host.1234:1700000000", dir.path().join("specs/.#expert.toml")).unwrap();
+    fs::write(dir.path().join("specs/.draft.toml"), "not a spec").unwrap();
+    let o = kernelgen(dir.path(), &["check"]);
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 #[test]

@@ -135,7 +135,8 @@ pub fn read_families(dirs: &[PathBuf]) -> Result<Families, Error> {
         let mut files: Vec<PathBuf> = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io)? {
             let path = entry.map_err(io)?.path();
-            if path.extension().is_some_and(|e| e == "toml") {
+            let hidden = path.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+            if path.extension().is_some_and(|e| e == "toml") && !hidden {
                 files.push(path);
             }
         }
@@ -231,6 +232,10 @@ fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Re
     for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
         let entry = entry.map_err(|e| io(dir, e))?;
         let path = entry.path();
+        // hidden files are no specs: an editor's lock or backup (`.#x.toml`, a link to nowhere)
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
         let kind = entry.file_type().map_err(|e| io(&path, e))?;
         let is_toml = path.extension().is_some_and(|e| e == "toml");
         if kind.is_dir() {
