@@ -196,10 +196,7 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
     let source = std::fs::read_to_string(a.file).map_err(|e| format!("error: {}: {e}", a.file.display()))?;
     let mut load = LoadOptions { include_dirs: a.include_dirs.to_vec(), ..LoadOptions::default() };
     for d in a.defines {
-        load.defines.push(match d.split_once('=') {
-            Some((n, v)) => (n.to_string(), Some(v.to_string())),
-            None => (d.clone(), None),
-        });
+        load.defines.push(crate::lint_cmd::parse_define(d)?);
     }
     for (i, v) in pairs(a.function_constants, "--function-constant")? {
         let index: u32 = i.parse().map_err(|_| format!("error: --function-constant {i}={v}: the index must be a non-negative integer"))?;

@@ -46,8 +46,8 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// `NAME` or `NAME=VALUE`, NAME an identifier.
-fn parse_define(d: &str) -> Result<(String, Option<String>), String> {
+/// `NAME` or `NAME=VALUE`, NAME an identifier (a `-D` of `lint` and `emu`).
+pub(crate) fn parse_define(d: &str) -> Result<(String, Option<String>), String> {
     let (name, value) = match d.split_once('=') {
         Some((n, v)) => (n, Some(v.to_string())),
         None => (d, None),

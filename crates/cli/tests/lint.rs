@@ -186,6 +186,9 @@ fn lint_usage_errors_and_a_missing_clang_exit_2() {
         (&["lint"][..], "FILE.metal"),
         (&["lint", "-D", "1x", valid], "-D 1x"),
         (&["lint", "no/such/file.metal"], "no/such/file.metal"),
+        // the emulator reads -D the same way (a bad name was clang's error at line 1)
+        (&["emu", valid, "-D", "A B=1", "--grid", "1,1,1", "--threadgroup", "1,1,1", "--out", "/nonexistent"], "-D A B=1: expected NAME or NAME=VALUE"),
+        (&["emu", valid, "-D", "=1", "--grid", "1,1,1", "--threadgroup", "1,1,1", "--out", "/nonexistent"], "-D =1: expected NAME or NAME=VALUE"),
     ] {
         let o = kernelgen(&root, args, &[]);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
