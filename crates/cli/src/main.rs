@@ -59,7 +59,9 @@ enum Command {
     Generate {
         #[command(flatten)]
         specs: SpecArgs,
-        /// Output directory; nothing outside it is written.
+        /// Output directory; nothing outside it is written. What is written does not
+        /// depend on it: the contracts name each kernel's file `generated/metal/...`,
+        /// as the tree is checked in.
         #[arg(long, value_name = "DIR", default_value = "generated")]
         out: PathBuf,
     },
