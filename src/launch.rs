@@ -403,11 +403,15 @@ pub fn check<'d>(def: &'d KernelDef, arrays: &[ArgInfo], host: &[&[i32]], given_
         if want.iter().any(Option::is_none) {
             continue;
         }
-        let elements: u64 = a.shape.iter().product();
-        if elements > MAX_ELEMENTS {
-            c.push(Some(&b.name), ErrorKind::Size, format!("at most {MAX_ELEMENTS} elements"), elements.to_string());
-            continue;
-        }
+        // (each dimension is at most MAX_ELEMENTS; their product may pass 2^64)
+        let elements = a.shape.iter().try_fold(1u128, |n, &d| n.checked_mul(u128::from(d)));
+        let elements = match elements {
+            Some(n) if n <= u128::from(MAX_ELEMENTS) => n as u64,
+            _ => {
+                c.push(Some(&b.name), ErrorKind::Size, format!("at most {MAX_ELEMENTS} elements"), elements.map_or_else(|| format!("shape {}", shown(&a.shape)), |n| n.to_string()));
+                continue;
+            }
+        };
         let bytes = elements * b.dtype.size() as u64;
         if a.dtype == Ok(b.dtype) && a.bytes != bytes {
             c.push(Some(&b.name), ErrorKind::ByteLength, format!("{bytes} bytes"), format!("{} bytes", a.bytes));

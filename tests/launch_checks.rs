@@ -330,3 +330,15 @@ fn a_slot_of_another_geometry_is_named() {
     assert!(hint.contains(OTHER.name.as_ref()), "{hint}");
     assert!(!hint.contains(DEF.name.as_ref()), "{hint}");
 }
+
+/// Dimensions each within bounds whose product passes 2^64 (B = 2^26 and T = 2^27 with
+/// 16 x 128 per step): a size violation, not an overflow panic inside the check.
+#[test]
+fn an_element_count_past_2_64_is_a_size_error() {
+    let def = &kernels::delta::QWEN35_DELTA_BF16_F32;
+    let mut args = valid(def, 2);
+    let q = def.data_inputs().position(|b| b.name == "q").unwrap();
+    args.0[q].shape = vec![1 << 26, 1 << 27, 16, 128];
+    let e = rejected(def, &args, ErrorKind::Size, Some("q"), "2^64 elements");
+    assert!(e.to_string().contains(&(1u128 << 64).to_string()), "{e}");
+}
