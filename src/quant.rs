@@ -107,18 +107,25 @@ pub mod affine {
         Ok(w)
     }
 
-    /// The `count` values of a least significant first bit stream.
-    pub fn unpack_bits(w: &[u32], count: usize, bits: u32) -> Vec<u8> {
+    /// The first `count` values of a least significant first bit stream of `bits`-bit values
+    /// (1 to 8): an error when `w` holds fewer.
+    pub fn unpack_bits(w: &[u32], count: usize, bits: u32) -> Result<Vec<u8>, QuantError> {
+        if !(1..=8).contains(&bits) {
+            return Err(QuantError(format!("{bits}-bit values: 1 to 8 bits unpack to bytes")));
+        }
         let b = bits as usize;
+        if count.checked_mul(b).is_none_or(|n| n > w.len().saturating_mul(32)) {
+            return Err(QuantError(format!("{} words hold {} values of {bits} bits, not {count}", w.len(), w.len() * 32 / b)));
+        }
         let mask = (1u64 << b) - 1;
-        (0..count.min(w.len() * 32 / b.max(1)))
+        Ok((0..count)
             .map(|i| {
                 let bit = i * b;
                 let lo = u64::from(w[bit / 32]);
                 let hi = w.get(bit / 32 + 1).map_or(0, |&x| u64::from(x));
                 (((lo | (hi << 32)) >> (bit % 32)) & mask) as u8
             })
-            .collect()
+            .collect())
     }
 
     /// MLX's affine quantizer for `w: [rows, cols]` (row-major, `cols` a
@@ -137,8 +144,8 @@ pub mod affine {
         if rows.checked_mul(cols) != Some(w.len()) {
             return Err(QuantError(format!("{} weights are not [{rows}, {cols}]", w.len())));
         }
-        if cols % GROUP_SIZE != 0 || cols * bits as usize % 32 != 0 {
-            return Err(QuantError(format!("cols = {cols} is not a multiple of the group size {GROUP_SIZE}")));
+        if cols == 0 || cols % GROUP_SIZE != 0 || cols * bits as usize % 32 != 0 {
+            return Err(QuantError(format!("cols = {cols} is not a positive multiple of the group size {GROUP_SIZE}")));
         }
         if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !v.to_f32().is_finite()) {
             return Err(QuantError(format!("weight {v:?} at index {i} is not finite")));
@@ -148,7 +155,7 @@ pub mod affine {
         let mut q = Vec::with_capacity(w.len());
         let mut scales = Vec::with_capacity(w.len() / GROUP_SIZE);
         let mut biases = Vec::with_capacity(w.len() / GROUP_SIZE);
-        for group in w.chunks_exact(GROUP_SIZE) {
+        for (g, group) in w.chunks_exact(GROUP_SIZE).enumerate() {
             let mut w_min = T::MAX;
             let mut w_max = 0.0f32;
             for &v in group {
@@ -167,8 +174,18 @@ pub mod affine {
                 scale = edge / q0;
             }
             let bias = if at_zero { 0.0 } else { edge };
-            scales.push(T::from_f32(scale));
-            biases.push(T::from_f32(bias));
+            let (stored_scale, stored_bias) = (T::from_f32(scale), T::from_f32(bias));
+            // finite weights whose range is wider than T holds: the kernel would read inf
+            if !(stored_scale.to_f32().is_finite() && stored_bias.to_f32().is_finite()) {
+                let (row, col) = (g * GROUP_SIZE / cols, g * GROUP_SIZE % cols);
+                return Err(QuantError(format!(
+                    "the group of row {row}, columns {col}..{}, spans {w_min} to {w_max}: its scale {scale} or bias {bias} is not finite as {}",
+                    col + GROUP_SIZE,
+                    std::any::type_name::<T>().rsplit("::").next().unwrap_or("the element type")
+                )));
+            }
+            scales.push(stored_scale);
+            biases.push(stored_bias);
             for &v in group {
                 q.push(((v.to_f32() - bias) / scale).round().clamp(0.0, n_bins) as u8);
             }
@@ -182,19 +199,30 @@ pub mod affine {
 
     impl<T: Element> Quantized<T> {
         /// `scale * q + bias` of every weight, `[rows, cols]`, in f32 (the
-        /// stored `T` scale and bias).
-        pub fn dequantize(&self) -> Vec<f32> {
-            let words = self.cols * self.bits as usize / 32;
-            let groups = self.cols / GROUP_SIZE;
-            let mut out = Vec::with_capacity(self.rows * self.cols);
-            for r in 0..self.rows {
-                let q = unpack_bits(&self.w[r * words..(r + 1) * words], self.cols, self.bits);
+        /// stored `T` scale and bias); an error when the fields do not describe one
+        /// `[rows, cols]` matrix of `bits`-bit values (they are public).
+        pub fn dequantize(&self) -> Result<Vec<f32>, QuantError> {
+            let (rows, cols, bits) = (self.rows, self.cols, self.bits);
+            if !(1..=8).contains(&bits) || cols % GROUP_SIZE != 0 || cols * bits as usize % 32 != 0 {
+                return Err(QuantError(format!("{rows} x {cols} values of {bits} bits are not a quantized matrix (cols a multiple of {GROUP_SIZE}, 1 to 8 bits)")));
+            }
+            let words = cols * bits as usize / 32;
+            let groups = cols / GROUP_SIZE;
+            let lengths = [("w", self.w.len(), rows.checked_mul(words)), ("scales", self.scales.len(), rows.checked_mul(groups)), ("biases", self.biases.len(), rows.checked_mul(groups))];
+            for (name, len, want) in lengths {
+                if Some(len) != want {
+                    return Err(QuantError(format!("`{name}` has {len} elements; a {rows} x {cols} matrix of {bits} bits has {}", want.map_or("too many".to_string(), |n| n.to_string()))));
+                }
+            }
+            let mut out = Vec::with_capacity(rows * cols);
+            for r in 0..rows {
+                let q = unpack_bits(&self.w[r * words..(r + 1) * words], cols, bits)?;
                 for (c, v) in q.into_iter().enumerate() {
                     let g = r * groups + c / GROUP_SIZE;
                     out.push(self.scales[g].to_f32() * f32::from(v) + self.biases[g].to_f32());
                 }
             }
-            out
+            Ok(out)
         }
     }
 
@@ -207,7 +235,9 @@ pub mod affine {
             let values: Vec<u8> = (0..64).map(|i| (i * 5 % 8) as u8).collect();
             let w = pack_bits(&values, 3).unwrap();
             assert_eq!(w.len(), 6);
-            assert_eq!(unpack_bits(&w, 64, 3), values);
+            assert_eq!(unpack_bits(&w, 64, 3).unwrap(), values);
+            // more values than the words hold, or values wider than a byte: errors
+            assert!(unpack_bits(&w, 65, 3).is_err() && unpack_bits(&[1, 2], 2, 64).is_err() && unpack_bits(&[u32::MAX], 2, 12).is_err());
             // Value 10 sits at bits 30..33: two in word 0, one in word 1.
             assert_eq!((w[0] >> 30) as u8 | (((w[1] & 1) as u8) << 2), values[10]);
             assert!(pack_bits(&[8], 3).is_err());
@@ -218,8 +248,8 @@ pub mod affine {
             let w: Vec<f32> = (0..2 * 128).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
             for bits in [3, 4] {
                 let q = quantize(&w, 2, 128, bits).unwrap();
-                let d = q.dequantize();
-                let levels: Vec<u8> = q.w.chunks(128 * bits as usize / 32).flat_map(|row| unpack_bits(row, 128, bits)).collect();
+                let d = q.dequantize().unwrap();
+                let levels: Vec<u8> = q.w.chunks(128 * bits as usize / 32).flat_map(|row| unpack_bits(row, 128, bits).unwrap()).collect();
                 for (i, (a, b)) in w.iter().zip(&d).enumerate() {
                     // The top level clamps (MLX's step can shrink below the range's).
                     if u32::from(levels[i]) == (1 << bits) - 1 {
@@ -230,9 +260,30 @@ pub mod affine {
                 }
             }
             let zeros = quantize(&[0.0f32; 64], 1, 64, 4).unwrap();
-            assert!(zeros.dequantize().iter().all(|&v| v == 0.0));
+            assert!(zeros.dequantize().unwrap().iter().all(|&v| v == 0.0));
             assert!(quantize(&[1.0f32; 63], 1, 63, 4).is_err());
             assert!(quantize(&[f32::NAN; 64], 1, 64, 4).is_err());
+            // no columns: an error, not a panic on a chunk size of 0
+            assert!(quantize::<f32>(&[], 0, 0, 4).is_err() && quantize::<f32>(&[], 5, 0, 4).is_err());
+        }
+
+        /// Finite weights whose range no scale of the element type spans: an error naming the
+        /// group (the scale was stored as inf, and every weight dequantized to NaN).
+        #[test]
+        fn a_range_the_scale_cannot_hold_is_an_error() {
+            let mut w = [0.0f32; 128];
+            (w[64], w[65]) = (2e38, -2e38);
+            let e = quantize(&w, 1, 128, 4).unwrap_err().to_string();
+            assert!(e.contains("row 0, columns 64..128") && e.contains("not finite as f32"), "{e}");
+            let w: Vec<half::bf16> = (0..64).map(|i| if i % 2 == 0 { half::bf16::MAX } else { -half::bf16::MAX }).collect();
+            assert!(quantize(&w, 1, 64, 4).unwrap_err().to_string().contains("not finite as bf16"));
+        }
+
+        #[test]
+        fn dequantize_checks_the_public_fields() {
+            let mut q = quantize(&[0.5f32; 128], 2, 64, 4).unwrap();
+            q.w.truncate(8);
+            assert!(q.dequantize().unwrap_err().to_string().contains("`w` has 8 elements; a 2 x 64 matrix of 4 bits has 16"));
         }
     }
 }
