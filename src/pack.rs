@@ -214,7 +214,11 @@ pub fn pack(layout: &PackedLayout, data: &[RegionData<'_>]) -> Result<AlignedByt
         problems.push(("(all)".to_string(), format!("expected {} regions ({}), given {}", names.len(), names.join(", "), data.len())));
     }
     for (r, d) in layout.regions.iter().zip(data) {
-        let values: u64 = if r.shape.is_empty() { r.format.bytes_for(1).map_or(0, |b| r.bytes / b) } else { r.shape.iter().product() };
+        let values = if r.shape.is_empty() { Some(r.format.bytes_for(1).map_or(0, |b| r.bytes / b)) } else { r.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)) };
+        let Some(values) = values else {
+            problems.push((r.name.to_string(), format!("its shape {} has more than 2^64 values", shape_text(r))));
+            continue;
+        };
         if d.format() != r.format {
             problems.push((r.name.to_string(), format!("expected {} values, given {}", r.format.name(), d.format().name())));
         } else if d.len() as u64 != values {
@@ -227,6 +231,13 @@ pub fn pack(layout: &PackedLayout, data: &[RegionData<'_>]) -> Result<AlignedByt
         if r.offset.checked_add(r.bytes).is_none_or(|end| end > layout.bytes) {
             problems.push((r.name.to_string(), format!("the layout places it at {}..{} in a {}-byte buffer", r.offset, r.offset.saturating_add(r.bytes), layout.bytes)));
         }
+        // (a layout's fields are public: one not made by the generator may disagree with itself)
+        if r.format.bytes_for(values) != Some(r.bytes) {
+            problems.push((r.name.to_string(), format!("the layout gives it {} bytes, where {values} {} values take {}", r.bytes, r.format.name(), r.format.bytes_for(values).map_or("more than 2^64".to_string(), |b| b.to_string()))));
+        }
+    }
+    if usize::try_from(layout.bytes).ok().is_none_or(|b| b > isize::MAX as usize) {
+        problems.push(("(all)".to_string(), format!("the layout is {} bytes, more than an allocation can hold", layout.bytes)));
     }
     if !problems.is_empty() {
         return Err(PackError { buffer: layout.name.to_string(), problems });
@@ -280,5 +291,24 @@ mod tests {
         let e = pack(&layout, &[RegionData::Q4(&[0; 6])]).unwrap_err();
         assert!(e.to_string().contains("expected 2 regions"), "{e}");
         assert!(e.to_string().contains("expected 8 values"), "{e}");
+    }
+
+    /// A layout whose regions' bytes disagree with their shapes (its fields are public): an
+    /// error, where a copy panicked or values were dropped.
+    #[test]
+    fn a_layout_that_disagrees_with_itself_is_refused() {
+        let bad = |r: Region, bytes: u64| PackedLayout { name: Cow::Borrowed("slot"), bytes, align: 4, regions: vec![r].into() };
+        let short = Region { bytes: 4, ..region("s", 0, Format::F32, &[4]) };
+        let e = pack(&bad(short, 64), &[RegionData::F32(&[1.0; 4])]).unwrap_err();
+        assert!(e.to_string().contains("the layout gives it 4 bytes, where 4 f32 values take 16"), "{e}");
+        let long = Region { bytes: 12, ..region("b", 0, Format::Bytes, &[10]) };
+        assert!(pack(&bad(long, 64), &[RegionData::Bytes(&[0; 10])]).is_err());
+        let odd = Region { bytes: 1, ..region("w", 0, Format::Q4, &[2]) };
+        let odd = Region { shape: Cow::Borrowed(&[3]), ..odd };
+        assert!(pack(&bad(odd, 64), &[RegionData::Q4(&[1, 2, 3])]).is_err());
+        let e = pack(&bad(region("s", 0, Format::F32, &[1]), u64::MAX), &[RegionData::F32(&[1.0])]).unwrap_err();
+        assert!(e.to_string().contains("more than an allocation can hold"), "{e}");
+        let huge = Region { shape: Cow::Borrowed(&[1 << 40, 1 << 40]), ..region("s", 0, Format::F32, &[1]) };
+        assert!(pack(&bad(huge, 64), &[RegionData::F32(&[1.0])]).unwrap_err().to_string().contains("more than 2^64 values"));
     }
 }
