@@ -365,11 +365,22 @@ pub fn check<'d>(def: &'d KernelDef, arrays: &[ArgInfo], host: &[&[i32]], given_
             shaped.push((b, s));
         }
     }
+    // A size no argument could give is reported only when no argument's own violation
+    // (a wrong rank, a dimension that is no multiple of its size's coefficient) explains it.
+    let mut explained = vec![false; n];
+    for (k, b) in data.iter().enumerate() {
+        if !rank_ok[k] {
+            b.shape.iter().flat_map(|d| d.sizes_used()).for_each(|i| explained[i] = true);
+        }
+    }
     for (b, shape) in shaped {
-        for (d, &len) in b.shape.iter().zip(shape) {
+        for (axis, (d, &len)) in b.shape.iter().zip(shape).enumerate() {
             if let Some((i, coeff)) = d.linear_in_one_size() {
                 if coeff != 0 && len % coeff == 0 {
                     sizes.learn(i, len / coeff, format!("from `{}`", b.name));
+                } else if coeff != 0 {
+                    explained[i] = true;
+                    c.push(Some(&b.name), ErrorKind::Dim, format!("dimension {axis} a multiple of {coeff} ({})", d.describe(&def.size_names())), format!("shape {}", shown(shape)));
                 }
             }
         }
@@ -377,6 +388,7 @@ pub fn check<'d>(def: &'d KernelDef, arrays: &[ArgInfo], host: &[&[i32]], given_
     for i in 0..n {
         let name = def.sizes[i].as_ref();
         match sizes.values[i] {
+            None if explained[i] => {}
             None => c.push(Some(name), ErrorKind::Size, "a value implied by the argument shapes", "none"),
             Some(v) if v == 0 || v > MAX_ELEMENTS => c.push(Some(name), ErrorKind::Size, format!("{name} from 1 to {MAX_ELEMENTS}"), format!("{name} = {v} {}", sizes.from[i])),
             Some(_) => {}

@@ -143,7 +143,7 @@
 //!
 //! // gate, up, down, gs, us, ds: the expert's tensors, as in the packing example.
 //! let mlx = MlxBackend::new();
-//! let slot = array_from_bytes(Glm52::pack_slot(&gate, &up, &down, &gs, &us, &ds)?); // no copy
+//! let slot = array_from_bytes(Glm52::pack_slot(&gate, &up, &down, &gs, &us, &ds)?)?; // no copy
 //! let x = Array::zeros::<f32>(&[4, 6144])?.as_dtype(Dtype::Bfloat16)?; // x: bf16 [M, 6144]
 //! let mid = Glm52::gate_up(&mlx, &x, &slot)?; // bf16 [M, 2048], not evaluated yet
 //! let out = Glm52::down(&mlx, &mid, &slot)?; // bf16 [M, 6144]

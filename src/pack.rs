@@ -236,8 +236,9 @@ pub fn pack(layout: &PackedLayout, data: &[RegionData<'_>]) -> Result<AlignedByt
             problems.push((r.name.to_string(), format!("the layout gives it {} bytes, where {values} {} values take {}", r.bytes, r.format.name(), r.format.bytes_for(values).map_or("more than 2^64".to_string(), |b| b.to_string()))));
         }
     }
-    if usize::try_from(layout.bytes).ok().is_none_or(|b| b > isize::MAX as usize) {
-        problems.push(("(all)".to_string(), format!("the layout is {} bytes, more than an allocation can hold", layout.bytes)));
+    // a packed buffer is one uint8 argument: at most as many bytes as an argument has elements
+    if layout.bytes > crate::launch::MAX_ELEMENTS {
+        problems.push(("(all)".to_string(), format!("the layout is {} bytes, more than the {} an argument may have", layout.bytes, crate::launch::MAX_ELEMENTS)));
     }
     if !problems.is_empty() {
         return Err(PackError { buffer: layout.name.to_string(), problems });
@@ -307,7 +308,7 @@ mod tests {
         let odd = Region { shape: Cow::Borrowed(&[3]), ..odd };
         assert!(pack(&bad(odd, 64), &[RegionData::Q4(&[1, 2, 3])]).is_err());
         let e = pack(&bad(region("s", 0, Format::F32, &[1]), u64::MAX), &[RegionData::F32(&[1.0])]).unwrap_err();
-        assert!(e.to_string().contains("more than an allocation can hold"), "{e}");
+        assert!(e.to_string().contains("more than the 2147483647 an argument may have"), "{e}");
         let huge = Region { shape: Cow::Borrowed(&[1 << 40, 1 << 40]), ..region("s", 0, Format::F32, &[1]) };
         assert!(pack(&bad(huge, 64), &[RegionData::F32(&[1.0])]).unwrap_err().to_string().contains("more than 2^64 values"));
     }

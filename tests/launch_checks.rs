@@ -342,3 +342,28 @@ fn an_element_count_past_2_64_is_a_size_error() {
     let e = rejected(def, &args, ErrorKind::Size, Some("q"), "2^64 elements");
     assert!(e.to_string().contains(&(1u128 << 64).to_string()), "{e}");
 }
+
+/// A dimension `2 * M` (a family file may state one) of odd length: a violation of that
+/// argument's dimension, and no second one claiming `M` was given by no argument; a rank
+/// error likewise is not followed by one about the sizes its argument would have given.
+#[test]
+fn a_size_no_argument_gives_is_blamed_on_the_argument() {
+    use kernelgen::contract::Dim;
+    let mut def = kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP.clone();
+    let mut inputs = def.inputs.to_vec();
+    let m = def.sizes.iter().position(|s| s == "M").unwrap();
+    let mut shape = inputs[0].shape.to_vec();
+    shape[0] = Dim::product(2, &[m]);
+    inputs[0].shape = shape.into();
+    def.inputs = inputs.into();
+    let x = def.inputs[0].name.to_string();
+    let mut args = valid(&def, 2);
+    args.0[0].shape[0] = 3;
+    let e = rejected(&def, &args, ErrorKind::Dim, Some(&x), "an odd 2*M");
+    assert!(e.to_string().contains("dimension 0 a multiple of 2 (2*M)"), "{e}");
+    assert!(!e.violations().iter().any(|v| v.argument.as_deref() == Some("M")), "{e}");
+    let mut args = valid(&def, 2);
+    args.0[0].shape.push(1);
+    let e = rejected(&def, &args, ErrorKind::Rank, Some(&x), "an extra dimension");
+    assert!(!e.violations().iter().any(|v| v.argument.as_deref() == Some("M")), "{e}");
+}

@@ -207,7 +207,7 @@ fn packed_slots_wrap_without_a_copy() {
     let bytes = TinyExpertQ4Bf16R4::pack_slot(&g, &u, &d, &gs, &us, &ds).unwrap();
     let host = bytes.to_vec();
     let address = bytes.as_ptr() as usize;
-    let array = kernelgen::backend::mlx::array_from_bytes(bytes);
+    let array = kernelgen::backend::mlx::array_from_bytes(bytes).unwrap();
     assert_eq!(array.dtype(), mlx_rs::Dtype::Uint8);
     assert_eq!(array.as_slice::<u8>(), host.as_slice());
     // MLX's Metal allocator wraps page-aligned memory in place; its CPU

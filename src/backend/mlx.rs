@@ -68,6 +68,8 @@ pub enum MlxError {
     NameConflict(String),
     /// An output dtype this build of the MLX backend cannot map.
     Unsupported(Dtype),
+    /// A buffer of more bytes than an MLX array's dimension holds (2^31 - 1).
+    TooLarge(usize),
 }
 
 impl std::fmt::Display for MlxError {
@@ -78,6 +80,7 @@ impl std::fmt::Display for MlxError {
             MlxError::Eval(e) => write!(f, "MLX failed to evaluate the kernel's outputs: {e}"),
             MlxError::NameConflict(name) => write!(f, "a kernel named `{name}` was already built from another source in this process"),
             MlxError::Unsupported(d) => write!(f, "no MLX dtype for {d}"),
+            MlxError::TooLarge(n) => write!(f, "a buffer of {n} bytes: an MLX array's dimension holds at most {} elements", i32::MAX),
         }
     }
 }
@@ -279,13 +282,14 @@ impl Backend for MlxBackend {
 /// MLX owns `bytes` from here on and frees them when the last array using
 /// them is dropped. The bytes are page-aligned, so MLX's Metal allocator
 /// uses them in place, without a copy (the seed's zero-copy slot view,
-/// without its `unsafe`); an MLX without Metal copies them.
-pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Array {
+/// without its `unsafe`); an MLX without Metal copies them. A buffer of 2^31 bytes or
+/// more is [`MlxError::TooLarge`] (an MLX dimension is an `i32`).
+pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Result<Array, MlxError> {
     unsafe extern "C" fn release(payload: *mut std::ffi::c_void) {
         // SAFETY: `payload` is the Box made below, released exactly once by MLX.
         drop(unsafe { Box::from_raw(payload.cast::<crate::pack::AlignedBytes>()) });
     }
-    let shape = [i32::try_from(bytes.len()).expect("a packed buffer under 2 GiB, as the launch checks require")];
+    let shape = [i32::try_from(bytes.len()).map_err(|_| MlxError::TooLarge(bytes.len()))?];
     let data = bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>();
     let payload = Box::into_raw(Box::new(bytes)).cast::<std::ffi::c_void>();
     // SAFETY: `data` points to `shape[0]` bytes owned by `payload`, which
@@ -293,7 +297,7 @@ pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Array {
     // `release`; MLX only reads the bytes.
     unsafe {
         let raw = mlx_sys::mlx_array_new_data_managed_payload(data, shape.as_ptr(), 1, mlx_sys::mlx_dtype__MLX_UINT8, payload, Some(release));
-        Array::from_ptr(raw)
+        Ok(Array::from_ptr(raw))
     }
 }
 
@@ -314,18 +318,24 @@ pub fn pack_arrays(layout: &crate::contract::PackedLayout, arrays: &[&Array]) ->
     let mut data = Vec::with_capacity(arrays.len());
     for (r, a) in layout.regions.iter().zip(arrays) {
         use crate::contract::Format;
-        let wrong = |want: &str| fail(&r.name, format!("expected a row-contiguous {want} array, given {:?}", a.dtype()));
+        // a region with a shape takes an array of that shape (a transposed matrix has the
+        // same element count)
+        let shape: Vec<u64> = a.shape().iter().map(|&d| d as u64).collect();
+        if !r.shape.is_empty() && shape != *r.shape {
+            return Err(fail(&r.name, format!("expected an array of shape {:?}, given {shape:?}", r.shape)));
+        }
+        let wrong = |want: &str, e: mlx_rs::error::AsSliceError| fail(&r.name, format!("expected a row-contiguous {want} array, given a {:?} one: {e}", a.dtype()));
         let d = match r.format {
-            Format::Q4 | Format::I8 => RegionData::I8(a.try_as_slice::<i8>().map_err(|_| wrong("int8"))?),
-            Format::F32 => RegionData::F32(a.try_as_slice::<f32>().map_err(|_| wrong("float32"))?),
-            Format::F16 => RegionData::F16(a.try_as_slice::<half::f16>().map_err(|_| wrong("float16"))?),
-            Format::Bf16 => RegionData::Bf16(a.try_as_slice::<half::bf16>().map_err(|_| wrong("bfloat16"))?),
-            Format::I32 => RegionData::I32(a.try_as_slice::<i32>().map_err(|_| wrong("int32"))?),
-            Format::U32 => RegionData::U32(a.try_as_slice::<u32>().map_err(|_| wrong("uint32"))?),
-            _ => RegionData::Bytes(a.try_as_slice::<u8>().map_err(|_| wrong("uint8"))?),
+            Format::Q4 | Format::I8 => RegionData::I8(a.try_as_slice::<i8>().map_err(|e| wrong("int8", e))?),
+            Format::F32 => RegionData::F32(a.try_as_slice::<f32>().map_err(|e| wrong("float32", e))?),
+            Format::F16 => RegionData::F16(a.try_as_slice::<half::f16>().map_err(|e| wrong("float16", e))?),
+            Format::Bf16 => RegionData::Bf16(a.try_as_slice::<half::bf16>().map_err(|e| wrong("bfloat16", e))?),
+            Format::I32 => RegionData::I32(a.try_as_slice::<i32>().map_err(|e| wrong("int32", e))?),
+            Format::U32 => RegionData::U32(a.try_as_slice::<u32>().map_err(|e| wrong("uint32", e))?),
+            _ => RegionData::Bytes(a.try_as_slice::<u8>().map_err(|e| wrong("uint8", e))?),
         };
         let d = if r.format == Format::Q4 { if let RegionData::I8(v) = d { RegionData::Q4(v) } else { d } } else { d };
         data.push(d);
     }
-    Ok(array_from_bytes(crate::pack::pack(layout, &data)?))
+    array_from_bytes(crate::pack::pack(layout, &data)?).map_err(|e| fail("(all)", e.to_string()))
 }
