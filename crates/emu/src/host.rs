@@ -147,22 +147,36 @@ impl HostArray {
 
     /// Zeros; in guarded memory when at least [`GUARDED_MIN_BYTES`] (fill it through
     /// `data`, then a launch through the emulator backend copies nothing).
+    ///
+    /// # Panics
+    /// When the shape's bytes do not fit in memory's address space (as `vec!` does).
     pub fn zeros(dtype: Dtype, shape: Vec<u64>) -> Self {
-        let n: u64 = shape.iter().product();
-        let bytes = n as usize * dtype.size();
+        let bytes = Self::bytes_of(dtype, &shape);
         let data = if bytes >= GUARDED_MIN_BYTES { HostData::guarded(bytes) } else { vec![0; bytes].into() };
         HostArray { dtype, shape, data }
     }
 
     /// Zeros in guarded memory, whatever the size.
+    ///
+    /// # Panics
+    /// As [`HostArray::zeros`].
     pub fn guarded(dtype: Dtype, shape: Vec<u64>) -> Self {
-        let n: u64 = shape.iter().product();
-        HostArray { dtype, shape, data: HostData::guarded(n as usize * dtype.size()) }
+        let bytes = Self::bytes_of(dtype, &shape);
+        HostArray { dtype, shape, data: HostData::guarded(bytes) }
     }
 
-    /// Elements in the array (the product of the shape).
+    /// The bytes of `shape` elements of `dtype`, where they fit in a `usize`.
+    fn bytes_of(dtype: Dtype, shape: &[u64]) -> usize {
+        shape
+            .iter()
+            .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or_else(|| panic!("an array of shape {shape:?} of {dtype} is more bytes than an address space holds"))
+    }
+
+    /// Elements in the array (the product of the shape; `usize::MAX` when it does not fit).
     pub fn elements(&self) -> usize {
-        self.shape.iter().product::<u64>() as usize
+        self.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).and_then(|n| usize::try_from(n).ok()).unwrap_or(usize::MAX)
     }
 
     /// An `f32` array of `values`, row-major.
@@ -178,6 +192,12 @@ impl HostArray {
     /// An `f16` array of `values`, row-major.
     pub fn from_f16(shape: Vec<u64>, values: &[f16]) -> Self {
         HostArray::new(Dtype::F16, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
+    }
+
+    /// A `u32` array of `values`, row-major (affine weights: [`kernelgen::quant::affine::Quantized`]'s
+    /// `w`, `[rows, cols * bits / 32]`).
+    pub fn from_u32(shape: Vec<u64>, values: &[u32]) -> Self {
+        HostArray::new(Dtype::U32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
     /// An `i32` array of `values`, row-major.
@@ -223,5 +243,26 @@ impl HostArray {
             Dtype::U8 | Dtype::Bool => d.iter().map(|&b| b as f32).collect(),
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "an array of shape [18446744073709551615, 2] of f32 is more bytes than an address space holds")]
+    fn zeros_of_a_shape_past_the_address_space_says_so() {
+        // (an overflow panic, or in release a wrapped, small buffer under a huge shape)
+        HostArray::zeros(Dtype::F32, vec![u64::MAX, 2]);
+    }
+
+    #[test]
+    fn elements_and_u32_arrays() {
+        let a = HostArray::from_u32(vec![1, 2], &[1, 0xdead_beef]);
+        assert_eq!((a.dtype, a.elements()), (Dtype::U32, 2));
+        assert_eq!(&a.data[4..], &0xdead_beefu32.to_le_bytes());
+        let huge = HostArray::new(Dtype::U8, vec![1 << 40, 1 << 40], Vec::new());
+        assert_eq!(huge.elements(), usize::MAX);
     }
 }

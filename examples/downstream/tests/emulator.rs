@@ -72,7 +72,7 @@ fn weights_quantized_with_the_helper_run_through_the_affine_kernel() {
     let q = kernelgen::quant::affine::quantize(&w, n, k, 4).unwrap();
     let x: Vec<f32> = (0..k).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
     let emu = EmuBackend::with_defaults().unwrap();
-    let words = HostArray::new(kernelgen::Dtype::U32, vec![n as u64, (k / 8) as u64], q.w.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let words = HostArray::from_u32(vec![n as u64, (k / 8) as u64], &q.w);
     let y = Small2AffineQ4F32::launch(
         &emu,
         &HostArray::from_f32(vec![1, k as u64], &x),
