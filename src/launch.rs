@@ -215,6 +215,7 @@ impl HostValues {
 
 /// Where one kernel input comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input {
     /// The caller's array at this index (of the arrays passed to the launch).
     Array(usize),

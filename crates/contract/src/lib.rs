@@ -154,6 +154,7 @@ impl fmt::Display for Dtype {
 
 /// One step of a [`Dim`] expression, in postfix order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// Push a constant.
     Const(u64),

@@ -124,6 +124,12 @@ impl EmuBackend {
                     data
                 }
                 Input::Values(v) => &v.to_le_bytes(),
+                other => {
+                    return Err(EmuError::Launch {
+                        kernel: def.name.to_string(),
+                        message: format!("input `{}` comes from {other:?}, which this emulator does not know how to bind (a newer kernelgen?)", b.name),
+                    })
+                }
             };
             let mut buf = DeviceBuffer::from_bytes_on(bytes, align, workers);
             if !b.regions.is_empty() {
