@@ -96,7 +96,7 @@ impl MlxError {
     pub fn exception(&self) -> Option<&Exception> {
         match self {
             MlxError::Build(e) | MlxError::Apply(e) | MlxError::Eval(e) => Some(e),
-            MlxError::NameConflict(_) | MlxError::Unsupported(_) => None,
+            MlxError::NameConflict(_) | MlxError::Unsupported(_) | MlxError::TooLarge(_) => None,
         }
     }
 
