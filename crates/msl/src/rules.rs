@@ -234,6 +234,29 @@ fn plain_type(ty: &str) -> String {
     t.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A thread attribute parameter's type in Metal's spelling (`uint3`), from clang's desugared
+/// spelling (so `uint32_t`, a typedef or `vec<uint, 3>` is what it names), or `None` for a
+/// type that depends on a template parameter (checked by Metal where it is instantiated).
+fn position_type(desugared: &str) -> Option<String> {
+    let t = plain_type(desugared);
+    let (base, lanes) = match t.split_once(" __attribute__((ext_vector_type(") {
+        Some((base, rest)) => (base.trim().to_string(), rest.trim_end_matches(")))").to_string()),
+        None => (t.clone(), String::new()),
+    };
+    let base = match base.as_str() {
+        "unsigned int" | "uint" => "uint",
+        "unsigned short" | "ushort" => "ushort",
+        // one identifier that is no builtin type: a template parameter
+        b if !b.contains(' ') && b.chars().next().is_some_and(|c| c.is_ascii_uppercase()) => return None,
+        b => b,
+    };
+    Some(format!("{base}{lanes}"))
+}
+
+fn position_type_is_dependent(p: &crate::ast::Param) -> bool {
+    position_type(&p.desugared).is_none()
+}
+
 /// Kernel signatures in one file: address spaces of pointer parameters (MSL 4), attribute
 /// parameter types (5.2.1), unique buffer indices; returns the kernels found (by id).
 pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Problem>) -> HashSet<String> {
@@ -255,7 +278,18 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         }
         j > 0 && toks[j - 1].is("template")
     };
-    for a in attrs.iter().filter(|a| a.name == "kernel" && !toks[a.first].pp && !instantiation(a)) {
+    // `kernel void f(...)`, the keyword, marks a kernel as `[[kernel]]` does (not the
+    // `kernel` inside `[[kernel]]`): a mark that ends where the keyword starts, since the
+    // declaration clang reports may start at it.
+    let keywords: Vec<Attr> = toks
+        .iter()
+        .enumerate()
+        .filter(|&(i, t)| t.kind == Kind::Ident && t.text == "kernel" && !t.pp && !(i > 0 && toks[i - 1].is("[")))
+        .map(|(i, t)| Attr { name: "kernel".into(), arg: None, line: t.line, col: t.col, end: (t.line, t.col), first: i })
+        .collect();
+    let mut marks: Vec<&Attr> = attrs.iter().filter(|a| a.name == "kernel").chain(&keywords).collect();
+    marks.sort_by_key(|a| (a.line, a.col));
+    for a in marks.into_iter().filter(|a| !toks[a.first].pp && !instantiation(a)) {
         // The kernel is the first function declared after the attribute (clang drops the
         // attribute, so the declaration starts after it).
         let Some(f) = functions
@@ -272,14 +306,25 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         if !done.insert((f.loc.line, f.loc.col)) {
             continue;
         }
-        check_kernel(file, &toks, &attrs, f, out);
+        let instances: Vec<&Function> = functions.iter().copied().filter(|g| g.loc.line == f.loc.line && g.loc.col == f.loc.col && g.id != f.id).collect();
+        check_kernel(file, &toks, &attrs, f, &instances, out);
     }
     kernels
 }
 
-fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &mut Vec<Problem>) {
+/// `f`'s checks; `instances`, a template kernel's instantiations, give the types of the
+/// parameters whose type is a template parameter.
+fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instances: &[&Function], out: &mut Vec<Problem>) {
     let mut buffers: HashMap<String, String> = HashMap::new();
-    for p in &f.params {
+    for (k, p) in f.params.iter().enumerate() {
+        // a type that depends on a template parameter: the first instantiation's that Metal
+        // would refuse (kernel types are those of the instantiations)
+        let position_type = |ok: &[&str]| -> Option<String> {
+            match position_type(&p.desugared) {
+                Some(t) => (!ok.contains(&t.as_str())).then_some(t),
+                None => instances.iter().filter_map(|g| g.params.get(k)).filter_map(|q| position_type(&q.desugared)).find(|t| !ok.contains(&t.as_str())),
+            }
+        };
         // The parameter's attribute follows its name.
         let name_idx = toks.iter().position(|t| t.line == p.loc.line && t.col == p.loc.col);
         let attr = name_idx.and_then(|i| attrs.iter().find(|a| a.first == i + 1));
@@ -296,7 +341,16 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
         let aat = |m: String| problem(file, a.line, a.col, m);
         match a.name.as_str() {
             "buffer" => {
-                let idx = a.arg.clone().unwrap_or_default();
+                let text = a.arg.clone().unwrap_or_default();
+                // the index's value (`1` and `0x1` are one index); a macro's name stays text
+                let value = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+                    Some(hex) => i64::from_str_radix(hex, 16).ok(),
+                    None => text.parse::<i64>().ok(),
+                };
+                if value.is_some_and(|v| !(0..=30).contains(&v)) {
+                    out.push(aat(format!("[[buffer({text})]] on '{}': Metal's buffer indices are 0 to 30 (MSL 5.2.1)", p.name)));
+                }
+                let idx = value.map_or(text, |v| v.to_string());
                 if !matches!(space, Some("device" | "constant")) && !tensor_handle(&p.desugared) {
                     out.push(aat(format!(
                         "[[buffer({idx})]] parameter '{}' must be a device or constant pointer or reference (MSL 5.2.1)",
@@ -313,9 +367,8 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
                 }
             }
             n if VECTOR_ATTRS.contains(&n) => {
-                const OK: [&str; 8] =
-                    ["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3", "unsigned int", "unsigned short"];
-                if !OK.contains(&ty.as_str()) {
+                if let Some(t) = position_type(&["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3"]) {
+                    let ty = if position_type_is_dependent(p) { t } else { ty.clone() };
                     out.push(aat(format!(
                         "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint, uint2, uint3, ushort, ushort2 or ushort3 (MSL 5.2.3.6)",
                         p.name
@@ -323,8 +376,8 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, out: &
                 }
             }
             n if SCALAR_ATTRS.contains(&n) => {
-                const OK: [&str; 4] = ["uint", "ushort", "unsigned int", "unsigned short"];
-                if !OK.contains(&ty.as_str()) {
+                if let Some(t) = position_type(&["uint", "ushort"]) {
+                    let ty = if position_type_is_dependent(p) { t } else { ty.clone() };
                     out.push(aat(format!(
                         "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint or ushort (MSL 5.2.3.6)",
                         p.name
