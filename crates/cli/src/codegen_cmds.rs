@@ -12,9 +12,10 @@ pub fn run_pipeline(args: &SpecArgs) -> Result<Generated, String> {
     let specs = &args.specs;
     // a path the user named that is not there: say which option named it
     for (flag, paths) in [("--specs", specs), ("--families", &args.families)] {
-        if let Some(p) = paths.iter().find(|p| std::fs::metadata(p).is_err()) {
-            let why = std::fs::metadata(p).err().map(|e| e.to_string()).unwrap_or_default();
-            return Err(format!("error: {flag} {}: {why}", p.display()));
+        for p in paths {
+            if let Err(e) = std::fs::metadata(p) {
+                return Err(format!("error: {flag} {}: {e}", p.display()));
+            }
         }
     }
     let sources = read_specs(specs).map_err(|e| e.to_string())?;

@@ -253,10 +253,6 @@ fn position_type(desugared: &str) -> Option<String> {
     Some(format!("{base}{lanes}"))
 }
 
-fn position_type_is_dependent(p: &crate::ast::Param) -> bool {
-    position_type(&p.desugared).is_none()
-}
-
 /// Kernel signatures in one file: address spaces of pointer parameters (MSL 4), attribute
 /// parameter types (5.2.1), unique buffer indices; returns the kernels found (by id).
 pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Problem>) -> HashSet<String> {
@@ -300,13 +296,12 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
             continue;
         };
         // Every instantiation of a template kernel shares the position of its pattern.
-        for g in functions.iter().filter(|g| g.loc.line == f.loc.line && g.loc.col == f.loc.col) {
-            kernels.insert(g.id.clone());
-        }
+        let instances: Vec<&Function> = functions.iter().copied().filter(|g| g.loc.line == f.loc.line && g.loc.col == f.loc.col && g.id != f.id).collect();
+        kernels.insert(f.id.clone());
+        kernels.extend(instances.iter().map(|g| g.id.clone()));
         if !done.insert((f.loc.line, f.loc.col)) {
             continue;
         }
-        let instances: Vec<&Function> = functions.iter().copied().filter(|g| g.loc.line == f.loc.line && g.loc.col == f.loc.col && g.id != f.id).collect();
         check_kernel(file, &toks, &attrs, f, &instances, out);
     }
     kernels
@@ -317,11 +312,11 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
 fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instances: &[&Function], out: &mut Vec<Problem>) {
     let mut buffers: HashMap<String, String> = HashMap::new();
     for (k, p) in f.params.iter().enumerate() {
-        // a type that depends on a template parameter: the first instantiation's that Metal
-        // would refuse (kernel types are those of the instantiations)
-        let position_type = |ok: &[&str]| -> Option<String> {
+        // The type Metal refuses for a thread attribute allowing `ok`, as a message names it:
+        // as written, or where it depends on a template parameter, the first instantiation's.
+        let refused = |ok: &[&str]| -> Option<String> {
             match position_type(&p.desugared) {
-                Some(t) => (!ok.contains(&t.as_str())).then_some(t),
+                Some(t) => (!ok.contains(&t.as_str())).then(|| plain_type(&p.ty)),
                 None => instances.iter().filter_map(|g| g.params.get(k)).filter_map(|q| position_type(&q.desugared)).find(|t| !ok.contains(&t.as_str())),
             }
         };
@@ -329,7 +324,6 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
         let name_idx = toks.iter().position(|t| t.line == p.loc.line && t.col == p.loc.col);
         let attr = name_idx.and_then(|i| attrs.iter().find(|a| a.first == i + 1));
         let space = pointee_space(&p.desugared);
-        let ty = plain_type(&p.ty);
         let at = |m: String| problem(file, p.loc.line, p.loc.col, m);
         if space == Some("thread") {
             out.push(at(format!(
@@ -367,8 +361,7 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
                 }
             }
             n if VECTOR_ATTRS.contains(&n) => {
-                if let Some(t) = position_type(&["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3"]) {
-                    let ty = if position_type_is_dependent(p) { t } else { ty.clone() };
+                if let Some(ty) = refused(&["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3"]) {
                     out.push(aat(format!(
                         "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint, uint2, uint3, ushort, ushort2 or ushort3 (MSL 5.2.3.6)",
                         p.name
@@ -376,8 +369,7 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
                 }
             }
             n if SCALAR_ATTRS.contains(&n) => {
-                if let Some(t) = position_type(&["uint", "ushort"]) {
-                    let ty = if position_type_is_dependent(p) { t } else { ty.clone() };
+                if let Some(ty) = refused(&["uint", "ushort"]) {
                     out.push(aat(format!(
                         "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint or ushort (MSL 5.2.3.6)",
                         p.name
