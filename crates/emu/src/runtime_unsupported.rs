@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{DeviceBuffer, DispatchStats, EmuError, KernelSignature, RunOrder};
+use super::{DispatchStats, EmuError};
 
 /// The one-line answer on this target.
 pub(crate) fn unsupported() -> EmuError {
@@ -22,28 +22,10 @@ impl Object {
     }
 }
 
-#[allow(dead_code)]
-pub(crate) enum Buf<'b> {
-    Mut(&'b mut DeviceBuffer),
-    ReadOnly(&'b mut DeviceBuffer),
-    Shared(&'b DeviceBuffer),
-}
-
-#[allow(dead_code)]
-pub(crate) struct DispatchArgs<'a, 'b> {
-    pub object: &'a Object,
-    pub entry: usize,
-    pub kernel: &'a KernelSignature,
-    pub file_name: &'a str,
-    pub buffers: &'a mut [Buf<'b>],
-    pub grid: [u32; 3],
-    pub threadgroup: [u32; 3],
-    pub order: RunOrder,
-    pub threadgroup_poison: u8,
-    pub sanitize: bool,
-    pub guard_pages: bool,
-    pub workers: usize,
-}
+// The same arguments as the runtime's.
+#[path = "runtime/args.rs"]
+mod args;
+pub(crate) use args::{Buf, DispatchArgs};
 
 pub(crate) fn default_workers() -> usize {
     1

@@ -9,32 +9,16 @@ use std::time::Instant;
 
 use crate::buffer::POISON;
 use crate::sanitize::AsanFns;
-use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, KernelSignature, RunOrder, Waiter, sanitize};
+use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, RunOrder, Waiter, sanitize};
 
 use super::faults::{fault_error, register_asan_callback, waiter_of};
-use super::object::{Object, ThreadFn, ThreadInfo};
+use super::args::{Buf, DispatchArgs};
+use super::object::{ThreadFn, ThreadInfo};
 use super::pool;
 use super::sched::{CURRENT, Fiber, MAX_THREADS, NO_STACK, Pending, SIMD, Sched, SgCount, State, run_fibers};
 use super::signals::{ensure_altstack, install_handlers};
 use super::switch::{STACKS, STACK_COLORS, Stack};
 use super::tg_memory::{ARENA, Arena, CANARY, TG_REDZONE};
-
-pub(crate) struct DispatchArgs<'a, 'b> {
-    pub object: &'a Object,
-    pub entry: usize,
-    pub kernel: &'a KernelSignature,
-    pub file_name: &'a str,
-    pub buffers: &'a mut [Buf<'b>],
-    pub grid: [u32; 3],
-    pub threadgroup: [u32; 3],
-    pub order: RunOrder,
-    /// The byte threadgroup memory is filled with before each threadgroup runs.
-    pub threadgroup_poison: u8,
-    pub sanitize: bool,
-    pub guard_pages: bool,
-    /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
-    pub workers: usize,
-}
 
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -56,24 +40,6 @@ fn order_into(out: &mut Vec<u32>, n: usize, order: RunOrder, salt: u64) {
                 let j = (splitmix(&mut st) % (i as u64 + 1)) as usize;
                 out.swap(i, j);
             }
-        }
-    }
-}
-
-/// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages
-/// read-only while the dispatch runs, so a write faults) that the dispatch owns for its
-/// duration, or one it only reads and shares with other users (an input borrowed in place).
-pub(crate) enum Buf<'b> {
-    Mut(&'b mut DeviceBuffer),
-    ReadOnly(&'b mut DeviceBuffer),
-    Shared(&'b DeviceBuffer),
-}
-
-impl Buf<'_> {
-    fn get(&self) -> &DeviceBuffer {
-        match self {
-            Buf::Mut(b) | Buf::ReadOnly(b) => b,
-            Buf::Shared(b) => b,
         }
     }
 }

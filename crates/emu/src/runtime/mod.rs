@@ -3,7 +3,7 @@
 //! the stack pointer; no system call). Collectives, barriers and threadgroup allocations
 //! reach it through the `Rt` table handed to each kernel object at load.
 //!
-//! One job per file: `object` (a loaded kernel object and the ABI with the shim),
+//! One job per file: `args` (what a dispatch is given), `object` (a loaded kernel object and the ABI with the shim),
 //! `dispatch` (a dispatch's threadgroups on the workers, each threadgroup's set-up),
 //! `pool` (the helper threads), `sched` (the fibers of one threadgroup: run order,
 //! collectives, barriers), `switch` (the context switch and fiber stacks), `tg_memory`,
@@ -13,6 +13,7 @@
 //! the fibers' callbacks alike); short-lived references through it are intended.
 #![allow(dangerous_implicit_autorefs)]
 
+mod args;
 mod dispatch;
 mod faults;
 mod object;
@@ -22,5 +23,6 @@ mod signals;
 mod switch;
 mod tg_memory;
 
-pub(crate) use dispatch::{Buf, DispatchArgs, default_workers, dispatch, set_default_workers};
+pub(crate) use args::{Buf, DispatchArgs};
+pub(crate) use dispatch::{default_workers, dispatch, set_default_workers};
 pub(crate) use object::Object;
