@@ -219,14 +219,22 @@ fn packed_slots_wrap_without_a_copy() {
         let _ = address;
     }
 
+    // each array in its region's shape; a flat or transposed one is refused
+    let shape = |name: &str| -> Vec<i32> { l.regions.iter().find(|r| r.name == name).unwrap().shape.iter().map(|&d| d as i32).collect() };
     let arrays: Vec<Array> = vec![
-        Array::from_slice(&g, &[g.len() as i32]),
-        Array::from_slice(&u, &[u.len() as i32]),
-        Array::from_slice(&d, &[d.len() as i32]),
-        Array::from_slice(&gs, &[gs.len() as i32]),
-        Array::from_slice(&us, &[us.len() as i32]),
-        Array::from_slice(&ds, &[ds.len() as i32]),
+        Array::from_slice(&g, &shape(names[0])),
+        Array::from_slice(&u, &shape(names[1])),
+        Array::from_slice(&d, &shape(names[2])),
+        Array::from_slice(&gs, &shape(names[3])),
+        Array::from_slice(&us, &shape(names[4])),
+        Array::from_slice(&ds, &shape(names[5])),
     ];
+    let mut flat: Vec<&Array> = arrays.iter().collect();
+    let flat_gate = Array::from_slice(&g, &[g.len() as i32]);
+    flat[0] = &flat_gate;
+    let e = kernelgen::backend::mlx::pack_arrays(l, &flat).unwrap_err();
+    assert_eq!(e.problems[0].0, "gate_weights", "{e:?}");
+    assert!(e.problems[0].1.contains("expected an array of shape"), "{e:?}");
     let refs: Vec<&Array> = arrays.iter().collect();
     let from_arrays = kernelgen::backend::mlx::pack_arrays(l, &refs).unwrap();
     assert_eq!(from_arrays.as_slice::<u8>(), host.as_slice());
