@@ -28,7 +28,13 @@ std::arch::global_asm!(
     "pop r12",
     "pop rbx",
     "pop rbp",
-    "ret",
+    // Not `ret`: the return-stack predictor expects the switching fiber's own call site
+    // (a lane leaving at one collective), but the resumed fiber waits at another (the
+    // collective before it), so every `ret` here mispredicted. An indirect jump is
+    // predicted from the branch history, which knows which collective comes next
+    // (DeltaNet at T = 64: 0.43 s to 0.30 s).
+    "pop rcx",
+    "jmp rcx",
     ".p2align 4",
     ".globl kgemu_rt_trampoline",
     ".hidden kgemu_rt_trampoline",
