@@ -141,9 +141,7 @@ impl EmuBackend {
         }
         let mut outputs: Vec<DeviceBuffer> = Vec::with_capacity(def.outputs.len());
         for (b, o) in def.outputs.iter().zip(&plan.outputs) {
-            let mut buf = DeviceBuffer::zeroed_aligned(o.bytes as usize, b.align as usize);
-            buf.as_bytes_mut().fill(config.output_poison);
-            outputs.push(buf);
+            outputs.push(DeviceBuffer::filled_aligned(o.bytes as usize, b.align as usize, config.output_poison));
         }
         {
             let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(copies.len() + outputs.len());

@@ -55,6 +55,9 @@ pub const GUARD_BEFORE: usize = 32 << 30;
 /// (a read or write there faults with the gap named), the other gap bytes are filled with
 /// the poison byte, ASan-poisoned under sanitize, and checked for writes after every
 /// threadgroup. `set_regions` (and every dispatch) overwrites gap bytes with poison.
+///
+/// A dropped buffer of 256 KiB to 32 MiB leaves its mapping for the next buffer of the same
+/// page count (at most 16 mappings, 64 MiB, wait), which starts as a fresh one would.
 pub struct DeviceBuffer {
     map: *mut u8,
     map_len: usize,
@@ -123,6 +126,67 @@ fn reserve(rw_len: usize) -> (*mut u8, usize, *mut u8) {
     }
 }
 
+/// A released buffer's address space, kept to serve the next buffer of the same size: its
+/// pages are already faulted in (a fresh 19 MB expert slot costs 4,600 page faults at each
+/// launch, serial work before any threadgroup runs) and its guards already reserved.
+struct Mapping {
+    map: *mut u8,
+    map_len: usize,
+    rw: *mut u8,
+    rw_len: usize,
+}
+
+// SAFETY: a mapping is plain address space, owned by whoever holds the entry.
+unsafe impl Send for Mapping {}
+
+/// Buffers whose read-write part is this size or more are kept for reuse (smaller ones cost
+/// few page faults)...
+const REUSE_MIN_BYTES: usize = 256 << 10;
+/// ...and at most this size (a head's 635 MB of weights are not held after its launch).
+const REUSE_MAX_BYTES: usize = 32 << 20;
+/// At most this much memory, and this many mappings, wait for reuse; the oldest go first.
+const REUSE_IDLE_BYTES: usize = 64 << 20;
+const REUSE_IDLE_COUNT: usize = 16;
+
+static REUSABLE: std::sync::Mutex<Vec<Mapping>> = std::sync::Mutex::new(Vec::new());
+
+fn reusable() -> std::sync::MutexGuard<'static, Vec<Mapping>> {
+    REUSABLE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The most recently released mapping of exactly `rw_len` read-write bytes, if one waits.
+fn take_reusable(rw_len: usize) -> Option<Mapping> {
+    if !(REUSE_MIN_BYTES..=REUSE_MAX_BYTES).contains(&rw_len) {
+        return None;
+    }
+    let mut idle = reusable();
+    let i = idle.iter().rposition(|m| m.rw_len == rw_len)?;
+    Some(idle.remove(i))
+}
+
+/// Keep `m` for reuse (its read-write part read-write, its guards `PROT_NONE`, as
+/// [`reserve`] made it), or unmap it; the oldest idle mappings are unmapped to make room.
+fn release(m: Mapping) {
+    let unmap = |m: Mapping| unsafe {
+        libc::munmap(m.map as *mut libc::c_void, m.map_len);
+    };
+    if !(REUSE_MIN_BYTES..=REUSE_MAX_BYTES).contains(&m.rw_len) {
+        return unmap(m);
+    }
+    let evicted: Vec<Mapping> = {
+        let mut idle = reusable();
+        idle.push(m);
+        let mut n = 0;
+        let mut bytes: usize = idle.iter().map(|m| m.rw_len).sum();
+        while idle.len() - n > REUSE_IDLE_COUNT || bytes > REUSE_IDLE_BYTES {
+            bytes -= idle[n].rw_len;
+            n += 1;
+        }
+        idle.drain(..n).collect()
+    };
+    evicted.into_iter().for_each(unmap);
+}
+
 /// The index of the first byte of `b` that is not [`POISON`] (whole 16-byte words first).
 fn first_non_poison(b: &[u8]) -> Option<usize> {
     let word = u128::from_ne_bytes([POISON; 16]);
@@ -166,15 +230,38 @@ impl DeviceBuffer {
     /// `bytes` zero bytes whose start is aligned to `align` (a power of two, at most a page;
     /// other values are rounded up to one).
     pub fn zeroed_aligned(bytes: usize, align: usize) -> Self {
+        Self::with_data(bytes, align, Some(0))
+    }
+
+    /// `bytes` bytes of `byte` whose start is aligned to `align` (as for
+    /// [`DeviceBuffer::zeroed_aligned`]): a launch's outputs, filled with poison.
+    pub fn filled_aligned(bytes: usize, align: usize, byte: u8) -> Self {
+        Self::with_data(bytes, align, Some(byte))
+    }
+
+    /// A buffer whose data holds `fill`, or for `None` whatever a reused mapping held (the
+    /// caller writes every byte); the head and slack hold poison.
+    fn with_data(bytes: usize, align: usize, fill: Option<u8>) -> Self {
         let page = page_size();
         let align = align.max(1).next_power_of_two().min(page);
         let slack = (align - bytes % align) % align;
         let span = bytes + slack;
         let rw_len = span.div_ceil(page) * page;
-        let (map, map_len, rw) = reserve(rw_len);
+        let (map, map_len, rw, fresh) = match take_reusable(rw_len) {
+            Some(m) => (m.map, m.map_len, m.rw, false),
+            None => {
+                let (map, map_len, rw) = reserve(rw_len);
+                (map, map_len, rw, true)
+            }
+        };
         let data = unsafe { rw.add(rw_len - span) };
-        // head and slack hold poison
         unsafe {
+            match fill {
+                // fresh pages are zero already
+                Some(0) if fresh => {}
+                Some(b) => std::ptr::write_bytes(data, b, bytes),
+                None => {}
+            }
             std::ptr::write_bytes(rw, POISON, data as usize - rw as usize);
             std::ptr::write_bytes(data.add(bytes), POISON, slack);
         }
@@ -208,7 +295,7 @@ impl DeviceBuffer {
     /// copy (the fresh pages' faults with it) would otherwise be serial work in every
     /// launch of a large input.
     pub fn from_bytes_on(b: &[u8], align: usize, threads: usize) -> Self {
-        let mut d = Self::zeroed_aligned(b.len(), align);
+        let mut d = Self::with_data(b.len(), align, None);
         copy_on(d.as_bytes_mut(), b, threads);
         d
     }
@@ -499,7 +586,7 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         self.disarm();
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+        release(Mapping { map: self.map, map_len: self.map_len, rw: self.rw, rw_len: self.rw_len });
     }
 }
 
@@ -520,5 +607,53 @@ impl std::fmt::Debug for DeviceBuffer {
             .field("align", &self.align)
             .field("regions", &self.regions)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer on a reused mapping starts as a fresh one does: its data as asked, its head
+    /// and slack poisoned, no gaps, no protections left from the buffer before it.
+    #[test]
+    fn a_reused_mapping_starts_clean() {
+        // a size no other test uses, so the mapping released here is the one taken back
+        let len = (1 << 20) + 12_345;
+        let mut a = DeviceBuffer::from_bytes_aligned(&vec![0xAB; len], 16);
+        a.set_regions(&[0..1000, 500_000..len]);
+        a.arm(false, true);
+        a.protect_read_only();
+        let map = a.map;
+        let waiting = || reusable().iter().any(|m| m.map == map);
+        drop(a);
+        assert!(waiting(), "the released mapping waits for reuse");
+        let mut b = DeviceBuffer::zeroed_aligned(len, 16);
+        assert!(b.map == map && !waiting(), "the released mapping is reused");
+        assert!(b.as_bytes().iter().all(|&x| x == 0), "zeroed on reuse");
+        assert!(b.regions().is_empty() && b.gaps.is_empty());
+        let (h, sl) = (b.head(), b.slack());
+        let poisoned = |r: Range<usize>| unsafe { std::slice::from_raw_parts(r.start as *const u8, r.end - r.start) }.iter().all(|&x| x == POISON);
+        assert!(h.end > h.start && poisoned(h) && poisoned(sl));
+        assert_eq!(b.find_overwrite(), None);
+        b.as_bytes_mut().fill(7); // writable again: the protections were undone
+        drop(b);
+        let c = DeviceBuffer::filled_aligned(len - 3, 4, 0x5A);
+        assert_eq!(c.map, map);
+        assert!(c.as_bytes().iter().all(|&x| x == 0x5A));
+        assert_eq!(c.find_overwrite(), None, "head and slack hold poison for the new length");
+    }
+
+    /// Released mappings wait for reuse within a bound; a large one is unmapped at once.
+    #[test]
+    fn idle_mappings_stay_bounded() {
+        let bufs: Vec<DeviceBuffer> = (0..2 * REUSE_IDLE_COUNT).map(|i| DeviceBuffer::zeroed(REUSE_MIN_BYTES + i * 4096)).collect();
+        drop(bufs);
+        let big = DeviceBuffer::zeroed(REUSE_MAX_BYTES + 4096);
+        drop(big);
+        let idle = reusable();
+        assert!(idle.len() <= REUSE_IDLE_COUNT, "{} idle mappings", idle.len());
+        assert!(idle.iter().map(|m| m.rw_len).sum::<usize>() <= REUSE_IDLE_BYTES);
+        assert!(idle.iter().all(|m| m.rw_len <= REUSE_MAX_BYTES));
     }
 }
