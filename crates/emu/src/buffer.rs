@@ -54,7 +54,8 @@ pub const GUARD_BEFORE: usize = 32 << 30;
 /// outside them is a gap: whole pages of a gap are made `PROT_NONE` while a dispatch runs
 /// (a read or write there faults with the gap named), the other gap bytes are filled with
 /// the poison byte, ASan-poisoned under sanitize, and checked for writes after every
-/// threadgroup. `set_regions` (and every dispatch) overwrites gap bytes with poison.
+/// threadgroup. `set_regions` overwrites gap bytes with poison, and every dispatch those outside
+/// the protected pages.
 ///
 /// A dropped buffer of 256 KiB to 32 MiB leaves its mapping for the next buffer of the same
 /// page count (at most 16 mappings, 64 MiB, wait), which starts as a fresh one would.
@@ -387,10 +388,10 @@ impl DeviceBuffer {
         self.rw as usize + self.rw_len
     }
 
-    /// Before a dispatch: poison gaps, protect their whole pages, poison for ASan.
+    /// Before a dispatch: protect the whole pages of gaps, poison the rest of them (and for
+    /// ASan).
     pub(crate) fn arm(&mut self, sanitize: bool, guard_pages: bool) {
         self.disarm();
-        self.fill_gaps();
         let page = page_size();
         let mut armed = Armed { protected: Vec::new(), guard_opened: false, read_only: false, asan: Vec::new() };
         let base = self.data as usize;
@@ -398,9 +399,16 @@ impl DeviceBuffer {
             let (a, b) = (base + g.start, base + g.end);
             let pa = a.div_ceil(page) * page;
             let pb = b / page * page;
+            // poison what the kernel can reach: a protected page's bytes are never read (an
+            // expert slot's 6 MB gap was filled at every launch)
+            let fill = |r: Range<usize>| unsafe { std::ptr::write_bytes(r.start as *mut u8, POISON, r.end - r.start) };
             if guard_pages && pa < pb {
+                fill(a..pa);
+                fill(pb..b);
                 unsafe { libc::mprotect(pa as *mut libc::c_void, pb - pa, libc::PROT_NONE) };
                 armed.protected.push(pa..pb);
+            } else {
+                fill(a..b);
             }
             if sanitize {
                 armed.asan.push(a..b);
