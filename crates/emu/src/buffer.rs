@@ -400,12 +400,13 @@ impl DeviceBuffer {
             let pa = a.div_ceil(page) * page;
             let pb = b / page * page;
             // poison what the kernel can reach: a protected page's bytes are never read (an
-            // expert slot's 6 MB gap was filled at every launch)
+            // expert slot's 6 MB gap, poisoned by `set_regions`, was filled again here)
             let fill = |r: Range<usize>| unsafe { std::ptr::write_bytes(r.start as *mut u8, POISON, r.end - r.start) };
-            if guard_pages && pa < pb {
+            // mprotect fails (ENOMEM) when the process has too many mappings: the gap is
+            // then poison throughout and checked after every threadgroup, as a small one is
+            if guard_pages && pa < pb && unsafe { libc::mprotect(pa as *mut libc::c_void, pb - pa, libc::PROT_NONE) } == 0 {
                 fill(a..pa);
                 fill(pb..b);
-                unsafe { libc::mprotect(pa as *mut libc::c_void, pb - pa, libc::PROT_NONE) };
                 armed.protected.push(pa..pb);
             } else {
                 fill(a..b);
@@ -594,7 +595,15 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         self.disarm();
-        release(Mapping { map: self.map, map_len: self.map_len, rw: self.rw, rw_len: self.rw_len });
+        let m = Mapping { map: self.map, map_len: self.map_len, rw: self.rw, rw_len: self.rw_len };
+        // still bound read-only by a dispatch that never disarmed it (it panicked while arming):
+        // its pages are read-only, which the next buffer must not inherit
+        let shared = self.shared.get_mut().map_or(1, |n| *n);
+        if shared == 0 {
+            release(m);
+        } else {
+            unsafe { libc::munmap(m.map as *mut libc::c_void, m.map_len) };
+        }
     }
 }
 
@@ -622,10 +631,19 @@ impl std::fmt::Debug for DeviceBuffer {
 mod tests {
     use super::*;
 
+    /// The tests that release mappings run one at a time: a release may unmap the oldest
+    /// mapping waiting, another test's.
+    static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn pool_alone() -> std::sync::MutexGuard<'static, ()> {
+        POOL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A buffer on a reused mapping starts as a fresh one does: its data as asked, its head
     /// and slack poisoned, no gaps, no protections left from the buffer before it.
     #[test]
     fn a_reused_mapping_starts_clean() {
+        let _alone = pool_alone();
         // a size no other test uses, so the mapping released here is the one taken back
         let len = (1 << 20) + 12_345;
         let mut a = DeviceBuffer::from_bytes_aligned(&vec![0xAB; len], 16);
@@ -646,17 +664,28 @@ mod tests {
         assert_eq!(b.find_overwrite(), None);
         b.as_bytes_mut().fill(7); // writable again: the protections were undone
         drop(b);
-        let c = DeviceBuffer::filled_aligned(len - 3, 4, 0x5A);
+        // shorter data starts later: its head covers bytes that were b's data
+        let mut c = DeviceBuffer::filled_aligned(1_060_896, 16, 0x5A);
         assert_eq!(c.map, map);
         assert!(c.as_bytes().iter().all(|&x| x == 0x5A));
-        assert_eq!(c.find_overwrite(), None, "head and slack hold poison for the new length");
+        assert_eq!(c.find_overwrite(), None, "the head holds poison for the new length");
+        c.as_bytes_mut().fill(7);
+        drop(c);
+        // 15 bytes of slack over what was c's data
+        let d = DeviceBuffer::filled_aligned(len - 8, 16, 0x5A);
+        assert_eq!((d.map, d.slack().len()), (map, 15));
+        assert_eq!(d.find_overwrite(), None, "the slack holds poison for the new length");
     }
 
     /// Released mappings wait for reuse within a bound; a large one is unmapped at once.
     #[test]
     fn idle_mappings_stay_bounded() {
+        let _alone = pool_alone();
         let bufs: Vec<DeviceBuffer> = (0..2 * REUSE_IDLE_COUNT).map(|i| DeviceBuffer::zeroed(REUSE_MIN_BYTES + i * 4096)).collect();
         drop(bufs);
+        // a few of the largest kept: more bytes than may wait
+        let large: Vec<DeviceBuffer> = (0..4).map(|i| DeviceBuffer::zeroed(REUSE_MAX_BYTES - i * 4096)).collect();
+        drop(large);
         let big = DeviceBuffer::zeroed(REUSE_MAX_BYTES + 4096);
         drop(big);
         let idle = reusable();
