@@ -102,7 +102,7 @@ pub(crate) fn default_cache_dir() -> PathBuf {
 pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
     let mut f: Vec<String> = [
         "-std=c++17",
-        "-O2",
+        "-O3",
         "-ffp-contract=off",
         "-fno-strict-aliasing",
         "-fno-fast-math",

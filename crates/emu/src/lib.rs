@@ -158,7 +158,7 @@
 //! **Math.** `metal::exp`, `metal::precise::exp` and `metal::fast::exp` all call
 //! `__builtin_expf` (glibc `expf`); `rsqrt`/`precise::rsqrt` = `1.0f / __builtin_sqrtf(x)`;
 //! `fma` = `__builtin_fmaf` (compiled with `-mfma` when the CPU has FMA: same result, an
-//! FMA is exact); the rest via builtins. Flags: `-O2 -std=c++17 -ffp-contract=off
+//! FMA is exact); the rest via builtins. Flags: `-O3 -std=c++17 -ffp-contract=off
 //! -fno-strict-aliasing -fno-fast-math -Wno-attributes -fvisibility=hidden
 //! -fstack-clash-protection`. Unsuffixed
 //! literals are `double` in C++ (suffix them with `f`).
@@ -191,7 +191,7 @@
 //! with the kernel, the thread's `thread_position_in_grid` and
 //! `threadgroup_position_in_grid`, what was accessed (which buffer, how far past its end,
 //! or which gap), and the `.metal` line, found from the faulting instruction with
-//! `addr2line` on the object's line tables (`-g1`). With `-O2` a load can be folded into
+//! `addr2line` on the object's line tables (`-g1`). With `-O3` a load can be folded into
 //! the instruction that uses it, so the line is occasionally the one of that use (for
 //! example `v = x[i]; y = v * 2` may report the second line).
 //!
