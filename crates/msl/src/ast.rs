@@ -38,6 +38,9 @@ pub struct Function {
     pub begin: Loc,
     pub end: Loc,
     pub params: Vec<Param>,
+    /// The return type as written (`void`, `T`) and with aliases looked through.
+    pub ret: String,
+    pub ret_desugared: String,
 }
 
 #[derive(Clone, Debug)]
@@ -154,6 +157,11 @@ fn qual_type(v: &Value) -> String {
     v.get("type").map(|t| s(t, "qualType").to_string()).unwrap_or_default()
 }
 
+/// A function type's return type: the text before its parameter list (`void (int)`).
+fn return_type(function_type: &str) -> String {
+    function_type.split('(').next().unwrap_or("").trim().to_string()
+}
+
 /// The type with typedefs looked through (clang gives it when it differs).
 fn desugared(v: &Value) -> String {
     v.get("type")
@@ -223,6 +231,8 @@ impl Walker<'_> {
                     begin,
                     end,
                     params: Vec::new(),
+                    ret: return_type(&qual_type(n)),
+                    ret_desugared: return_type(&desugared(n)),
                 };
                 for c in inner {
                     if s(c, "kind") == "ParmVarDecl" {

@@ -310,6 +310,11 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
 /// `f`'s checks; `instances`, a template kernel's instantiations, give the types of the
 /// parameters whose type is a template parameter.
 fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instances: &[&Function], out: &mut Vec<Problem>) {
+    // a template's return type is its instantiations'
+    let returned = if instances.is_empty() { vec![(&f.ret, &f.ret_desugared)] } else { instances.iter().map(|g| (&g.ret, &g.ret_desugared)).collect() };
+    if let Some((ty, _)) = returned.into_iter().find(|(_, d)| d.as_str() != "void") {
+        out.push(problem(file, f.loc.line, f.loc.col, format!("kernel '{}' returns '{ty}'; a kernel function must return void (MSL 5.1.3)", f.name)));
+    }
     let mut buffers: HashMap<String, String> = HashMap::new();
     for (k, p) in f.params.iter().enumerate() {
         // The type Metal refuses for a thread attribute allowing `ok`, as a message names it:
