@@ -95,17 +95,36 @@ impl Clang {
 pub struct Output {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// The output passed the cap and clang was stopped.
     pub over: bool,
+    /// clang ran past the timeout and was stopped.
+    pub timed_out: bool,
 }
 
-/// Run `cmd`, reading at most `max_stdout` bytes of its standard output. clang's JSON AST dump
-/// grows with the square of the nesting (each level indented two more spaces): an expression of
-/// thousands of terms prints gigabytes, which would exhaust memory.
-pub fn run_capped(cmd: &mut Command, max_stdout: u64) -> std::io::Result<Output> {
+/// Run `cmd`, reading at most `max_stdout` bytes of its standard output and stopping it after
+/// `timeout`. clang's JSON AST dump grows with the square of the nesting (each level indented
+/// two more spaces): an expression of thousands of terms prints gigabytes, which would exhaust
+/// memory.
+pub fn run_capped(cmd: &mut Command, max_stdout: u64, timeout: std::time::Duration) -> std::io::Result<Output> {
     let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let mut out = child.stdout.take().expect("piped stdout");
     let mut err = child.stderr.take().expect("piped stderr");
-    let (stdout, stderr, over) = std::thread::scope(|s| {
+    let child = std::sync::Mutex::new(child);
+    let kill = || {
+        if let Ok(mut c) = child.lock() {
+            let _ = c.kill();
+        }
+    };
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let kill = &kill;
+    let (stdout, stderr, over, timed_out) = std::thread::scope(|s| {
+        let watchdog = s.spawn(move || {
+            let late = finished.recv_timeout(timeout) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+            if late {
+                kill();
+            }
+            late
+        });
         let errs = s.spawn(move || {
             let mut v = Vec::new();
             let _ = err.read_to_end(&mut v);
@@ -115,13 +134,15 @@ pub fn run_capped(cmd: &mut Command, max_stdout: u64) -> std::io::Result<Output>
         let read = (&mut out).take(max_stdout + 1).read_to_end(&mut stdout);
         let over = stdout.len() as u64 > max_stdout;
         if over {
-            let _ = child.kill();
+            kill();
             stdout.truncate(max_stdout as usize);
         }
         drop(out);
         let stderr = errs.join().unwrap_or_default();
-        read.map(|_| (stdout, stderr, over))
+        let _ = done.send(());
+        let timed_out = watchdog.join().unwrap_or(false);
+        read.map(|_| (stdout, stderr, over, timed_out))
     })?;
-    child.wait()?;
-    Ok(Output { stdout, stderr, over })
+    child.into_inner().unwrap_or_else(|p| p.into_inner()).wait()?;
+    Ok(Output { stdout, stderr, over, timed_out })
 }

@@ -77,6 +77,9 @@ pub struct Options {
     pub cache_results: bool,
     /// What to do with `[[function_constant(n)]]` (default: declare them, as Metal does).
     pub function_constants: FunctionConstants,
+    /// How long clang may take over one source before the check fails (default 300 s: a
+    /// generated kernel takes a tenth of a second; a pathological template could take forever).
+    pub timeout: std::time::Duration,
 }
 
 /// Function constants (MSL 5.8) are values chosen when a pipeline is built. `Declare` (the
@@ -101,6 +104,7 @@ impl Default for Options {
             cache_dir: None,
             cache_results: false,
             function_constants: FunctionConstants::Declare,
+            timeout: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -236,11 +240,12 @@ impl Checker {
         {
             return if problems.is_empty() { Ok(()) } else { Err(problems) };
         }
-        let problems = match self.run(source, file_name, include_dirs, defines) {
-            Ok(p) => p,
-            Err(e) => vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }],
+        // a check that could not run (clang stopped, an I/O error) is not a result to keep
+        let (problems, ran) = match self.run(source, file_name, include_dirs, defines) {
+            Ok(p) => (p, true),
+            Err(e) => (vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }], false),
         };
-        if let Some(p) = &cached {
+        if let Some(p) = cached.as_ref().filter(|_| ran) {
             let _ = std::fs::create_dir_all(self.cache.join("results"));
             let _ = cache::write_atomic(p, encode(&problems).as_bytes());
         }
@@ -298,8 +303,14 @@ impl Checker {
             cmd.arg("-I").arg(d);
         }
         cmd.args(["-Xclang", "-ast-dump=json"]).arg(&ws.main_path);
-        let out = clang::run_capped(&mut cmd, MAX_AST_BYTES)
+        let out = clang::run_capped(&mut cmd, MAX_AST_BYTES, self.opts.timeout)
             .map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
+        if out.timed_out {
+            return Err(Error::Clang(format!(
+                "clang did not finish checking {file_name} within {} s (Options::timeout) and was stopped",
+                self.opts.timeout.as_secs_f64()
+            )));
+        }
         if out.over {
             return Err(Error::Clang(format!(
                 "this source is too deeply nested to check: clang's AST dump passed {} MiB (it grows with the square of \

@@ -142,3 +142,41 @@ fn a_missing_quoted_header_is_reported_at_its_line() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].line == 3 && problems[0].message.contains("standard library"), "{problems:?}");
 }
+
+/// A clang that hangs is stopped after `Options::timeout`: the check fails with one problem
+/// saying so, soon, and the failure is not kept as the source's result.
+#[test]
+fn a_hanging_clang_is_stopped_at_the_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kgmsl-timeout-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hang = dir.join("hang");
+    std::fs::write(&hang, "").unwrap();
+    // the real clang for --version and the prelude; the check itself hangs while `hang` exists
+    let wrapper = dir.join("hanging-clang");
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -ast-dump=json ] && [ -e '{}' ] && exec sleep 60; done\nexec '{}' \"$@\"\n",
+        hang.display(),
+        common::checker().clang_path().display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let opts = Options {
+        clang: Some(wrapper),
+        cache_dir: Some(dir.join("cache")),
+        cache_results: true,
+        timeout: std::time::Duration::from_secs(1),
+        ..Options::default()
+    };
+    let c = Checker::new(opts).unwrap_or_else(|e| panic!("{e}"));
+    let start = std::time::Instant::now();
+    let problems = c.check(KERNEL, "k.metal", &[]).unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(30), "the check waited for the hanging clang");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].message.contains("did not finish checking k.metal within 1 s"), "{}", problems[0].message);
+    // once clang answers, the source checks clean: the timeout was not cached
+    std::fs::remove_file(&hang).unwrap();
+    assert_eq!(c.check(KERNEL, "k.metal", &[]), Ok(()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
