@@ -563,6 +563,10 @@ template <typename T> constexpr uniform<remove_cv_t<remove_addrspace_t<T>>> make
   return uniform<remove_cv_t<remove_addrspace_t<T>>>(v);
 }
 
+// is_function_constant_defined(name) (MSL 5.8.1): whether the pipeline gave a function constant a
+// value; a constant expression (a program-scope constant may be initialised with it).
+template <typename T> constexpr bool is_function_constant_defined(const T&) { return true; }
+
 // ---- Shader logging (<metal_logging>, Metal 3.2): a log object is a program-scope `constant`
 // (its constructor is constexpr and constant-qualified); the messages are printf-style
 // formats in the constant address space, the arguments any loggable values. What the
