@@ -253,7 +253,9 @@
 //! value, `name` becomes a stand-in whose every *read* fails to compile with
 //! "function constant NAME [[function_constant(i)]] is read but has no value" at the
 //! reading line; `is_function_constant_defined(name)` is false for it (and true
-//! otherwise). Never a silent zero. A given index that the program does not declare is
+//! otherwise). Never a silent zero; but stricter than Metal, which lets a kernel read it
+//! behind `if (is_function_constant_defined(name))`: here that read fails to compile too, so
+//! give every constant a value. A given index that the program does not declare is
 //! an error. A kernel parameter `[[buffer(n), function_constant(c)]]` exists only when
 //! bool constant `c` is true: otherwise it is left out of the signature (its slot, if
 //! not the last, must still be filled at dispatch; the kernel sees a null pointer).
