@@ -28,19 +28,27 @@ fn content_key_follows_the_inputs() {
     assert_ne!(a, c.content_key(KERNEL, "other.metal", &[]));
 }
 
+/// A fresh folder for test `name` and in it a script that runs `prefix(folder)` (shell lines),
+/// then the checker's clang with its arguments: a clang whose runs a test can see or change.
+fn wrapped_clang(name: &str, prefix: impl FnOnce(&std::path::Path) -> String) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    // in the build's own tmp dir: a system /tmp may be mounted noexec
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kgmsl-{name}-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrapper = dir.join(format!("{name}-clang"));
+    let script = format!("#!/bin/sh\n{}\nexec '{}' \"$@\"\n", prefix(&dir), common::checker().clang_path().display());
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, wrapper)
+}
+
 /// A cache hit gives the same problems and runs no clang: the checker's clang is a script that
 /// counts its runs.
 #[test]
 fn cached_results_are_reused_and_equal() {
-    use std::os::unix::fs::PermissionsExt;
-    // in the build's own tmp dir: a system /tmp may be mounted noexec
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kgmsl-cache-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, wrapper) = wrapped_clang("cache", |dir| format!("echo run >> '{}'", dir.join("runs").display()));
     let runs = dir.join("runs");
-    let wrapper = dir.join("counting-clang");
-    std::fs::write(&wrapper, format!("#!/bin/sh\necho run >> '{}'\nexec '{}' \"$@\"\n", runs.display(), common::checker().clang_path().display())).unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let count = || std::fs::read_to_string(&runs).map_or(0, |t| t.lines().count());
     let opts = Options { clang: Some(wrapper.clone()), cache_dir: Some(dir.join("cache")), cache_results: true, ..Options::default() };
     let c = Checker::new(opts).unwrap_or_else(|e| panic!("{e}"));
@@ -147,21 +155,12 @@ fn a_missing_quoted_header_is_reported_at_its_line() {
 /// saying so, soon, and the failure is not kept as the source's result.
 #[test]
 fn a_hanging_clang_is_stopped_at_the_timeout() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("kgmsl-timeout-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // the real clang for --version and the prelude; the check itself hangs while `hang` exists
+    let (dir, wrapper) = wrapped_clang("timeout", |dir| {
+        format!("for a in \"$@\"; do [ \"$a\" = -ast-dump=json ] && [ -e '{}' ] && exec sleep 60; done", dir.join("hang").display())
+    });
     let hang = dir.join("hang");
     std::fs::write(&hang, "").unwrap();
-    // the real clang for --version and the prelude; the check itself hangs while `hang` exists
-    let wrapper = dir.join("hanging-clang");
-    let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -ast-dump=json ] && [ -e '{}' ] && exec sleep 60; done\nexec '{}' \"$@\"\n",
-        hang.display(),
-        common::checker().clang_path().display()
-    );
-    std::fs::write(&wrapper, script).unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let opts = Options {
         clang: Some(wrapper),
         cache_dir: Some(dir.join("cache")),
