@@ -140,6 +140,17 @@ struct Mapping {
 // SAFETY: a mapping is plain address space, owned by whoever holds the entry.
 unsafe impl Send for Mapping {}
 
+impl Mapping {
+    fn unmap(self) {
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// Whether a mapping of `rw_len` read-write bytes is kept for reuse.
+fn reused(rw_len: usize) -> bool {
+    (REUSE_MIN_BYTES..=REUSE_MAX_BYTES).contains(&rw_len)
+}
+
 /// Buffers whose read-write part is this size or more are kept for reuse (smaller ones cost
 /// few page faults)...
 const REUSE_MIN_BYTES: usize = 256 << 10;
@@ -157,7 +168,7 @@ fn reusable() -> std::sync::MutexGuard<'static, Vec<Mapping>> {
 
 /// The most recently released mapping of exactly `rw_len` read-write bytes, if one waits.
 fn take_reusable(rw_len: usize) -> Option<Mapping> {
-    if !(REUSE_MIN_BYTES..=REUSE_MAX_BYTES).contains(&rw_len) {
+    if !reused(rw_len) {
         return None;
     }
     let mut idle = reusable();
@@ -168,11 +179,8 @@ fn take_reusable(rw_len: usize) -> Option<Mapping> {
 /// Keep `m` for reuse (its read-write part read-write, its guards `PROT_NONE`, as
 /// [`reserve`] made it), or unmap it; the oldest idle mappings are unmapped to make room.
 fn release(m: Mapping) {
-    let unmap = |m: Mapping| unsafe {
-        libc::munmap(m.map as *mut libc::c_void, m.map_len);
-    };
-    if !(REUSE_MIN_BYTES..=REUSE_MAX_BYTES).contains(&m.rw_len) {
-        return unmap(m);
+    if !reused(m.rw_len) {
+        return m.unmap();
     }
     let evicted: Vec<Mapping> = {
         let mut idle = reusable();
@@ -185,7 +193,7 @@ fn release(m: Mapping) {
         }
         idle.drain(..n).collect()
     };
-    evicted.into_iter().for_each(unmap);
+    evicted.into_iter().for_each(Mapping::unmap);
 }
 
 /// The index of the first byte of `b` that is not [`POISON`] (whole 16-byte words first).
@@ -602,7 +610,7 @@ impl Drop for DeviceBuffer {
         if shared == 0 {
             release(m);
         } else {
-            unsafe { libc::munmap(m.map as *mut libc::c_void, m.map_len) };
+            m.unmap();
         }
     }
 }
