@@ -507,6 +507,19 @@ pub mod limits {
     pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
     /// Buffers a kernel may bind (Metal's buffer argument table), at most.
     pub const MAX_BUFFERS: usize = 31;
+
+    /// Threads per threadgroup above which a kernel may not launch everywhere.
+    /// [`MAX_THREADS_PER_THREADGROUP`] is the device limit, but a pipeline's
+    /// `maxTotalThreadsPerThreadgroup` depends on the registers the compiled kernel
+    /// uses and is known only once the pipeline is built: a 1024-thread MLX kernel got
+    /// 896 on an M2 Ultra (Blaizzy/mlx-vlm#1799: "Thread group size (1024) is greater
+    /// than the maximum allowed threads per threadgroup (896)"), and register pressure
+    /// capped MLX's d=512 `sdpa_vector` pipelines at 832 on an M1 Max
+    /// (ml-explore/mlx#4018). 768 is below both observations, a multiple of the
+    /// 32-thread SIMD-group and of 256, and what is left when a pipeline loses a
+    /// quarter of the device limit. Unlike the limits above it is not refused: the
+    /// manifest marks a kernel above it, and `kernelgen list` and `kernelgen diff` warn.
+    pub const PORTABLE_THREADS_PER_THREADGROUP: u64 = 768;
 }
 
 /// How close a kernel's output must be to a reference's to pass verification.

@@ -28,24 +28,12 @@ pub mod udiff;
 pub mod view;
 
 pub use compare::{review, Options, Review, Tree};
-use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
+use kernelgen_contract::limits::{MAX_THREADGROUP_MEMORY_BYTES, PORTABLE_THREADS_PER_THREADGROUP};
 use view::{KernelView, Sizes};
 
 /// Headroom under [`MAX_THREADGROUP_MEMORY_BYTES`] below which a kernel is
 /// flagged: one more small array in a template edit and it no longer builds.
 pub const THREADGROUP_MEMORY_MARGIN: u64 = 1024;
-
-/// Threads per threadgroup above which a kernel may not launch everywhere.
-/// 1024 is the device limit, but a pipeline's `maxTotalThreadsPerThreadgroup`
-/// depends on the registers the compiled kernel uses and is known only once
-/// the pipeline is built: a 1024-thread MLX kernel got 896 on an M2 Ultra
-/// (Blaizzy/mlx-vlm#1799: "Thread group size (1024) is greater than the
-/// maximum allowed threads per threadgroup (896)"), and register pressure
-/// capped MLX's d=512 `sdpa_vector` pipelines at 832 on an M1 Max
-/// (ml-explore/mlx#4018). 768 is below both observations, a multiple of
-/// the 32-thread SIMD-group and of 256, and what is left when a pipeline
-/// loses a quarter of the device limit.
-pub const PORTABLE_THREADS_PER_THREADGROUP: u64 = 768;
 
 /// Elements past which 32-bit signed index arithmetic (`int`, MLX's
 /// `int` offsets) overflows.
