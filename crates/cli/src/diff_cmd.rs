@@ -2,12 +2,12 @@
 //! committed revision of the generated tree (read with `git ls-tree` and
 //! `git cat-file`, no git library) or another folder, for a reviewer; and the
 //! cost columns and warnings of `kernelgen list`. The comparison itself is
-//! `kernelgen_codegen::review`.
+//! `kernelgen_review`.
 
 use crate::codegen_cmds::run_pipeline;
 use crate::out::outln;
 use crate::SpecArgs;
-use kernelgen_codegen::review::{self, compare, gpu, render, view::KernelView, view::Sizes, Tree};
+use kernelgen_review::{self as review, compare, gpu, render, view::KernelView, view::Sizes, Tree};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};

@@ -18,6 +18,11 @@
 //!
 //! Costs are evaluated with every run-time size at 1 unless given
 //! ([`view::Sizes`]).
+//!
+//! It reads generated trees as text and never calls the generator, which
+//! does not depend on it (nor, then, does a user of the proc-macros).
+
+#![warn(missing_docs)]
 
 pub mod compare;
 pub mod expr;

@@ -506,7 +506,7 @@ fn diff_groups(changed: &[Pair], old: &Tree, new: &Tree, context: usize) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::review::{gpu, render};
+    use crate::{gpu, render};
     use serde_json::json;
 
     /// A manifest entry and its `.metal`.
