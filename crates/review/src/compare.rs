@@ -3,7 +3,7 @@
 use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
 use super::gpu::Gpu;
 use super::udiff::{self, Hunk, Line};
-use super::view::{read_manifest, BufferView, KernelView, Launch, Sizes};
+use super::view::{read_manifest, BufferView, KernelView, Launch, SizeExpr, Sizes};
 use super::{group, msl, warnings, WarningKind};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -331,14 +331,15 @@ fn contract_changes(old: &KernelView, new: &KernelView, opts: &Options) -> Vec<C
         k.inputs.iter().map(|b| (format!("input `{}`", b.name), b.clone())).chain(k.outputs.iter().map(|b| (format!("output `{}`", b.name), b.clone()))).collect()
     };
     let (ob, nb) = (role(old), role(new));
+    let (old_values, new_values) = (opts.sizes.values(&old.sizes), opts.sizes.values(&new.sizes));
     let regions = |b: &BufferView| b.regions.iter().map(|(n, o, s)| format!("{n} {}+{}", group(*o), group(*s))).collect::<Vec<_>>().join(", ");
     for (label, b) in &nb {
         match ob.iter().find(|(l, _)| l == label) {
             Some((_, o)) => {
-                let sizes = &opts.sizes;
-                let elems = |b: &BufferView| b.elements(sizes).map(|e| format!(", {} elements", group(e))).unwrap_or_default();
+                let elems = |n: Option<u64>| n.map(|e| format!(", {} elements", group(e))).unwrap_or_default();
+                let (before, after) = (o.elements(&old_values), b.elements(&new_values));
                 if o.describe() != b.describe() {
-                    push(label, format!("{}{}", o.describe(), elems(o)), format!("{}{}{}", b.describe(), elems(b), ratio(o.elements(sizes), b.elements(sizes))));
+                    push(label, format!("{}{}", o.describe(), elems(before)), format!("{}{}{}", b.describe(), elems(after), ratio(before, after)));
                 }
                 push(&format!("{label} regions"), regions(o), regions(b));
             }
@@ -359,8 +360,8 @@ fn contract_changes(old: &KernelView, new: &KernelView, opts: &Options) -> Vec<C
     // The formulas, where they depend on run-time sizes (a constant is the
     // value above): a change can leave the value at these sizes alone.
     if let (Some(a), Some(b)) = (&old.cost, &new.cost) {
-        let sized = |t: &Option<String>| t.as_deref().is_some_and(|t| super::expr::parse(t).map_or(true, |e| !e.names().is_empty()));
-        let text = |t: &Option<String>| t.clone().unwrap_or_else(|| "(not stated)".into());
+        let sized = |t: &Option<SizeExpr>| t.as_ref().is_some_and(SizeExpr::depends_on_sizes);
+        let text = |t: &Option<SizeExpr>| t.as_ref().map_or_else(|| "(not stated)".into(), |t| t.text.clone());
         for (what, x, y) in [
             ("bytes read (formula)", Some(a.bytes_read.clone()), Some(b.bytes_read.clone())),
             ("bytes written (formula)", Some(a.bytes_written.clone()), Some(b.bytes_written.clone())),

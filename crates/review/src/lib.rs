@@ -25,7 +25,6 @@
 #![warn(missing_docs)]
 
 pub mod compare;
-pub mod expr;
 pub mod gpu;
 pub mod msl;
 pub mod render;
@@ -84,8 +83,9 @@ pub fn warnings(k: &KernelView, sizes: &Sizes) -> Vec<(WarningKind, String)> {
             ),
         ));
     }
+    let values = sizes.values(&k.sizes);
     for b in k.buffers() {
-        if let Some(n) = b.elements(sizes).filter(|n| *n > MAX_PORTABLE_ELEMENTS) {
+        if let Some(n) = b.elements(&values).filter(|n| *n > MAX_PORTABLE_ELEMENTS) {
             let at = if k.sizes.is_empty() { String::new() } else { format!(" at {}", sizes.describe(&k.sizes)) };
             out.push((
                 WarningKind::BigBuffer(b.name.clone()),
