@@ -4,7 +4,8 @@ use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
 use super::gpu::Gpu;
 use super::udiff::{self, Hunk, Line};
 use super::view::{read_manifest, BufferView, KernelView, Launch, SizeExpr, Sizes};
-use super::{group, msl, warnings, WarningKind};
+use super::{group, warnings, WarningKind};
+use kernelgen_msl::lex::{tokenize_with, Directives, Kind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A generated tree: relative path -> text, and what to call it (`HEAD`,
@@ -185,11 +186,11 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
     // own name, which its source spells, taken out).
     let mut renamed = Vec::new();
     let mut added = Vec::new();
-    let normal = |k: &KernelView| -> Vec<String> {
+    let normal = |k: &KernelView| -> Code {
         let text = k.metal.as_deref().unwrap_or("").replace(&k.name, "\u{1}kernel\u{1}");
-        msl::tokens(&text).into_iter().map(str::to_string).collect()
+        code(&text)
     };
-    let removed_normal: Vec<Vec<String>> = removed.iter().map(|k| normal(k)).collect();
+    let removed_normal: Vec<Code> = removed.iter().map(|k| normal(k)).collect();
     let mut taken = vec![false; removed.len()];
     for k in added_candidates {
         let n = normal(k);
@@ -267,10 +268,18 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
     })
 }
 
+/// A Metal source's tokens without their positions, every directive opened: two sources
+/// are the same code, comments and whitespace aside, when theirs are equal.
+type Code = Vec<(Kind, String, bool)>;
+
+fn code(src: &str) -> Code {
+    tokenize_with(src, Directives::AllOpen).into_iter().map(|t| (t.kind, t.text, t.pp)).collect()
+}
+
 fn pair(old: &KernelView, new: &KernelView, opts: &Options) -> Pair {
     let code = match (&old.metal, &new.metal) {
         (Some(a), Some(b)) if a == b => CodeChange::Same,
-        (Some(a), Some(b)) if msl::same_code(a, b) => CodeChange::CommentsOnly,
+        (Some(a), Some(b)) if code(a) == code(b) => CodeChange::CommentsOnly,
         (None, None) => CodeChange::Same,
         _ => CodeChange::Code,
     };
@@ -631,6 +640,56 @@ mod tests {
         assert!(row("bytes per launch").after.starts_with("4,212 B (read 4,196, written 16) (x1.95)"), "{c:?}");
         assert!(row("roofline on m2-max at M=4").before.ends_with("(memory)"), "{c:?}");
         assert!(!c.iter().any(|c| c.what.starts_with("flops")), "the flops did not change: {c:?}");
+    }
+
+    fn same_code(a: &str, b: &str) -> bool {
+        code(a) == code(b)
+    }
+
+    #[test]
+    fn comments_and_whitespace_do_not_count() {
+        assert!(same_code("int a = 1; // one\n", "int  a=1;   /* uno */\n\n"));
+        assert!(same_code("// header\nkernel void f() {\n  x += 1;\n}\n", "kernel void f()\n{ x += 1; } // end"));
+        assert!(same_code("a /* multi\nline */ b", "a b"));
+        assert!(same_code("x = 1; // spliced \\\n still comment\ny", "x = 1;\ny"));
+    }
+
+    #[test]
+    fn code_changes_count() {
+        assert!(!same_code("int a = 1;", "int a = 2;"));
+        assert!(!same_code("int a;", "inta;"));
+        assert!(!same_code("a + +b", "a ++b"));
+        assert!(!same_code("a - -b", "a --b"));
+        assert!(!same_code("x = 1.0e-5f;", "x = 1.0e-6f;"));
+        assert!(!same_code("x = 0x1p-3;", "x = 0x1p-4;"));
+        assert!(!same_code("n = 1'000;", "n = 1'001;"));
+        assert!(!same_code("aé", "a é"));
+    }
+
+    #[test]
+    fn strings_keep_their_slashes() {
+        // `//` inside a string is not a comment: the rest of the line is code.
+        assert!(!same_code("s = \"a//b\"; x = 1;", "s = \"a//b\"; x = 2;"));
+        assert!(!same_code("s = \"a/*b\"; x = 1; /* c */", "s = \"a/*b\"; x = 2; /* c */"));
+        assert!(!same_code("s = \"a b\";", "s = \"a  b\";"));
+        assert!(!same_code("c = '/'; x = 1;", "c = '/'; x = 2;"));
+        assert!(!same_code("s = \"q\\\"//\"; x = 1;", "s = \"q\\\"//\"; x = 2;"));
+        assert!(!same_code("s = R\"(a // b)\"; x = 1;", "s = R\"(a // b)\"; x = 2;"));
+        assert!(same_code("s = R\"d(a )\" b)d\";  // c", "s = R\"d(a )\" b)d\";"));
+        assert!(!same_code("s = u8\"x\";", "s = u8 \"x\";"));
+    }
+
+    #[test]
+    fn directives_end_at_their_line() {
+        assert!(!same_code("#define A 1\nint b;", "#define A 1 int b;"));
+        assert!(!same_code("#define A 1\n#define B 2", "#define A 1 #define B 2"));
+        assert!(same_code("#define A 1 // one\nint b;", "#  define   A 1\nint b; // two"));
+        assert!(same_code("#define A \\\n 1\nint b;", "#define A 1\nint b;"));
+        assert!(same_code("#include <metal_stdlib> // c\n#pragma once\nx", "#  include <metal_stdlib>\n#pragma  once /* c */\nx"));
+        assert!(!same_code("#include <metal_stdlib>\nx", "#include < metal_stdlib >\nx"));
+        assert!(!same_code("#pragma once\nx", "#pragma once x"));
+        // A `#` that does not start a line is a token, not a directive.
+        assert!(same_code("a # b\nc", "a # b c"));
     }
 
     #[test]

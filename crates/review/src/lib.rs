@@ -8,7 +8,8 @@
 //! an old revision is read exactly like the new tree. [`compare::review`]
 //! finds the kernels added, removed and renamed (the same code, comments and
 //! whitespace aside, under another name), tells for each changed kernel
-//! whether only comments or whitespace changed ([`msl`]) or the code did,
+//! whether only comments or whitespace changed (the tokens of
+//! [`kernelgen_msl::lex`] are the same) or the code did,
 //! lists contract and resource changes (threads, threadgroup memory and its
 //! headroom, grid, buffers, bytes and flops per launch, roofline time on a
 //! [`gpu`]), raises the warnings below, and groups the MSL diffs ([`udiff`])
@@ -26,7 +27,6 @@
 
 pub mod compare;
 pub mod gpu;
-pub mod msl;
 pub mod render;
 pub mod udiff;
 pub mod view;
