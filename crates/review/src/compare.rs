@@ -516,34 +516,9 @@ fn diff_groups(changed: &[Pair], old: &Tree, new: &Tree, context: usize) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{kernel, tree};
     use crate::{gpu, render};
     use serde_json::json;
-
-    /// A manifest entry and its `.metal`.
-    fn kernel(name: &str, sizes: &[&str], x_shape: &[&str], threads: [u64; 3], tg_memory: u64, body: &str) -> (serde_json::Value, String, String) {
-        let path = format!("metal/s/{name}.metal");
-        let entry = json!({
-            "name": name, "family": "fam", "spec": "specs/s.toml", "geometry": "g", "variant": {}, "part": null,
-            "metal": format!("generated/{path}"), "mlx_name": format!("custom_kernel_{name}"), "sha256": "0",
-            "sizes": sizes,
-            "inputs": [{"name": "x", "dtype": "f32", "shape": x_shape}],
-            "outputs": [{"name": "y", "dtype": "f32", "shape": ["4"]}],
-            "grid": ["32", "1", "1"], "threadgroup": threads, "threads_per_threadgroup": threads.iter().product::<u64>(),
-            "threadgroup_memory_bytes": tg_memory,
-        });
-        let metal = format!("// Generated: kernel {name}\n[[kernel]] void custom_kernel_{name}() {{\n{body}\n}}\n");
-        (entry, path, metal)
-    }
-
-    fn tree(label: &str, kernels: &[(serde_json::Value, String, String)]) -> Tree {
-        let mut files = BTreeMap::new();
-        let entries: Vec<_> = kernels.iter().map(|k| k.0.clone()).collect();
-        files.insert("manifest.json".to_string(), serde_json::to_string_pretty(&json!({"generator": "kernelgen", "kernels": entries})).unwrap());
-        for (_, path, metal) in kernels {
-            files.insert(path.clone(), metal.clone());
-        }
-        Tree { label: label.into(), files }
-    }
 
     fn opts() -> Options {
         Options { gpu: gpu::find("m2-max").unwrap(), sizes: Sizes::default(), context: 3 }

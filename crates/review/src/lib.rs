@@ -17,8 +17,9 @@
 //! share one section. [`render`] prints it as text or as Markdown for a pull
 //! request.
 //!
-//! Costs are evaluated with every run-time size at 1 unless given
-//! ([`view::Sizes`]).
+//! [`ListCosts`] are `kernelgen list`'s cost columns, read from one tree's
+//! manifest the same way. Costs are evaluated with every run-time size at 1
+//! unless given ([`view::Sizes`]).
 //!
 //! It reads generated trees as text and never calls the generator, which
 //! does not depend on it (nor, then, does a user of the proc-macros).
@@ -26,12 +27,16 @@
 #![warn(missing_docs)]
 
 pub mod compare;
+#[cfg(test)]
+mod fixtures;
 pub mod gpu;
+pub mod list;
 pub mod render;
 pub mod udiff;
 pub mod view;
 
 pub use compare::{review, Options, Review, Tree};
+pub use list::ListCosts;
 use kernelgen_contract::limits::{MAX_THREADGROUP_MEMORY_BYTES, PORTABLE_THREADS_PER_THREADGROUP};
 use view::{KernelView, Sizes};
 

@@ -158,6 +158,12 @@ impl Sizes {
         names.iter().map(|n| self.get(n)).collect()
     }
 
+    /// The names given that none of `kernels` has as a run-time size (a typo
+    /// would silently cost nothing).
+    pub fn unknown<'a>(&'a self, kernels: &[&KernelView]) -> Vec<&'a str> {
+        self.0.keys().filter(|name| !kernels.iter().any(|k| k.sizes.contains(name))).map(String::as_str).collect()
+    }
+
     /// `M=1, B=1` for the sizes a kernel has.
     pub fn describe(&self, names: &[String]) -> String {
         names.iter().map(|n| format!("{n}={}", self.get(n))).collect::<Vec<_>>().join(", ")
