@@ -1,6 +1,8 @@
 //! kernelgen's C++ tokenizer for Metal sources: tokens with their byte offsets, lines and
 //! columns (1-based, columns in bytes as clang counts them). Comments, whitespace and line
-//! splices (backslash-newline) are skipped; a `//` comment continues over a splice.
+//! splices (backslash-newline) are skipped; a `//` comment continues over a splice. Every
+//! reader of MSL (the check's rules and rewrites, `kernelgen diff`'s comparison) reads these
+//! tokens.
 //!
 //! What it knows, so that a token is one C++ preprocessing token: string and character
 //! literals (a `//` or `/*` inside one is text; escapes; encoding prefixes `u8"x"`, `L'c'`;

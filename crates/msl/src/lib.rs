@@ -31,8 +31,6 @@ mod cache;
 mod clang;
 mod diag;
 mod json;
-/// The C++ tokenizer of Metal sources, public so that every reader of MSL (the check's rules,
-/// `kernelgen diff`'s comparison) reads the same tokens.
 pub mod lex;
 mod prelude;
 mod rewrite;
