@@ -421,32 +421,24 @@ impl DimParser<'_> {
         &self.text[start..self.at]
     }
 
-    fn sum(&mut self) -> Result<(), DimParseError> {
-        self.product()?;
+    /// `next (op next)*` for the operators of one precedence level, grouped left to right.
+    fn left_to_right(&mut self, ops: [(u8, Op); 2], next: fn(&mut Self) -> Result<(), DimParseError>) -> Result<(), DimParseError> {
+        next(self)?;
         loop {
-            let op = match self.peek() {
-                Some(b'+') => Op::Add,
-                Some(b'-') => Op::Sub,
-                _ => return Ok(()),
-            };
+            let at = self.peek();
+            let Some(&(_, op)) = ops.iter().find(|(c, _)| at == Some(*c)) else { return Ok(()) };
             self.at += 1;
-            self.product()?;
+            next(self)?;
             self.ops.push(op);
         }
     }
 
+    fn sum(&mut self) -> Result<(), DimParseError> {
+        self.left_to_right([(b'+', Op::Add), (b'-', Op::Sub)], Self::product)
+    }
+
     fn product(&mut self) -> Result<(), DimParseError> {
-        self.atom()?;
-        loop {
-            let op = match self.peek() {
-                Some(b'*') => Op::Mul,
-                Some(b'/') => Op::Div,
-                _ => return Ok(()),
-            };
-            self.at += 1;
-            self.atom()?;
-            self.ops.push(op);
-        }
+        self.left_to_right([(b'*', Op::Mul), (b'/', Op::Div)], Self::atom)
     }
 
     /// A sum inside parentheses or a call's argument list: one level deeper.
