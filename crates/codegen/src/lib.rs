@@ -20,7 +20,6 @@ pub mod family;
 pub mod model;
 pub mod names;
 pub mod render;
-pub mod review;
 pub mod spec;
 pub mod validate;
 
