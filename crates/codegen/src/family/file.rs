@@ -318,6 +318,7 @@ impl Reader {
         match top.iter().find(|e| e.key == "kernel") {
             None => self.error(whole.clone(), "kernel", "the family defines no kernel", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
             Some(e) => match e.node.as_array() {
+                Some([]) => self.error(e.node.span.clone(), "kernel", "the family defines no kernel: the list is empty", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
                         let errors = self.r.diagnostics.count();
