@@ -344,7 +344,7 @@ impl Reader {
         };
 
         let template_name = template_name?;
-        if template_name.contains(['/', '\\']) || template_name.starts_with('.') || !template_name.is_ascii() {
+        if !is_plain_name(&template_name) {
             let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
             self.error(span, "template", format!("`{}` is not a file name beside the family file", template_name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.metal.tera`".into()));
             return None;
@@ -358,6 +358,10 @@ impl Reader {
             }
             TemplateFile::Unreadable(crate::Error::Spec(d)) => {
                 self.r.diagnostics.extend(d);
+                None
+            }
+            TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
+                self.error(span, "template", format!("template `{template_name}` does not read: {}: {message}", path.display()), None);
                 None
             }
             TemplateFile::Unreadable(e) => {
@@ -394,6 +398,12 @@ impl Reader {
         if let Some(e) = body.iter().find(|e| e.key == "reference") {
             if let Some(r) = self.string(&e.node, "verify.reference") {
                 match r.rsplit_once(':') {
+                    Some((file, _)) if !is_inside_path(file) => self.error(
+                        e.node.span.clone(),
+                        "verify.reference",
+                        format!("`{}` is not a path inside the family file's folder", file.escape_debug()),
+                        Some("name a Python file in the family file's folder or a folder below it, e.g. \"refs/softcap.py:reference\" (no `..`, `/` first or hidden name)".into()),
+                    ),
                     Some((file, func)) if file.ends_with(".py") && !func.is_empty() && func.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
                         v.reference = Some(Located { value: r.clone(), span: e.node.span.clone() });
                     }
@@ -960,6 +970,19 @@ impl Reader {
             }
         }
     }
+}
+
+/// Whether `name` names a file (or folder) right inside a folder, as a family file names its
+/// template and each step of its reference's path: printable ASCII without `/` or `\\`, not
+/// empty and not starting with `.` (so neither `.` nor `..`, nor a hidden file).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.') && name.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'/' && b != b'\\')
+}
+
+/// Whether `path` (`/`-separated) stays inside the folder it is relative to: plain names only
+/// ([`is_plain_name`]), so no `..`, no absolute path, no empty step.
+pub fn is_inside_path(path: &str) -> bool {
+    path.split('/').all(is_plain_name)
 }
 
 fn field_exists(fields: &[Field], path: &str) -> bool {

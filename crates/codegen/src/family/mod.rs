@@ -345,6 +345,41 @@ impl FamilyDef {
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
+
+    /// The `[verify]` reference, if the family has one: its Python file, checked on disk to be a
+    /// regular file inside the family file's folder reached through no symbolic link, and the
+    /// function to call. (A family file names its reference as it names its template, and the
+    /// reader checked the path's form.)
+    pub fn reference(&self) -> Option<Result<(std::path::PathBuf, &str), String>> {
+        let (file, function) = self.verify.reference.as_ref()?.value.rsplit_once(':')?;
+        let Some(dir) = &self.dir else {
+            return Some(Err(format!("family `{}` is bundled: its reference `{file}` has no folder to be read from", self.name)));
+        };
+        Some(file_inside(dir, file).map(|path| (path, function)))
+    }
+}
+
+/// `relative` under `dir`, checked step by step: folders, then a regular file, none of them a
+/// symbolic link (which could lead anywhere).
+fn file_inside(dir: &std::path::Path, relative: &str) -> Result<std::path::PathBuf, String> {
+    if !file::is_inside_path(relative) {
+        return Err(format!("`{}` is not a path inside {}", relative.escape_debug(), dir.display()));
+    }
+    let steps: Vec<&str> = relative.split('/').collect();
+    let mut path = dir.to_path_buf();
+    for (i, step) in steps.iter().enumerate() {
+        path.push(step);
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let last = i + 1 == steps.len();
+        if meta.file_type().is_symlink() {
+            return Err(format!("{}: {}", path.display(), crate::NO_LINKS));
+        } else if last && !meta.is_file() {
+            return Err(format!("{}: not a regular file", path.display()));
+        } else if !last && !meta.is_dir() {
+            return Err(format!("{}: not a folder", path.display()));
+        }
+    }
+    Ok(path)
 }
 
 /// kernelgen's own families, compiled in: `(family file, template)` by name.
