@@ -545,37 +545,18 @@ impl Reader {
         out
     }
 
-    /// The template's text if tera parses it; else its syntax error, at its line and column
-    /// in the template file.
+    /// The template's text if tera parses it and it keeps the sandbox's rules; else the problem,
+    /// at its line and column in the template file.
     fn template_parses(&mut self, name: &str, text: String) -> Option<String> {
-        let Err(e) = tera::Tera::default().add_raw_template(name, &text) else { return Some(text) };
-        let mut message = String::new();
-        let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(&e);
-        while let Some(c) = cur {
-            message = c.to_string();
-            cur = c.source();
-        }
-        // tera's parse error reads "--> line:col", a code excerpt, then "= what was expected"
-        let at = message.split_once("--> ").and_then(|(_, rest)| {
-            let (line, rest) = rest.split_once(':')?;
-            let col: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            Some((line.trim().parse::<usize>().ok()?, col.parse::<usize>().ok()?))
-        });
-        let expected = message.rsplit_once("= ").map_or(message.trim(), |(_, e)| e.trim()).to_string();
-        let offset = at.map_or(0, |(line, col)| {
-            let start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
-            (start + col.saturating_sub(1)).min(text.len())
-        });
+        let Err(problem) = crate::render::sandbox::check(&text) else { return Some(text) };
         let display = std::path::Path::new(&self.source.display).with_file_name(name).display().to_string();
         let source = Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text });
+        let mut offset = problem.offset.min(source.text.len());
+        while !source.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
         let end = source.text[offset..].chars().next().map_or(offset, |c| offset + c.len_utf8());
-        self.r.diagnostics.push(crate::diag::Diagnostic {
-            source,
-            span: offset..end,
-            field: "(template)".into(),
-            message: format!("the template does not parse: {expected}"),
-            help: Some("tera's syntax: {{ expression }}, {% if ... %}...{% endif %}, {% for x in list %}...{% endfor %}".into()),
-        });
+        self.r.diagnostics.push(crate::diag::Diagnostic { source, span: offset..end, field: "(template)".into(), message: problem.message, help: problem.help });
         None
     }
 

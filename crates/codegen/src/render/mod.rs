@@ -6,6 +6,7 @@ pub mod escape;
 pub mod manifest;
 pub mod mlx;
 pub mod rust;
+pub mod sandbox;
 
 use crate::expand::Kernel;
 use crate::family::FamilyDef;
@@ -78,15 +79,14 @@ fn template_key(family: &FamilyDef) -> String {
 impl Renderer {
     /// A renderer for kernels of these families.
     pub fn new<'a>(families: impl IntoIterator<Item = &'a Arc<FamilyDef>>) -> Result<Self, RenderError> {
-        let mut tera = Tera::default();
-        // MSL and Rust are not HTML.
-        tera.autoescape_on(vec![]);
+        let mut tera = sandbox::engine();
         tera.add_raw_template(LAUNCHERS.0, LAUNCHERS.1).map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
         for f in families {
-            tera.add_raw_template(&template_key(f), &f.template.1).map_err(|e| RenderError {
+            // (reading the family file checked the template: this fails only for one built by hand)
+            sandbox::add(&mut tera, &template_key(f), &f.template.1).map_err(|p| RenderError {
                 kernel: String::new(),
                 template: f.template.0.clone(),
-                message: error_chain(&e),
+                message: format!("byte {}: {}", p.offset, p.message),
             })?;
         }
         Ok(Renderer { tera })
@@ -101,7 +101,7 @@ impl Renderer {
             let mut ctx = Context::from_value(serde_json::Value::Object(k.plan.params.clone())).map_err(|e| fail(error_chain(&e)))?;
             ctx.insert("section", name);
             ctx.insert("kernel", &k.name);
-            let text = self.tera.render(&key, &ctx).map_err(|e| fail(error_chain(&e)))?;
+            let text = sandbox::render(&self.tera, &key, &ctx).map_err(|e| fail(error_chain(&e)))?;
             Ok(tidy(&text))
         };
         let header = if k.family.has_header { section("header")? + "\n" } else { String::new() };
