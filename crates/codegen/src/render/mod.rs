@@ -80,6 +80,11 @@ impl Renderer {
     /// A renderer for kernels of these families.
     pub fn new<'a>(families: impl IntoIterator<Item = &'a Arc<FamilyDef>>) -> Result<Self, RenderError> {
         let mut tera = sandbox::engine();
+        // (for the launcher template only: a family template naming it is refused as unknown)
+        tera.register_filter("doc", |value: &tera::Value, args: &std::collections::HashMap<String, tera::Value>| {
+            let then = args.get("then").and_then(tera::Value::as_str).unwrap_or("/// ");
+            Ok(tera::Value::String(escape::doc(value.as_str().unwrap_or_default(), then)))
+        });
         tera.add_raw_template(LAUNCHERS.0, LAUNCHERS.1).map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
         for f in families {
             // (reading the family file checked the template: this fails only for one built by hand)
