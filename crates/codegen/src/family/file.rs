@@ -369,6 +369,7 @@ impl Reader {
                 None
             }
         };
+        let template_text = template_text?;
         Some(FamilyDef {
             name: name?,
             summary: summary?,
@@ -377,7 +378,8 @@ impl Reader {
             template: (match self.source.origin.rsplit_once('/') {
                 Some((dir, _)) => format!("{dir}/{template_name}"),
                 None => template_name,
-            }, template_text?),
+            }, template_text.0),
+            parsed: Arc::new(template_text.1),
             has_header,
             axes,
             fields,
@@ -545,10 +547,13 @@ impl Reader {
         out
     }
 
-    /// The template's text if tera parses it and it keeps the sandbox's rules; else the problem,
-    /// at its line and column in the template file.
-    fn template_parses(&mut self, name: &str, text: String) -> Option<String> {
-        let Err(problem) = crate::render::sandbox::check(&text) else { return Some(text) };
+    /// The template's text and its parse if tera parses it and it keeps the sandbox's rules; else
+    /// the problem, at its line and column in the template file.
+    fn template_parses(&mut self, name: &str, text: String) -> Option<(String, tera::Template)> {
+        let problem = match crate::render::sandbox::check(&text) {
+            Ok(parsed) => return Some((text, parsed)),
+            Err(p) => p,
+        };
         let display = std::path::Path::new(&self.source.display).with_file_name(name).display().to_string();
         let source = Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text });
         let mut offset = problem.offset.min(source.text.len());

@@ -311,6 +311,8 @@ pub struct FamilyDef {
     /// The template: its path as generated files name it (`crates/codegen/
     /// families/expert.metal.tera`, `families/softcap.metal.tera`), and its text.
     pub template: (String, String),
+    /// The template, parsed and checked against the sandbox's rules (`render::sandbox`).
+    pub(crate) parsed: Arc<tera::Template>,
     /// Whether the template renders a header (helpers MLX places before the
     /// kernel) when `section == "header"`.
     pub has_header: bool,
@@ -423,9 +425,11 @@ pub struct Families {
 }
 
 impl Families {
-    /// kernelgen's bundled families only.
+    /// kernelgen's bundled families only (read once a process).
     pub fn bundled() -> Self {
-        Families { defs: bundled().unwrap_or_else(|d| panic!("a bundled family file does not read (a kernelgen bug):\n{d}")) }
+        static DEFS: std::sync::LazyLock<Vec<Arc<FamilyDef>>> =
+            std::sync::LazyLock::new(|| bundled().unwrap_or_else(|d| panic!("a bundled family file does not read (a kernelgen bug):\n{d}")));
+        Families { defs: DEFS.clone() }
     }
 
     /// The bundled families and those of `user`; a user family may not take

@@ -85,13 +85,18 @@ impl Renderer {
             let then = args.get("then").and_then(tera::Value::as_str).unwrap_or("/// ");
             Ok(tera::Value::String(escape::doc(value.as_str().unwrap_or_default(), then)))
         });
-        tera.add_raw_template(LAUNCHERS.0, LAUNCHERS.1).map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
+        // (parsed once a process: every generation renders it)
+        static PARSED: std::sync::LazyLock<Result<tera::Template, String>> =
+            std::sync::LazyLock::new(|| tera::Template::new(LAUNCHERS.0, None, LAUNCHERS.1).map_err(|e| error_chain(&e)));
+        let parsed = PARSED.clone().map_err(|message| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message })?;
+        tera.templates.insert(LAUNCHERS.0.into(), parsed);
+        tera.build_inheritance_chains().map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
         for f in families {
-            // (reading the family file checked the template: this fails only for one built by hand)
-            sandbox::add(&mut tera, &template_key(f), &f.template.1).map_err(|p| RenderError {
+            // (reading the family file parsed and checked the template)
+            sandbox::add(&mut tera, &template_key(f), (*f.parsed).clone()).map_err(|e| RenderError {
                 kernel: String::new(),
                 template: f.template.0.clone(),
-                message: format!("byte {}: {}", p.offset, p.message),
+                message: error_chain(&e),
             })?;
         }
         Ok(Renderer { tera })

@@ -224,13 +224,13 @@ pub fn check(text: &str) -> Result<tera::Template, Problem> {
     }
 }
 
-/// Adds a family template to `tera` as `key`: checked, then instrumented with the limits.
-pub fn add(tera: &mut Tera, key: &str, text: &str) -> Result<(), Problem> {
-    check(text)?;
-    tera.add_raw_template(key, text).map_err(|e| parse_problem(&e, text))?;
-    let template = tera.templates.get_mut(key).expect("the template was just added");
+/// Adds a family template that [`check`] gave to `tera` as `key`, instrumented with the limits.
+pub fn add(tera: &mut Tera, key: &str, mut template: tera::Template) -> tera::Result<()> {
+    template.name = key.to_string();
     instrument(&mut template.ast);
-    Ok(())
+    // (what `add_raw_template` does after parsing)
+    tera.templates.insert(key.to_string(), template);
+    tera.build_inheritance_chains()
 }
 
 /// Renders template `key` within the limits.
@@ -603,7 +603,8 @@ mod tests {
 
     fn rendered(text: &str) -> Result<String, String> {
         let mut tera = engine();
-        add(&mut tera, "t", text).map_err(|p| format!("{}: {}", p.offset, p.message))?;
+        let template = check(text).map_err(|p| format!("{}: {}", p.offset, p.message))?;
+        add(&mut tera, "t", template).map_err(|e| e.to_string())?;
         render(&tera, "t", &Context::new()).map_err(|e| {
             let mut m = e.to_string();
             let mut cur = std::error::Error::source(&e);
