@@ -337,6 +337,9 @@ impl Reader {
         // A kernel or buffer that failed to read is not in `parts`.
         if !self.parts_failed {
             self.sizes_are_readable(&sizes, &parts);
+            if let Some(n) = &name {
+                self.rust_names(n, &parts, &packed);
+            }
         }
         let verify = match top.iter().find(|e| e.key == "verify") {
             Some(e) => self.verify(&e.node, &sizes, &parts),
@@ -738,7 +741,7 @@ impl Reader {
                         None => Vec::new(),
                     };
                     if let (Some(name), Some(offset), Some(bytes), Some(align)) = (name, offset, bytes, align) {
-                        regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape });
+                        regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape, span: item.span.clone() });
                     }
                 }
             }
@@ -942,6 +945,50 @@ impl Reader {
             None => None,
         };
         Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, when, span: node.span.clone() })
+    }
+
+    /// The names the launcher module defines for the family's own kernels and packed buffers must
+    /// differ in each scope whatever the spec: checked as the expansion checks every kernel's
+    /// (`names::kernel_items`), after a launcher name standing for any geometry and axis values,
+    /// and blamed on the family file.
+    fn rust_names(&mut self, family: &str, parts: &[PartDef], packed: &[PackedDef]) {
+        let launcher = format!("<geometry>_{family}");
+        let mut scopes = names::RustScopes::launcher_module();
+        for (i, p) in parts.iter().enumerate() {
+            let kernel = p.part.as_ref().map_or(launcher.clone(), |part| format!("{launcher}_{part}"));
+            let reads: Vec<(&str, Vec<&str>)> = p
+                .inputs
+                .iter()
+                .filter_map(|b| b.packed.as_ref())
+                .filter_map(|(buffer, _)| packed.iter().find(|x| x.name == *buffer))
+                .map(|x| (x.name.as_str(), x.regions.iter().map(|r| r.name.as_str()).collect()))
+                .collect();
+            let names = names::KernelNames {
+                launcher: &launcher,
+                kernel: &kernel,
+                part: p.part.as_deref().map(|part| (i, part)),
+                outputs: p.outputs.iter().map(|b| b.name.as_str()).collect(),
+                packed: reads,
+            };
+            let mut collided: Vec<String> = Vec::new();
+            for item in names::kernel_items(&names) {
+                if item.owner().is_some_and(|o| collided.iter().any(|c| c == o)) {
+                    continue; // (inside an item already reported)
+                }
+                let Err(other) = scopes.define(item.clone()) else { continue };
+                collided.push(item.name.clone());
+                let help = names::collision_help(&item, other);
+                let (span, field) = match &item.spelled {
+                    names::Spelled::Region(buffer, r, _) => {
+                        let region = packed.iter().find(|x| x.name == *buffer).and_then(|x| x.regions.get(*r));
+                        (region.map_or(p.span.clone(), |r| r.span.clone()), format!("packed.{buffer}.region[{r}]"))
+                    }
+                    _ => (p.span.clone(), format!("kernel[{i}]")),
+                };
+                let message = format!("`{}`, {}, is also {}: the generated Rust would not compile", item.name, item.what, other.what);
+                self.error(span, field, message, Some(help));
+            }
+        }
     }
 
     /// Every run-time size must be readable off an input's shape: some

@@ -191,6 +191,8 @@ pub struct RegionDef {
     pub format: Option<FileExpr>,
     /// The region's logical shape (row-major), for the generated packer.
     pub shape: Vec<FileExpr>,
+    /// Where the region is declared in the family file.
+    pub span: Span,
 }
 
 /// A packed buffer: one byte buffer holding several regions (an expert's
