@@ -58,6 +58,18 @@ fn a_launcher_named_like_an_import_is_an_error() {
     }
 }
 
+/// Two axis values that spell one kernel name with different splits (`a_b` + `c`, `a` + `b_c`)
+/// are blamed on the axis values, with help that can fix it.
+#[test]
+fn axis_values_that_spell_one_kernel_name_are_blamed() {
+    let axes = "[axes.p]\nvalues = [\"a\", \"a_b\"]\ndefault = [\"a\"]\n[axes.q]\nvalues = [\"c\", \"b_c\"]\ndefault = [\"c\"]\n";
+    let f = families(&[("pk", packed_family("pk", axes, None))]).unwrap_or_else(|e| panic!("{e}"));
+    let text = generated(&f, "family = \"pk\"\n[axes]\np = [\"a\", \"a_b\"]\nq = [\"c\", \"b_c\"]\n[geometry.g]\nN = 8\n").unwrap_err();
+    assert!(text.contains("g_pk_a_b_c"), "{text}");
+    assert!(text.contains("axes.") && text.contains("rename one of the values") && !text.contains("rename this geometry"), "{text}");
+    assert!(text.contains("specs/s.toml:3:") || text.contains("specs/s.toml:4:"), "at an axis value: {text}");
+}
+
 // ------------------------------------------------------------------ random families
 
 /// SplitMix64: deterministic, so a failure reproduces.

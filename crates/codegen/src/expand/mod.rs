@@ -38,7 +38,8 @@ pub struct Kernel {
 pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
     let mut diags = Diagnostics::default();
     let mut kernels = Vec::new();
-    let mut seen: BTreeMap<String, (Arc<SpecSource>, Span)> = BTreeMap::new();
+    // Each kernel name: the spec, geometry and variant that spelled it first.
+    let mut seen: BTreeMap<String, (Arc<SpecSource>, String, Variant)> = BTreeMap::new();
     for model in models {
         // The Rust names of this spec's module, with the geometry that defined each.
         let mut items = RustNames { scopes: crate::names::RustScopes::launcher_module(), geometries: BTreeMap::new() };
@@ -75,16 +76,21 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                             };
                             check_limits(model, g, variant, &name, &plan, &mut diags);
                             check_rust_names(model, g, variant, &launcher, &name, &plan, &mut items, &mut diags);
-                            if let Some((first, _)) = seen.get(&name) {
-                                diags.push(Diagnostic {
+                            match seen.get(&name) {
+                                // one spec and geometry, two combinations of axis values
+                                Some((first, geometry, other)) if Arc::ptr_eq(first, &model.source) && *geometry == g.name && other != variant => {
+                                    diags.push(values_clash(model, g, variant, other, &name));
+                                }
+                                Some((first, _, _)) => diags.push(Diagnostic {
                                     source: model.source.clone(),
                                     span: g.span.clone(),
                                     field: format!("geometry.{}", g.name),
                                     message: format!("kernel name `{name}` is already generated from {}", first.display),
                                     help: Some("rename this geometry: kernel names must be unique across all specs".into()),
-                                });
-                            } else {
-                                seen.insert(name.clone(), (model.source.clone(), g.span.clone()));
+                                }),
+                                None => {
+                                    seen.insert(name.clone(), (model.source.clone(), g.name.clone(), variant.clone()));
+                                }
                             }
                             kernels.push(Kernel {
                                 name,
@@ -154,6 +160,27 @@ fn blame(model: &SpecModel, g: &Geometry, v: &Variant, b: &Blame) -> (Span, Stri
             (span, format!("axes.{axis}"))
         }
         Blame::Geometry => (g.span.clone(), format!("geometry.{}", g.name)),
+    }
+}
+
+/// Two combinations of axis values that spell one kernel name (`a_b` + `c` and `a` + `b_c`):
+/// blamed on this variant's first value that differs, where the spec lists it.
+fn values_clash(model: &SpecModel, g: &Geometry, v: &Variant, other: &Variant, name: &str) -> Diagnostic {
+    let spell = |v: &Variant| v.values.iter().map(|(a, x)| format!("{a} = {x}")).collect::<Vec<_>>().join(", ");
+    let differ: Vec<&(String, AxisValue)> = v.values.iter().filter(|(a, x)| other.get(a) != x).collect();
+    let axis = differ.first().map_or_else(String::new, |(a, _)| a.clone());
+    let (span, field) = blame(model, g, v, &Blame::Axis(axis));
+    let values: Vec<String> = differ.iter().flat_map(|(a, x)| [format!("`{x}`"), format!("`{}`", other.get(a))]).collect();
+    Diagnostic {
+        source: model.source.clone(),
+        span,
+        field,
+        message: format!("kernel name `{name}` is spelled by two combinations of axis values: {} and {}", spell(other), spell(v)),
+        help: Some(format!(
+            "rename one of the values {} in family `{}` (a value with `_` can join the next one's spelling), or list only one of the combinations",
+            values.join(", "),
+            model.family.name
+        )),
     }
 }
 
