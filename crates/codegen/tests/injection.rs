@@ -199,3 +199,23 @@ fn hostile_family_text_stays_in_its_doc_comment() {
         }
     }
 }
+
+/// A family file's folder name reaches the first line of each `.metal` (the template's path):
+/// it stays in that comment.
+#[test]
+fn a_family_folder_name_cannot_inject_code() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(EVIL);
+    std::fs::create_dir(&dir).unwrap();
+    let family = std::fs::read_to_string("tests/bad_families/no_template/rowsum.toml").unwrap();
+    std::fs::write(dir.join("rowsum.toml"), family).unwrap();
+    std::fs::write(dir.join("rowsum.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
+    let families = kernelgen_codegen::read_families(&[dir]).unwrap_or_else(|e| panic!("{e}"));
+    let spec = SpecSource { display: "specs/rows.toml".into(), origin: "specs/rows.toml".into(), stem: "rows".into(), text: "family = \"rowsum\"\n[geometry.g]\nN = 8\n".into() };
+    let generated = kernelgen_codegen::generate_with(vec![spec], &families, Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let (_, metal) = generated.files.iter().find(|(p, _)| p.ends_with(".metal")).unwrap();
+    let lines: Vec<&str> = metal.lines().collect();
+    assert!(lines[0].contains("x\\u{a}kernel void evil(") && lines[0].ends_with("then run `make generate`."), "{}", lines[0]);
+    assert_eq!(lines.iter().filter(|l| l.contains("evil")).count(), 1, "{metal}");
+    assert!(!lines.iter().any(|l| l.starts_with("#define Z")), "{metal}");
+}
