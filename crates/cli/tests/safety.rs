@@ -277,30 +277,32 @@ fn a_reference_outside_the_family_folder_is_refused() {
     }
 }
 
+/// `verify` of a project whose reference is `reference`, after `link` made a symbolic link on
+/// its way to a Python file outside (which must not run): the failure names `named`.
+fn refused_through_a_link(reference: &str, link: impl Fn(&Path, &Path), named: &str) {
+    let dir = crate::verify_families::project(&format!("[verify]\nreference = \"{reference}\"\n"));
+    let (outside, mark) = outside_python(dir.path());
+    link(dir.path(), &outside);
+    let (code, out) = crate::verify_families::verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "{out}");
+    let f = crate::verify_families::failure(&out, "none");
+    assert!(f.contains(named) && f.contains("symbolic link"), "{f}");
+    assert!(!mark.exists(), "{reference}: the file outside ran");
+}
+
 #[test]
 fn a_reference_through_a_symbolic_link_is_refused() {
-    // refs/link.py -> ../../outside.py, and refs itself a link to a folder outside
-    let dir = crate::verify_families::project("[verify]\nreference = \"refs/link.py:reference\"\n");
-    let (outside, mark) = outside_python(dir.path());
-    std::os::unix::fs::symlink(&outside, dir.path().join("families/refs/link.py")).unwrap();
-    let (code, out) = crate::verify_families::verify(dir.path(), &["--filter", "*_none"]);
-    assert_eq!(code, 1, "{out}");
-    let f = crate::verify_families::failure(&out, "none");
-    assert!(f.contains("refs/link.py") && f.contains("symbolic link"), "{f}");
-    assert!(!mark.exists(), "the file the link points to ran");
-
-    let dir = crate::verify_families::project("[verify]\nreference = \"refs/planted.py:reference\"\n");
-    let elsewhere = dir.path().join("elsewhere");
-    fs::create_dir(&elsewhere).unwrap();
-    let (_, mark) = outside_python(dir.path());
-    fs::write(elsewhere.join("planted.py"), fs::read(dir.path().join("outside.py")).unwrap()).unwrap();
-    fs::remove_dir_all(dir.path().join("families/refs")).unwrap();
-    std::os::unix::fs::symlink(&elsewhere, dir.path().join("families/refs")).unwrap();
-    let (code, out) = crate::verify_families::verify(dir.path(), &["--filter", "*_none"]);
-    assert_eq!(code, 1, "{out}");
-    let f = crate::verify_families::failure(&out, "none");
-    assert!(f.contains("refs") && f.contains("symbolic link"), "{f}");
-    assert!(!mark.exists(), "the file the linked folder holds ran");
+    // refs/link.py -> ../../outside.py
+    refused_through_a_link("refs/link.py:reference", |dir, outside| std::os::unix::fs::symlink(outside, dir.join("families/refs/link.py")).unwrap(), "refs/link.py");
+    // refs -> a folder outside, holding planted.py
+    let folder = |dir: &Path, outside: &Path| {
+        let elsewhere = dir.join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::copy(outside, elsewhere.join("planted.py")).unwrap();
+        fs::remove_dir_all(dir.join("families/refs")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("families/refs")).unwrap();
+    };
+    refused_through_a_link("refs/planted.py:reference", folder, "families/refs");
 }
 
 /// Spec files, family files and templates that are symbolic links are refused, naming the link:

@@ -72,19 +72,15 @@ fn axis_values_that_spell_one_kernel_name_are_blamed() {
 
 // ------------------------------------------------------------------ random families
 
-/// SplitMix64: deterministic, so a failure reproduces.
-struct Rng(u64);
+/// A deterministic generator (a failure reproduces) that picks names.
+struct Rng(kernelgen_reference::SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() % from.len() as u64) as usize]
+        from[self.0.int(0, from.len() as i64 - 1) as usize]
     }
 }
 
@@ -197,7 +193,7 @@ fn duplicates(file: &syn::File) -> Vec<String> {
 /// or its generated Rust parses and defines every name once in its scope.
 #[test]
 fn random_accepted_families_generate_rust_with_unique_names() {
-    let mut rng = Rng(0x5eed_2024);
+    let mut rng = Rng(kernelgen_reference::SplitMix64::new(0x5eed_2024));
     let mut accepted = 0;
     for case in 0..300 {
         let (family, text, spec) = random_case(&mut rng);
