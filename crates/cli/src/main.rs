@@ -242,7 +242,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff_cmd::diff(&args),
         Command::Verify { specs, filter, sanitize, seed, workers } => {
             workers.apply();
-            verify::verify(&specs, filter.as_deref(), sanitize, seed)
+            verify::verify(&specs, filter.as_deref(), sanitize, &kernelgen_verify::Options { seed, no_reference: false })
         }
         Command::Run { kernel, inputs, sizes, out, specs, workers } => {
             workers.apply();

@@ -319,7 +319,6 @@ pub mod host;
 mod runtime;
 mod sanitize;
 mod translate;
-pub mod verify;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -101,7 +101,7 @@ fn every_bundled_kernel_gives_the_serial_bits_with_several_workers_in_every_orde
         // A vocabulary head (635 MB of weights, a second or two per launch) runs in the
         // orders that differ most from one worker's forward run: `kernelgen verify` runs it
         // in reverse order on every worker too.
-        let large = arrays.iter().map(|a| a.data.len()).sum::<usize>() > kernelgen_emu::verify::LARGE_INPUT_BYTES as usize;
+        let large = arrays.iter().map(|a| a.data.len()).sum::<usize>() > kernelgen_emu::host::LARGE_INPUT_BYTES as usize;
         for (order, b) in &parallel {
             if large && *order == RunOrder::Reverse {
                 continue;

@@ -15,4 +15,3 @@ mod emu_sanitize;
 mod emu_semantics;
 mod launch_emu;
 mod mlx_kernels;
-mod verify_helper;
