@@ -99,6 +99,43 @@ fn a_broken_reference_is_reported_with_its_error() {
     assert!(text.contains("has no function `missing`"), "{text}");
 }
 
+/// A family file's `rust:<name>` is looked up among kernelgen's Rust references: an unknown
+/// name fails at the family file's line, listing the names; a known one that the family's
+/// kernels do not fit says what the reference reads and the family lacks.
+#[test]
+fn a_rust_reference_is_found_by_name() {
+    let dir = project("[verify]\nreference = \"rust:expret\"\n");
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "{text}");
+    let f = failure(&text, "none");
+    let line = std::fs::read_to_string(dir.path().join("families/planted.toml")).unwrap().lines().position(|l| l.starts_with("reference = ")).unwrap() + 1;
+    assert!(f.contains(&format!("families/planted.toml:{line}:13: verify.reference: kernelgen has no Rust reference `expret`")), "{f}");
+    for name in ["expert", "affine", "delta", "delta_state", "silu_rms_heads", "gated_rms_norm"] {
+        assert!(text.contains(&format!("`rust:{name}`")), "lists {name}: {text}");
+    }
+    let dir = project("[verify]\nreference = \"rust:gated_rms_norm\"\n");
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(failure(&text, "none").contains("family `planted` plans no string `dtype`"), "{text}");
+}
+
+/// `[verify] inputs = { x = { values = [...] } }`: every element of `x` is one of the values,
+/// and each of them occurs (the reference sees the kernel's inputs).
+#[test]
+fn an_input_is_drawn_from_its_value_set() {
+    let dir = project("[verify]\nreference = \"refs/planted.py:reference\"\nsizes = { R = 3 }\ninputs = { x = { values = [-1.0, 0.0, 3.0] } }\n");
+    let refs = dir.path().join("families/refs/planted.py");
+    let text = std::fs::read_to_string(&refs).unwrap();
+    let check = "\n\ndef from_the_set(x, R, params):\n    assert sorted(set(x.flatten().tolist())) == [-1.0, 0.0, 3.0], x\n    return reference(x, R, params)\n";
+    std::fs::write(&refs, format!("{text}{check}")).unwrap();
+    let family = dir.path().join("families/planted.toml");
+    let text = std::fs::read_to_string(&family).unwrap();
+    std::fs::write(&family, text.replace("refs/planted.py:reference", "refs/planted.py:from_the_set")).unwrap();
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(" numpy "), "{text}");
+}
+
 /// `--no-reference`: the properties only, whatever reference the family names. A numpy
 /// reference that would fail (or could not even run) is not called; every planted bug is
 /// still caught; a bundled kernel still gets the inputs its Rust reference draws.

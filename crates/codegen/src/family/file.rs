@@ -515,9 +515,10 @@ impl Reader {
             }
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                match number(item) {
-                    Some(x) => out.push(x),
-                    None => self.error(item.span.clone(), vfield.clone(), format!("expected a finite number, found {}", item.value.kind()), None),
+                match (number(item), &item.value) {
+                    (Some(x), _) => out.push(x),
+                    (None, Value::Float(f)) => self.error(item.span.clone(), vfield.clone(), format!("{f} is not a finite number"), None),
+                    (None, other) => self.error(item.span.clone(), vfield.clone(), format!("expected a finite number, found {}", other.kind()), None),
                 }
             }
             return (out.len() == items.len()).then_some(InputValues::Set(out));
