@@ -3,3 +3,4 @@
 //! CLI's checks that none is missing).
 
 mod check;
+mod declarations;
