@@ -18,14 +18,11 @@ fn size_of(name: &str) -> u64 {
     }
 }
 
-struct Rng(u64);
+/// kernelgen's one generator, with floats of 24 random bits in `[-1, 1)`.
+struct Rng(kernelgen_reference::SplitMix64);
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn unit(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
@@ -35,7 +32,7 @@ impl Rng {
 /// The data inputs as arrays and the host-integer inputs (kept lengths, within their bound).
 fn inputs(def: &KernelDef, seed: u64) -> (Vec<HostArray>, Vec<Vec<i32>>) {
     let sizes: Vec<u64> = def.sizes.iter().map(|s| size_of(s)).collect();
-    let mut rng = Rng(seed);
+    let mut rng = Rng(kernelgen_reference::SplitMix64::new(seed));
     let host = def
         .inputs
         .iter()
