@@ -5,14 +5,14 @@
 //!    memory, the same bits in forward, reverse and shuffled run order (a race shows as a
 //!    difference), and, under the sanitizer, a clean AddressSanitizer and UBSan run.
 //! 2. **Values**, where the family file names a reference (`[verify] reference`,
-//!    [`reference`]): one of kernelgen's Rust references (`"rust:expert"`, [`bundled`]),
+//!    [`mod@reference`]): one of kernelgen's Rust references (`"rust:expert"`, [`bundled`]),
 //!    compared bit for bit with its replay model (the kernel's own order of operations) and
 //!    within the per-element bound of its f64 model; or a numpy function beside the family file
 //!    (`"refs/x.py:function"`, [`python`]), compared within the family's tolerance (integer
 //!    outputs exactly).
 //!
 //! A [`Case`] holds a launch's inputs by buffer name; a [`Reference`] draws one for a kernel
-//! and says what each output must be ([`Expected`]); [`compare`] checks them. [`run`] verifies
+//! and says what each output must be ([`Expected`]); [`mod@compare`] checks them. [`run()`] verifies
 //! many kernels on several threads and returns a [`Report`] in their order, which `kernelgen
 //! verify` prints. The values stage runs on any backend whose arrays can be made from host
 //! bytes and read back ([`VerifyBackend`]); the property stage is the emulator's.

@@ -2,5 +2,6 @@
 //! (`--test integration`), so that they link once; a new file is declared here (a test of the
 //! CLI's checks that none is missing).
 
+mod backends;
 mod check;
 mod declarations;
