@@ -33,6 +33,7 @@ mod diag;
 mod json;
 mod lex;
 mod prelude;
+pub mod private_dir;
 mod rewrite;
 mod rules;
 mod sources;
@@ -46,7 +47,7 @@ use std::path::PathBuf;
 pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 5";
 
 /// This crate's code, part of every content key.
-const CODE: [&str; 11] = [
+const CODE: [&str; 12] = [
     include_str!("lib.rs"),
     include_str!("ast.rs"),
     include_str!("cache.rs"),
@@ -55,6 +56,7 @@ const CODE: [&str; 11] = [
     include_str!("json.rs"),
     include_str!("lex.rs"),
     include_str!("prelude.rs"),
+    include_str!("private_dir.rs"),
     include_str!("rewrite.rs"),
     include_str!("rules.rs"),
     include_str!("sources.rs"),
@@ -71,7 +73,9 @@ pub struct Options {
     /// `__METAL_VERSION__` (310 = Metal 3.1). Lambdas are rejected below 400.
     pub metal_version: u32,
     /// Where the precompiled prelude, the scratch trees of running checks and (with
-    /// `cache_results`) results live. Default: `kernelgen-msl` in the system temp dir.
+    /// `cache_results`) results live: a folder of the current user's that no one else can
+    /// write (see [`private_dir`]). Default: `msl` in the user's cache
+    /// ([`private_dir::default_root`]: `$XDG_CACHE_HOME/kernelgen`, else `~/.cache/kernelgen`).
     pub cache_dir: Option<PathBuf>,
     /// Keep each result on disk under its [`Checker::content_key`] and reuse it.
     pub cache_results: bool,
@@ -154,8 +158,9 @@ pub struct Checker {
     clang: clang::Clang,
     prelude: prelude::Prelude,
     opts: Options,
-    cache: PathBuf,
-    result_cache: bool,
+    cache: private_dir::PrivateDir,
+    /// Where results are kept (with [`Options::cache_results`]), each under a keyed name.
+    results: Option<PathBuf>,
     /// Hash of [`CHECKER_VERSION`] and the crate's code.
     code_key: String,
 }
@@ -163,14 +168,17 @@ pub struct Checker {
 impl Checker {
     pub fn new(opts: Options) -> Result<Checker, Error> {
         let clang = clang::Clang::find(opts.clang.as_deref())?;
-        let result_cache = opts.cache_results;
-        let cache = opts.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("kernelgen-msl"));
-        std::fs::create_dir_all(&cache).map_err(|e| Error::Io(format!("{}: {e}", cache.display())))?;
+        let root = match &opts.cache_dir {
+            Some(d) => d.clone(),
+            None => private_dir::default_root().map_err(Error::Io)?.join("msl"),
+        };
+        let cache = private_dir::PrivateDir::open(&root).map_err(Error::Io)?;
+        let results = if opts.cache_results { Some(cache.subdir("results").map_err(Error::Io)?) } else { None };
         let prelude = prelude::Prelude::prepare(&clang, &cache, opts.metal_version)?;
         let mut code: Vec<&str> = vec![CHECKER_VERSION];
         code.extend(CODE);
         let code_key = cache::hash_hex(&code);
-        Ok(Checker { clang, prelude, opts, cache, result_cache, code_key })
+        Ok(Checker { clang, prelude, opts, cache, results, code_key })
     }
 
     /// The clang in use: the path it runs.
@@ -231,9 +239,13 @@ impl Checker {
         include_dirs: &[PathBuf],
         defines: &[Define],
     ) -> Result<(), Vec<Problem>> {
-        // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang.
-        let cached = (self.result_cache && std::env::var_os("KGMSL_DEBUG").is_none())
-            .then(|| self.cache.join("results").join(self.content_key_with(source, file_name, include_dirs, defines)));
+        // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang. A result is found only under
+        // the name this cache's secret gives its content key: a file planted under the key itself
+        // (which anyone can compute) is never read.
+        let cached = self.results.as_ref().filter(|_| std::env::var_os("KGMSL_DEBUG").is_none()).map(|dir| {
+            let key = self.content_key_with(source, file_name, include_dirs, defines);
+            dir.join(self.cache.keyed_name(&[key.as_bytes()]))
+        });
         if let Some(p) = &cached
             && let Ok(text) = std::fs::read_to_string(p)
             && let Some(problems) = decode(&text)
@@ -246,7 +258,6 @@ impl Checker {
             Err(e) => (vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }], false),
         };
         if let Some(p) = cached.as_ref().filter(|_| ran) {
-            let _ = std::fs::create_dir_all(self.cache.join("results"));
             let _ = cache::write_atomic(p, encode(&problems).as_bytes());
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 use crate::cache::{hash_hex, publish, temp_name, write_new};
 use crate::clang::Clang;
+use crate::private_dir::PrivateDir;
 
 pub const HEADER: &str = include_str!("prelude/metal_stdlib.h");
 
@@ -66,10 +67,10 @@ pub struct Prelude {
 }
 
 impl Prelude {
-    pub fn prepare(clang: &Clang, cache: &Path, metal_version: u32) -> Result<Prelude, Error> {
+    pub fn prepare(clang: &Clang, cache: &PrivateDir, metal_version: u32) -> Result<Prelude, Error> {
         let flags = Clang::base_flags(metal_version);
         let key = hash_hex(&[HEADER, TENSOR_HEADER, MPP_HEADER, &flags.join(" "), &clang.version, crate::CHECKER_VERSION]);
-        let dir = cache.join(format!("prelude-{}", &key[..16]));
+        let dir = cache.subdir(format!("prelude-{}", &key[..16])).map_err(Error::Io)?;
         let pch = dir.join("metal_stdlib.pch");
         if pch.exists() {
             return Ok(Prelude { dir, pch });
@@ -82,7 +83,6 @@ impl Prelude {
         if pch.exists() {
             return Ok(Prelude { dir, pch });
         }
-        fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("creating {}: {e}", dir.display())))?;
         let io = |p: &Path, e: std::io::Error| Error::Io(format!("writing {}: {e}", p.display()));
         write_new(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
         for name in &METAL_HEADERS[1..] {

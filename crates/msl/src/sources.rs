@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 use crate::lex::{Kind, tokenize};
 use crate::prelude::is_metal_header;
+use crate::private_dir::PrivateDir;
 use crate::rewrite::{Rewritten, rewrite, vector_aliases};
 
 pub struct SourceFile {
@@ -110,12 +111,11 @@ pub fn is_foreign_angle_include(name: &str, dirs: &[PathBuf]) -> bool {
 }
 
 impl Workspace {
-    pub fn create(scratch: &Path, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<Workspace, Error> {
+    pub fn create(scratch: &PrivateDir, source: &str, file_name: &str, include_dirs: &[PathBuf]) -> Result<Workspace, Error> {
         let io = |p: &Path, e: std::io::Error| Error::Io(format!("{}: {e}", p.display()));
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let root = scratch.join(format!("check-{}-{n}", std::process::id()));
-        fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
+        let root = scratch.subdir(format!("check-{}-{n}", std::process::id())).map_err(Error::Io)?;
         let mut ws = Workspace {
             root: root.clone(),
             main_path: PathBuf::new(),

@@ -4,6 +4,7 @@
 
 mod common;
 mod api;
+mod cache;
 mod corpus;
 mod deep;
 mod generated;
