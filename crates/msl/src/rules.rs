@@ -465,6 +465,14 @@ pub fn ast(
                     format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
                 );
             }
+            // A reinterpreting cast into the thread space (`reinterpret_cast<thread ulong&>(p)`,
+            // `(thread ulong*)&p`) is one address-space conversion to clang: reading a pointer's
+            // storage as an integer is what is wrong with it.
+            Fact::AddressSpaceCast { loc, from, to, from_desugared, to_desugared, .. }
+                if pointer_depth(from_desugared) != pointer_depth(to_desugared) =>
+            {
+                push(loc, pointer_integer_message(false, from, to));
+            }
             Fact::AddressSpaceCast { loc, from, to, from_desugared, to_desugared, exempt }
                 if !*exempt && space_class(from_desugared) != space_class(to_desugared) =>
             {
@@ -477,8 +485,43 @@ pub fn ast(
                     ),
                 );
             }
+            Fact::Attr(l, kind) => {
+                if let Some(m) = attribute_problem(kind) {
+                    push(l, m);
+                }
+            }
+            Fact::Asm(l) => push(
+                l,
+                "inline assembly (asm) is not part of MSL (section 1.5: Metal is C++14 without it; a kernel runs only Metal code)".into(),
+            ),
+            Fact::PointerCast { loc, cast_kind, from, to, from_desugared, to_desugared }
+                if converts_pointer_and_integer(cast_kind, from_desugared, to_desugared) =>
+            {
+                push(loc, pointer_integer_message(cast_kind == "__builtin_bit_cast", from, to));
+            }
+            Fact::Union(l, name, fields) if fields.len() > 1 && fields.iter().any(|f| pointer_depth(f) > 0) => {
+                let name = if name.is_empty() { "an anonymous union".to_string() } else { format!("union '{name}'") };
+                push(
+                    l,
+                    format!(
+                        "{name} holds a pointer beside other members: reading one as the other converts between a \
+                         pointer and an integer, which MSL does not have (chapter 2)"
+                    ),
+                );
+            }
             _ => {}
         }
+    }
+    for (d, what) in undefined(&ast.decls) {
+        push(
+            &d.loc,
+            format!(
+                "{what} '{}' is declared but never defined in this source: a Metal kernel can call only functions \
+                 its source defines and Metal's standard library (MSL section 1.5 and chapter 6; kernelgen links no \
+                 other code)",
+                d.name
+            ),
+        );
     }
     for f in &ast.functions {
         if f.name == "main" {
@@ -533,4 +576,113 @@ fn reaches(edges: &HashMap<String, Vec<(String, String, crate::ast::Loc)>>, star
         }
     }
     false
+}
+
+/// The GNU and C++ attributes (by clang's kind) a Metal source may carry besides Metal's own
+/// `[[...]]` ones: inlining (MLX's `METAL_FUNC` is `inline __attribute__((__always_inline__))`),
+/// layout, warnings, loop hints (`#pragma clang loop`, `#pragma unroll`), and the `kernel`
+/// keyword (OpenCL's, to clang). Nothing among them runs code or names a host symbol.
+const ALLOWED_ATTRIBUTES: [&str; 15] = [
+    "AlwaysInlineAttr",
+    "NoInlineAttr",
+    "AlignedAttr",
+    "PackedAttr",
+    "UnusedAttr",
+    "LikelyAttr",
+    "UnlikelyAttr",
+    "FallThroughAttr",
+    "WarnUnusedResultAttr",
+    "DeprecatedAttr",
+    "CXX11NoReturnAttr",
+    "FinalAttr",
+    "OverrideAttr",
+    "LoopHintAttr",
+    "OpenCLKernelAttr",
+];
+
+/// The problem with an attribute the source wrote (clang's kind `kind`), if any.
+fn attribute_problem(kind: &str) -> Option<String> {
+    if ALLOWED_ATTRIBUTES.contains(&kind) {
+        return None;
+    }
+    if kind == "AsmLabelAttr" {
+        return Some(
+            "an asm label (`asm(\"name\")` after a declaration) names a symbol outside the source; MSL has no asm \
+             (section 1.5)"
+                .into(),
+        );
+    }
+    // clang's kind without `Attr`, lowercased: the GNU spelling of most (`ConstructorAttr`:
+    // constructor, `IFuncAttr`: ifunc)
+    let name = kind.strip_suffix("Attr").unwrap_or(kind).to_ascii_lowercase();
+    Some(format!(
+        "the attribute '{name}' is not part of MSL (Metal's attributes are its [[...]] ones, chapter 5; the GNU \
+         attributes kernelgen accepts are always_inline, noinline, aligned, packed and unused)"
+    ))
+}
+
+fn pointer_integer_message(bit_cast: bool, from: &str, to: &str) -> String {
+    format!(
+        "{} from '{}' to '{}' converts between a pointer and an integer; MSL has no such conversion (chapter 2: a \
+         pointer converts only to a pointer of its address space, and as_type only between data types)",
+        if bit_cast { "__builtin_bit_cast" } else { "a cast" },
+        crate::diag::reword(from),
+        crate::diag::reword(to)
+    )
+}
+
+/// Pointer levels of a type in clang's spelling (`__global float *__private *` has two), not
+/// counting pointers inside template arguments.
+fn pointer_depth(ty: &str) -> usize {
+    outside_template_args(ty).matches('*').count()
+}
+
+/// Whether a cast (clang's `cast_kind`, desugared types) reads a pointer as an integer or makes
+/// one of an integer: directly, through a reference or pointer to the pointer's storage
+/// (`reinterpret_cast<thread ulong&>(p)`, `*(thread ulong*)&p`), or by `__builtin_bit_cast`.
+fn converts_pointer_and_integer(cast_kind: &str, from: &str, to: &str) -> bool {
+    let (f, t) = (pointer_depth(from), pointer_depth(to));
+    match cast_kind {
+        "PointerToIntegral" | "IntegralToPointer" => true,
+        "__builtin_bit_cast" => f > 0 || t > 0,
+        // pointer to pointer: the pointees differ in pointer levels when one is a pointer's storage
+        "BitCast" => f != t && f.max(t) >= 2,
+        // an lvalue reinterpreted as another type (the types are the objects')
+        "LValueBitCast" => (f == 0) != (t == 0),
+        _ => false,
+    }
+}
+
+/// Functions (and `extern` variables) the source declares and defines nowhere, each once, with
+/// "function" or "variable"; a redeclaration of something outside the source (Metal's
+/// standard library) is not one.
+fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str)> {
+    let by_id: HashMap<&str, &crate::ast::Decl> = decls.iter().map(|d| (d.id.as_str(), d)).collect();
+    // the first declaration of each one's chain, or None when the chain leaves the source
+    let root = |d: &crate::ast::Decl| -> Option<String> {
+        let mut cur = d;
+        for _ in 0..decls.len() + 1 {
+            match &cur.previous {
+                None => return Some(cur.id.clone()),
+                Some(p) => cur = by_id.get(p.as_str())?,
+            }
+        }
+        None
+    };
+    let mut groups: HashMap<String, Vec<&crate::ast::Decl>> = HashMap::new();
+    for d in decls {
+        if let Some(r) = root(d) {
+            groups.entry(r).or_default().push(d);
+        }
+    }
+    let mut out = Vec::new();
+    for group in groups.values() {
+        if group.iter().any(|d| d.defined) {
+            continue;
+        }
+        if let Some(first) = group.iter().filter(|d| !d.instantiated).min_by_key(|d| (d.loc.file.clone(), d.loc.line, d.loc.col)) {
+            out.push((*first, if first.variable { "variable" } else { "function" }));
+        }
+    }
+    out
 }
