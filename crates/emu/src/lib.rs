@@ -673,9 +673,11 @@ pub enum EmuError {
         /// Each reason, e.g. "it refers to `system`, outside the emulator's runtime ...".
         reasons: Vec<String>,
     },
-    /// The Metal check cannot run (no clang: the message says what to install).
+    /// The Metal check cannot run (no clang: the message says what to install), or cannot
+    /// check this source (one of its limits: the source's size, its nesting, the time clang
+    /// may take): nothing is known about the source, and nothing was compiled.
     MetalCheck {
-        /// What is missing and how to install it.
+        /// What is missing and how to install it, or the limit the source met.
         message: String,
     },
     /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
@@ -874,9 +876,13 @@ impl Emulator {
     /// constant values (see [`LoadOptions`] and "Preprocessing" in the crate docs).
     pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
         if let Some(checker) = &self.checker {
-            checker
-                .check_with(source, file_name, &opts.include_dirs, &opts.defines)
-                .map_err(|problems| EmuError::InvalidMetal { file: file_name.to_string(), problems })?;
+            checker.check_with(source, file_name, &opts.include_dirs, &opts.defines).map_err(|problems| {
+                // a limit of the check (size, nesting, time) says nothing about the source
+                match problems.iter().find(|p| p.is_not_checked()) {
+                    Some(limit) => EmuError::MetalCheck { message: limit.to_string() },
+                    None => EmuError::InvalidMetal { file: file_name.to_string(), problems },
+                }
+            })?;
         }
         let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
         let text;

@@ -113,7 +113,7 @@ impl Default for Options {
     }
 }
 
-/// One problem, as Metal would report it.
+/// One problem, as Metal would report it, or the check's own limit.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Problem {
     /// The caller's file name for the checked source, or a header's path.
@@ -121,11 +121,33 @@ pub struct Problem {
     pub line: u32,
     pub col: u32,
     pub message: String,
+    pub kind: ProblemKind,
+}
+
+/// Whose a [`Problem`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProblemKind {
+    /// The source's: Metal (or kernelgen's policy on what a source may include) rejects it here.
+    Metal,
+    /// The checker's: it could not check this source (one of its limits: the source's size,
+    /// the AST's size or depth, the time clang may take; or clang could not run). Nothing is
+    /// known about the source, and the result is not cached.
+    NotChecked,
+}
+
+impl Problem {
+    /// Whether this is a limit of the check rather than a problem of the source.
+    pub fn is_not_checked(&self) -> bool {
+        self.kind == ProblemKind::NotChecked
+    }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+        match self.kind {
+            ProblemKind::Metal => write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message),
+            ProblemKind::NotChecked => write!(f, "{}: the Metal check cannot check this file: {}", self.file, self.message),
+        }
     }
 }
 
@@ -139,6 +161,9 @@ pub enum Error {
     /// clang's output could not be understood.
     Clang(String),
     Io(String),
+    /// A limit of the check (the source's size, the AST's size or depth, the time clang may
+    /// take): the source could not be checked, which says nothing about it.
+    Limit(String),
 }
 
 impl fmt::Display for Error {
@@ -148,6 +173,7 @@ impl fmt::Display for Error {
             Error::Prelude(m) => write!(f, "MSL check: the Metal prelude does not compile:\n{m}"),
             Error::Clang(m) => write!(f, "MSL check: {m}"),
             Error::Io(m) => write!(f, "MSL check: {m}"),
+            Error::Limit(m) => write!(f, "the Metal check cannot check this source: {m}"),
         }
     }
 }
@@ -200,7 +226,7 @@ impl Checker {
     /// [`Checker::content_key`] of [`Checker::check_with`]: the defines are part of the key.
     pub fn content_key_with(&self, source: &str, file_name: &str, include_dirs: &[PathBuf], defines: &[Define]) -> String {
         let dirs = sources::canonical_dirs(include_dirs);
-        let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs);
+        let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs).headers;
         let mut parts: Vec<String> = vec![
             self.code_key.clone(),
             prelude::HEADER.into(),
@@ -239,6 +265,11 @@ impl Checker {
         include_dirs: &[PathBuf],
         defines: &[Define],
     ) -> Result<(), Vec<Problem>> {
+        // A source past the limit is not even tokenized (its headers are counted in `run`).
+        if source.len() as u64 > sources::MAX_SOURCE_BYTES {
+            let message = sources::too_large(source.len() as u64);
+            return Err(vec![Problem { file: file_name.into(), line: 1, col: 1, message, kind: ProblemKind::NotChecked }]);
+        }
         // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang. A result is found only under
         // the name this cache's secret gives its content key: a file planted under the key itself
         // (which anyone can compute) is never read.
@@ -255,7 +286,13 @@ impl Checker {
         // a check that could not run (clang stopped, an I/O error) is not a result to keep
         let (problems, ran) = match self.run(source, file_name, include_dirs, defines) {
             Ok(p) => (p, true),
-            Err(e) => (vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }], false),
+            Err(e) => {
+                let message = match e {
+                    Error::Limit(m) => m,
+                    e => e.to_string(),
+                };
+                (vec![Problem { file: file_name.into(), line: 1, col: 1, message, kind: ProblemKind::NotChecked }], false)
+            }
         };
         if let Some(p) = cached.as_ref().filter(|_| ran) {
             let _ = cache::write_atomic(p, encode(&problems).as_bytes());
@@ -317,16 +354,16 @@ impl Checker {
         let out = clang::run_capped(&mut cmd, MAX_AST_BYTES, self.opts.timeout)
             .map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
         if out.timed_out {
-            return Err(Error::Clang(format!(
+            return Err(Error::Limit(format!(
                 "clang did not finish checking {file_name} within {} s (Options::timeout) and was stopped",
                 self.opts.timeout.as_secs_f64()
             )));
         }
         if out.over {
-            return Err(Error::Clang(format!(
-                "this source is too deeply nested to check: clang's AST dump passed {} MiB (it grows with the square of \
-                 an expression's nesting: an expression of a couple of thousand terms, such as a long chain of +, prints \
-                 gigabytes); split the expression into statements",
+            return Err(Error::Limit(format!(
+                "clang's AST dump of it passed {} MiB, the most the check reads (the dump grows with the source's size, \
+                 and with the square of an expression's nesting: an expression of a couple of thousand terms, such as \
+                 a long chain of +, prints gigabytes); split the file, or the expression into statements",
                 MAX_AST_BYTES >> 20
             )));
         }
@@ -377,7 +414,7 @@ impl Checker {
             let found = deep_stack(|| {
                 let ast = ast::parse(&json, &|f| ws.file(f).is_some()).map_err(|e| {
                     if e.contains(json::TOO_DEEP) {
-                        Error::Clang(format!(
+                        Error::Limit(format!(
                             "this source is too deeply nested to check: clang's AST is {e} (an expression of tens of \
                              thousands of terms or nested calls); split the expression into statements"
                         ))
@@ -480,6 +517,7 @@ fn decode(text: &str) -> Option<Vec<Problem>> {
                 line: it.next()?.parse().ok()?,
                 col: it.next()?.parse().ok()?,
                 message: it.next()?.to_string(),
+                kind: ProblemKind::Metal,
             })
         })
         .collect()

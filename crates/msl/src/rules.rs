@@ -4,13 +4,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::Problem;
+use crate::{Problem, ProblemKind};
 use crate::ast::{Ast, Fact, Function};
 use crate::lex::{Kind, Token, matching, tokenize};
 use crate::rewrite::ThreadgroupDecl;
 
 fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Problem {
-    Problem { file: file.to_string(), line, col, message: message.into() }
+    Problem { file: file.to_string(), line, col, message: message.into(), kind: ProblemKind::Metal }
 }
 
 /// Keyword-level restrictions of section 1.5, on one file's tokens.
@@ -433,7 +433,7 @@ pub fn ast(
 ) {
     let mut push = |l: &crate::ast::Loc, m: String| {
         if let Some((f, line, col)) = map(l) {
-            out.push(Problem { file: f, line, col, message: m });
+            out.push(Problem { file: f, line, col, message: m, kind: ProblemKind::Metal });
         }
     };
     let mut edges: HashMap<String, Vec<(String, String, crate::ast::Loc)>> = HashMap::new();
@@ -556,6 +556,7 @@ pub fn ast(
                 line,
                 col,
                 message: format!("threadgroup variable '{name}' declared outside a kernel function; threadgroup variables may be declared only in kernel functions (MSL 4.4)"),
+                kind: ProblemKind::Metal,
             });
         }
     }

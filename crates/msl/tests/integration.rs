@@ -8,5 +8,6 @@ mod cache;
 mod corpus;
 mod deep;
 mod generated;
+mod includes;
 mod mlx_headers;
 mod seeds;

@@ -1,0 +1,76 @@
+//! What a check reads: a source includes from its own folder and the include folders (-I)
+//! only, never from the checker's scratch tree or cache, and no file outside them is read (so
+//! no problem can echo one). And what a check cannot do (its limits) is not the source's fault.
+use std::path::Path;
+
+use crate::common;
+
+use kernelgen_msl::{Checker, Options, ProblemKind};
+
+const KERNEL: &str = "[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = 1.0f;\n}\n";
+
+/// A file whose every word, if clang parsed it, would be quoted back in an error.
+fn secret_header(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, "kgsecret_one kgsecret_two;\n").unwrap();
+}
+
+/// Absolute paths, `..` out of the source's folder and a symbolic link out of it are refused
+/// at their lines, and the file is never parsed (no problem quotes it).
+#[test]
+fn an_include_outside_the_source_and_include_folders_is_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside/secret.h");
+    secret_header(&outside);
+    let src_dir = dir.path().join("project/src");
+    std::fs::create_dir_all(&src_dir).unwrap();
+    std::os::unix::fs::symlink(&outside, src_dir.join("linked.h")).unwrap();
+    let src = format!(
+        "#include <metal_stdlib>\n#include \"{}\"\n#include \"../../outside/secret.h\"\n#include \"linked.h\"\n#include <../outside/secret.h>\n{KERNEL}",
+        outside.display()
+    );
+    let file = src_dir.join("k.metal");
+    let inc = [dir.path().join("project")];
+    let problems = common::checker().check(&src, &file.display().to_string(), &inc).unwrap_err();
+    for line in 2..=5 {
+        assert!(problems.iter().any(|p| p.line == line && p.message.contains("outside the source's folder")), "line {line}: {problems:#?}");
+    }
+    assert!(problems.iter().all(|p| !p.message.contains("kgsecret")), "a refused file was read: {problems:#?}");
+    // the same header inside an include folder is read
+    let ok = "#include <metal_stdlib>\n#include \"inside.h\"\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = twice(1.0f);\n}\n";
+    std::fs::write(dir.path().join("project/inside.h"), "inline float twice(float x) { return 2.0f * x; }\n").unwrap();
+    assert_eq!(common::checker().check(ok, &file.display().to_string(), &inc), Ok(()));
+}
+
+/// A relative include never reaches the checker's scratch tree or the cache around it (a file
+/// planted there is not found), and no problem names the scratch tree.
+#[test]
+fn a_relative_include_never_resolves_in_the_scratch_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let c = Checker::new(Options { cache_dir: Some(cache.clone()), ..Options::default() }).unwrap_or_else(|e| panic!("{e}"));
+    // a source without a folder is checked at <cache>/check-*/main/k.metal: two levels up is the cache
+    secret_header(&cache.join("planted.h"));
+    let src = format!("#include <metal_stdlib>\n#include \"../../planted.h\"\n#include \"../../key\"\n{KERNEL}");
+    let problems = c.check(&src, "k.metal", &[]).unwrap_err();
+    for line in [2, 3] {
+        assert!(problems.iter().any(|p| p.line == line && p.message.contains("not found")), "line {line}: {problems:#?}");
+    }
+    let cache_path = cache.display().to_string();
+    assert!(problems.iter().all(|p| !p.message.contains("kgsecret") && !p.message.contains(&cache_path)), "{problems:#?}");
+}
+
+/// A source past the size the check reads is not checked, and says so: one problem of the
+/// check's own kind, at once, not counted as Metal's.
+#[test]
+fn a_source_past_the_checks_limit_is_not_checked_rather_than_wrong() {
+    let body = "  y[i] = y[i] + 1.0f;\n".repeat((9 << 20) / 22);
+    let src = format!("#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {{\n{body}}}\n");
+    let start = std::time::Instant::now();
+    let problems = common::checker().check(&src, "big.metal", &[]).unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::NotChecked);
+    assert!(problems[0].to_string().starts_with("big.metal: the Metal check cannot check this file: it is 9.0 MiB"), "{}", problems[0]);
+    assert!(!problems[0].to_string().contains("nested"), "{}", problems[0]);
+}
