@@ -303,7 +303,7 @@ impl Checker {
     fn run(&self, source: &str, file_name: &str, include_dirs: &[PathBuf], defines: &[Define]) -> Result<Vec<Problem>, Error> {
         let ws = sources::Workspace::create(&self.cache, source, file_name, include_dirs)?;
         let dirs = sources::canonical_dirs(include_dirs);
-        let mut problems = Vec::new();
+        let mut problems = ws.refused.clone();
         for f in ws.files.values() {
             let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
             rules::tokens(

@@ -26,6 +26,10 @@ pub struct Workspace {
     pub include_flags: Vec<PathBuf>,
     /// Keyed by the path clang will print (inside the mirror).
     pub files: HashMap<PathBuf, SourceFile>,
+    /// Include directives refused whether or not a conditional skips them (the emulator's
+    /// g++ may take a branch clang does not): a file outside the allowed folders, a computed
+    /// include, `#include_next`, `#import`, `#embed`.
+    pub refused: Vec<crate::Problem>,
 }
 
 impl Drop for Workspace {
@@ -60,8 +64,9 @@ pub struct Directive {
     /// The directive's name (`include`, `include_next`, `import`, `embed`).
     pub name: String,
     pub target: Target,
-    /// Its first and last line (line splices continue it).
+    /// Its first line and column, and its last line (line splices continue it).
     pub line: u32,
+    pub col: u32,
     pub last_line: u32,
 }
 
@@ -88,7 +93,7 @@ pub fn directives(src: &str) -> Vec<Directive> {
                 None
             };
             let last_line = t.line + t.text.matches('\n').count() as u32;
-            Some(Directive { name: name.to_string(), target: target.unwrap_or(Target::Computed), line: t.line, last_line })
+            Some(Directive { name: name.to_string(), target: target.unwrap_or(Target::Computed), line: t.line, col: t.col, last_line })
         })
         .collect()
 }
@@ -233,6 +238,7 @@ impl Workspace {
             main_path: PathBuf::new(),
             include_flags: Vec::new(),
             files: HashMap::new(),
+            refused: Vec::new(),
         };
 
         let dirs = canonical_dirs(include_dirs);
@@ -281,7 +287,7 @@ impl Workspace {
         includer: Option<&Path>,
     ) -> Result<(), Error> {
         let mut rewritten = rewrite(text, aliases);
-        rewritten.text = includes.vet(text, &rewritten.text, includer);
+        rewritten.text = includes.vet(text, &rewritten.text, includer, &display, &mut self.refused);
         if let Some(p) = path.parent() {
             fs::create_dir_all(p).map_err(|e| Error::Io(format!("{}: {e}", p.display())))?;
         }
@@ -328,13 +334,34 @@ struct Includes<'a> {
     mirrored: &'a HashMap<PathBuf, PathBuf>,
 }
 
+/// What becomes of an include directive.
+enum Vetted {
+    /// It stays (a Metal header).
+    Keep,
+    /// Replaced by this line (the mirrored header's include, or an `#error` clang reports where
+    /// the directive is live, as Metal would).
+    Line(String),
+    /// Blanked; a problem wherever it is (a foreign `<header>` is the section 1.5 rule's: none).
+    Refused(Option<String>),
+}
+
 impl Includes<'_> {
     /// `rewritten` (the rewrite of `original`, line for line) with its include directives
-    /// replaced; `includer` is the real folder of the file.
-    fn vet(&self, original: &str, rewritten: &str, includer: Option<&Path>) -> String {
+    /// replaced; `includer` is the real folder of the file, `file` its name in problems.
+    fn vet(&self, original: &str, rewritten: &str, includer: Option<&Path>, file: &str, refused: &mut Vec<crate::Problem>) -> String {
         let mut lines: Vec<String> = rewritten.split('\n').map(str::to_string).collect();
         for d in directives(original) {
-            let Some(replacement) = self.replacement(&d, includer) else { continue };
+            let replacement = match self.vetted(&d, includer) {
+                Vetted::Keep => continue,
+                Vetted::Line(l) => l,
+                Vetted::Refused(message) => {
+                    if let Some(message) = message {
+                        let kind = crate::ProblemKind::Metal;
+                        refused.push(crate::Problem { file: file.to_string(), line: d.line, col: d.col, message, kind });
+                    }
+                    String::new()
+                }
+            };
             for l in d.line..=d.last_line {
                 if let Some(line) = lines.get_mut(l as usize - 1) {
                     line.clear();
@@ -347,11 +374,10 @@ impl Includes<'_> {
         lines.join("\n")
     }
 
-    /// What directive `d` becomes (`None`: it stays, a Metal header).
-    fn replacement(&self, d: &Directive, includer: Option<&Path>) -> Option<String> {
-        let error = |m: String| Some(format!("#error {m}"));
+    fn vetted(&self, d: &Directive, includer: Option<&Path>) -> Vetted {
+        let refuse = |m: String| Vetted::Refused(Some(m));
         if d.name != "include" {
-            return error(format!(
+            return refuse(format!(
                 "#{} is not supported by kernelgen's Metal check: write #include \"file\" or #include <file>",
                 d.name
             ));
@@ -360,23 +386,24 @@ impl Includes<'_> {
             Target::Quoted(n) => (n, true),
             Target::Angle(n) => (n, false),
             Target::Computed => {
-                return error(
+                return refuse(
                     "a computed #include (a macro naming the header) is not supported by kernelgen's Metal check: write the file's name".into(),
                 );
             }
         };
         let shown = if quoted { format!("\"{name}\"") } else { format!("<{name}>") };
         match resolve(name, quoted, includer, self.dirs, &self.roots) {
-            Resolved::Metal => None,
+            Resolved::Metal => Vetted::Keep,
             Resolved::Header(real) => match self.mirrored.get(&real).map(|m| m.display().to_string()) {
-                Some(m) if !m.contains(['"', '\n', '\r']) => Some(format!("#include \"{m}\"")),
-                Some(_) => error(format!("#include {shown}: a header whose path holds a quote cannot be checked")),
-                None => error(format!("#include {shown}: the header is not UTF-8 text, or past the check's limit on source text")),
+                Some(m) if !m.contains(['"', '\n', '\r']) => Vetted::Line(format!("#include \"{m}\"")),
+                Some(_) => refuse(format!("#include {shown}: a header whose path holds a quote cannot be checked")),
+                None => refuse(format!("#include {shown}: the header is not UTF-8 text, or past the check's limit on source text")),
             },
-            // a foreign `<header>` is the section 1.5 rule's (tokens)
-            Resolved::NotFound if !quoted => Some(String::new()),
-            Resolved::NotFound => error(format!("'{name}' file not found in the source's folder or the include folders (-I)")),
-            Resolved::Outside => error(format!(
+            Resolved::NotFound if !quoted => Vetted::Refused(None),
+            Resolved::NotFound => {
+                Vetted::Line(format!("#error '{name}' file not found in the source's folder or the include folders (-I)"))
+            }
+            Resolved::Outside => refuse(format!(
                 "#include {shown} is outside the source's folder and the include folders (-I): the Metal check reads headers from those alone"
             )),
         }
