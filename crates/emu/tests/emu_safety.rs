@@ -86,6 +86,34 @@ fn an_object_reaching_outside_the_runtime_is_refused_before_it_loads() {
     }
 }
 
+/// A branch only g++ takes (the emulator compiles with g++, the Metal check runs clang) is
+/// code the check never saw: a conditional on a compiler's own macro is refused by the check,
+/// so the system call hidden there never runs.
+#[test]
+fn a_branch_only_the_emulators_compiler_takes_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let emu = Emulator::new(EmuOptions { cache_dir: Some(dir.path().join("cache")), ..EmuOptions::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let marker = dir.path().join("marker");
+    let src = kernel(
+        "",
+        &format!(
+            "#ifndef __clang__\n  long r;\n  const char* p = \"{}\";\n  \
+             asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(2L), \"D\"(p), \"S\"(0101L), \"d\"(0644L) : \"rcx\", \"r11\", \"memory\");\n#endif",
+            marker.display()
+        ),
+    );
+    match emu.load(&src, "hidden.metal") {
+        Err(e @ EmuError::InvalidMetal { .. }) => assert!(e.to_string().contains("hidden.metal:5:"), "{e}"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(p) => {
+            let mut x = DeviceBuffer::zeroed(16);
+            let _ = p.dispatch("k", &mut [&mut x], [4, 1, 1], [4, 1, 1]);
+            panic!("the hidden branch loaded (and ran: the marker {})", if marker.exists() { "exists" } else { "does not exist" });
+        }
+    }
+    assert!(!marker.exists());
+}
+
 /// What the runtime legitimately needs is not refused: math from libm, memcpy, a kernel with
 /// helper functions and a struct copy.
 #[test]

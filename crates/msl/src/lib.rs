@@ -337,6 +337,8 @@ impl Checker {
             other = prelude::Prelude::prepare(&self.clang, &self.cache, version)?;
             &other
         };
+        let texts: Vec<(&str, &str)> = ws.files.values().map(|f| (f.display.as_str(), f.original.as_str())).collect();
+        rules::conditionals(&texts, defines, &prelude.macros, &mut problems);
         let mut cmd = self.clang.command();
         cmd.args(clang::Clang::base_flags(version))
             .arg("-fsyntax-only")

@@ -687,3 +687,119 @@ fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str
     }
     out
 }
+
+/// Macros a conditional may test besides the source's own: the ones a Metal compile and
+/// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__` and `__METAL__` as
+/// the check does; both compile C++17), and the feature macro MLX's headers test.
+const SHARED_MACROS: [&str; 6] = ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__cplusplus"];
+const SHARED_FEATURE_MACROS: [&str; 1] = ["__cpp_variable_templates"];
+
+/// A name the implementation reserves (`__x`, `_X`): the compilers' own macros are such.
+fn reserved(name: &str) -> bool {
+    name.starts_with("__") || (name.starts_with('_') && name[1..].starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// The identifiers of a preprocessor expression (not the letters of a number's suffix).
+fn pp_identifiers(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = expr.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars.peek().is_some_and(|(_, d)| d.is_ascii_alphanumeric() || matches!(d, '_' | '.' | '\'')) {
+                chars.next();
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if !(d.is_ascii_alphanumeric() || d == '_') {
+                    break;
+                }
+                end = j + d.len_utf8();
+                chars.next();
+            }
+            out.push(expr[i..end].to_string());
+        }
+    }
+    out
+}
+
+/// Conditional compilation the emulator could decide otherwise than the check: kernelgen's
+/// emulator preprocesses the source with g++, whose own macros (`__GNUC__`, `__x86_64__`; not
+/// `__clang__`, `__aarch64__`, the OpenCL ones or the prelude's) differ from the check's clang,
+/// so a conditional on one of those, directly or through the source's macros (or built by `##`
+/// in one), would compile a branch the check never saw. Each such `#if`, `#ifdef`, `#ifndef` or
+/// `#elif` is a problem at its line; `env` holds the check's own macros.
+pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &HashSet<String>, out: &mut Vec<Problem>) {
+    // every definition of every macro the source (or -D) defines: its body's identifiers,
+    // and whether it pastes or stringifies
+    let mut macros: HashMap<String, Vec<(Vec<String>, bool)>> = HashMap::new();
+    for (_, src) in files {
+        let toks = tokenize(src);
+        for (i, t) in toks.iter().enumerate() {
+            if !(t.kind == Kind::Directive && t.text == "#define") {
+                continue;
+            }
+            let Some(name) = toks.get(i + 1).filter(|n| n.kind == Kind::Ident && n.pp) else { continue };
+            let mut j = i + 2;
+            // a function-like macro's parameters: `(` right after the name
+            if toks.get(j).is_some_and(|p| p.is("(") && p.offset == name.offset + name.text.len()) {
+                while toks.get(j).is_some_and(|p| p.pp && !p.is(")")) {
+                    j += 1;
+                }
+                j += 1;
+            }
+            let body: Vec<&Token> = toks[j.min(toks.len())..].iter().take_while(|b| b.pp && b.kind != Kind::Directive).collect();
+            let idents = body.iter().filter(|b| b.kind == Kind::Ident).map(|b| b.text.clone()).collect();
+            let pastes = body.iter().any(|b| b.kind == Kind::Punct && b.text.starts_with('#'));
+            macros.entry(name.text.clone()).or_default().push((idents, pastes));
+        }
+    }
+    for (name, value) in defines {
+        let v = value.clone().unwrap_or_default();
+        macros.entry(name.clone()).or_default().push((pp_identifiers(&v), v.contains('#')));
+    }
+    for (file, src) in files {
+        for t in tokenize(src).iter().filter(|t| t.kind == Kind::Directive) {
+            let text = crate::sources::logical_line(&t.text);
+            let rest = text.trim_start_matches('#').trim_start();
+            let keyword: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            if !matches!(keyword.as_str(), "if" | "ifdef" | "ifndef" | "elif" | "elifdef" | "elifndef") {
+                continue;
+            }
+            let mut stack = pp_identifiers(&rest[keyword.len()..]);
+            let mut seen: HashSet<String> = HashSet::new();
+            let mut why = None;
+            while let Some(id) = stack.pop() {
+                if !seen.insert(id.clone()) || SHARED_MACROS.contains(&id.as_str()) || SHARED_FEATURE_MACROS.contains(&id.as_str()) {
+                    continue;
+                }
+                if reserved(&id) || env.contains(&id) {
+                    why = Some(format!("'{id}', which kernelgen's emulator (g++) and Metal's compiler do not define alike"));
+                    break;
+                }
+                for (idents, pastes) in macros.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
+                    if *pastes {
+                        why = Some(format!("the macro '{id}', whose # or ## could build any name"));
+                        break;
+                    }
+                    stack.extend(idents.iter().cloned());
+                }
+                if why.is_some() {
+                    break;
+                }
+            }
+            if let Some(why) = why {
+                out.push(problem(
+                    file,
+                    t.line,
+                    t.col,
+                    format!(
+                        "#{keyword} depends on {why}: the emulator, which compiles this source with g++, would take a \
+                         branch the Metal check did not see; test only macros the source or -D defines, \
+                         __METAL_VERSION__, __METAL__ or __cplusplus (kernelgen's Metal check)"
+                    ),
+                ));
+            }
+        }
+    }
+}

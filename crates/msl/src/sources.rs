@@ -77,7 +77,7 @@ pub fn directives(src: &str) -> Vec<Directive> {
         .into_iter()
         .filter(|t| t.kind == Kind::Directive)
         .filter_map(|t| {
-            let text = without_comments(&t.text.replace("\\\r\n", "").replace("\\\n", ""));
+            let text = logical_line(&t.text);
             let rest = text.strip_prefix('#')?.trim_start();
             let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
             let name = &rest[..name_len];
@@ -96,6 +96,11 @@ pub fn directives(src: &str) -> Vec<Directive> {
             Some(Directive { name: name.to_string(), target: target.unwrap_or(Target::Computed), line: t.line, col: t.col, last_line })
         })
         .collect()
+}
+
+/// A directive's text as the preprocessor reads it: line splices removed, comments spaces.
+pub fn logical_line(text: &str) -> String {
+    without_comments(&text.replace("\\\r\n", "").replace("\\\n", ""))
 }
 
 /// `text` with each `/* ... */` comment a space.

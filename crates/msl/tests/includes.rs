@@ -80,3 +80,42 @@ fn a_source_past_the_checks_limit_is_not_checked_rather_than_wrong() {
     assert!(problems[0].to_string().starts_with("big.metal: the Metal check cannot check this file: it is 9.0 MiB"), "{}", problems[0]);
     assert!(!problems[0].to_string().contains("nested"), "{}", problems[0]);
 }
+
+/// The emulator preprocesses a source with g++, whose own macros differ from clang's: a
+/// conditional on such a macro (directly, through the source's macros, or built by `##`)
+/// would let it compile a branch this check never saw, so each is a problem at its line. What
+/// both define alike (`__METAL_VERSION__`, `__METAL__`, `__cplusplus`, MLX's
+/// `__cpp_variable_templates`) and the source's own or -D macros are fine.
+#[test]
+fn a_conditional_on_a_macro_the_emulator_defines_otherwise_is_refused() {
+    let c = common::checker();
+    let refused = [
+        "#ifndef __clang__",
+        "#ifdef __x86_64__",
+        "#if defined(__GNUC__) && !defined(__aarch64__)",
+        "#if CL_VERSION_2_0",
+        "#ifdef INFINITY",
+        "#if __has_include(<metal_tensor>)",
+        "#define COMPILER __clang__\n#if COMPILER",
+        "#define PASTE(a, b) a##b\n#if PASTE(__cl, ang__)",
+    ];
+    for cond in refused {
+        let src = format!("#include <metal_stdlib>\n{cond}\n#define V 2.0f\n#else\n#define V 1.0f\n#endif\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {{\n  y[i] = V;\n}}\n");
+        let line = cond.lines().count() as u32 + 1;
+        let problems = c.check(&src, "c.metal", &[]).expect_err(cond);
+        assert!(problems.iter().any(|p| p.line == line && p.message.contains("a branch the Metal check did not see")), "{cond}: {problems:#?}");
+    }
+    let accepted = [
+        "#if defined(__METAL_VERSION__) && (__METAL_VERSION__ >= 310)",
+        "#if defined __METAL__ || defined MLX_METAL_JIT",
+        "#ifdef __cpp_variable_templates",
+        "#define WIDE 1\n#if WIDE && __cplusplus >= 201703L",
+        "#ifndef FROM_THE_COMMAND_LINE",
+    ];
+    for cond in accepted {
+        let src = format!("#include <metal_stdlib>\n{cond}\n#define V 2.0f\n#else\n#define V 1.0f\n#endif\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {{\n  y[i] = V;\n}}\n");
+        assert_eq!(c.check(&src, "c.metal", &[]), Ok(()), "{cond}");
+        let defined = [("FROM_THE_COMMAND_LINE".to_string(), Some("1".to_string()))];
+        assert_eq!(c.check_with(&src, "c.metal", &[], &defined), Ok(()), "{cond} with -D");
+    }
+}
