@@ -348,17 +348,7 @@ impl Walker<'_> {
             "GCCAsmStmt" | "MSAsmStmt" | "FileScopeAsmDecl" if user || (self.in_user)(&begin.file) => {
                 self.facts.push(Fact::Asm(begin.clone()));
             }
-            "BuiltinBitCastExpr" if user => {
-                let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
-                self.facts.push(Fact::PointerCast {
-                    loc: begin.clone(),
-                    cast_kind: "__builtin_bit_cast".into(),
-                    from: operand.map(qual_type).unwrap_or_default(),
-                    to: qual_type(n),
-                    from_desugared: operand.map(desugared).unwrap_or_default(),
-                    to_desugared: desugared(n),
-                });
-            }
+            "BuiltinBitCastExpr" if user => self.facts.push(pointer_cast(n, &begin, "__builtin_bit_cast")),
             "CXXRecordDecl" | "RecordDecl" | "ClassTemplateSpecializationDecl"
                 if user && s(n, "tagUsed") == "union" && n.get("completeDefinition").and_then(Value::as_bool).unwrap_or(false) =>
             {
@@ -406,40 +396,22 @@ impl Walker<'_> {
                 if user
                     && matches!(s(n, "castKind"), "PointerToIntegral" | "IntegralToPointer" | "BitCast" | "LValueBitCast") =>
             {
-                let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
-                self.facts.push(Fact::PointerCast {
-                    loc: begin.clone(),
-                    cast_kind: s(n, "castKind").to_string(),
-                    from: operand.map(qual_type).unwrap_or_default(),
-                    to: qual_type(n),
-                    from_desugared: operand.map(desugared).unwrap_or_default(),
-                    to_desugared: desugared(n),
-                });
+                self.facts.push(pointer_cast(n, &begin, s(n, "castKind")));
             }
             // Variables and fields (and, above, parameters and returns) hold run-time values;
             // a function pointer type in a typedef or a template parameter is a compile-time
             // device MLX's fft.h uses, which Metal accepts.
             "VarDecl" | "FieldDecl" if user => {
                 self.check_type(&loc, &desugared(n));
-                if kind == "VarDecl" && s(n, "storageClass") == "extern" {
-                    let init = n.get("init").is_some();
+                // an `extern` variable, or a later declaration (the definition) of one
+                let external = s(n, "storageClass") == "extern";
+                if kind == "VarDecl" && (external || n.get("previousDecl").is_some()) {
                     self.decls.push(Decl {
                         id: id.clone(),
                         previous: n.get("previousDecl").and_then(Value::as_str).map(str::to_string),
                         name: s(n, "name").to_string(),
                         loc: loc.clone(),
-                        defined: init,
-                        instantiated: self.instantiating > 0,
-                        variable: true,
-                    });
-                } else if kind == "VarDecl" && n.get("previousDecl").is_some() {
-                    // the definition of an earlier `extern` declaration
-                    self.decls.push(Decl {
-                        id: id.clone(),
-                        previous: n.get("previousDecl").and_then(Value::as_str).map(str::to_string),
-                        name: s(n, "name").to_string(),
-                        loc: loc.clone(),
-                        defined: true,
+                        defined: !external || n.get("init").is_some(),
                         instantiated: self.instantiating > 0,
                         variable: true,
                     });
@@ -472,6 +444,19 @@ impl Walker<'_> {
         if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }
+    }
+}
+
+/// A cast's [`Fact::PointerCast`]: its operand's and result's types.
+fn pointer_cast(n: &Value, loc: &Loc, cast_kind: &str) -> Fact {
+    let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
+    Fact::PointerCast {
+        loc: loc.clone(),
+        cast_kind: cast_kind.to_string(),
+        from: operand.map(qual_type).unwrap_or_default(),
+        to: qual_type(n),
+        from_desugared: operand.map(desugared).unwrap_or_default(),
+        to_desugared: desugared(n),
     }
 }
 

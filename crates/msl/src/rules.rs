@@ -516,9 +516,8 @@ pub fn ast(
         push(
             &d.loc,
             format!(
-                "{what} '{}' is declared but never defined in this source: a Metal kernel can call only functions \
-                 its source defines and Metal's standard library (MSL section 1.5 and chapter 6; kernelgen links no \
-                 other code)",
+                "{what} '{}' is declared but never defined in this source: a Metal kernel uses only what its source \
+                 defines and Metal's standard library (MSL section 1.5 and chapter 6; kernelgen links no other code)",
                 d.name
             ),
         );
