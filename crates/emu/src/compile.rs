@@ -271,8 +271,10 @@ impl Builder {
             };
         }
         // `#include "x.h"` looks next to the .metal file first, as the Metal compiler does.
+        // Folders by their canonical paths, as the Metal check resolves includes: g++ then
+        // reads the files the check read (it refuses includes through links).
         if let Some(parent) = Path::new(file_name).parent().filter(|p| !p.as_os_str().is_empty() && p.is_dir()) {
-            cmd.arg("-iquote").arg(parent);
+            cmd.arg("-iquote").arg(std::fs::canonicalize(parent).map_err(io(format!("cannot read {}", parent.display())))?);
         }
         for dir in include_dirs {
             if !dir.is_dir() {
@@ -281,7 +283,7 @@ impl Builder {
                     message: format!("include directory {} does not exist", dir.display()),
                 });
             }
-            cmd.arg("-I").arg(dir);
+            cmd.arg("-I").arg(std::fs::canonicalize(dir).map_err(io(format!("cannot read {}", dir.display())))?);
         }
         cmd.arg("-I").arg(&self.pre_dir);
         cmd.arg("-");

@@ -140,6 +140,9 @@ pub enum Resolved {
     /// A file outside the source's folder and the include folders (an absolute path, `..`
     /// climbing out, a symbolic link out): never read.
     Outside,
+    /// A path through a symbolic link: a compiler resolves the file's own quoted includes from
+    /// the link's folder, this check from the file's, so the two would read different files.
+    Linked,
 }
 
 /// Where `#include "name"` (`quoted`) or `<name>` in a file of the folder `includer` leads,
@@ -156,10 +159,26 @@ pub fn resolve(name: &str, quoted: bool, includer: Option<&Path>, dirs: &[PathBu
     candidates.extend(dirs.iter().map(|d| d.join(name)));
     let Some(first) = candidates.iter().find(|c| c.is_file()) else { return Resolved::NotFound };
     match fs::canonicalize(first) {
-        Ok(real) if roots.iter().any(|r| real.starts_with(r)) => Resolved::Header(real),
-        Ok(_) => Resolved::Outside,
+        Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Resolved::Outside,
+        Ok(real) if real != lexically_normal(first) => Resolved::Linked,
+        Ok(real) => Resolved::Header(real),
         Err(_) => Resolved::NotFound,
     }
+}
+
+/// `path` with `.` and `..` taken out as text (what it names when no component is a link).
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The folders a source may include from: its own (when its name has one) and the include
@@ -408,6 +427,10 @@ impl Includes<'_> {
             Resolved::NotFound => {
                 Vetted::Line(format!("#error '{name}' file not found in the source's folder or the include folders (-I)"))
             }
+            Resolved::Linked => refuse(format!(
+                "#include {shown} goes through a symbolic link: the Metal check follows none (a compiler would read \
+                 the file's own includes from the link's folder, not the file's)"
+            )),
             Resolved::Outside => refuse(format!(
                 "#include {shown} is outside the source's folder and the include folders (-I): the Metal check reads headers from those alone"
             )),

@@ -42,6 +42,13 @@ fn an_include_outside_the_source_and_include_folders_is_refused_unread() {
     assert!(problems.iter().any(|p| p.line == 12 && p.message.contains("computed #include")), "{problems:#?}");
     assert!(problems.iter().any(|p| p.line == 13), "the digraph include: {problems:#?}");
     assert!(problems.iter().all(|p| !p.message.contains("kgsecret")), "a refused file was read: {problems:#?}");
+    // a link inside the folders, to a file inside them, is refused too: a compiler reads the
+    // file's own includes from the link's folder, the check from the file's
+    std::fs::write(dir.path().join("project/real.h"), "inline float one() { return 1.0f; }\n").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("project/real.h"), src_dir.join("alias.h")).unwrap();
+    let aliased = format!("#include <metal_stdlib>\n#include \"alias.h\"\n{KERNEL}");
+    let problems = common::checker().check(&aliased, &file.display().to_string(), &inc).unwrap_err();
+    assert!(problems.iter().any(|p| p.line == 2 && p.message.contains("symbolic link")), "{problems:#?}");
     // the same header inside an include folder is read
     let ok = "#include <metal_stdlib>\n#include \"inside.h\"\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = twice(1.0f);\n}\n";
     std::fs::write(dir.path().join("project/inside.h"), "inline float twice(float x) { return 2.0f * x; }\n").unwrap();
