@@ -63,8 +63,8 @@
 //! constants are declared as Metal declares them (valid MSL): the emulator runs them with
 //! the values the load gives and refuses, at the reading line, a read of one without a value
 //! (see **Function constants**). Results are cached on disk under the emulator's cache
-//! (`<cache>/msl/results/`, keyed by the checker version, clang, the source, every header it
-//! includes, the include dirs and defines), so a source checks once (about 0.1 s for a
+//! (`<cache>/msl/results/`, named by a keyed hash of the checker version, clang, the source,
+//! every header it includes, the include dirs and defines), so a source checks once (about 0.1 s for a
 //! generated kernel) and a hit costs a hash and a file read. [`Emulator::new`] needs clang
 //! (14 or newer; `$KERNELGEN_MSL_CLANG` names one): without it, it fails with
 //! [`EmuError::MetalCheck`], one line saying what to install. [`EmuOptions::metal_check`]
@@ -294,11 +294,26 @@
 //! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
 //! race.
 //!
-//! **Build cache.** The object is `<cache>/<sha256>.so` over (prepared source, shim, flags,
-//! g++ version); a hit does no compile. Cache dir: [`EmuOptions::cache_dir`], else
-//! `$KERNELGEN_EMU_CACHE`, else `kernelgen-emu/` under the nearest ancestor of the current
-//! executable named `target`, else a temp dir. Objects are written atomically (temp name +
-//! rename) so concurrent processes are safe. The shim is precompiled once per flag set.
+//! **Build cache.** The object is `<cache>/<hmac>.so`, named by an HMAC-SHA-256 under the
+//! cache's own secret (`<cache>/key`, created `0600`) of (prepared source, shim, flags, g++
+//! version): a hit does no compile, and a file planted under a name computed from the source
+//! alone is never found. Cache dir: [`EmuOptions::cache_dir`], else `$KERNELGEN_EMU_CACHE`,
+//! else `kernelgen-emu/` under the nearest ancestor of the current executable named `target`,
+//! else `emu/` in the user's cache (`$XDG_CACHE_HOME/kernelgen`, `~/.cache/kernelgen`). It is
+//! created `0700`; one another user owns, or that a group or other users can write (it or a
+//! subfolder in use), is refused ([`EmuError::Io`]). Objects are written atomically (temp
+//! name + rename) so concurrent processes are safe. The shim is precompiled once per flag set.
+//!
+//! **What a kernel object may reach.** A kernel runs as native code in this process, so what
+//! it can link to is limited twice. The Metal check refuses what Metal cannot express and a host
+//! could run (functions declared and never defined, `asm`, GNU attributes such as `constructor`,
+//! casts between pointers and integers). And every object is linked without the C runtime's
+//! start files (`-nostdlib -z defs`, libm and libc for the math and copies g++ emits), then read
+//! before it is loaded (constructors run at `dlopen`): one that refers to any symbol but libm's
+//! float functions and `memcpy`, `memmove`, `memset` (in sanitize mode also the sanitizers'
+//! entry points and `dlsym`, which the shim's report wrappers need), that has a constructor, a
+//! destructor, an IFUNC, or needs another library, is refused with
+//! [`EmuError::RefusedObject`], naming the file and each symbol, and none of it runs.
 
 #![warn(missing_docs)]
 // Off x86-64 Linux the runtime is a stand-in that answers every load with
@@ -312,6 +327,7 @@
 pub mod backend;
 mod buffer;
 mod compile;
+mod elf;
 pub mod host;
 // The fiber scheduler's context switch and fault handling are written for x86-64
 // Linux; elsewhere a stand-in answers every load with `EmuError::Unsupported`.
@@ -648,9 +664,20 @@ pub enum EmuError {
         /// Every problem found, in source order.
         problems: Vec<MetalProblem>,
     },
-    /// The Metal check cannot run (no clang: the message says what to install).
+    /// The compiled object of `file` reaches outside the emulator's runtime (a symbol of libc
+    /// or another library, a constructor, ...): refused before it was loaded, so none of it
+    /// ran. The Metal check refuses such sources; this is what a source that got past it meets.
+    RefusedObject {
+        /// The `.metal` file name given to the load.
+        file: String,
+        /// Each reason, e.g. "it refers to `system`, outside the emulator's runtime ...".
+        reasons: Vec<String>,
+    },
+    /// The Metal check cannot run (no clang: the message says what to install), or cannot
+    /// check this source (one of its limits: the source's size, its nesting, the time clang
+    /// may take): nothing is known about the source, and nothing was compiled.
     MetalCheck {
-        /// What is missing and how to install it.
+        /// What is missing and how to install it, or the limit the source met.
         message: String,
     },
     /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
@@ -735,6 +762,11 @@ impl fmt::Display for EmuError {
                 }
                 Ok(())
             }
+            EmuError::RefusedObject { file, reasons } => write!(
+                f,
+                "the compiled kernel of {file} is refused before it is loaded (none of it ran): {}",
+                reasons.join("; ")
+            ),
             EmuError::MetalCheck { message } => write!(f, "{message} (the emulator checks every source as Metal first)"),
             EmuError::Fault { kernel, what, metal_line, thread_position_in_grid, threadgroup_position_in_grid } => write!(
                 f,
@@ -815,7 +847,13 @@ impl Emulator {
     /// cached under the emulator cache of `opts` (shared with the emulator's loads). Needs
     /// clang, not g++, and works on every target.
     pub fn metal_checker(opts: &EmuOptions) -> Result<kernelgen_msl::Checker, EmuError> {
-        checker_in(&opts.cache_dir.clone().unwrap_or_else(compile::default_cache_dir))
+        let cache = match &opts.cache_dir {
+            Some(d) => d.clone(),
+            None => compile::default_cache_dir()?,
+        };
+        // the emulator's cache folder is checked (and created) as the emulator's load does
+        let cache = kernelgen_msl::private_dir::PrivateDir::open(&cache).map_err(compile::cache_error)?;
+        checker_in(cache.path())
     }
 
     /// The options it was made with.
@@ -838,9 +876,13 @@ impl Emulator {
     /// constant values (see [`LoadOptions`] and "Preprocessing" in the crate docs).
     pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
         if let Some(checker) = &self.checker {
-            checker
-                .check_with(source, file_name, &opts.include_dirs, &opts.defines)
-                .map_err(|problems| EmuError::InvalidMetal { file: file_name.to_string(), problems })?;
+            checker.check_with(source, file_name, &opts.include_dirs, &opts.defines).map_err(|problems| {
+                // a limit of the check (size, nesting, time) says nothing about the source
+                match problems.iter().find(|p| p.is_not_checked()) {
+                    Some(limit) => EmuError::MetalCheck { message: limit.to_string() },
+                    None => EmuError::InvalidMetal { file: file_name.to_string(), problems },
+                }
+            })?;
         }
         let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
         let text;

@@ -11,6 +11,7 @@ mod emu_bugs;
 mod emu_conversions;
 mod emu_msl_extras;
 mod emu_parallel;
+mod emu_safety;
 mod emu_sanitize;
 mod emu_semantics;
 mod launch_emu;
