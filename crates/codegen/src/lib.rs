@@ -10,9 +10,13 @@
 //! Families ([`family`]) say what each kernel family needs: a family file
 //! (`<family>.toml`) and its MSL template beside it (`<family>.metal.tera`);
 //! kernelgen's own are bundled from this crate's `families/` folder.
+//!
+//! [`Config`] is the entry point: the specs, the family folders and the
+//! [`Layout`] of the files; `load`, `generate` (no I/O), `write` and `check`.
 
 #![warn(missing_docs)]
 
+mod config;
 pub mod diag;
 pub mod emit;
 pub mod expand;
@@ -24,9 +28,10 @@ pub mod review;
 pub mod spec;
 pub mod validate;
 
+pub use config::{Config, Input, Layout};
 use diag::{Diagnostic, Diagnostics};
 pub use family::Families;
-use render::{RenderError, RenderedKernel, Renderer};
+use render::{RenderError, RenderedKernel};
 use spec::SpecSource;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -46,6 +51,10 @@ pub enum Error {
     Spec(Diagnostics),
     /// A template failed to render (a template bug, not a spec problem).
     Render(RenderError),
+    /// The spec paths hold no spec file.
+    NoSpecs(Vec<PathBuf>),
+    /// The output tree could not be written or read.
+    Emit(emit::EmitError),
 }
 
 impl fmt::Display for Error {
@@ -54,6 +63,11 @@ impl fmt::Display for Error {
             Error::Io { path, message } => write!(f, "error: {}: {message}", path.display()),
             Error::Spec(d) => write!(f, "{d}"),
             Error::Render(e) => write!(f, "error: {e}"),
+            Error::NoSpecs(paths) => {
+                let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "error: no spec files (*.toml) found in {}", paths.join(", "))
+            }
+            Error::Emit(e) => write!(f, "error: {e}"),
         }
     }
 }
@@ -306,61 +320,10 @@ fn stem_problem(stem: &str) -> Option<(String, String)> {
     }
 }
 
-/// How the generated tree is laid out.
-#[derive(Clone, Copy, Debug)]
-pub struct Options {
-    /// How each kernel's source appears in its Rust `KernelDef`.
-    pub metal: render::rust::MetalText,
-}
-
-impl Default for Options {
-    /// The emitted tree: Rust modules `include_str!` the `.metal` files beside them.
-    fn default() -> Self {
-        Options { metal: render::rust::MetalText::Include }
-    }
-}
-
-/// The whole pipeline after reading: validate, expand, render (the emitted
-/// tree's layout).
+/// The whole pipeline after reading, with kernelgen's own families, in the
+/// checked-in tree's layout: [`Config::generate`] with the defaults.
 pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
-    generate_with(sources, &Families::bundled(), Options::default())
-}
-
-/// [`generate`] with the user's families and explicit [`Options`].
-pub fn generate_with(sources: Vec<SpecSource>, families: &Families, options: Options) -> Result<Generated, Error> {
-    let (models, mut diags) = validate_all(sources, families);
-    // Expansion checks the family constraints even when validation found
-    // problems, so one run reports all of them.
-    let kernels = match expand::expand(&models) {
-        Ok(kernels) => kernels,
-        Err(more) => {
-            diags.extend(more);
-            Vec::new()
-        }
-    };
-    if !diags.is_empty() {
-        return Err(Error::Spec(diags));
-    }
-    let renderer = Renderer::new(families.iter()).map_err(Error::Render)?;
-    let rendered = kernels.iter().map(|k| renderer.render_kernel(k)).collect::<Result<Vec<_>, _>>().map_err(Error::Render)?;
-
-    let mut files = emit::Tree::new();
-    let mut modules: Vec<(String, Vec<String>)> = Vec::new();
-    for model in &models {
-        let of_spec: Vec<&RenderedKernel> = rendered.iter().filter(|r| Arc::ptr_eq(&r.kernel.source, &model.source)).collect();
-        if of_spec.is_empty() {
-            continue;
-        }
-        let module = render::rust::spec_module(&renderer, &model.source.origin, &of_spec, options.metal).map_err(Error::Render)?;
-        files.insert(format!("rust/{}.rs", model.source.stem), module);
-        modules.push((model.source.stem.clone(), of_spec.iter().map(|r| r.kernel.name.to_uppercase()).collect()));
-    }
-    for r in &rendered {
-        files.insert(r.metal_path.clone(), r.metal().to_string());
-    }
-    files.insert("rust/mod.rs".into(), render::rust::catalog_module(&modules));
-    files.insert("manifest.json".into(), render::manifest::manifest(&rendered));
-    Ok(Generated { kernels: rendered, files })
+    Config::new().generate(Input::bundled(sources))
 }
 
 #[cfg(test)]
