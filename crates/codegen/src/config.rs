@@ -86,22 +86,34 @@ impl Config {
     /// folder where it exists. A folder reached twice (two spellings, a link) is read
     /// once, under its first name.
     pub fn family_dirs(&self) -> Vec<PathBuf> {
-        let beside = crate::family_dirs_near(&self.specs);
+        self.family_folders().into_iter().filter_map(|(dir, there)| there.then_some(dir)).collect()
+    }
+
+    /// Every family folder a run looks at, with whether it reads it: those given (read,
+    /// or an error if missing), then `families/` beside each spec folder (read where it
+    /// exists), each once.
+    fn family_folders(&self) -> Vec<(PathBuf, bool)> {
+        let given = self.families.iter().map(|d| (d.clone(), true));
+        let beside = self.specs.iter().filter_map(|p| families_beside(p)).map(|d| {
+            let there = d.is_dir();
+            (d, there)
+        });
         let mut seen: Vec<PathBuf> = Vec::new();
         let mut out = Vec::new();
-        for dir in self.families.iter().chain(&beside) {
-            let id = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        for (dir, there) in given.chain(beside) {
+            let id = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
             if !seen.contains(&id) {
                 seen.push(id);
-                out.push(dir.clone());
+                out.push((dir, there));
             }
         }
         out
     }
 
-    /// kernelgen's families and those of [`Config::family_dirs`].
+    /// kernelgen's families and those of [`Config::family_dirs`], recording every folder
+    /// looked at for the message of an unknown family.
     pub fn load_families(&self) -> Result<Families, Error> {
-        crate::read_families(&self.family_dirs())
+        Ok(crate::read_families(&self.family_dirs())?.searched_in(self.family_folders()))
     }
 
     /// Reads every spec and family file; no spec at all is an error.
@@ -170,6 +182,20 @@ impl Config {
     }
 }
 
+/// `families/` beside the folder a spec path names (the folder itself, or a file's
+/// folder), as written: `kernels/specs` and `kernels/specs/x.toml` give
+/// `kernels/families`. The path is not resolved through links, so a linked spec folder
+/// finds the families beside the link; only a path ending in `.` or `..` (which names
+/// no folder to be beside) is resolved first.
+fn families_beside(spec: &Path) -> Option<PathBuf> {
+    let dir = if spec.is_dir() { spec } else { spec.parent()? };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    match dir.components().next_back() {
+        Some(std::path::Component::Normal(_)) => Some(dir.parent().unwrap_or(Path::new("")).join("families")),
+        _ => std::fs::canonicalize(dir).ok()?.parent().map(|p| p.join("families")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +245,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = Config::new().specs(dir.path()).load().err().expect("no specs");
         assert_eq!(e.to_string(), format!("error: no spec files (*.toml) found in {}", dir.path().display()));
+    }
+
+    #[test]
+    fn families_are_found_beside_the_spec_folder_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels/specs")).unwrap();
+        let specs = dir.path().join("kernels/specs");
+        assert_eq!(families_beside(&specs), Some(dir.path().join("kernels/families")));
+        assert_eq!(families_beside(&specs.join("x.toml")), Some(dir.path().join("kernels/families")));
+        assert_eq!(families_beside(Path::new("src")), Some(PathBuf::from("families")), "a relative folder");
+        assert_eq!(families_beside(Path::new("x.toml")), std::env::current_dir().unwrap().parent().map(|p| p.join("families")));
+        assert_eq!(families_beside(&specs.join(".")), Some(dir.path().canonicalize().unwrap().join("kernels/families")));
     }
 
     /// A family folder given twice, or given and found beside the specs, is read once.

@@ -119,25 +119,6 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
     Ok(out)
 }
 
-/// The folder kernelgen looks in for the family files of specs at `paths`:
-/// `families/` beside each spec folder (`kernels/specs/x.toml` ->
-/// `kernels/families/`), where it exists.
-pub fn family_dirs_near(paths: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in paths {
-        let dir = if p.is_dir() { Some(p.as_path()) } else { p.parent() };
-        let Some(dir) = dir else { continue };
-        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-        let candidate = std::fs::canonicalize(dir).ok().and_then(|d| d.parent().map(|p| p.join("families")));
-        if let Some(c) = candidate.filter(|c| c.is_dir()) {
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-    }
-    out
-}
-
 /// The bundled families and the family files in `dirs`: every `*.toml` there
 /// is a family file, its template beside it. Every problem of every file is
 /// reported at once, with file, line, column and field.

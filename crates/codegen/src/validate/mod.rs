@@ -74,7 +74,7 @@ pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (O
                         e.node.span.clone(),
                         "family",
                         format!("unknown family \"{name}\""),
-                        Some(format!("use one of: {}{}", family_names(families), suggest(name, families.names()))),
+                        Some(format!("use one of: {}{}{}", family_names(families), suggest(name, families.names()), searched(families))),
                     );
                     None
                 }
@@ -96,6 +96,18 @@ pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (O
 
     let exclude_span = root.get("exclude").map(|e| e.key_span.clone());
     (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
+}
+
+/// `; family files were looked for in A and B (not there)`, or nothing when no folder
+/// was searched.
+fn searched(families: &Families) -> String {
+    let folders: Vec<String> =
+        families.searched().iter().map(|(dir, there)| format!("{}{}", dir.display(), if *there { "" } else { " (not there)" })).collect();
+    match folders.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!("; family files were looked for in {last}"),
+        Some((last, rest)) => format!("; family files were looked for in {} and {last}", rest.join(", ")),
+    }
 }
 
 fn family_names(families: &Families) -> String {
