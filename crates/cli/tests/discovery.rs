@@ -53,3 +53,33 @@ fn an_unknown_family_names_the_folders_searched() {
     assert!(t.contains("unknown family \"rowsum\""), "{t}");
     assert!(t.contains("family files were looked for in mine and kernels/families (not there)"), "{t}");
 }
+
+/// `kernels/families/` inside the folder given to `--specs`: each family file is one error
+/// saying what it is and where family files go, not a list of unknown spec keys.
+#[test]
+fn a_family_file_in_a_spec_folder_is_one_error_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "kernels/rows.toml", ROWS);
+    rowsum_family(dir.path(), "kernels/families");
+    let o = kernelgen(dir.path(), &["list", "--specs", "kernels"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(!t.contains("unknown key"), "{t}");
+    assert_eq!(t.matches("--> kernels/families/rowsum.toml").count(), 1, "one problem in the family file:\n{t}");
+    assert!(t.contains("error: (file): this is a family file (it has `summary`), not a spec\n  --> kernels/families/rowsum.toml:1:1"), "{t}");
+    assert!(
+        t.contains("help: move family files out of the spec folder: into `families/` beside it, or into a folder named with --families (`Config::families` in a build script); family files were looked for in families (not there)"),
+        "{t}"
+    );
+}
+
+/// The same layout with its family folder named: the folder holds families, not specs.
+#[test]
+fn a_family_folder_inside_the_spec_folder_is_read_as_families_when_named() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "kernels/rows.toml", ROWS);
+    rowsum_family(dir.path(), "kernels/families");
+    let o = kernelgen(dir.path(), &["list", "--specs", "kernels", "--families", "kernels/families"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("g_rowsum_f32") && text(&o).contains("1 kernels"), "{}", text(&o));
+}

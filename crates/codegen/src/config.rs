@@ -116,9 +116,11 @@ impl Config {
         Ok(crate::read_families(&self.family_dirs())?.searched_in(self.family_folders()))
     }
 
-    /// Reads every spec and family file; no spec at all is an error.
+    /// Reads every spec and family file; no spec at all is an error. A family folder
+    /// inside a spec folder is read as families, not searched for specs.
     pub fn load(&self) -> Result<Input, Error> {
-        let specs = crate::read_specs(&self.specs)?;
+        let family_dirs: Vec<PathBuf> = self.family_dirs().iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
+        let specs = crate::read_specs_except(&self.specs, &family_dirs)?;
         if specs.is_empty() {
             return Err(Error::NoSpecs(self.specs.clone()));
         }

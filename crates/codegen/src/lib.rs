@@ -92,6 +92,12 @@ pub const MAX_SPEC_BYTES: u64 = 4 << 20;
 /// most [`MAX_SPEC_BYTES`]; a file that is not UTF-8 is a spec error at the
 /// line and column of its first bad byte.
 pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
+    read_specs_except(paths, &[])
+}
+
+/// [`read_specs`], but a folder met in a walk that is one of `family_dirs` (by identity:
+/// canonical paths) is not searched: it holds family files, not specs.
+fn read_specs_except(paths: &[PathBuf], family_dirs: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
     let mut out = Vec::new();
     for path in paths {
         let io = |p: &Path, e: std::io::Error| Error::Io { path: p.to_path_buf(), message: e.to_string() };
@@ -99,7 +105,7 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
         let files: Vec<(PathBuf, String)> = if meta.is_dir() {
             let base = dir_name(path);
             let mut found = Vec::new();
-            collect_toml(path, path, &mut found)?;
+            collect_toml(path, path, family_dirs, &mut found)?;
             found.sort();
             found.into_iter().map(|(rel, p)| (p, format!("{base}/{rel}"))).collect()
         } else {
@@ -222,7 +228,7 @@ fn dir_name(path: &Path) -> String {
 
 /// Every `*.toml` under `dir`, relative to `root`. Symbolic links are not
 /// followed into directories (a link to a parent would never end).
-fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
+fn collect_toml(root: &Path, dir: &Path, skip: &[PathBuf], out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
     let io = |p: &Path, e: std::io::Error| Error::Io { path: p.to_path_buf(), message: e.to_string() };
     for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
         let entry = entry.map_err(|e| io(dir, e))?;
@@ -234,7 +240,9 @@ fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Re
         let kind = entry.file_type().map_err(|e| io(&path, e))?;
         let is_toml = path.extension().is_some_and(|e| e == "toml");
         if kind.is_dir() {
-            collect_toml(root, &path, out)?;
+            if !std::fs::canonicalize(&path).is_ok_and(|c| skip.contains(&c)) {
+                collect_toml(root, &path, skip, out)?;
+            }
         } else if kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
             return Err(Error::Io {
                 path,
@@ -277,11 +285,34 @@ pub fn validate_all(sources: Vec<SpecSource>, families: &Families) -> (Vec<valid
                 continue;
             }
         };
+        if let Some(d) = family_file_as_spec(&source, &tree, families) {
+            diags.push(d);
+            continue;
+        }
         let (model, problems) = validate::validate(source, &tree, families);
         models.extend(model);
         diags.extend(problems);
     }
     (models, diags)
+}
+
+/// A family file met among the specs (one with a family file's `[[kernel]]`, or its
+/// `summary` and no spec's `geometry`): one problem saying where family files go, rather
+/// than each of its keys unknown to a spec.
+fn family_file_as_spec(source: &Arc<SpecSource>, tree: &spec::Node, families: &Families) -> Option<Diagnostic> {
+    let has = |k: &str| tree.get(k).is_some();
+    let key = if has("summary") && !has("geometry") { "summary" } else { ["kernel"].into_iter().find(|k| has(k))? };
+    Some(Diagnostic {
+        source: source.clone(),
+        span: 0..source.text.len().min(1),
+        field: "(file)".into(),
+        message: format!("this is a family file (it has `{key}`), not a spec"),
+        help: Some(format!(
+            "move family files out of the spec folder: into `families/` beside it, or into a folder named with \
+             --families (`Config::families` in a build script){}",
+            validate::searched(families)
+        )),
+    })
 }
 
 /// Why a spec file stem cannot name the Rust module of its launchers
@@ -400,6 +431,18 @@ mod tests {
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("read"),
         }
+    }
+
+    /// A spec with a stray `summary` is a spec with an unknown key, not a family file.
+    #[test]
+    fn only_a_family_file_is_called_one() {
+        let message = |text: &str| match generate(vec![spec("s", text)]) {
+            Err(Error::Spec(d)) => d.0.iter().map(|d| d.message.clone()).collect::<Vec<_>>(),
+            _ => panic!("generated"),
+        };
+        assert_eq!(message(&format!("summary = \"x\"\n{TINY}")), ["unknown key `summary`"]);
+        assert_eq!(message("family = \"f\"\nsummary = \"x\"\n"), ["this is a family file (it has `summary`), not a spec"]);
+        assert_eq!(message(&format!("{TINY}[[kernel]]\n")), ["this is a family file (it has `kernel`), not a spec"]);
     }
 
     #[test]

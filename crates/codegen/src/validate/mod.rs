@@ -98,15 +98,18 @@ pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (O
     (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
 }
 
-/// `; family files were looked for in A and B (not there)`, or nothing when no folder
-/// was searched.
-fn searched(families: &Families) -> String {
+/// `; family files were looked for in ...`, or nothing when no folder was searched.
+pub(crate) fn searched(families: &Families) -> String {
+    searched_folders(families).map(|s| format!("; family files were looked for in {s}")).unwrap_or_default()
+}
+
+/// The folders searched for family files, `A, B (not there) and C`; `None` if none was.
+fn searched_folders(families: &Families) -> Option<String> {
     let folders: Vec<String> =
         families.searched().iter().map(|(dir, there)| format!("{}{}", dir.display(), if *there { "" } else { " (not there)" })).collect();
-    match folders.split_last() {
-        None => String::new(),
-        Some((last, [])) => format!("; family files were looked for in {last}"),
-        Some((last, rest)) => format!("; family files were looked for in {} and {last}", rest.join(", ")),
+    match folders.split_last()? {
+        (last, []) => Some(last.clone()),
+        (last, rest) => Some(format!("{} and {last}", rest.join(", "))),
     }
 }
 
