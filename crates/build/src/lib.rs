@@ -4,8 +4,12 @@
 //!
 //! `build.rs`:
 //! ```no_run
-//! fn main() -> std::io::Result<()> {
-//!     kernelgen_build::Config::new().specs("kernels/specs").compile()
+//! fn main() {
+//!     // As text: an error returned from `main` would print Debug-escaped.
+//!     if let Err(e) = kernelgen_build::Config::new().specs("kernels/specs").compile() {
+//!         eprintln!("{e}");
+//!         std::process::exit(1);
+//!     }
 //! }
 //! ```
 //! `src/lib.rs`:
@@ -77,8 +81,12 @@ impl Config {
         self
     }
 
-    /// Generates (or checks), printing `cargo:rerun-if-changed` for every
-    /// spec, family file and template read.
+    /// Generates (or checks), printing `cargo:rerun-if-changed` for each spec path and
+    /// family folder and everything under them, and a `cargo:warning` for what an
+    /// earlier run left that could not be removed. A path whose name holds a control
+    /// character or is not UTF-8 is refused before anything is printed: nothing from a
+    /// file name reaches cargo's directives. The error's text (its `Display`) names the
+    /// file, line, column and field of each problem; print it with `eprintln!("{e}")`.
     pub fn compile(self) -> io::Result<()> {
         let root = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from("."), PathBuf::from);
         let at = |p: &PathBuf| if p.is_absolute() { p.clone() } else { root.join(p) };
@@ -87,8 +95,11 @@ impl Config {
         }
         let generator = self.specs.iter().map(at).fold(Generator::new(), Generator::specs);
         let generator = self.families.iter().map(at).fold(generator, Generator::families);
-        for p in generator.spec_paths().iter().chain(&generator.family_dirs()) {
-            rerun_if_changed(p);
+        // Every path is checked before the first line is printed.
+        let roots: Vec<PathBuf> = generator.spec_paths().iter().cloned().chain(generator.family_dirs()).collect();
+        let watched = watched(&roots).iter().map(|p| directive_text(p).map(str::to_owned)).collect::<io::Result<Vec<_>>>()?;
+        for path in watched {
+            println!("cargo:rerun-if-changed={path}");
         }
         if let Some(dir) = &self.check {
             let dir = at(dir);
@@ -103,22 +114,57 @@ impl Config {
             Some(d) => at(d),
             None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or_else(|| fail("OUT_DIR is not set: call compile() from a build script, or give Config::out_dir"))?).join("kernelgen"),
         };
-        generator.layout(Layout::OutDir).write(&out).map_err(|e| fail(e.to_string()))?;
+        let (_, written) = generator.layout(Layout::OutDir).write(&out).map_err(|e| fail(e.to_string()))?;
+        for warning in written.warnings {
+            println!("cargo:warning={}", one_line(&warning));
+        }
         Ok(())
     }
 }
 
-/// Every file under `path` (or `path` itself), for cargo.
-fn rerun_if_changed(path: &Path) {
-    println!("cargo:rerun-if-changed={}", path.display());
-    if let Ok(entries) = std::fs::read_dir(path) {
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                rerun_if_changed(&p);
-            } else {
-                println!("cargo:rerun-if-changed={}", p.display());
-            }
+/// Each of `roots` and everything under it, for cargo; symbolic links are listed, not
+/// followed (a link to a parent folder would never end).
+fn watched(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = roots.iter().rev().cloned().collect();
+    while let Some(path) = stack.pop() {
+        let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        out.push(path.clone());
+        if let Some(entries) = is_dir.then(|| std::fs::read_dir(&path).ok()).flatten() {
+            let mut inside: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            inside.sort_unstable_by(|a, b| b.cmp(a));
+            stack.extend(inside);
         }
+    }
+    out
+}
+
+/// A path as the value of one `cargo:` line. A control character (a newline would start a
+/// directive of its own, such as `cargo:rustc-link-arg=...`) or a name that is not UTF-8
+/// (cargo would watch another path) is refused, naming the path escaped.
+fn directive_text(path: &Path) -> io::Result<&str> {
+    match path.to_str() {
+        Some(text) if !text.contains(char::is_control) => Ok(text),
+        _ => Err(fail(format!(
+            "kernelgen-build: refusing the path \"{}\": a name with a control character (a newline, a carriage return) \
+             or that is not UTF-8 cannot be given to cargo to watch (cargo:rerun-if-changed); rename it",
+            path.display().to_string().escape_debug()
+        ))),
+    }
+}
+
+/// `text` on one line: control characters escaped, so it is one `cargo:` directive.
+fn one_line(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warning_is_one_line() {
+        assert_eq!(one_line("left\ncargo:rustc-link-arg=x\r\u{1b}"), "left\\ncargo:rustc-link-arg=x\\r\\u{1b}");
+        assert_eq!(one_line("plain text, ünïcode"), "plain text, ünïcode");
     }
 }

@@ -1,6 +1,7 @@
 //! kernelgen-build's tests: every file in this folder is a module of one test binary
 //! (`--test integration`).
 
+mod directives;
 mod out_dir;
 
 use std::fs;
