@@ -38,14 +38,20 @@ use std::path::{Path, PathBuf};
 /// What to generate, and where.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
-    specs: Vec<PathBuf>,
-    families: Vec<PathBuf>,
+    /// The specs and family folders, resolved against the crate's root.
+    generator: Generator,
     out_dir: Option<PathBuf>,
     check: Option<PathBuf>,
 }
 
 fn fail(message: impl Into<String>) -> io::Error {
     io::Error::other(message.into())
+}
+
+/// `path` relative to the crate's root (`CARGO_MANIFEST_DIR`, set for build scripts).
+fn in_crate(path: &Path) -> PathBuf {
+    let root = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    root.join(path)
 }
 
 impl Config {
@@ -56,28 +62,26 @@ impl Config {
 
     /// A spec file, or a folder of `*.toml` specs (repeatable), relative to
     /// the crate's root.
-    pub fn specs(mut self, path: impl AsRef<Path>) -> Self {
-        self.specs.push(path.as_ref().to_path_buf());
-        self
+    pub fn specs(self, path: impl AsRef<Path>) -> Self {
+        Config { generator: self.generator.specs(in_crate(path.as_ref())), ..self }
     }
 
     /// A folder of family files besides the one beside the specs (repeatable).
-    pub fn families(mut self, dir: impl AsRef<Path>) -> Self {
-        self.families.push(dir.as_ref().to_path_buf());
-        self
+    pub fn families(self, dir: impl AsRef<Path>) -> Self {
+        Config { generator: self.generator.families(in_crate(dir.as_ref())), ..self }
     }
 
     /// Where to write (default `$OUT_DIR/kernelgen`). `kernels.rs` there includes the
     /// other generated files by paths relative to itself: `include!` it from this folder.
     pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self.out_dir = Some(in_crate(dir.as_ref()));
         self
     }
 
     /// Check a committed generated folder instead of writing to `OUT_DIR`:
     /// [`compile`](Config::compile) fails when it is stale.
     pub fn check(mut self, dir: impl AsRef<Path>) -> Self {
-        self.check = Some(dir.as_ref().to_path_buf());
+        self.check = Some(in_crate(dir.as_ref()));
         self
     }
 
@@ -88,13 +92,10 @@ impl Config {
     /// file name reaches cargo's directives. The error's text (its `Display`) names the
     /// file, line, column and field of each problem; print it with `eprintln!("{e}")`.
     pub fn compile(self) -> io::Result<()> {
-        let root = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from("."), PathBuf::from);
-        let at = |p: &PathBuf| if p.is_absolute() { p.clone() } else { root.join(p) };
-        if self.specs.is_empty() {
+        let generator = self.generator;
+        if generator.spec_paths().is_empty() {
             return Err(fail("kernelgen-build: no specs given (Config::specs)"));
         }
-        let generator = self.specs.iter().map(at).fold(Generator::new(), Generator::specs);
-        let generator = self.families.iter().map(at).fold(generator, Generator::families);
         // Every path is checked before the first line is printed.
         let roots: Vec<PathBuf> = generator.spec_paths().iter().cloned().chain(generator.family_dirs()).collect();
         let watched = watched(&roots).iter().map(|p| directive_text(p).map(str::to_owned)).collect::<io::Result<Vec<_>>>()?;
@@ -102,7 +103,6 @@ impl Config {
             println!("cargo:rerun-if-changed={path}");
         }
         if let Some(dir) = &self.check {
-            let dir = at(dir);
             let (_, diffs) = generator.check(&dir).map_err(|e| fail(e.to_string()))?;
             if !diffs.is_empty() {
                 let list: Vec<String> = diffs.iter().map(|d| format!("  {d}")).collect();
@@ -110,8 +110,8 @@ impl Config {
             }
             return Ok(());
         }
-        let out = match &self.out_dir {
-            Some(d) => at(d),
+        let out = match self.out_dir {
+            Some(d) => d,
             None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or_else(|| fail("OUT_DIR is not set: call compile() from a build script, or give Config::out_dir"))?).join("kernelgen"),
         };
         let (_, written) = generator.layout(Layout::OutDir).write(&out).map_err(|e| fail(e.to_string()))?;
