@@ -103,7 +103,7 @@ impl Config {
             println!("cargo:rerun-if-changed={path}");
         }
         if let Some(dir) = &self.check {
-            let (_, diffs) = generator.check(&dir).map_err(|e| fail(e.to_string()))?;
+            let (_, diffs) = generator.check(dir).map_err(|e| fail(e.to_string()))?;
             if !diffs.is_empty() {
                 let list: Vec<String> = diffs.iter().map(|d| format!("  {d}")).collect();
                 return Err(fail(format!("{} is not what the specs generate:\n{}\nregenerate it with `kernelgen generate --specs ... --out {}`", dir.display(), list.join("\n"), dir.display())));
