@@ -301,7 +301,13 @@ pub fn validate_all(sources: Vec<SpecSource>, families: &Families) -> (Vec<valid
 /// than each of its keys unknown to a spec.
 fn family_file_as_spec(source: &Arc<SpecSource>, tree: &spec::Node, families: &Families) -> Option<Diagnostic> {
     let has = |k: &str| tree.get(k).is_some();
-    let key = if has("summary") && !has("geometry") { "summary" } else { ["kernel"].into_iter().find(|k| has(k))? };
+    let key = if has("summary") && !has("geometry") {
+        "summary"
+    } else if has("kernel") {
+        "kernel"
+    } else {
+        return None;
+    };
     Some(Diagnostic {
         source: source.clone(),
         span: 0..source.text.len().min(1),
