@@ -91,7 +91,7 @@ pub mod affine {
     /// bit stream of `u32` words.
     pub fn pack_bits(values: &[u8], bits: u32) -> Result<Vec<u32>, QuantError> {
         let b = bits as usize;
-        if !(1..=8).contains(&bits) || values.len() * b % 32 != 0 {
+        if !(1..=8).contains(&bits) || values.len().checked_mul(b).is_none_or(|n| n % 32 != 0) {
             return Err(QuantError(format!("{} values of {bits} bits are not a whole number of 32-bit words", values.len())));
         }
         let mut w = vec![0u32; values.len() * b / 32];
@@ -115,7 +115,7 @@ pub mod affine {
         }
         let b = bits as usize;
         if count.checked_mul(b).is_none_or(|n| n > w.len().saturating_mul(32)) {
-            return Err(QuantError(format!("{} words hold {} values of {bits} bits, not {count}", w.len(), w.len() * 32 / b)));
+            return Err(QuantError(format!("{} words hold {} values of {bits} bits, not {count}", w.len(), w.len().saturating_mul(32) / b)));
         }
         let mask = (1u64 << b) - 1;
         Ok((0..count)
@@ -144,8 +144,9 @@ pub mod affine {
         if rows.checked_mul(cols) != Some(w.len()) {
             return Err(QuantError(format!("{} weights are not [{rows}, {cols}]", w.len())));
         }
-        if cols == 0 || cols % GROUP_SIZE != 0 || cols * bits as usize % 32 != 0 {
-            return Err(QuantError(format!("cols = {cols} is not a positive multiple of the group size {GROUP_SIZE}")));
+        // (`cols * bits` is checked: with no rows, any `cols` passed the count above)
+        if cols == 0 || cols % GROUP_SIZE != 0 || cols.checked_mul(bits as usize).is_none_or(|n| n % 32 != 0) {
+            return Err(QuantError(format!("cols = {cols} is not a positive multiple of the group size {GROUP_SIZE} whose {bits}-bit values fit in memory")));
         }
         if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !v.to_f32().is_finite()) {
             return Err(QuantError(format!("weight {v:?} at index {i} is not finite")));
@@ -190,7 +191,7 @@ pub mod affine {
                 q.push(((v.to_f32() - bias) / scale).round().clamp(0.0, n_bins) as u8);
             }
         }
-        let mut packed = Vec::with_capacity(w.len() * bits as usize / 32);
+        let mut packed = Vec::with_capacity(w.len() / 32 * bits as usize);
         for row in q.chunks_exact(cols) {
             packed.extend(pack_bits(row, bits)?);
         }
@@ -203,10 +204,12 @@ pub mod affine {
         /// `[rows, cols]` matrix of `bits`-bit values (they are public).
         pub fn dequantize(&self) -> Result<Vec<f32>, QuantError> {
             let (rows, cols, bits) = (self.rows, self.cols, self.bits);
-            if !(1..=8).contains(&bits) || cols % GROUP_SIZE != 0 || cols * bits as usize % 32 != 0 {
-                return Err(QuantError(format!("{rows} x {cols} values of {bits} bits are not a quantized matrix (cols a multiple of {GROUP_SIZE}, 1 to 8 bits)")));
+            let bad = || QuantError(format!("{rows} x {cols} values of {bits} bits are not a quantized matrix (cols a multiple of {GROUP_SIZE}, 1 to 8 bits, fitting in memory)"));
+            let row_bits = cols.checked_mul(bits as usize).ok_or_else(bad)?;
+            if !(1..=8).contains(&bits) || cols % GROUP_SIZE != 0 || row_bits % 32 != 0 {
+                return Err(bad());
             }
-            let words = cols * bits as usize / 32;
+            let words = row_bits / 32;
             let groups = cols / GROUP_SIZE;
             let lengths = [("w", self.w.len(), rows.checked_mul(words)), ("scales", self.scales.len(), rows.checked_mul(groups)), ("biases", self.biases.len(), rows.checked_mul(groups))];
             for (name, len, want) in lengths {
@@ -214,7 +217,7 @@ pub mod affine {
                     return Err(QuantError(format!("`{name}` has {len} elements; a {rows} x {cols} matrix of {bits} bits has {}", want.map_or("too many".to_string(), |n| n.to_string()))));
                 }
             }
-            let mut out = Vec::with_capacity(rows * cols);
+            let mut out = Vec::with_capacity(rows.checked_mul(cols).ok_or_else(bad)?);
             for r in 0..rows {
                 let q = unpack_bits(&self.w[r * words..(r + 1) * words], cols, bits)?;
                 for (c, v) in q.into_iter().enumerate() {
@@ -277,6 +280,19 @@ pub mod affine {
             assert!(e.contains("row 0, columns 64..128") && e.contains("not finite as f32"), "{e}");
             let w: Vec<half::bf16> = (0..64).map(|i| if i % 2 == 0 { half::bf16::MAX } else { -half::bf16::MAX }).collect();
             assert!(quantize(&w, 1, 64, 4).unwrap_err().to_string().contains("not finite as bf16"));
+        }
+
+        /// Sizes whose products overflow `usize` are errors, not a panic (debug) or a wrapped
+        /// product that passed the checks (release).
+        #[test]
+        fn sizes_that_overflow_are_errors() {
+            let huge = usize::MAX / GROUP_SIZE * GROUP_SIZE;
+            assert!(quantize::<f32>(&[], 0, huge, 4).unwrap_err().to_string().contains("cols"));
+            let q = Quantized::<f32> { rows: 0, cols: huge, bits: 4, w: Vec::new(), scales: Vec::new(), biases: Vec::new() };
+            assert!(q.dequantize().is_err());
+            let q = Quantized::<f32> { rows: 2, cols: huge, bits: 8, w: vec![0; 2], scales: Vec::new(), biases: Vec::new() };
+            assert!(q.dequantize().is_err());
+            assert!(unpack_bits(&[0; 2], usize::MAX, 3).is_err());
         }
 
         #[test]

@@ -1,8 +1,9 @@
 //! `generate`, `check` and `list`: the generator's commands.
 
 use crate::out::outln;
-use crate::SpecArgs;
+use crate::{warn_unknown_sizes, CostArgs, SpecArgs};
 use kernelgen_codegen::{Config, Generated};
+use kernelgen_review::{ListCosts, Tree};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -57,12 +58,16 @@ pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
     Ok(ExitCode::from(1))
 }
 
-pub fn list(specs: &SpecArgs, cost: &crate::diff_cmd::CostArgs) -> Result<ExitCode, String> {
+pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, String> {
     if cost.print_gpu_help() {
         return Ok(ExitCode::SUCCESS);
     }
     let generated = run_pipeline(specs)?;
-    let costs = crate::diff_cmd::ListCosts::new(&generated, cost)?;
+    let (gpu, sizes) = cost.resolve()?;
+    // The cost columns read the manifest the specs generate, as `diff` reads it.
+    let tree = Tree { label: "the specs".into(), files: generated.files.clone() };
+    let costs = ListCosts::new(&tree, gpu, sizes.clone()).map_err(|e| format!("error: {e}"))?;
+    warn_unknown_sizes(&sizes, &costs.kernels().iter().collect::<Vec<_>>());
     let rows: Vec<[String; 8]> = generated
         .kernels
         .iter()
@@ -122,6 +127,8 @@ pub fn list(specs: &SpecArgs, cost: &crate::diff_cmd::CostArgs) -> Result<ExitCo
     for f in families {
         outln!("  {}: {} ({})", f.name, f.summary, f.source.origin);
     }
-    costs.footer();
+    for line in costs.footer() {
+        outln!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
 }

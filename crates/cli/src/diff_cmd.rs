@@ -1,66 +1,16 @@
 //! `kernelgen diff`: what the specs and templates generate now against a
 //! committed revision of the generated tree (read with `git ls-tree` and
-//! `git cat-file`, no git library) or another folder, for a reviewer; and the
-//! cost columns and warnings of `kernelgen list`. The comparison itself is
-//! `kernelgen_codegen::review`.
+//! `git cat-file`, no git library) or another folder, for a reviewer. The
+//! comparison itself is `kernelgen_review`.
 
 use crate::codegen_cmds::run_pipeline;
 use crate::out::outln;
-use crate::SpecArgs;
-use kernelgen_codegen::review::{self, compare, gpu, render, view::KernelView, view::Sizes, Tree};
+use crate::{warn_unknown_sizes, CostArgs, SpecArgs};
+use kernelgen_review::{self as review, compare, render, view::KernelView, Tree};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-
-/// The GPU and run-time sizes costs are evaluated for.
-#[derive(clap::Args, Clone)]
-pub struct CostArgs {
-    /// The Apple GPU of the roofline time (m1, m1-pro, m1-max, m1-ultra,
-    /// m2..., m3..., m4, m4-pro, m4-max, m5; see `--gpu help`).
-    #[arg(long, value_name = "NAME", default_value = gpu::DEFAULT_GPU)]
-    pub gpu: String,
-    /// A run-time size for the costs: NAME=VALUE (repeatable). Every size
-    /// not given is 1: one row, one token, one sequence.
-    #[arg(long = "size", value_name = "NAME=VALUE")]
-    pub sizes: Vec<String>,
-}
-
-impl CostArgs {
-    /// With `--gpu help`: prints the GPU table, with the source of every
-    /// figure, and says so (the command then does nothing else).
-    pub fn print_gpu_help(&self) -> bool {
-        if self.gpu != "help" {
-            return false;
-        }
-        outln!("The GPUs --gpu takes: memory bandwidth, FP32 peak, and where each figure comes from.");
-        for g in gpu::GPUS {
-            outln!("{:<11} {}\n            bandwidth: {}\n            FP32: {}", g.key, g.summary(), g.bandwidth_source, g.fp32_source);
-        }
-        true
-    }
-
-    /// The GPU and the sizes costs are evaluated at.
-    pub fn resolve(&self) -> Result<(&'static gpu::Gpu, Sizes), String> {
-        let g = gpu::find(&self.gpu).ok_or_else(|| format!("error: unknown GPU `{}` for --gpu; known: {}", self.gpu, gpu::keys()))?;
-        let mut sizes = BTreeMap::new();
-        for s in &self.sizes {
-            let (name, value) = s.split_once('=').ok_or_else(|| format!("error: --size {s}: expected NAME=VALUE, e.g. M=4"))?;
-            let value: u64 = value.trim().parse().map_err(|_| format!("error: --size {s}: `{value}` is not a non-negative integer"))?;
-            sizes.insert(name.trim().to_string(), value);
-        }
-        Ok((g, Sizes(sizes)))
-    }
-}
-
-/// Warns about `--size` names no kernel has (a typo would silently cost nothing).
-fn check_size_names(sizes: &Sizes, kernels: &[&KernelView]) {
-    for name in sizes.0.keys() {
-        if !kernels.iter().any(|k| k.sizes.iter().any(|s| s == name)) {
-            eprintln!("warning: --size {name}: no kernel has a run-time size named `{name}`");
-        }
-    }
-}
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -104,7 +54,7 @@ pub fn diff(args: &DiffArgs) -> Result<ExitCode, String> {
     let r = review::review(&old, &new, &opts).map_err(|e| format!("error: {e}"))?;
     let kernels: Vec<&KernelView> = r.added.iter().chain(r.changed.iter().map(|p| &p.new)).chain(r.renamed.iter().map(|p| &p.new)).collect();
     if !r.identical && !kernels.is_empty() {
-        check_size_names(&opts.sizes, &kernels);
+        warn_unknown_sizes(&opts.sizes, &kernels);
     }
     let text = match args.format {
         Format::Text => render::text(&r),
@@ -251,58 +201,4 @@ fn read_dir_tree(dir: &Path) -> Result<Tree, String> {
     let mut files = BTreeMap::new();
     walk(dir, dir, &mut files)?;
     Ok(Tree { label: dir.display().to_string(), files })
-}
-
-/// `kernelgen list`'s cost columns and its warnings, read from the manifest
-/// the specs generate (the same text `diff` reads).
-pub struct ListCosts {
-    gpu: &'static gpu::Gpu,
-    sizes: Sizes,
-    /// In the table's order.
-    kernels: Vec<KernelView>,
-}
-
-impl ListCosts {
-    pub fn new(generated: &kernelgen_codegen::Generated, args: &CostArgs) -> Result<ListCosts, String> {
-        let (gpu, sizes) = args.resolve()?;
-        let tree = Tree { label: "the specs".into(), files: generated.files.clone() };
-        let views = compare::kernels(&tree).map_err(|e| format!("error: {e}"))?;
-        check_size_names(&sizes, &views.iter().collect::<Vec<_>>());
-        Ok(ListCosts { gpu, sizes, kernels: views })
-    }
-
-    /// The extra column titles.
-    pub fn header(&self) -> [String; 2] {
-        ["BYTES/LAUNCH".into(), format!("ROOFLINE {}", self.gpu.key.to_uppercase())]
-    }
-
-    /// Bytes per launch and roofline time of one kernel (`!` marks a warning).
-    pub fn cells(&self, name: &str) -> [String; 2] {
-        let Some(k) = self.kernels.iter().find(|k| k.name == name) else { return ["?".into(), "?".into()] };
-        let l = k.launch(&self.sizes);
-        match l.bytes() {
-            Some(b) => {
-                let r = self.gpu.roofline(b, l.flops);
-                let bound = match r.bound {
-                    gpu::Bound::Memory => "mem",
-                    gpu::Bound::Compute => "compute",
-                    gpu::Bound::MemoryOnly => "mem*",
-                };
-                [review::human_bytes(b), format!("{} {bound}", gpu::seconds(r.seconds))]
-            }
-            None => ["?".into(), "?".into()],
-        }
-    }
-
-    /// What the table's cost columns mean, and every kernel's warnings.
-    pub fn footer(&self) {
-        let given = self.sizes.0.iter().map(|(k, v)| format!("{k}={v}, ")).collect::<String>();
-        outln!("BYTES/LAUNCH and ROOFLINE at {given}every other run-time size = 1 (--size NAME=VALUE), on {} (--gpu NAME; --gpu help lists them)", self.gpu.summary());
-        outln!("  roofline = max(bytes / bandwidth, flops / FP32 peak); mem* = memory time only: the family states no flops");
-        for k in &self.kernels {
-            for (_, message) in review::warnings(k, &self.sizes) {
-                outln!("warning: {}: {message}", k.name);
-            }
-        }
-    }
 }

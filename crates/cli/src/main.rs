@@ -11,7 +11,11 @@ mod npy;
 mod out;
 mod verify;
 
+use crate::out::outln;
 use clap::{Parser, Subcommand};
+use kernelgen_review::gpu;
+use kernelgen_review::view::{KernelView, Sizes};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,6 +38,53 @@ pub struct SpecArgs {
     /// specs (repeatable).
     #[arg(long = "families", value_name = "DIR")]
     pub families: Vec<PathBuf>,
+}
+
+/// The GPU and run-time sizes costs are evaluated for.
+#[derive(clap::Args, Clone)]
+pub struct CostArgs {
+    /// The Apple GPU of the roofline time (m1, m1-pro, m1-max, m1-ultra,
+    /// m2..., m3..., m4, m4-pro, m4-max, m5; see `--gpu help`).
+    #[arg(long, value_name = "NAME", default_value = gpu::DEFAULT_GPU)]
+    pub gpu: String,
+    /// A run-time size for the costs: NAME=VALUE (repeatable). Every size
+    /// not given is 1: one row, one token, one sequence.
+    #[arg(long = "size", value_name = "NAME=VALUE")]
+    pub sizes: Vec<String>,
+}
+
+impl CostArgs {
+    /// With `--gpu help`: prints the GPU table, with the source of every
+    /// figure, and says so (the command then does nothing else).
+    pub fn print_gpu_help(&self) -> bool {
+        if self.gpu != "help" {
+            return false;
+        }
+        outln!("The GPUs --gpu takes: memory bandwidth, FP32 peak, and where each figure comes from.");
+        for g in gpu::GPUS {
+            outln!("{:<11} {}\n            bandwidth: {}\n            FP32: {}", g.key, g.summary(), g.bandwidth_source, g.fp32_source);
+        }
+        true
+    }
+
+    /// The GPU and the sizes costs are evaluated at.
+    pub fn resolve(&self) -> Result<(&'static gpu::Gpu, Sizes), String> {
+        let g = gpu::find(&self.gpu).ok_or_else(|| format!("error: unknown GPU `{}` for --gpu; known: {}", self.gpu, gpu::keys()))?;
+        let mut sizes = BTreeMap::new();
+        for s in &self.sizes {
+            let (name, value) = s.split_once('=').ok_or_else(|| format!("error: --size {s}: expected NAME=VALUE, e.g. M=4"))?;
+            let value: u64 = value.trim().parse().map_err(|_| format!("error: --size {s}: `{value}` is not a non-negative integer"))?;
+            sizes.insert(name.trim().to_string(), value);
+        }
+        Ok((g, Sizes(sizes)))
+    }
+}
+
+/// Warns about `--size` names no kernel has (a typo would silently cost nothing).
+pub fn warn_unknown_sizes(sizes: &Sizes, kernels: &[&KernelView]) {
+    for name in sizes.unknown(kernels) {
+        eprintln!("warning: --size {name}: no kernel has a run-time size named `{name}`");
+    }
 }
 
 /// How the emulator runs.
@@ -80,7 +131,7 @@ enum Command {
         #[command(flatten)]
         specs: SpecArgs,
         #[command(flatten)]
-        cost: diff_cmd::CostArgs,
+        cost: CostArgs,
     },
     /// What the specs and templates generate now against a committed
     /// revision of the generated tree (default HEAD) or another folder: kernels

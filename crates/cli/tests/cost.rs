@@ -6,7 +6,7 @@
 //! regions its part reads), and equals the contract's own cost expressions.
 
 use kernelgen::contract::{BufferDef, KernelDef};
-use kernelgen_codegen::review::view::{read_manifest, Sizes};
+use kernelgen_review::view::{read_manifest, Sizes};
 use std::collections::BTreeMap;
 
 fn root() -> std::path::PathBuf {

@@ -252,3 +252,91 @@ fn emu_refuses_impossible_output_sizes() {
         assert!(!dir.path().join("o").exists(), "no .npy written");
     }
 }
+
+/// A Python file outside the family file's folder that leaves a mark when it runs.
+fn outside_python(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let mark = dir.join("it-ran");
+    let file = dir.join("outside.py");
+    fs::write(&file, format!("open({:?}, 'w').write('ran')\ndef reference(x, R, params):\n    return {{'out': x}}\n", mark.to_str().unwrap())).unwrap();
+    (file, mark)
+}
+
+#[test]
+fn a_reference_outside_the_family_folder_is_refused() {
+    let probe = tempfile::tempdir().unwrap();
+    let (absolute, _) = outside_python(probe.path());
+    for path in ["../outside.py", "refs/../../outside.py", absolute.to_str().unwrap(), "./refs/planted.py", "refs//planted.py", "refs\\planted.py", ".hidden.py"] {
+        let dir = crate::verify_families::project(&format!("[verify]\nreference = \"{}:reference\"\n", path.escape_default()));
+        let (_, mark) = outside_python(dir.path());
+        let o = kernelgen(dir.path(), &["generate", "--specs", "kernels"]);
+        assert_eq!(o.status.code(), Some(2), "{path}: {}", text(&o));
+        assert!(text(&o).contains("verify.reference") && text(&o).contains("planted.toml:") && text(&o).contains("inside the family file's folder"), "{path}: {}", text(&o));
+        let (code, out) = crate::verify_families::verify(dir.path(), &["--filter", "*_none"]);
+        assert_eq!(code, 2, "{path}: {out}");
+        assert!(!mark.exists(), "{path}: the outside file ran");
+    }
+}
+
+/// `verify` of a project whose reference is `reference`, after `link` made a symbolic link on
+/// its way to a Python file outside (which must not run): the failure names `named`.
+fn refused_through_a_link(reference: &str, link: impl Fn(&Path, &Path), named: &str) {
+    let dir = crate::verify_families::project(&format!("[verify]\nreference = \"{reference}\"\n"));
+    let (outside, mark) = outside_python(dir.path());
+    link(dir.path(), &outside);
+    let (code, out) = crate::verify_families::verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "{out}");
+    let f = crate::verify_families::failure(&out, "none");
+    assert!(f.contains(named) && f.contains("symbolic link"), "{f}");
+    assert!(!mark.exists(), "{reference}: the file outside ran");
+}
+
+#[test]
+fn a_reference_through_a_symbolic_link_is_refused() {
+    // refs/link.py -> ../../outside.py
+    refused_through_a_link("refs/link.py:reference", |dir, outside| std::os::unix::fs::symlink(outside, dir.join("families/refs/link.py")).unwrap(), "refs/link.py");
+    // refs -> a folder outside, holding planted.py
+    let folder = |dir: &Path, outside: &Path| {
+        let elsewhere = dir.join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::copy(outside, elsewhere.join("planted.py")).unwrap();
+        fs::remove_dir_all(dir.join("families/refs")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("families/refs")).unwrap();
+    };
+    refused_through_a_link("refs/planted.py:reference", folder, "families/refs");
+}
+
+/// Spec files, family files and templates that are symbolic links are refused, naming the link:
+/// a link could bring any file of the machine into generated/ and a review's markdown.
+#[test]
+fn symbolic_links_are_not_read_as_specs_family_files_or_templates() {
+    let secret = tempfile::tempdir().unwrap();
+    let secret_file = secret.path().join("secret.txt");
+    fs::write(&secret_file, "  // the secret: 42\n  y[0] = x[0];\n").unwrap();
+    let check = |dir: &Path, args: &[&str], link: &str| {
+        let o = kernelgen(dir, args);
+        assert_eq!(o.status.code(), Some(2), "{link}: {}", text(&o));
+        assert!(text(&o).contains(link) && text(&o).contains("symbolic link"), "{link}: {}", text(&o));
+        assert!(!text(&o).contains("the secret"), "{link}: {}", text(&o));
+        assert!(!dir.join("generated").exists() || !tree(&dir.join("generated")).iter().any(|(_, b)| String::from_utf8_lossy(b).contains("the secret")), "{link}");
+    };
+    // the template
+    let dir = crate::verify_families::project("");
+    let template = dir.path().join("families/planted.metal.tera");
+    fs::remove_file(&template).unwrap();
+    std::os::unix::fs::symlink(&secret_file, &template).unwrap();
+    check(dir.path(), &["generate", "--specs", "kernels"], "planted.metal.tera");
+    // the family file
+    let dir = crate::verify_families::project("");
+    let family = dir.path().join("families/planted.toml");
+    let moved = secret.path().join("planted.toml");
+    fs::rename(&family, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &family).unwrap();
+    check(dir.path(), &["generate", "--specs", "kernels"], "planted.toml");
+    // a spec file in a --specs folder, and a spec file named directly
+    let dir = project();
+    let spec = secret.path().join("linked.toml");
+    fs::write(&spec, TINY).unwrap();
+    std::os::unix::fs::symlink(&spec, dir.path().join("specs/linked.toml")).unwrap();
+    check(dir.path(), &["generate"], "linked.toml");
+    check(dir.path(), &["generate", "--specs", "specs/linked.toml"], "linked.toml");
+}

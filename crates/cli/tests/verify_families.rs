@@ -11,7 +11,7 @@ fn fixture() -> PathBuf {
 
 /// A copy of the fixture in a temporary folder, its family file's `[verify]`
 /// section replaced by `verify` (the family file without one when empty).
-fn project(verify: &str) -> tempfile::TempDir {
+pub(crate) fn project(verify: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary folder");
     for sub in ["families", "families/refs", "kernels"] {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();
@@ -29,7 +29,7 @@ fn project(verify: &str) -> tempfile::TempDir {
     dir
 }
 
-fn verify(dir: &Path, args: &[&str]) -> (i32, String) {
+pub(crate) fn verify(dir: &Path, args: &[&str]) -> (i32, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_kernelgen"))
         .current_dir(dir)
         .args(["verify", "--specs", "kernels"])
@@ -39,7 +39,7 @@ fn verify(dir: &Path, args: &[&str]) -> (i32, String) {
     (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
 }
 
-fn failure<'a>(text: &'a str, kernel: &str) -> &'a str {
+pub(crate) fn failure<'a>(text: &'a str, kernel: &str) -> &'a str {
     let tag = format!("FAILED w64_planted_{kernel}: ");
     text.lines().find_map(|l| l.strip_prefix(tag.as_str())).unwrap_or_else(|| panic!("no failure for `{kernel}`:\n{text}"))
 }

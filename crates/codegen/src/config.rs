@@ -155,7 +155,7 @@ impl Config {
             }
             let module = render::rust::spec_module(&renderer, &model.source.origin, &of_spec, self.layout).map_err(Error::Render)?;
             files.insert(format!("rust/{}.rs", model.source.stem), module);
-            modules.push((model.source.stem.clone(), of_spec.iter().map(|r| r.kernel.name.to_uppercase()).collect()));
+            modules.push((model.source.stem.clone(), of_spec.iter().map(|r| crate::names::kernel_static(&r.kernel.name)).collect()));
         }
         if self.layout != Layout::Inline {
             for r in &rendered {

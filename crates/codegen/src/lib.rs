@@ -24,7 +24,6 @@ pub mod family;
 pub mod model;
 pub mod names;
 pub mod render;
-pub mod review;
 pub mod spec;
 pub mod validate;
 
@@ -86,8 +85,8 @@ pub struct Generated {
 pub const MAX_SPEC_BYTES: u64 = 4 << 20;
 
 /// Spec files named by `paths`: a directory gives its `*.toml` files
-/// (recursively; symbolic links to files are read, links to directories are
-/// refused), a file gives itself. The result is in a canonical order (by
+/// (recursively; symbolic links are refused, to files and to directories), a
+/// file gives itself (and is refused if it is a link). The result is in a canonical order (by
 /// origin), whatever the order of `paths`. Only regular files are read, of at
 /// most [`MAX_SPEC_BYTES`]; a file that is not UTF-8 is a spec error at the
 /// line and column of its first bad byte.
@@ -171,17 +170,22 @@ pub fn read_families(dirs: &[PathBuf]) -> Result<Families, Error> {
     Families::with(defs).map_err(Error::Spec)
 }
 
+/// Why a file kernelgen reads (a spec, a family file, a template, a reference) may not be a
+/// symbolic link.
+pub(crate) const NO_LINKS: &str = "a symbolic link, which kernelgen does not follow (a link could bring in any file of the machine): replace it with the file itself";
+
 /// A spec file's text: a regular file (a FIFO would block, `/dev/zero` never
-/// end), at most [`MAX_SPEC_BYTES`], UTF-8.
+/// end), not a symbolic link, at most [`MAX_SPEC_BYTES`], UTF-8.
 fn read_spec_file(path: &Path) -> Result<String, Error> {
     use std::io::Read;
     let fail = |message: String| Error::Io { path: path.to_path_buf(), message };
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
-    // Opening a FIFO for reading waits for a writer; non-blocking, it does not.
+    // Opening a FIFO for reading waits for a writer; non-blocking, it does not. A symbolic link
+    // is not opened at all (checked by the open itself, so the file cannot become one meanwhile).
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| fail(e.to_string()))?;
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    let file = options.open(path).map_err(|e| fail(if e.raw_os_error() == Some(libc::ELOOP) { NO_LINKS.to_string() } else { e.to_string() }))?;
     let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
     if !meta.is_file() {
         return Err(fail("not a regular file (a directory, FIFO, device or socket); a spec is a .toml file".into()));

@@ -60,3 +60,162 @@ fn a_non_ascii_folder_name_generates() {
     // Comments are ASCII (no bidirectional or confusable text in them).
     assert!(rust.lines().filter(|l| l.trim_start().starts_with("//")).all(str::is_ascii), "{rust}");
 }
+
+/// Text that would end a comment, a string or a line, start a doctest or HTML, or turn text
+/// around: none of it may leave the doc comment it is written in.
+const HOSTILE: &[&str] = &[
+    "x\n}\npub fn evil() {}\n/// ",
+    "a */ pub fn evil2() {} /* b",
+    "a\"b\\c\\",
+    "line\rfeed\r\npub fn evil3() {}",
+    "sep\u{2028}pub fn evil4() {}\u{2029}x\u{85}y\u{b}z\u{c}w",
+    "\u{202e}reversed\u{2066}",
+    "```\nfn main() { std::process::exit(3) }\n```",
+    "~~~\nfn main() {}\n~~~",
+    "text\n\n    fn indented() {}",
+    "<script>alert(1)</script> <img src=x>",
+    "#[doc = \"x\"]\n#![allow(x)]",
+];
+
+/// `s` as a TOML basic string's contents.
+fn toml_str(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '"' => "\\\"".to_string(),
+            '\\' => "\\\\".to_string(),
+            c if c.is_ascii_graphic() || c == ' ' => c.to_string(),
+            c => format!("\\u{:04X}", c as u32),
+        })
+        .collect()
+}
+
+/// A family with a packed buffer whose region's doc is `doc`, and an axis named `axis`.
+fn packed_family(doc: &str, axis: &str) -> kernelgen_codegen::Families {
+    let text = format!(
+        "family = \"pk\"\nsummary = \"packed\"\n[axes.\"{}\"]\ndoc = \"{}\"\nvalues = [\"a\"]\ndefault = [\"a\"]\n[fields]\nN = {{ doc = \"{}\", range = [1, 4096] }}\n[sizes]\nR = \"{}\"\n\
+         [packed.slot]\ndoc = \"{}\"\nbytes = 64\n[[packed.slot.region]]\nname = \"w\"\ndoc = \"{}\"\noffset = 0\nbytes = 16\n\
+         [[kernel]]\ndoc = \"{}\"\ngrid = [\"R * 32\", 1, 1]\nthreadgroup = [32, 1, 1]\n\
+         input = [{{ name = \"x\", dtype = \"f32\", shape = [\"R\", \"N\"], doc = \"{}\" }}, {{ name = \"slot\", packed = \"slot\" }}]\n\
+         output = [{{ name = \"y\", dtype = \"f32\", shape = [\"R\"], doc = \"{}\" }}]\n",
+        toml_str(axis),
+        toml_str(doc),
+        toml_str(doc),
+        toml_str(doc),
+        toml_str(doc),
+        toml_str(doc),
+        toml_str(doc),
+        toml_str(doc),
+        toml_str(doc),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pk.toml"), text).unwrap();
+    std::fs::write(dir.path().join("pk.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
+    kernelgen_codegen::read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every item a Rust file defines, by path (`Type::method`), and every doc line.
+fn items(file: &syn::File) -> (Vec<String>, Vec<String>) {
+    fn doc_lines(attrs: &[syn::Attribute], out: &mut Vec<String>) {
+        for a in attrs.iter().filter(|a| a.path().is_ident("doc")) {
+            if let syn::Meta::NameValue(nv) = &a.meta {
+                if let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value {
+                    out.push(s.value());
+                }
+            }
+        }
+    }
+    let (mut names, mut docs) = (Vec::new(), Vec::new());
+    doc_lines(&file.attrs, &mut docs);
+    for item in &file.items {
+        match item {
+            syn::Item::Static(s) => {
+                names.push(s.ident.to_string());
+                doc_lines(&s.attrs, &mut docs);
+            }
+            syn::Item::Struct(s) => {
+                names.push(s.ident.to_string());
+                doc_lines(&s.attrs, &mut docs);
+                for f in &s.fields {
+                    names.push(format!("{}.{}", s.ident, f.ident.as_ref().map_or(String::new(), ToString::to_string)));
+                    doc_lines(&f.attrs, &mut docs);
+                }
+            }
+            syn::Item::Impl(i) => {
+                let ty = quote_type(&i.self_ty);
+                for x in &i.items {
+                    match x {
+                        syn::ImplItem::Fn(f) => {
+                            names.push(format!("{ty}::{}", f.sig.ident));
+                            doc_lines(&f.attrs, &mut docs);
+                        }
+                        syn::ImplItem::Const(c) => {
+                            names.push(format!("{ty}::{}", c.ident));
+                            doc_lines(&c.attrs, &mut docs);
+                        }
+                        _ => names.push(format!("{ty}::(another kind of item)")),
+                    }
+                }
+            }
+            syn::Item::Use(_) => {}
+            _ => names.push("(an unexpected item)".into()),
+        }
+    }
+    (names, docs)
+}
+
+fn quote_type(t: &syn::Type) -> String {
+    match t {
+        syn::Type::Path(p) => p.path.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>().join("::"),
+        _ => "(an unexpected type)".into(),
+    }
+}
+
+fn generated_rust(families: &kernelgen_codegen::Families) -> Vec<(String, syn::File)> {
+    let spec = SpecSource { display: "specs/p.toml".into(), origin: "specs/p.toml".into(), stem: "p".into(), text: "family = \"pk\"\n[geometry.g]\nN = 8\n".into() };
+    let generated = kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families: families.clone() }).unwrap_or_else(|e| panic!("{e}"));
+    generated.files.iter().filter(|(p, _)| p.ends_with(".rs")).map(|(p, text)| (p.clone(), syn::parse_file(text).unwrap_or_else(|e| panic!("{p} does not parse: {e}\n{text}")))).collect()
+}
+
+/// Hostile text in every doc and name a family file may give that reaches the launchers: the
+/// generated Rust parses, defines exactly what a tame family's does, and every doc line is
+/// inert (no line break, code fence, indented code, HTML, comment end or control character).
+#[test]
+fn hostile_family_text_stays_in_its_doc_comment() {
+    let tame = generated_rust(&packed_family("the weights", "k"));
+    let (tame_items, _) = items(&tame.iter().find(|(p, _)| p == "rust/p.rs").unwrap().1);
+    assert!(tame_items.contains(&"GPkA::pack_slot".to_string()), "{tame_items:?}");
+    for h in HOSTILE {
+        let files = generated_rust(&packed_family(h, h));
+        for (path, file) in &files {
+            let (names, docs) = items(file);
+            if path == "rust/p.rs" {
+                assert_eq!(names, tame_items, "{h:?}: the items differ");
+            }
+            for d in docs {
+                let t = d.trim_start();
+                assert!(!d.contains(['\n', '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}', '\u{c}', '\u{202e}', '\u{2066}']), "{h:?}: {d:?}");
+                assert!(!t.starts_with("```") && !t.starts_with("~~~") && !d.starts_with("     ") && !d.replace("\\<", "").contains('<') && !d.contains("*/"), "{h:?}: {path}: {d:?}");
+            }
+        }
+    }
+}
+
+/// A family file's folder name reaches the first line of each `.metal` (the template's path):
+/// it stays in that comment.
+#[test]
+fn a_family_folder_name_cannot_inject_code() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(EVIL);
+    std::fs::create_dir(&dir).unwrap();
+    let family = std::fs::read_to_string("tests/bad_families/no_template/rowsum.toml").unwrap();
+    std::fs::write(dir.join("rowsum.toml"), family).unwrap();
+    std::fs::write(dir.join("rowsum.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
+    let families = kernelgen_codegen::read_families(&[dir]).unwrap_or_else(|e| panic!("{e}"));
+    let spec = SpecSource { display: "specs/rows.toml".into(), origin: "specs/rows.toml".into(), stem: "rows".into(), text: "family = \"rowsum\"\n[geometry.g]\nN = 8\n".into() };
+    let generated = kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families }).unwrap_or_else(|e| panic!("{e}"));
+    let (_, metal) = generated.files.iter().find(|(p, _)| p.ends_with(".metal")).unwrap();
+    let lines: Vec<&str> = metal.lines().collect();
+    assert!(lines[0].contains("x\\u{a}kernel void evil(") && lines[0].ends_with("then run `make generate`."), "{}", lines[0]);
+    assert_eq!(lines.iter().filter(|l| l.contains("evil")).count(), 1, "{metal}");
+    assert!(!lines.iter().any(|l| l.starts_with("#define Z")), "{metal}");
+}

@@ -6,4 +6,5 @@ mod bad_families;
 mod freshness;
 mod injection;
 mod limits;
+mod rust_names;
 mod snapshots;

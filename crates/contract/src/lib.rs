@@ -297,7 +297,7 @@ impl Dim {
     }
 
     /// Infix text with the given size names: `"4*M"`, `"128"`, `"Hv*B"`,
-    /// `"ceil_div(T, 64)"`.
+    /// `"ceil_div(T, 64)"`. [`Dim::parse`] reads it back.
     pub fn describe(&self, names: &[&str]) -> String {
         let ops = match self {
             Dim::Fixed(n) => return n.to_string(),
@@ -315,7 +315,9 @@ impl Dim {
                     };
                     let wrap = |(t, p): (String, u8), min: u8| if p < min { format!("({t})") } else { t };
                     match op {
-                        Op::Add => (format!("{} + {}", a.0, b.0), 1),
+                        // A sum on the right keeps its parentheses: `a + (b - c)` is not
+                        // `a + b - c` when `b < c`, and `Dim::parse` reads sums left to right.
+                        Op::Add => (format!("{} + {}", a.0, wrap(b, 2)), 1),
                         Op::Sub => (format!("{} - {}", a.0, wrap(b, 2)), 1),
                         Op::Mul => (format!("{}*{}", wrap(a, 2), wrap(b, 3)), 2),
                         Op::Div => (format!("{}/{}", wrap(a, 2), wrap(b, 3)), 2),
@@ -331,6 +333,181 @@ impl Dim {
         match stack.pop() {
             Some((text, _)) if stack.is_empty() => text,
             _ => "(malformed)".into(),
+        }
+    }
+
+    /// The dimension [`Dim::describe`] wrote as `text` with the same size names
+    /// (distinct identifiers): `parse(&d.describe(names), names) == Ok(d)` for every
+    /// well-formed `d` whose sizes are in `names`, a constant being [`Dim::Fixed`].
+    /// Sums, differences, products, floor quotients, `ceil_div`, `min`, `max`,
+    /// decimal constants, size names and parentheses, with any spacing; `-` and
+    /// `+` (and `*` and `/`) group left to right. The manifest's dimensions, grid
+    /// and costs are such texts, and a review reads an old manifest from its text.
+    pub fn parse(text: &str, names: &[&str]) -> Result<Dim, DimParseError> {
+        let mut p = DimParser { text, names, at: 0, depth: 0, ops: Vec::new() };
+        p.sum()?;
+        if p.peek().is_some() {
+            return p.fail("unexpected text after the expression");
+        }
+        Ok(match p.ops.as_slice() {
+            [Op::Const(n)] => Dim::Fixed(*n),
+            _ => Dim::Expr(Cow::Owned(p.ops)),
+        })
+    }
+}
+
+/// Why a text is not a [`Dim`] ([`Dim::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimParseError {
+    /// The whole text that was parsed.
+    pub text: String,
+    /// The byte offset in it where parsing failed.
+    pub at: usize,
+    /// What was expected or wrong there.
+    pub message: String,
+}
+
+impl fmt::Display for DimParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` at byte {}: {}", self.text, self.at, self.message)
+    }
+}
+
+impl std::error::Error for DimParseError {}
+
+/// Parentheses and calls nested deeper than this are refused: a hostile
+/// manifest must not overflow the parser's stack. [`Dim::describe`] nests one
+/// level per operator, and a kernel's expressions have a handful.
+const MAX_DIM_NESTING: usize = 256;
+
+/// A recursive-descent reader of [`Dim::describe`]'s text, emitting postfix [`Op`]s.
+struct DimParser<'a> {
+    text: &'a str,
+    names: &'a [&'a str],
+    at: usize,
+    depth: usize,
+    ops: Vec<Op>,
+}
+
+impl DimParser<'_> {
+    fn fail<T>(&self, message: impl Into<String>) -> Result<T, DimParseError> {
+        Err(DimParseError { text: self.text.to_string(), at: self.at, message: message.into() })
+    }
+
+    /// The next byte after any whitespace.
+    fn peek(&mut self) -> Option<u8> {
+        let b = self.text.as_bytes();
+        while b.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+        b.get(self.at).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), DimParseError> {
+        if self.peek() == Some(c) {
+            self.at += 1;
+            Ok(())
+        } else {
+            self.fail(format!("expected `{}`", c as char))
+        }
+    }
+
+    /// The bytes from `at` on that `more` accepts, as text.
+    fn take_while(&mut self, more: impl Fn(u8) -> bool) -> &str {
+        let start = self.at;
+        while self.text.as_bytes().get(self.at).is_some_and(|&b| more(b)) {
+            self.at += 1;
+        }
+        &self.text[start..self.at]
+    }
+
+    /// `next (op next)*` for the operators of one precedence level, grouped left to right.
+    fn left_to_right(&mut self, ops: [(u8, Op); 2], next: fn(&mut Self) -> Result<(), DimParseError>) -> Result<(), DimParseError> {
+        next(self)?;
+        loop {
+            let at = self.peek();
+            let Some(&(_, op)) = ops.iter().find(|(c, _)| at == Some(*c)) else { return Ok(()) };
+            self.at += 1;
+            next(self)?;
+            self.ops.push(op);
+        }
+    }
+
+    fn sum(&mut self) -> Result<(), DimParseError> {
+        self.left_to_right([(b'+', Op::Add), (b'-', Op::Sub)], Self::product)
+    }
+
+    fn product(&mut self) -> Result<(), DimParseError> {
+        self.left_to_right([(b'*', Op::Mul), (b'/', Op::Div)], Self::atom)
+    }
+
+    /// A sum inside parentheses or a call's argument list: one level deeper.
+    fn nested_sum(&mut self) -> Result<(), DimParseError> {
+        if self.depth == MAX_DIM_NESTING {
+            return self.fail(format!("nested more than {MAX_DIM_NESTING} deep"));
+        }
+        self.depth += 1;
+        self.sum()?;
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn atom(&mut self) -> Result<(), DimParseError> {
+        match self.peek() {
+            Some(b'(') => {
+                self.at += 1;
+                self.nested_sum()?;
+                self.expect(b')')
+            }
+            Some(c) if c.is_ascii_digit() => {
+                let start = self.at;
+                let digits = self.take_while(|b| b.is_ascii_digit());
+                match digits.parse::<u64>() {
+                    Ok(n) => {
+                        self.ops.push(Op::Const(n));
+                        Ok(())
+                    }
+                    Err(_) => {
+                        self.at = start;
+                        self.fail("constant out of range")
+                    }
+                }
+            }
+            Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = self.at;
+                let word = self.take_while(|b| b.is_ascii_alphanumeric() || b == b'_');
+                let (name, names) = (word.to_string(), self.names);
+                if self.peek() != Some(b'(') {
+                    return match names.iter().position(|n| *n == name) {
+                        Some(i) => {
+                            self.ops.push(Op::Size(i));
+                            Ok(())
+                        }
+                        None => {
+                            self.at = start;
+                            self.fail(format!("unknown size `{name}` (the sizes: {})", if names.is_empty() { "none".to_string() } else { names.join(", ") }))
+                        }
+                    };
+                }
+                let op = match name.as_str() {
+                    "ceil_div" => Op::CeilDiv,
+                    "min" => Op::Min,
+                    "max" => Op::Max,
+                    _ => {
+                        self.at = start;
+                        return self.fail(format!("unknown function `{name}` (the functions: ceil_div, min, max)"));
+                    }
+                };
+                self.at += 1;
+                self.nested_sum()?;
+                self.expect(b',')?;
+                self.nested_sum()?;
+                self.expect(b')')?;
+                self.ops.push(op);
+                Ok(())
+            }
+            Some(_) => self.fail("expected a number, a size name or `(`"),
+            None => self.fail("unexpected end"),
         }
     }
 }
@@ -507,6 +684,19 @@ pub mod limits {
     pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
     /// Buffers a kernel may bind (Metal's buffer argument table), at most.
     pub const MAX_BUFFERS: usize = 31;
+
+    /// Threads per threadgroup above which a kernel may not launch everywhere.
+    /// [`MAX_THREADS_PER_THREADGROUP`] is the device limit, but a pipeline's
+    /// `maxTotalThreadsPerThreadgroup` depends on the registers the compiled kernel
+    /// uses and is known only once the pipeline is built: a 1024-thread MLX kernel got
+    /// 896 on an M2 Ultra (Blaizzy/mlx-vlm#1799: "Thread group size (1024) is greater
+    /// than the maximum allowed threads per threadgroup (896)"), and register pressure
+    /// capped MLX's d=512 `sdpa_vector` pipelines at 832 on an M1 Max
+    /// (ml-explore/mlx#4018). 768 is below both observations, a multiple of the
+    /// 32-thread SIMD-group and of 256, and what is left when a pipeline loses a
+    /// quarter of the device limit. Unlike the limits above it is not refused: the
+    /// manifest marks a kernel above it, and `kernelgen list` and `kernelgen diff` warn.
+    pub const PORTABLE_THREADS_PER_THREADGROUP: u64 = 768;
 }
 
 /// How close a kernel's output must be to a reference's to pass verification.
@@ -682,6 +872,77 @@ mod tests {
         assert_eq!(Dim::product(32, &[0, 1]).describe(&names), "32*B*T");
         assert_eq!(Dim::product(1, &[0, 1]).describe(&names), "B*T");
         assert_eq!(Dim::product(32, &[0, 1]).eval(&[2, 3]), Some(192));
+    }
+
+    #[test]
+    fn parse_reads_describe_and_reports_what_is_wrong() {
+        let names = ["B", "T"];
+        let at = |text: &str, sizes: &[u64]| Dim::parse(text, &names).unwrap_or_else(|e| panic!("{e}")).eval(sizes);
+        assert_eq!(Dim::parse("12599296", &names), Ok(Dim::Fixed(12599296)));
+        assert_eq!(Dim::parse("(7)", &names), Ok(Dim::Fixed(7)));
+        assert_eq!(Dim::parse("4*B", &names), Ok(dim(vec![Op::Const(4), Op::Size(0), Op::Mul])));
+        assert_eq!(Dim::parse(" ceil_div( T ,64 )", &names), Ok(dim(vec![Op::Size(1), Op::Const(64), Op::CeilDiv])));
+        assert_eq!(at("2 + 3*4", &[]), Some(14));
+        assert_eq!(at("12288*B + 12599296", &[2]), Some(12288 * 2 + 12599296));
+        assert_eq!(at("10 - 4 - 3", &[]), Some(3));
+        assert_eq!(at("1 - 2", &[]), None);
+        assert_eq!(at("4/0", &[]), None);
+        assert_eq!(at("18446744073709551615*2", &[]), None);
+        let err = |text: &str| Dim::parse(text, &names).unwrap_err();
+        assert_eq!(err("").message, "unexpected end");
+        assert_eq!(err("2 +").at, 3);
+        assert_eq!(err("sqrt(4, 2)").message, "unknown function `sqrt` (the functions: ceil_div, min, max)");
+        assert_eq!(err("M*2").to_string(), "`M*2` at byte 0: unknown size `M` (the sizes: B, T)");
+        assert_eq!(err("(1").message, "expected `)`");
+        assert_eq!(err("1 2").message, "unexpected text after the expression");
+        assert_eq!(err("99999999999999999999").message, "constant out of range");
+        assert_eq!(err("min(1)").message, "expected `,`");
+        // A hostile text nested past the limit is an error, not a stack overflow.
+        let deep = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert_eq!(err(&deep).message, format!("nested more than {MAX_DIM_NESTING} deep"));
+        let deep_calls = format!("{}1{}", "min(1, ".repeat(100_000), ")".repeat(100_000));
+        assert!(err(&deep_calls).message.starts_with("nested more than"));
+    }
+
+    #[test]
+    fn a_sum_on_the_right_of_a_sum_keeps_its_parentheses() {
+        // B + (T - 3) is undefined for T < 3; (B + T) - 3 is not: describe must tell them apart.
+        let right = dim(vec![Op::Size(0), Op::Size(1), Op::Const(3), Op::Sub, Op::Add]);
+        assert_eq!(right.describe(&["B", "T"]), "B + (T - 3)");
+        assert_eq!(Dim::parse("B + (T - 3)", &["B", "T"]).unwrap().eval(&[5, 1]), None);
+        assert_eq!(Dim::parse("B + T - 3", &["B", "T"]).unwrap().eval(&[5, 1]), Some(3));
+    }
+
+    /// A well-formed expression over `sizes` run-time sizes, up to `depth` operators deep.
+    fn expression(sizes: usize, depth: u32) -> impl proptest::strategy::Strategy<Value = Vec<Op>> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![(0u64..=u64::MAX).prop_map(|c| vec![Op::Const(c)]), (0..sizes).prop_map(|i| vec![Op::Size(i)])];
+        leaf.prop_recursive(depth, 64, 2, |inner| {
+            let op = prop_oneof![Just(Op::Add), Just(Op::Sub), Just(Op::Mul), Just(Op::Div), Just(Op::CeilDiv), Just(Op::Min), Just(Op::Max)];
+            (inner.clone(), inner, op).prop_map(|(mut a, b, op)| {
+                a.extend(b);
+                a.push(op);
+                a
+            })
+        })
+    }
+
+    proptest::proptest! {
+        /// parse is the exact inverse of describe: every well-formed dimension (a constant
+        /// as `Dim::Fixed`, the generator's form) comes back equal, and so evaluates alike.
+        #[test]
+        fn parse_inverts_describe(ops in expression(4, 6), sizes in proptest::collection::vec(0u64..100, 4)) {
+            // Size names that look like the functions and like each other.
+            let names = ["M", "min", "Hv", "ceil_div_x"];
+            let d = match ops.as_slice() {
+                [Op::Const(c)] => Dim::Fixed(*c),
+                _ => dim(ops),
+            };
+            let text = d.describe(&names);
+            let back = Dim::parse(&text, &names);
+            proptest::prop_assert_eq!(back.as_ref(), Ok(&d), "{}", text);
+            proptest::prop_assert_eq!(back.unwrap().eval(&sizes), d.eval(&sizes));
+        }
     }
 
     #[test]

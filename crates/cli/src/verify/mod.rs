@@ -251,10 +251,9 @@ fn run_one(backend: &EmuBackend, r: &RenderedKernel, seed: u64) -> Outcome {
         outcome.sizes = sizes_text(r, &sizes);
         let case = props::random_case(&r.def, &sizes, &v.ranges, seed)?;
         let outputs = props::check_properties(backend, &r.def, &case, seed).map_err(|f| f.to_string())?;
-        let Some(reference) = &v.reference else { return Ok(Values::None) };
-        let (file, function) = reference.value.rsplit_once(':').ok_or("a reference is `<file>.py:<function>`")?;
-        let dir = family.dir.as_deref().unwrap_or(std::path::Path::new("."));
-        let want = python::call(&dir.join(file), function, r, &case)?;
+        let Some(reference) = family.reference() else { return Ok(Values::None) };
+        let (file, function) = reference?;
+        let want = python::call(&file, function, r, &case)?;
         let tolerance = v.tolerance.unwrap_or(Tolerance::Exact);
         let mut max_ulp = 0f64;
         for ((b, got), want) in r.def.outputs.iter().zip(&outputs).zip(&want) {

@@ -6,6 +6,7 @@
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::family::FamilyDef;
 use crate::model::{AxisValue, Blame, Dtype, Geometry, KernelPlan, Source, Variant};
+use crate::names::Spelled;
 use crate::spec::{Span, SpecSource};
 use crate::validate::SpecModel;
 use std::collections::BTreeMap;
@@ -37,11 +38,11 @@ pub struct Kernel {
 pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
     let mut diags = Diagnostics::default();
     let mut kernels = Vec::new();
-    let mut seen: BTreeMap<String, (Arc<SpecSource>, Span)> = BTreeMap::new();
+    // Each kernel name: the spec, geometry and variant that spelled it first.
+    let mut seen: BTreeMap<String, (Arc<SpecSource>, String, Variant)> = BTreeMap::new();
     for model in models {
-        // The Rust items of this spec's module: item name -> (the kernel or
-        // launcher it names, its geometry).
-        let mut items: BTreeMap<String, (String, String)> = BTreeMap::new();
+        // The Rust names of this spec's module, with the geometry that defined each.
+        let mut items = RustNames { scopes: crate::names::RustScopes::launcher_module(), geometries: BTreeMap::new() };
         let all = variants(model);
         // An empty axis list is reported by validation; exclusions that leave
         // nothing are reported here: a spec that generates no kernel is a mistake.
@@ -75,16 +76,21 @@ pub fn expand(models: &[SpecModel]) -> Result<Vec<Kernel>, Diagnostics> {
                             };
                             check_limits(model, g, variant, &name, &plan, &mut diags);
                             check_rust_names(model, g, variant, &launcher, &name, &plan, &mut items, &mut diags);
-                            if let Some((first, _)) = seen.get(&name) {
-                                diags.push(Diagnostic {
+                            match seen.get(&name) {
+                                // one spec and geometry, two combinations of axis values
+                                Some((first, geometry, other)) if Arc::ptr_eq(first, &model.source) && *geometry == g.name && other != variant => {
+                                    diags.push(values_clash(model, g, variant, other, &name));
+                                }
+                                Some((first, _, _)) => diags.push(Diagnostic {
                                     source: model.source.clone(),
                                     span: g.span.clone(),
                                     field: format!("geometry.{}", g.name),
                                     message: format!("kernel name `{name}` is already generated from {}", first.display),
                                     help: Some("rename this geometry: kernel names must be unique across all specs".into()),
-                                });
-                            } else {
-                                seen.insert(name.clone(), (model.source.clone(), g.span.clone()));
+                                }),
+                                None => {
+                                    seen.insert(name.clone(), (model.source.clone(), g.name.clone(), variant.clone()));
+                                }
                             }
                             kernels.push(Kernel {
                                 name,
@@ -157,21 +163,40 @@ fn blame(model: &SpecModel, g: &Geometry, v: &Variant, b: &Blame) -> (Span, Stri
     }
 }
 
-/// The Rust items a kernel adds to its spec's module must not coincide with
-/// another kernel's: launcher types are CamelCase, so geometries `v2` and
-/// `v_2` (or `w` and `w_`) would both generate `V2...`. Also checks that
-/// the kernel's file name fits the file system.
+/// Two combinations of axis values that spell one kernel name (`a_b` + `c` and `a` + `b_c`):
+/// blamed on this variant's first value that differs, where the spec lists it.
+fn values_clash(model: &SpecModel, g: &Geometry, v: &Variant, other: &Variant, name: &str) -> Diagnostic {
+    let spell = |v: &Variant| v.values.iter().map(|(a, x)| format!("{a} = {x}")).collect::<Vec<_>>().join(", ");
+    let differ: Vec<&(String, AxisValue)> = v.values.iter().filter(|(a, x)| other.get(a) != x).collect();
+    let axis = differ.first().map_or_else(String::new, |(a, _)| a.clone());
+    let (span, field) = blame(model, g, v, &Blame::Axis(axis));
+    let values: Vec<String> = differ.iter().flat_map(|(a, x)| [format!("`{x}`"), format!("`{}`", other.get(a))]).collect();
+    Diagnostic {
+        source: model.source.clone(),
+        span,
+        field,
+        message: format!("kernel name `{name}` is spelled by two combinations of axis values: {} and {}", spell(other), spell(v)),
+        help: Some(format!(
+            "rename one of the values {} in family `{}` (a value with `_` can join the next one's spelling), or list only one of the combinations",
+            values.join(", "),
+            model.family.name
+        )),
+    }
+}
+
+/// The names the generated Rust of one spec defines, by scope, and the geometry of each.
+struct RustNames {
+    scopes: crate::names::RustScopes,
+    geometries: BTreeMap<(String, String), String>,
+}
+
+/// The Rust names a kernel adds to its spec's module must not coincide with any other's in
+/// their scope (launcher types are CamelCase, so geometries `v2` and `v_2`, or `w` and `w_`,
+/// would both generate `V2...`; a boolean axis's word can end a kernel's static as a packed
+/// buffer ends a layout's; a launcher type can be an imported name). Also checks that the
+/// kernel's file name fits the file system.
 #[allow(clippy::too_many_arguments)]
-fn check_rust_names(
-    model: &SpecModel,
-    g: &Geometry,
-    v: &Variant,
-    launcher: &str,
-    name: &str,
-    plan: &KernelPlan,
-    items: &mut BTreeMap<String, (String, String)>,
-    diags: &mut Diagnostics,
-) {
+fn check_rust_names(model: &SpecModel, g: &Geometry, v: &Variant, launcher: &str, name: &str, plan: &KernelPlan, items: &mut RustNames, diags: &mut Diagnostics) {
     let (span, field) = blame(model, g, v, &Blame::Geometry);
     let file = format!("{name}.metal");
     if file.len() > crate::names::MAX_FILE_NAME_LEN {
@@ -183,23 +208,45 @@ fn check_rust_names(
             help: Some("use a shorter geometry name".into()),
         });
     }
-    let mut wanted = vec![(crate::names::camel(launcher), format!("the launcher type of `{launcher}`"))];
-    wanted.push((name.to_uppercase(), format!("the `KernelDef` of `{name}`")));
-    if plan.outputs.len() > 1 {
-        wanted.push((format!("{}Outputs", crate::names::camel(name)), format!("the outputs struct of `{name}`")));
-    }
-    for (item, what) in wanted {
-        match items.get(&item) {
-            Some((other, geometry)) if *other != what => diags.push(Diagnostic {
-                source: model.source.clone(),
-                span: span.clone(),
-                field: field.clone(),
-                message: format!("`{item}`, {what}, is also {other} (geometry `{geometry}`): the generated Rust would not compile"),
-                help: Some(format!("rename geometry `{}` or `{geometry}` so they differ after CamelCase, which drops `_`", g.name)),
-            }),
-            Some(_) => {}
-            None => {
-                items.insert(item, (what, g.name.clone()));
+    let part = plan.part.as_deref().map(|p| (model.family.parts.iter().position(|x| x.part.as_deref() == Some(p)).unwrap_or(0), p));
+    let names = crate::names::KernelNames {
+        launcher,
+        kernel: name,
+        part,
+        outputs: plan.outputs.iter().map(|b| b.name.as_ref()).collect(),
+        packed: plan.packed.iter().map(|l| (l.name.as_ref(), l.regions.iter().map(|r| r.name.as_ref()).collect())).collect(),
+    };
+    let mut collided: Vec<String> = Vec::new();
+    for item in crate::names::kernel_items(&names) {
+        if item.owner().is_some_and(|o| collided.iter().any(|c| c == o)) {
+            continue; // (inside an item already reported)
+        }
+        let key = (item.scope.clone(), item.name.clone());
+        match items.scopes.define(item.clone()) {
+            Ok(()) => {
+                items.geometries.entry(key).or_insert_with(|| g.name.clone());
+            }
+            Err(other) => {
+                collided.push(item.name.clone());
+                let geometry = items.geometries.get(&key).filter(|o| **o != g.name);
+                let both_variants = matches!((&item.spelled, &other.spelled), (Spelled::Variant(_), Spelled::Variant(_)));
+                let help = match geometry {
+                    Some(o) if both_variants => format!("rename geometry `{}` or `{o}` so they differ after CamelCase, which drops `_`", g.name),
+                    _ => crate::names::collision_help(&item, other),
+                };
+                diags.push(Diagnostic {
+                    source: model.source.clone(),
+                    span: span.clone(),
+                    field: field.clone(),
+                    message: format!(
+                        "`{}`, {}, is also {}{}: the generated Rust would not compile",
+                        item.name,
+                        item.what,
+                        other.what,
+                        geometry.map_or(String::new(), |o| format!(" (geometry `{o}`)"))
+                    ),
+                    help: Some(help),
+                });
             }
         }
     }

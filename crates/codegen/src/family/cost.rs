@@ -90,7 +90,7 @@ impl Poly {
 /// polynomial (a `ceil_div`, say): the family then states its cost.
 fn buffer_bytes(b: &BufferDef) -> Option<Poly> {
     if !b.regions.is_empty() {
-        return Some(Poly::constant(b.regions.iter().map(|r| r.bytes).sum()));
+        return Some(Poly::constant(b.regions.iter().try_fold(0u64, |sum, r| sum.checked_add(r.bytes))?));
     }
     let mut p = Poly::constant(b.dtype.size() as u64);
     for d in b.shape.iter() {

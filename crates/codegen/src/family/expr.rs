@@ -28,6 +28,27 @@ use std::ops::Range;
 /// Byte range within the expression's text.
 pub type Span = Range<usize>;
 
+/// The longest expression, in bytes of text.
+pub const MAX_TEXT_BYTES: usize = 64 << 10;
+/// The deepest parentheses, `-`, `!` and call arguments may nest: the parser recurses through
+/// each (a debug build used 13 KiB of stack a level).
+pub const MAX_NESTING: usize = 64;
+/// The deepest an expression's tree may be (each operator applied to another's result: a sum
+/// of 300 terms is 300 deep): checking and evaluating recurse through it.
+pub const MAX_DEPTH: usize = 256;
+/// The most nodes (values, names, operators, calls) one expression may have.
+pub const MAX_NODES: usize = 10_000;
+/// The longest string an expression may compute, in bytes.
+pub const MAX_STRING_BYTES: usize = 64 << 10;
+
+fn nested_too_deep(span: Span) -> ExprError {
+    ExprError::new(span, format!("the expression is nested more than {MAX_NESTING} deep (parentheses, `-`, `!` and calls)"))
+}
+
+fn too_deep(span: Span) -> ExprError {
+    ExprError::new(span, format!("the expression is more than {MAX_DEPTH} operations deep: compute parts of it as [let] values"))
+}
+
 /// A parse, type or evaluation problem, at a span of the expression.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExprError {
@@ -231,9 +252,34 @@ struct Parser {
     toks: Vec<(Tok, Span)>,
     at: usize,
     end: usize,
+    /// How deep the parser has recursed (parentheses, unary operators, call arguments).
+    nesting: usize,
+    /// Nodes made so far.
+    nodes: usize,
 }
 
 impl Parser {
+    /// A new node at `span`, counted against [`MAX_NODES`].
+    fn node(&mut self, kind: ExprKind, span: Span) -> Result<Expr, ExprError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(ExprError::new(span, format!("the expression has more than {MAX_NODES} parts")));
+        }
+        Ok(Expr { kind, span })
+    }
+
+    /// Parses `f` one level deeper, within [`MAX_NESTING`].
+    fn deeper(&mut self, f: fn(&mut Parser) -> Result<Expr, ExprError>) -> Result<Expr, ExprError> {
+        self.nesting += 1;
+        if self.nesting > MAX_NESTING {
+            // (at the token that went one level too deep)
+            return Err(nested_too_deep(self.toks[self.at.saturating_sub(1)].1.clone()));
+        }
+        let e = f(self);
+        self.nesting -= 1;
+        e
+    }
+
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.at).map(|t| &t.0)
     }
@@ -267,7 +313,7 @@ impl Parser {
             self.at += 1;
             let rhs = next(self)?;
             let span = lhs.span.start..rhs.span.end;
-            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+            lhs = self.node(ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span)?;
             if !chain {
                 if ops.iter().any(|(p, _)| self.peek() == Some(&Tok::Punct(match_punct(p)))) {
                     return Err(ExprError::new(op_span.start..self.span().end, "comparisons do not chain: use `&&`"));
@@ -302,9 +348,9 @@ impl Parser {
         let start = self.span().start;
         for (p, op) in [("-", UnOp::Neg), ("!", UnOp::Not)] {
             if self.eat(p) {
-                let inner = self.unary()?;
+                let inner = self.deeper(Parser::unary)?;
                 let span = start..inner.span.end;
-                return Ok(Expr { kind: ExprKind::Unary(op, Box::new(inner)), span });
+                return self.node(ExprKind::Unary(op, Box::new(inner)), span);
             }
         }
         self.atom()
@@ -326,7 +372,7 @@ impl Parser {
                     let mut args = Vec::new();
                     if !self.eat(")") {
                         loop {
-                            args.push(self.or()?);
+                            args.push(self.deeper(Parser::or)?);
                             if self.eat(")") {
                                 break;
                             }
@@ -334,7 +380,7 @@ impl Parser {
                         }
                     }
                     let end = self.toks[self.at - 1].1.end;
-                    return Ok(Expr { kind: ExprKind::Call(name, args), span: span.start..end });
+                    return self.node(ExprKind::Call(name, args), span.start..end);
                 }
                 let mut path = name;
                 let mut end = span.end;
@@ -349,16 +395,16 @@ impl Parser {
                         _ => return Err(ExprError::new(self.span(), "expected a field name after `.`")),
                     }
                 }
-                return Ok(Expr { kind: ExprKind::Name(path), span: span.start..end });
+                return self.node(ExprKind::Name(path), span.start..end);
             }
             Tok::Punct("(") => {
-                let inner = self.or()?;
+                let inner = self.deeper(Parser::or)?;
                 self.expect(")")?;
                 return Ok(inner);
             }
             Tok::Punct(p) => return Err(ExprError::new(span, format!("expected a value, found `{p}`"))),
         };
-        Ok(Expr { kind, span })
+        self.node(kind, span)
     }
 }
 
@@ -366,16 +412,34 @@ fn match_punct(p: &str) -> &'static str {
     ["||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "!", "(", ")", ",", ".", "?"].into_iter().find(|q| *q == p).expect("a known punctuator")
 }
 
-/// Parses one expression.
+/// Parses one expression, within [`MAX_TEXT_BYTES`], [`MAX_NESTING`], [`MAX_DEPTH`] and
+/// [`MAX_NODES`].
 pub fn parse(text: &str) -> Result<Expr, ExprError> {
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(ExprError::new(0..text.len(), format!("the expression is {} bytes long, above the limit of {MAX_TEXT_BYTES}", text.len())));
+    }
     let toks = lex(text)?;
     if toks.is_empty() {
         return Err(ExprError::new(0..text.len(), "the expression is empty"));
     }
-    let mut p = Parser { toks, at: 0, end: text.len() };
+    let mut p = Parser { toks, at: 0, end: text.len(), nesting: 0, nodes: 0 };
     let e = p.or()?;
     if p.at < p.toks.len() {
         return Err(ExprError::new(p.span().start..text.len(), format!("unexpected `{}` after the expression", &text[p.span()])));
+    }
+    // A chain of operators nests without recursing in the parser (`1 + 1 + ...` is a tree as
+    // deep as it is long): measured here, without recursion.
+    let mut stack = vec![(&e, 1usize)];
+    while let Some((x, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(x.span.clone()));
+        }
+        match &x.kind {
+            ExprKind::Unary(_, a) => stack.push((a, depth + 1)),
+            ExprKind::Binary(_, a, b) => stack.extend([(&**a, depth + 1), (&**b, depth + 1)]),
+            ExprKind::Call(_, args) => stack.extend(args.iter().map(|a| (a, depth + 1))),
+            _ => {}
+        }
     }
     Ok(e)
 }
@@ -899,9 +963,12 @@ pub fn near_multiples(n: i64, m: i64) -> String {
     if m <= 0 {
         return String::new();
     }
+    // (in 128 bits: the multiples around an i64 may lie outside it; then they are left out)
+    let (n, m) = (i128::from(n), i128::from(m));
     let below = n.div_euclid(m) * m;
-    let above = below + m;
-    if below > 0 { format!("{below} or {above}") } else { format!("{above}") }
+    let fits = |x: i128| i64::try_from(x).is_ok();
+    let near: Vec<String> = [below, below + m].into_iter().filter(|&x| fits(x) && (x > 0 || x == below + m)).map(|x| x.to_string()).collect();
+    near.join(" or ")
 }
 
 fn call(e: &Expr, name: &str, args: &[Expr], env: &dyn Env) -> Result<Sym, ExprError> {
@@ -984,7 +1051,16 @@ fn call(e: &Expr, name: &str, args: &[Expr], env: &dyn Env) -> Result<Sym, ExprE
             Value::Str(format!("{x:0width$x}", width = digits.clamp(0, 16) as usize))
         }
         "near_multiples" => Value::Str(near_multiples(n(0)?, n(1)?)),
-        "concat" => Value::Str(args.iter().map(|a| value_of(a, env).map(|v| v.text())).collect::<Result<String, _>>()?),
+        "concat" => {
+            let mut text = String::new();
+            for a in args {
+                text.push_str(&value_of(a, env)?.text());
+                if text.len() > MAX_STRING_BYTES {
+                    return Err(fail(format!("`concat` makes a string longer than the limit of {MAX_STRING_BYTES} bytes")));
+                }
+            }
+            Value::Str(text)
+        }
         other => return Err(fail(format!("unknown function `{other}`"))),
     };
     Ok(Sym::Value(value))
@@ -1142,5 +1218,10 @@ mod tests {
         assert!(eval(&e, &vars()).unwrap_err().message.contains("by zero"));
         let e = parse("9223372036854775807 + D").unwrap();
         assert!(eval(&e, &vars()).unwrap_err().message.contains("overflow"));
+        // the multiples around the ends of 64 bits: those that exist
+        assert_eq!(near_multiples(i64::MAX, 2), "9223372036854775806");
+        assert_eq!(near_multiples(i64::MIN, 3), "-9223372036854775806");
+        assert_eq!(near_multiples(i64::MAX, i64::MAX), "9223372036854775807");
+        assert_eq!(near_multiples(i64::MIN, i64::MAX), "-9223372036854775807");
     }
 }

@@ -318,6 +318,7 @@ impl Reader {
         match top.iter().find(|e| e.key == "kernel") {
             None => self.error(whole.clone(), "kernel", "the family defines no kernel", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
             Some(e) => match e.node.as_array() {
+                Some([]) => self.error(e.node.span.clone(), "kernel", "the family defines no kernel: the list is empty", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
                         let errors = self.r.diagnostics.count();
@@ -336,6 +337,9 @@ impl Reader {
         // A kernel or buffer that failed to read is not in `parts`.
         if !self.parts_failed {
             self.sizes_are_readable(&sizes, &parts);
+            if let Some(n) = &name {
+                self.rust_names(n, &parts, &packed);
+            }
         }
         let verify = match top.iter().find(|e| e.key == "verify") {
             Some(e) => self.verify(&e.node, &sizes, &parts),
@@ -343,7 +347,7 @@ impl Reader {
         };
 
         let template_name = template_name?;
-        if template_name.contains(['/', '\\']) || template_name.starts_with('.') || !template_name.is_ascii() {
+        if !is_plain_name(&template_name) {
             let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
             self.error(span, "template", format!("`{}` is not a file name beside the family file", template_name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.metal.tera`".into()));
             return None;
@@ -359,11 +363,16 @@ impl Reader {
                 self.r.diagnostics.extend(d);
                 None
             }
+            TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
+                self.error(span, "template", format!("template `{template_name}` does not read: {}: {message}", path.display()), None);
+                None
+            }
             TemplateFile::Unreadable(e) => {
                 self.error(span, "template", format!("template `{template_name}` does not read: {e}"), None);
                 None
             }
         };
+        let template_text = template_text?;
         Some(FamilyDef {
             name: name?,
             summary: summary?,
@@ -372,7 +381,8 @@ impl Reader {
             template: (match self.source.origin.rsplit_once('/') {
                 Some((dir, _)) => format!("{dir}/{template_name}"),
                 None => template_name,
-            }, template_text?),
+            }, template_text.0),
+            parsed: Arc::new(template_text.1),
             has_header,
             axes,
             fields,
@@ -393,6 +403,12 @@ impl Reader {
         if let Some(e) = body.iter().find(|e| e.key == "reference") {
             if let Some(r) = self.string(&e.node, "verify.reference") {
                 match r.rsplit_once(':') {
+                    Some((file, _)) if !is_inside_path(file) => self.error(
+                        e.node.span.clone(),
+                        "verify.reference",
+                        format!("`{}` is not a path inside the family file's folder", file.escape_debug()),
+                        Some("name a Python file in the family file's folder or a folder below it, e.g. \"refs/softcap.py:reference\" (no `..`, `/` first or hidden name)".into()),
+                    ),
                     Some((file, func)) if file.ends_with(".py") && !func.is_empty() && func.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
                         v.reference = Some(Located { value: r.clone(), span: e.node.span.clone() });
                     }
@@ -534,37 +550,21 @@ impl Reader {
         out
     }
 
-    /// The template's text if tera parses it; else its syntax error, at its line and column
-    /// in the template file.
-    fn template_parses(&mut self, name: &str, text: String) -> Option<String> {
-        let Err(e) = tera::Tera::default().add_raw_template(name, &text) else { return Some(text) };
-        let mut message = String::new();
-        let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(&e);
-        while let Some(c) = cur {
-            message = c.to_string();
-            cur = c.source();
-        }
-        // tera's parse error reads "--> line:col", a code excerpt, then "= what was expected"
-        let at = message.split_once("--> ").and_then(|(_, rest)| {
-            let (line, rest) = rest.split_once(':')?;
-            let col: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            Some((line.trim().parse::<usize>().ok()?, col.parse::<usize>().ok()?))
-        });
-        let expected = message.rsplit_once("= ").map_or(message.trim(), |(_, e)| e.trim()).to_string();
-        let offset = at.map_or(0, |(line, col)| {
-            let start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
-            (start + col.saturating_sub(1)).min(text.len())
-        });
+    /// The template's text and its parse if tera parses it and it keeps the sandbox's rules; else
+    /// the problem, at its line and column in the template file.
+    fn template_parses(&mut self, name: &str, text: String) -> Option<(String, tera::Template)> {
+        let problem = match crate::render::sandbox::check(&text) {
+            Ok(parsed) => return Some((text, parsed)),
+            Err(p) => p,
+        };
         let display = std::path::Path::new(&self.source.display).with_file_name(name).display().to_string();
         let source = Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text });
+        let mut offset = problem.offset.min(source.text.len());
+        while !source.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
         let end = source.text[offset..].chars().next().map_or(offset, |c| offset + c.len_utf8());
-        self.r.diagnostics.push(crate::diag::Diagnostic {
-            source,
-            span: offset..end,
-            field: "(template)".into(),
-            message: format!("the template does not parse: {expected}"),
-            help: Some("tera's syntax: {{ expression }}, {% if ... %}...{% endif %}, {% for x in list %}...{% endfor %}".into()),
-        });
+        self.r.diagnostics.push(crate::diag::Diagnostic { source, span: offset..end, field: "(template)".into(), message: problem.message, help: problem.help });
         None
     }
 
@@ -741,7 +741,7 @@ impl Reader {
                         None => Vec::new(),
                     };
                     if let (Some(name), Some(offset), Some(bytes), Some(align)) = (name, offset, bytes, align) {
-                        regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape });
+                        regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape, span: item.span.clone() });
                     }
                 }
             }
@@ -947,6 +947,50 @@ impl Reader {
         Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, when, span: node.span.clone() })
     }
 
+    /// The names the launcher module defines for the family's own kernels and packed buffers must
+    /// differ in each scope whatever the spec: checked as the expansion checks every kernel's
+    /// (`names::kernel_items`), after a launcher name standing for any geometry and axis values,
+    /// and blamed on the family file.
+    fn rust_names(&mut self, family: &str, parts: &[PartDef], packed: &[PackedDef]) {
+        let launcher = format!("<geometry>_{family}");
+        let mut scopes = names::RustScopes::launcher_module();
+        for (i, p) in parts.iter().enumerate() {
+            let kernel = p.part.as_ref().map_or(launcher.clone(), |part| format!("{launcher}_{part}"));
+            let reads: Vec<(&str, Vec<&str>)> = p
+                .inputs
+                .iter()
+                .filter_map(|b| b.packed.as_ref())
+                .filter_map(|(buffer, _)| packed.iter().find(|x| x.name == *buffer))
+                .map(|x| (x.name.as_str(), x.regions.iter().map(|r| r.name.as_str()).collect()))
+                .collect();
+            let names = names::KernelNames {
+                launcher: &launcher,
+                kernel: &kernel,
+                part: p.part.as_deref().map(|part| (i, part)),
+                outputs: p.outputs.iter().map(|b| b.name.as_str()).collect(),
+                packed: reads,
+            };
+            let mut collided: Vec<String> = Vec::new();
+            for item in names::kernel_items(&names) {
+                if item.owner().is_some_and(|o| collided.iter().any(|c| c == o)) {
+                    continue; // (inside an item already reported)
+                }
+                let Err(other) = scopes.define(item.clone()) else { continue };
+                collided.push(item.name.clone());
+                let help = names::collision_help(&item, other);
+                let (span, field) = match &item.spelled {
+                    names::Spelled::Region(buffer, r, _) => {
+                        let region = packed.iter().find(|x| x.name == *buffer).and_then(|x| x.regions.get(*r));
+                        (region.map_or(p.span.clone(), |r| r.span.clone()), format!("packed.{buffer}.region[{r}]"))
+                    }
+                    _ => (p.span.clone(), format!("kernel[{i}]")),
+                };
+                let message = format!("`{}`, {}, is also {}: the generated Rust would not compile", item.name, item.what, other.what);
+                self.error(span, field, message, Some(help));
+            }
+        }
+    }
+
     /// Every run-time size must be readable off an input's shape: some
     /// dimension of an array or host input is `size` or `c * size`.
     fn sizes_are_readable(&mut self, sizes: &[Size], parts: &[PartDef]) {
@@ -959,6 +1003,19 @@ impl Reader {
             }
         }
     }
+}
+
+/// Whether `name` names a file (or folder) right inside a folder, as a family file names its
+/// template and each step of its reference's path: printable ASCII without `/` or `\\`, not
+/// empty and not starting with `.` (so neither `.` nor `..`, nor a hidden file).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('.') && name.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'/' && b != b'\\')
+}
+
+/// Whether `path` (`/`-separated) stays inside the folder it is relative to: plain names only
+/// ([`is_plain_name`]), so no `..`, no absolute path, no empty step.
+pub fn is_inside_path(path: &str) -> bool {
+    path.split('/').all(is_plain_name)
 }
 
 fn field_exists(fields: &[Field], path: &str) -> bool {

@@ -191,6 +191,8 @@ pub struct RegionDef {
     pub format: Option<FileExpr>,
     /// The region's logical shape (row-major), for the generated packer.
     pub shape: Vec<FileExpr>,
+    /// Where the region is declared in the family file.
+    pub span: Span,
 }
 
 /// A packed buffer: one byte buffer holding several regions (an expert's
@@ -311,6 +313,8 @@ pub struct FamilyDef {
     /// The template: its path as generated files name it (`crates/codegen/
     /// families/expert.metal.tera`, `families/softcap.metal.tera`), and its text.
     pub template: (String, String),
+    /// The template, parsed and checked against the sandbox's rules (`render::sandbox`).
+    pub(crate) parsed: Arc<tera::Template>,
     /// Whether the template renders a header (helpers MLX places before the
     /// kernel) when `section == "header"`.
     pub has_header: bool,
@@ -345,6 +349,41 @@ impl FamilyDef {
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
+
+    /// The `[verify]` reference, if the family has one: its Python file, checked on disk to be a
+    /// regular file inside the family file's folder reached through no symbolic link, and the
+    /// function to call. (A family file names its reference as it names its template, and the
+    /// reader checked the path's form.)
+    pub fn reference(&self) -> Option<Result<(std::path::PathBuf, &str), String>> {
+        let (file, function) = self.verify.reference.as_ref()?.value.rsplit_once(':')?;
+        let Some(dir) = &self.dir else {
+            return Some(Err(format!("family `{}` is bundled: its reference `{file}` has no folder to be read from", self.name)));
+        };
+        Some(file_inside(dir, file).map(|path| (path, function)))
+    }
+}
+
+/// `relative` under `dir`, checked step by step: folders, then a regular file, none of them a
+/// symbolic link (which could lead anywhere).
+fn file_inside(dir: &std::path::Path, relative: &str) -> Result<std::path::PathBuf, String> {
+    if !file::is_inside_path(relative) {
+        return Err(format!("`{}` is not a path inside {}", relative.escape_debug(), dir.display()));
+    }
+    let steps: Vec<&str> = relative.split('/').collect();
+    let mut path = dir.to_path_buf();
+    for (i, step) in steps.iter().enumerate() {
+        path.push(step);
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let last = i + 1 == steps.len();
+        if meta.file_type().is_symlink() {
+            return Err(format!("{}: {}", path.display(), crate::NO_LINKS));
+        } else if last && !meta.is_file() {
+            return Err(format!("{}: not a regular file", path.display()));
+        } else if !last && !meta.is_dir() {
+            return Err(format!("{}: not a folder", path.display()));
+        }
+    }
+    Ok(path)
 }
 
 /// kernelgen's own families, compiled in: `(family file, template)` by name.
@@ -390,9 +429,11 @@ pub struct Families {
 }
 
 impl Families {
-    /// kernelgen's bundled families only.
+    /// kernelgen's bundled families only (read once a process).
     pub fn bundled() -> Self {
-        Families { defs: bundled().unwrap_or_else(|d| panic!("a bundled family file does not read (a kernelgen bug):\n{d}")), searched: Vec::new() }
+        static DEFS: std::sync::LazyLock<Vec<Arc<FamilyDef>>> =
+            std::sync::LazyLock::new(|| bundled().unwrap_or_else(|d| panic!("a bundled family file does not read (a kernelgen bug):\n{d}")));
+        Families { defs: DEFS.clone(), searched: Vec::new() }
     }
 
     /// These families, recording the folders searched for family files (each with

@@ -232,15 +232,19 @@ impl FamilyDef {
         let (regions, described): (Vec<_>, Vec<_>) = regions.into_iter().map(|(r, f, s)| (r, (f, s))).unzip();
         let buffer = &p.name;
         let mut bad = Vec::new();
+        // (in 128 bits: offsets and lengths are any i64, and their sums must not overflow)
+        let end = |offset: i64, len: i64| i128::from(offset) + i128::from(len);
         for (name, offset, len, align, blame) in &regions {
             let (offset, len, align) = (*offset, *len, *align);
-            if offset < 0 || len < 0 || offset.checked_add(len).is_none_or(|end| end > bytes) {
-                let help = if len <= bytes {
-                    format!("move {name} to an offset of at most {} or make the {buffer} at least {} bytes", bytes - len, offset.saturating_add(len))
-                } else {
-                    format!("make the {buffer} at least {} bytes: {name} alone take {len}", offset.saturating_add(len))
+            if len < 0 {
+                bad.push(Violation { blame: blame.clone(), message: format!("{name} are {len} bytes long, and a length cannot be negative"), help: format!("fix the bytes of region {name} in the family file") });
+            } else if offset < 0 || end(offset, len) > i128::from(bytes) {
+                let help = match (len <= bytes, offset < 0) {
+                    (true, true) => format!("move {name} to an offset from 0 to {}", bytes - len),
+                    (true, false) => format!("move {name} to an offset of at most {} or make the {buffer} at least {} bytes", bytes - len, end(offset, len)),
+                    (false, _) => format!("make the {buffer} at least {} bytes: {name} alone take {len}", end(offset.max(0), len)),
                 };
-                bad.push(Violation { blame: blame.clone(), message: format!("{name} occupy bytes {offset}..{} but the {buffer} has only {bytes} bytes", offset.saturating_add(len)), help });
+                bad.push(Violation { blame: blame.clone(), message: format!("{name} occupy bytes {offset}..{} but the {buffer} has only {bytes} bytes", end(offset, len)), help });
             }
             if align > 1 && offset % align != 0 {
                 bad.push(Violation {
@@ -250,10 +254,12 @@ impl FamilyDef {
                 });
             }
         }
-        for (i, a) in regions.iter().enumerate() {
-            for r in &regions[i + 1..] {
-                let (a_end, r_end) = (a.1 + a.2, r.1 + r.2);
-                if a.1 < r_end && r.1 < a_end {
+        // (a region of negative length was reported above: it overlaps nothing)
+        let sized: Vec<_> = regions.iter().filter(|r| r.2 >= 0).collect();
+        for (i, a) in sized.iter().enumerate() {
+            for r in &sized[i + 1..] {
+                let (a_end, r_end) = (end(a.1, a.2), end(r.1, r.2));
+                if i128::from(a.1) < r_end && i128::from(r.1) < a_end {
                     let help = if r.2 <= a.1 {
                         format!("regions must be disjoint: start {} at {a_end} or later, or at {} or earlier", r.0, a.1 - r.2)
                     } else {

@@ -14,6 +14,10 @@
 //!   ASCII) and free of "Trojan Source" text.
 //! - [`rust_str`]: the contents of a Rust `"..."` string literal: the value
 //!   the compiled literal holds is exactly the input.
+//! - [`doc`]: free text (a family file's docs, and the names in them) as the
+//!   text of Rust doc comments: one `///` line per line of the text, and no
+//!   markdown that rustdoc would run (a code block is a doctest) or pass on as
+//!   HTML.
 //!
 //! JSON (manifest.json) is escaped by serde_json.
 
@@ -28,6 +32,44 @@ pub fn comment(text: &str) -> String {
             out.push(c);
         } else {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    out
+}
+
+/// `text` as the text of Rust doc comments, continuing a line the caller began (`/// - `x`: `):
+/// each line break (of any kind, U+2028 included) starts a new line with `then` (the caller's
+/// `    /// `, so nothing is ever outside a comment). Each new line's leading spaces are dropped
+/// (four start a code block, which rustdoc would compile and run as a doctest), and so is the
+/// markdown that reaches further: backtick and tilde fences (doctests too) and `<` (HTML) are
+/// backslash-escaped (rustdoc shows the character); `*/` becomes `*\/`; control, bidirectional
+/// and other unprintable characters become `\u{..}`. Plain text is unchanged.
+pub fn doc(text: &str, then: &str) -> String {
+    let breaks = ['\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}'];
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.replace("\r\n", "\n").split(breaks).enumerate() {
+        let line = if i == 0 { line } else { line.trim_start() };
+        if i > 0 {
+            out.push('\n');
+            out.push_str(then);
+        }
+        let chars: Vec<char> = line.chars().collect();
+        // a run of three or more backticks or tildes could open a fence
+        let in_fence_run = |at: usize| {
+            let c = chars[at];
+            let run = |step: &mut dyn Iterator<Item = usize>| step.take_while(|&j| chars[j] == c).count();
+            matches!(c, '`' | '~') && 1 + run(&mut (0..at).rev()) + run(&mut (at + 1..chars.len())) >= 3
+        };
+        for (at, &c) in chars.iter().enumerate() {
+            let bidi = matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi || (!c.is_ascii() && c.escape_debug().next() != Some(c)) {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            } else if c == '<' || in_fence_run(at) || (c == '/' && at > 0 && chars[at - 1] == '*') {
+                out.push('\\');
+                out.push(c);
+            } else {
+                out.push(c);
+            }
         }
     }
     out
@@ -61,6 +103,15 @@ mod tests {
         // The only backslashes are the escapes' own, never last on the line.
         assert!(c.match_indices('\\').all(|(i, _)| c[i + 1..].starts_with("u{")), "{c}");
         assert!(c.starts_with("x\\u{a}kernel void evil"), "{c}");
+    }
+
+    #[test]
+    fn doc_text_stays_in_its_comments() {
+        assert_eq!(doc("gate projection, `[I, H]`", "/// "), "gate projection, `[I, H]`");
+        assert_eq!(doc("a\n  b\r\nc\u{2028}d", "  /// "), "a\n  /// b\n  /// c\n  /// d");
+        assert_eq!(doc("```rust\n~~~\n``x`` */<", "/// "), "\\`\\`\\`rust\n/// \\~\\~\\~\n/// ``x`` *\\/\\<");
+        assert_eq!(doc("a */ b\u{202e}\u{7}", "/// "), "a *\\/ b\\u{202e}\\u{7}");
+        assert_eq!(doc("µs × 2", "/// "), "µs × 2");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! buffers and launch geometry, for tools and reviewers.
 
 use super::RenderedKernel;
+use kernelgen_contract::limits::PORTABLE_THREADS_PER_THREADGROUP;
 use kernelgen_contract::{BufferDef, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -107,8 +108,8 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                     grid: d.grid.iter().map(|g| g.describe(&sizes)).collect(),
                     threadgroup: d.threadgroup,
                     threads_per_threadgroup: d.threads_per_threadgroup(),
-                    above_portable_threads: (u64::from(d.threads_per_threadgroup()) > crate::review::PORTABLE_THREADS_PER_THREADGROUP)
-                        .then_some(crate::review::PORTABLE_THREADS_PER_THREADGROUP),
+                    above_portable_threads: (u64::from(d.threads_per_threadgroup()) > PORTABLE_THREADS_PER_THREADGROUP)
+                        .then_some(PORTABLE_THREADS_PER_THREADGROUP),
                     threadgroup_memory_bytes: d.threadgroup_memory_bytes,
                     cost: CostJson {
                         bytes_read: d.cost.bytes_read.describe(&sizes),

@@ -6,6 +6,7 @@ pub mod escape;
 pub mod manifest;
 pub mod mlx;
 pub mod rust;
+pub mod sandbox;
 
 use crate::expand::Kernel;
 use crate::family::FamilyDef;
@@ -78,12 +79,21 @@ fn template_key(family: &FamilyDef) -> String {
 impl Renderer {
     /// A renderer for kernels of these families.
     pub fn new<'a>(families: impl IntoIterator<Item = &'a Arc<FamilyDef>>) -> Result<Self, RenderError> {
-        let mut tera = Tera::default();
-        // MSL and Rust are not HTML.
-        tera.autoescape_on(vec![]);
-        tera.add_raw_template(LAUNCHERS.0, LAUNCHERS.1).map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
+        let mut tera = sandbox::engine();
+        // (for the launcher template only: a family template naming it is refused as unknown)
+        tera.register_filter("doc", |value: &tera::Value, args: &std::collections::HashMap<String, tera::Value>| {
+            let then = args.get("then").and_then(tera::Value::as_str).unwrap_or("/// ");
+            Ok(tera::Value::String(escape::doc(value.as_str().unwrap_or_default(), then)))
+        });
+        // (parsed once a process: every generation renders it)
+        static PARSED: std::sync::LazyLock<Result<tera::Template, String>> =
+            std::sync::LazyLock::new(|| tera::Template::new(LAUNCHERS.0, None, LAUNCHERS.1).map_err(|e| error_chain(&e)));
+        let parsed = PARSED.clone().map_err(|message| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message })?;
+        tera.templates.insert(LAUNCHERS.0.into(), parsed);
+        tera.build_inheritance_chains().map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
         for f in families {
-            tera.add_raw_template(&template_key(f), &f.template.1).map_err(|e| RenderError {
+            // (reading the family file parsed and checked the template)
+            sandbox::add(&mut tera, &template_key(f), (*f.parsed).clone()).map_err(|e| RenderError {
                 kernel: String::new(),
                 template: f.template.0.clone(),
                 message: error_chain(&e),
@@ -101,7 +111,7 @@ impl Renderer {
             let mut ctx = Context::from_value(serde_json::Value::Object(k.plan.params.clone())).map_err(|e| fail(error_chain(&e)))?;
             ctx.insert("section", name);
             ctx.insert("kernel", &k.name);
-            let text = self.tera.render(&key, &ctx).map_err(|e| fail(error_chain(&e)))?;
+            let text = sandbox::render(&self.tera, &key, &ctx).map_err(|e| fail(error_chain(&e)))?;
             Ok(tidy(&text))
         };
         let header = if k.family.has_header { section("header")? + "\n" } else { String::new() };

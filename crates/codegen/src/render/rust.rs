@@ -224,7 +224,7 @@ fn region_slice(f: Format) -> &'static str {
 }
 
 fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> LayoutView {
-    let static_name = format!("{}_{}", launcher.to_uppercase(), l.name.to_uppercase());
+    let static_name = names::layout_static(launcher, &l.name);
     let args = l
         .regions
         .iter()
@@ -249,8 +249,8 @@ fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> L
             regions(&l.regions, 4)
         ),
         doc: format!("`{}`: {} bytes, {} regions", l.name, l.bytes, l.regions.len()),
-        const_name: l.name.to_uppercase(),
-        fn_name: format!("pack_{}", l.name),
+        const_name: names::layout_const(&l.name),
+        fn_name: names::pack_fn(&l.name),
         buffer: l.name.to_string(),
         static_name,
         args,
@@ -264,7 +264,7 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
     for rk in kernels {
         let k = &rk.kernel;
         let d = &rk.def;
-        let type_name = names::camel(&k.launcher);
+        let type_name = names::launcher_type(&k.launcher);
         let sizes = d.size_names();
         let args: Vec<Arg> = d
             .inputs
@@ -296,10 +296,10 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
             doc.push_str(&format!("; the launcher fills {}", filled.join(", ")));
         }
         let method = MethodView {
-            name: k.plan.part.clone().unwrap_or_else(|| "launch".into()),
-            static_name: k.name.to_uppercase(),
+            name: names::method(k.plan.part.as_deref()),
+            static_name: names::kernel_static(&k.name),
             doc,
-            outputs_struct: (outputs.len() > 1).then(|| format!("{}Outputs", names::camel(&k.name))),
+            outputs_struct: (outputs.len() > 1).then(|| names::outputs_struct(&k.name)),
             arrays: d.data_inputs().map(|b| b.name.to_string()).collect(),
             host: d.host_inputs().map(|b| b.name.to_string()).collect(),
             args,
@@ -319,6 +319,15 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
     out
 }
 
+/// The `use` lines of one group of [`names::IMPORTS`].
+fn use_lines(group: &[(&str, &[&str])]) -> String {
+    let line = |(path, names): &(&str, &[&str])| match names {
+        [one] => format!("#[allow(unused_imports)]\nuse {path}::{one};"),
+        _ => format!("#[allow(unused_imports)]\nuse {path}::{{{}}};", names.join(", ")),
+    };
+    group.iter().map(line).collect::<Vec<_>>().join("\n")
+}
+
 /// The Rust module for one spec's kernels.
 pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel], layout: Layout) -> Result<String, RenderError> {
     let views: Vec<KernelView> = kernels
@@ -330,10 +339,11 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel], layo
             if let Some(part) = &k.plan.part {
                 axes.push(format!("part {part}"));
             }
-            KernelView { static_name: k.name.to_uppercase(), doc: axes.join(", "), def: def_literal(&rk.def, &rk.metal_path, layout) }
+            KernelView { static_name: names::kernel_static(&k.name), doc: axes.join(", "), def: def_literal(&rk.def, &rk.metal_path, layout) }
         })
         .collect();
     let mut ctx = Context::new();
+    ctx.insert("imports", &names::IMPORTS.map(use_lines));
     // `include!`d text takes no inner attributes (nor inner doc comments).
     ctx.insert("module_doc", if layout == Layout::OutDir { "//" } else { "//!" });
     ctx.insert("origin", &super::escape::comment(origin));

@@ -8,7 +8,8 @@
 //! an old revision is read exactly like the new tree. [`compare::review`]
 //! finds the kernels added, removed and renamed (the same code, comments and
 //! whitespace aside, under another name), tells for each changed kernel
-//! whether only comments or whitespace changed ([`msl`]) or the code did,
+//! whether only comments or whitespace changed (the tokens of
+//! [`kernelgen_msl::lex`] are the same) or the code did,
 //! lists contract and resource changes (threads, threadgroup memory and its
 //! headroom, grid, buffers, bytes and flops per launch, roofline time on a
 //! [`gpu`]), raises the warnings below, and groups the MSL diffs ([`udiff`])
@@ -16,36 +17,32 @@
 //! share one section. [`render`] prints it as text or as Markdown for a pull
 //! request.
 //!
-//! Costs are evaluated with every run-time size at 1 unless given
-//! ([`view::Sizes`]).
+//! [`ListCosts`] are `kernelgen list`'s cost columns, read from one tree's
+//! manifest the same way. Costs are evaluated with every run-time size at 1
+//! unless given ([`view::Sizes`]).
+//!
+//! It reads generated trees as text and never calls the generator, which
+//! does not depend on it (nor, then, does a user of the proc-macros).
+
+#![warn(missing_docs)]
 
 pub mod compare;
-pub mod expr;
+#[cfg(test)]
+mod fixtures;
 pub mod gpu;
-pub mod msl;
+pub mod list;
 pub mod render;
 pub mod udiff;
 pub mod view;
 
 pub use compare::{review, Options, Review, Tree};
-use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
+pub use list::ListCosts;
+use kernelgen_contract::limits::{MAX_THREADGROUP_MEMORY_BYTES, PORTABLE_THREADS_PER_THREADGROUP};
 use view::{KernelView, Sizes};
 
 /// Headroom under [`MAX_THREADGROUP_MEMORY_BYTES`] below which a kernel is
 /// flagged: one more small array in a template edit and it no longer builds.
 pub const THREADGROUP_MEMORY_MARGIN: u64 = 1024;
-
-/// Threads per threadgroup above which a kernel may not launch everywhere.
-/// 1024 is the device limit, but a pipeline's `maxTotalThreadsPerThreadgroup`
-/// depends on the registers the compiled kernel uses and is known only once
-/// the pipeline is built: a 1024-thread MLX kernel got 896 on an M2 Ultra
-/// (Blaizzy/mlx-vlm#1799: "Thread group size (1024) is greater than the
-/// maximum allowed threads per threadgroup (896)"), and register pressure
-/// capped MLX's d=512 `sdpa_vector` pipelines at 832 on an M1 Max
-/// (ml-explore/mlx#4018). 768 is below both observations, a multiple of
-/// the 32-thread SIMD-group and of 256, and what is left when a pipeline
-/// loses a quarter of the device limit.
-pub const PORTABLE_THREADS_PER_THREADGROUP: u64 = 768;
 
 /// Elements past which 32-bit signed index arithmetic (`int`, MLX's
 /// `int` offsets) overflows.
@@ -91,8 +88,9 @@ pub fn warnings(k: &KernelView, sizes: &Sizes) -> Vec<(WarningKind, String)> {
             ),
         ));
     }
+    let values = sizes.values(&k.sizes);
     for b in k.buffers() {
-        if let Some(n) = b.elements(sizes).filter(|n| *n > MAX_PORTABLE_ELEMENTS) {
+        if let Some(n) = b.elements(&values).filter(|n| *n > MAX_PORTABLE_ELEMENTS) {
             let at = if k.sizes.is_empty() { String::new() } else { format!(" at {}", sizes.describe(&k.sizes)) };
             out.push((
                 WarningKind::BigBuffer(b.name.clone()),

@@ -3,8 +3,9 @@
 use kernelgen_contract::limits::MAX_THREADGROUP_MEMORY_BYTES;
 use super::gpu::Gpu;
 use super::udiff::{self, Hunk, Line};
-use super::view::{read_manifest, BufferView, KernelView, Launch, Sizes};
-use super::{group, msl, warnings, WarningKind};
+use super::view::{read_manifest, BufferView, KernelView, Launch, SizeExpr, Sizes};
+use super::{group, warnings, WarningKind};
+use kernelgen_msl::lex::{tokenize_with, Directives, Kind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A generated tree: relative path -> text, and what to call it (`HEAD`,
@@ -185,11 +186,11 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
     // own name, which its source spells, taken out).
     let mut renamed = Vec::new();
     let mut added = Vec::new();
-    let normal = |k: &KernelView| -> Vec<String> {
+    let normal = |k: &KernelView| -> Code {
         let text = k.metal.as_deref().unwrap_or("").replace(&k.name, "\u{1}kernel\u{1}");
-        msl::tokens(&text).into_iter().map(str::to_string).collect()
+        code(&text)
     };
-    let removed_normal: Vec<Vec<String>> = removed.iter().map(|k| normal(k)).collect();
+    let removed_normal: Vec<Code> = removed.iter().map(|k| normal(k)).collect();
     let mut taken = vec![false; removed.len()];
     for k in added_candidates {
         let n = normal(k);
@@ -267,10 +268,18 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
     })
 }
 
+/// A Metal source's tokens without their positions, every directive opened: two sources
+/// are the same code, comments and whitespace aside, when theirs are equal.
+type Code = Vec<(Kind, String, bool)>;
+
+fn code(src: &str) -> Code {
+    tokenize_with(src, Directives::AllOpen).into_iter().map(|t| (t.kind, t.text, t.pp)).collect()
+}
+
 fn pair(old: &KernelView, new: &KernelView, opts: &Options) -> Pair {
     let code = match (&old.metal, &new.metal) {
         (Some(a), Some(b)) if a == b => CodeChange::Same,
-        (Some(a), Some(b)) if msl::same_code(a, b) => CodeChange::CommentsOnly,
+        (Some(a), Some(b)) if code(a) == code(b) => CodeChange::CommentsOnly,
         (None, None) => CodeChange::Same,
         _ => CodeChange::Code,
     };
@@ -331,14 +340,15 @@ fn contract_changes(old: &KernelView, new: &KernelView, opts: &Options) -> Vec<C
         k.inputs.iter().map(|b| (format!("input `{}`", b.name), b.clone())).chain(k.outputs.iter().map(|b| (format!("output `{}`", b.name), b.clone()))).collect()
     };
     let (ob, nb) = (role(old), role(new));
+    let (old_values, new_values) = (opts.sizes.values(&old.sizes), opts.sizes.values(&new.sizes));
     let regions = |b: &BufferView| b.regions.iter().map(|(n, o, s)| format!("{n} {}+{}", group(*o), group(*s))).collect::<Vec<_>>().join(", ");
     for (label, b) in &nb {
         match ob.iter().find(|(l, _)| l == label) {
             Some((_, o)) => {
-                let sizes = &opts.sizes;
-                let elems = |b: &BufferView| b.elements(sizes).map(|e| format!(", {} elements", group(e))).unwrap_or_default();
+                let elems = |n: Option<u64>| n.map(|e| format!(", {} elements", group(e))).unwrap_or_default();
+                let (before, after) = (o.elements(&old_values), b.elements(&new_values));
                 if o.describe() != b.describe() {
-                    push(label, format!("{}{}", o.describe(), elems(o)), format!("{}{}{}", b.describe(), elems(b), ratio(o.elements(sizes), b.elements(sizes))));
+                    push(label, format!("{}{}", o.describe(), elems(before)), format!("{}{}{}", b.describe(), elems(after), ratio(before, after)));
                 }
                 push(&format!("{label} regions"), regions(o), regions(b));
             }
@@ -359,8 +369,8 @@ fn contract_changes(old: &KernelView, new: &KernelView, opts: &Options) -> Vec<C
     // The formulas, where they depend on run-time sizes (a constant is the
     // value above): a change can leave the value at these sizes alone.
     if let (Some(a), Some(b)) = (&old.cost, &new.cost) {
-        let sized = |t: &Option<String>| t.as_deref().is_some_and(|t| super::expr::parse(t).map_or(true, |e| !e.names().is_empty()));
-        let text = |t: &Option<String>| t.clone().unwrap_or_else(|| "(not stated)".into());
+        let sized = |t: &Option<SizeExpr>| t.as_ref().is_some_and(SizeExpr::depends_on_sizes);
+        let text = |t: &Option<SizeExpr>| t.as_ref().map_or_else(|| "(not stated)".into(), |t| t.text.clone());
         for (what, x, y) in [
             ("bytes read (formula)", Some(a.bytes_read.clone()), Some(b.bytes_read.clone())),
             ("bytes written (formula)", Some(a.bytes_written.clone()), Some(b.bytes_written.clone())),
@@ -506,34 +516,9 @@ fn diff_groups(changed: &[Pair], old: &Tree, new: &Tree, context: usize) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::review::{gpu, render};
+    use crate::fixtures::{kernel, tree};
+    use crate::{gpu, render};
     use serde_json::json;
-
-    /// A manifest entry and its `.metal`.
-    fn kernel(name: &str, sizes: &[&str], x_shape: &[&str], threads: [u64; 3], tg_memory: u64, body: &str) -> (serde_json::Value, String, String) {
-        let path = format!("metal/s/{name}.metal");
-        let entry = json!({
-            "name": name, "family": "fam", "spec": "specs/s.toml", "geometry": "g", "variant": {}, "part": null,
-            "metal": format!("generated/{path}"), "mlx_name": format!("custom_kernel_{name}"), "sha256": "0",
-            "sizes": sizes,
-            "inputs": [{"name": "x", "dtype": "f32", "shape": x_shape}],
-            "outputs": [{"name": "y", "dtype": "f32", "shape": ["4"]}],
-            "grid": ["32", "1", "1"], "threadgroup": threads, "threads_per_threadgroup": threads.iter().product::<u64>(),
-            "threadgroup_memory_bytes": tg_memory,
-        });
-        let metal = format!("// Generated: kernel {name}\n[[kernel]] void custom_kernel_{name}() {{\n{body}\n}}\n");
-        (entry, path, metal)
-    }
-
-    fn tree(label: &str, kernels: &[(serde_json::Value, String, String)]) -> Tree {
-        let mut files = BTreeMap::new();
-        let entries: Vec<_> = kernels.iter().map(|k| k.0.clone()).collect();
-        files.insert("manifest.json".to_string(), serde_json::to_string_pretty(&json!({"generator": "kernelgen", "kernels": entries})).unwrap());
-        for (_, path, metal) in kernels {
-            files.insert(path.clone(), metal.clone());
-        }
-        Tree { label: label.into(), files }
-    }
 
     fn opts() -> Options {
         Options { gpu: gpu::find("m2-max").unwrap(), sizes: Sizes::default(), context: 3 }
@@ -630,6 +615,56 @@ mod tests {
         assert!(row("bytes per launch").after.starts_with("4,212 B (read 4,196, written 16) (x1.95)"), "{c:?}");
         assert!(row("roofline on m2-max at M=4").before.ends_with("(memory)"), "{c:?}");
         assert!(!c.iter().any(|c| c.what.starts_with("flops")), "the flops did not change: {c:?}");
+    }
+
+    fn same_code(a: &str, b: &str) -> bool {
+        code(a) == code(b)
+    }
+
+    #[test]
+    fn comments_and_whitespace_do_not_count() {
+        assert!(same_code("int a = 1; // one\n", "int  a=1;   /* uno */\n\n"));
+        assert!(same_code("// header\nkernel void f() {\n  x += 1;\n}\n", "kernel void f()\n{ x += 1; } // end"));
+        assert!(same_code("a /* multi\nline */ b", "a b"));
+        assert!(same_code("x = 1; // spliced \\\n still comment\ny", "x = 1;\ny"));
+    }
+
+    #[test]
+    fn code_changes_count() {
+        assert!(!same_code("int a = 1;", "int a = 2;"));
+        assert!(!same_code("int a;", "inta;"));
+        assert!(!same_code("a + +b", "a ++b"));
+        assert!(!same_code("a - -b", "a --b"));
+        assert!(!same_code("x = 1.0e-5f;", "x = 1.0e-6f;"));
+        assert!(!same_code("x = 0x1p-3;", "x = 0x1p-4;"));
+        assert!(!same_code("n = 1'000;", "n = 1'001;"));
+        assert!(!same_code("aé", "a é"));
+    }
+
+    #[test]
+    fn strings_keep_their_slashes() {
+        // `//` inside a string is not a comment: the rest of the line is code.
+        assert!(!same_code("s = \"a//b\"; x = 1;", "s = \"a//b\"; x = 2;"));
+        assert!(!same_code("s = \"a/*b\"; x = 1; /* c */", "s = \"a/*b\"; x = 2; /* c */"));
+        assert!(!same_code("s = \"a b\";", "s = \"a  b\";"));
+        assert!(!same_code("c = '/'; x = 1;", "c = '/'; x = 2;"));
+        assert!(!same_code("s = \"q\\\"//\"; x = 1;", "s = \"q\\\"//\"; x = 2;"));
+        assert!(!same_code("s = R\"(a // b)\"; x = 1;", "s = R\"(a // b)\"; x = 2;"));
+        assert!(same_code("s = R\"d(a )\" b)d\";  // c", "s = R\"d(a )\" b)d\";"));
+        assert!(!same_code("s = u8\"x\";", "s = u8 \"x\";"));
+    }
+
+    #[test]
+    fn directives_end_at_their_line() {
+        assert!(!same_code("#define A 1\nint b;", "#define A 1 int b;"));
+        assert!(!same_code("#define A 1\n#define B 2", "#define A 1 #define B 2"));
+        assert!(same_code("#define A 1 // one\nint b;", "#  define   A 1\nint b; // two"));
+        assert!(same_code("#define A \\\n 1\nint b;", "#define A 1\nint b;"));
+        assert!(same_code("#include <metal_stdlib> // c\n#pragma once\nx", "#  include <metal_stdlib>\n#pragma  once /* c */\nx"));
+        assert!(!same_code("#include <metal_stdlib>\nx", "#include < metal_stdlib >\nx"));
+        assert!(!same_code("#pragma once\nx", "#pragma once x"));
+        // A `#` that does not start a line is a token, not a directive.
+        assert!(same_code("a # b\nc", "a # b c"));
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! like is compared with like. Manifests older than the cost model have no
 //! `cost`; their bytes per launch are derived from the buffers, as the
 //! generator's default cost is (a packed buffer counts its declared regions,
-//! the regions the kernel reads).
+//! the regions the kernel reads). Dimensions and costs are read back with
+//! [`Dim::parse`], the inverse of the [`Dim::describe`] that wrote them.
 
-use super::expr;
-use kernelgen_contract::Dtype;
+use kernelgen_contract::{Dim, Dtype};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -18,8 +18,8 @@ pub struct BufferView {
     pub name: String,
     /// Its element type as the manifest spells it (`bf16`, `u8`).
     pub dtype: String,
-    /// Each dimension's expression text (`"M"`, `"6144"`).
-    pub shape: Vec<String>,
+    /// Each dimension (`M`, `6144`).
+    pub shape: Vec<SizeExpr>,
     /// `(name, offset, bytes)` of a packed buffer's regions.
     pub regions: Vec<(String, u64, u64)>,
 }
@@ -27,33 +27,65 @@ pub struct BufferView {
 impl BufferView {
     /// `bf16[M, 6144]`
     pub fn describe(&self) -> String {
-        format!("{}[{}]", self.dtype, self.shape.join(", "))
+        format!("{}[{}]", self.dtype, self.shape.iter().map(|d| d.text.as_str()).collect::<Vec<_>>().join(", "))
     }
 
-    /// Elements at the given sizes; `None` if a dimension does not evaluate.
-    pub fn elements(&self, sizes: &Sizes) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(sizes.eval(d)?))
+    /// Elements at the given values of its kernel's run-time sizes
+    /// ([`Sizes::values`]); `None` if a dimension does not evaluate.
+    pub fn elements(&self, values: &[u64]) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.eval(values)?))
     }
 
     /// The bytes a launch moves for this buffer: its regions for a packed
     /// buffer, else elements times the element size.
-    pub fn bytes(&self, sizes: &Sizes) -> Option<u64> {
+    pub fn bytes(&self, values: &[u64]) -> Option<u64> {
         if !self.regions.is_empty() {
             return self.regions.iter().try_fold(0u64, |acc, r| acc.checked_add(r.2));
         }
-        self.elements(sizes)?.checked_mul(Dtype::parse(&self.dtype)?.size() as u64)
+        self.elements(values)?.checked_mul(Dtype::parse(&self.dtype)?.size() as u64)
+    }
+}
+
+/// An integer expression of a manifest entry (a dimension, a cost) over its
+/// kernel's run-time sizes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SizeExpr {
+    /// As the manifest writes it (`12288*M + 100`): what a review shows.
+    pub text: String,
+    /// What the text reads as with the kernel's size names ([`Dim::parse`]);
+    /// `None` if it does not parse, and then it has no value.
+    pub dim: Option<Dim>,
+}
+
+impl SizeExpr {
+    /// `text` read with the kernel's size names.
+    pub fn parse(text: &str, names: &[String]) -> SizeExpr {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        SizeExpr { text: text.to_string(), dim: Dim::parse(text, &names).ok() }
+    }
+
+    /// The value at the given values of the kernel's run-time sizes; `None` if
+    /// it does not parse or evaluate.
+    pub fn eval(&self, values: &[u64]) -> Option<u64> {
+        self.dim.as_ref()?.eval(values)
+    }
+
+    /// Whether its value depends on run-time sizes (a text that does not parse
+    /// may: it counts as depending).
+    pub fn depends_on_sizes(&self) -> bool {
+        self.dim.as_ref().is_none_or(|d| !d.sizes_used().is_empty())
     }
 }
 
 /// A manifest entry's `cost`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostView {
-    /// The bytes one launch reads: an expression over run-time sizes.
-    pub bytes_read: String,
-    /// The bytes one launch writes: an expression over run-time sizes.
-    pub bytes_written: String,
+    /// The bytes one launch reads.
+    pub bytes_read: SizeExpr,
+    /// The bytes one launch writes.
+    pub bytes_written: SizeExpr,
     /// The flops of one launch, when the family states them.
-    pub flops: Option<String>,
+    pub flops: Option<SizeExpr>,
 }
 
 /// One kernel of a generated tree.
@@ -121,9 +153,15 @@ impl Sizes {
         self.0.get(name).copied().unwrap_or(1)
     }
 
-    /// An expression's value; `None` if it does not parse or evaluate.
-    pub fn eval(&self, text: &str) -> Option<u64> {
-        expr::eval_text(text, &|n| Some(self.get(n))).ok().flatten()
+    /// The values of a kernel's run-time sizes, in its order ([`KernelView::sizes`]).
+    pub fn values(&self, names: &[String]) -> Vec<u64> {
+        names.iter().map(|n| self.get(n)).collect()
+    }
+
+    /// The names given that none of `kernels` has as a run-time size (a typo
+    /// would silently cost nothing).
+    pub fn unknown<'a>(&'a self, kernels: &[&KernelView]) -> Vec<&'a str> {
+        self.0.keys().filter(|name| !kernels.iter().any(|k| k.sizes.contains(name))).map(String::as_str).collect()
     }
 
     /// `M=1, B=1` for the sizes a kernel has.
@@ -145,15 +183,16 @@ impl KernelView {
 
     /// Bytes and flops of one launch at `sizes`.
     pub fn launch(&self, sizes: &Sizes) -> Launch {
+        let values = sizes.values(&self.sizes);
         match &self.cost {
             Some(c) => Launch {
-                bytes_read: sizes.eval(&c.bytes_read),
-                bytes_written: sizes.eval(&c.bytes_written),
-                flops: c.flops.as_deref().and_then(|f| sizes.eval(f)),
+                bytes_read: c.bytes_read.eval(&values),
+                bytes_written: c.bytes_written.eval(&values),
+                flops: c.flops.as_ref().and_then(|f| f.eval(&values)),
                 derived: false,
             },
             None => {
-                let sum = |bs: &[BufferView]| bs.iter().try_fold(0u64, |acc, b| acc.checked_add(b.bytes(sizes)?));
+                let sum = |bs: &[BufferView]| bs.iter().try_fold(0u64, |acc, b| acc.checked_add(b.bytes(&values)?));
                 Launch { bytes_read: sum(&self.inputs), bytes_written: sum(&self.outputs), flops: None, derived: true }
             }
         }
@@ -172,6 +211,8 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
         let name = str_field(entry, "name").ok_or_else(|| format!("manifest.json: kernels[{n}] has no name"))?;
         let bad = |field: &str| format!("manifest.json: kernel {name}: `{field}` is missing or malformed");
         let strings = |v: Option<&Value>| -> Option<Vec<String>> { v?.as_array()?.iter().map(|s| s.as_str().map(str::to_string)).collect() };
+        let sizes = strings(entry.get("sizes")).ok_or_else(|| bad("sizes"))?;
+        let expr = |text: &str| SizeExpr::parse(text, &sizes);
         let buffers = |field: &str| -> Result<Vec<BufferView>, String> {
             let list = entry.get(field).and_then(Value::as_array).ok_or_else(|| bad(field))?;
             list.iter()
@@ -190,7 +231,7 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
                     Ok(BufferView {
                         name: b.get("name").and_then(Value::as_str).ok_or_else(|| bad(field))?.to_string(),
                         dtype: b.get("dtype").and_then(Value::as_str).ok_or_else(|| bad(field))?.to_string(),
-                        shape: strings(b.get("shape")).ok_or_else(|| bad(field))?,
+                        shape: strings(b.get("shape")).ok_or_else(|| bad(field))?.iter().map(|d| expr(d)).collect(),
                         regions,
                     })
                 })
@@ -207,9 +248,9 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
         let cost = match entry.get("cost") {
             None | Some(Value::Null) => None,
             Some(c) => Some(CostView {
-                bytes_read: c.get("bytes_read").and_then(Value::as_str).ok_or_else(|| bad("cost"))?.to_string(),
-                bytes_written: c.get("bytes_written").and_then(Value::as_str).ok_or_else(|| bad("cost"))?.to_string(),
-                flops: c.get("flops").and_then(Value::as_str).map(str::to_string),
+                bytes_read: c.get("bytes_read").and_then(Value::as_str).map(expr).ok_or_else(|| bad("cost"))?,
+                bytes_written: c.get("bytes_written").and_then(Value::as_str).map(expr).ok_or_else(|| bad("cost"))?,
+                flops: c.get("flops").and_then(Value::as_str).map(expr),
             }),
         };
         let manifest_metal = str_field(entry, "metal").ok_or_else(|| bad("metal"))?;
@@ -223,13 +264,13 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
             metal,
             metal_path,
             manifest_metal,
-            sizes: strings(entry.get("sizes")).ok_or_else(|| bad("sizes"))?,
             inputs: buffers("inputs")?,
             outputs: buffers("outputs")?,
             grid: strings(entry.get("grid")).ok_or_else(|| bad("grid"))?,
             threadgroup,
             threadgroup_memory: entry.get("threadgroup_memory_bytes").and_then(Value::as_u64).ok_or_else(|| bad("threadgroup_memory_bytes"))?,
             cost,
+            sizes,
             entry: entry.clone(),
             name,
         });
@@ -269,6 +310,21 @@ mod tests {
         assert_eq!(l.bytes_written, Some(3 * 128 * 4));
         assert_eq!(l.flops, None);
         assert_eq!(k.inputs[0].describe(), "bf16[M, 256]");
+    }
+
+    #[test]
+    fn expressions_read_with_the_kernels_size_names() {
+        let deep = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        let manifest = OLD.replace(r#""sizes": ["M"]"#, r#""sizes": ["M", "T"]"#).replace(r#"["M", "256"]"#, &format!(r#"["ceil_div(T, 64)*M", "N", "{deep}"]"#));
+        let k = &read_manifest(&manifest, &|_| None).unwrap()[0];
+        let [dims, unknown, hostile] = &k.inputs[0].shape[..] else { panic!("{:?}", k.inputs[0].shape) };
+        assert_eq!(dims.eval(&Sizes([("M".to_string(), 3), ("T".to_string(), 65)].into()).values(&k.sizes)), Some(6));
+        assert!(dims.depends_on_sizes());
+        // A name that is not one of the kernel's sizes, and a text nested past the parser's
+        // limit (a hostile manifest), have no value: the review shows `?`, it does not crash.
+        assert_eq!((unknown.text.as_str(), &unknown.dim), ("N", &None));
+        assert_eq!(hostile.dim, None);
+        assert_eq!(k.launch(&Sizes::default()).bytes_read, None, "`x` has no byte count without the value of every dimension");
     }
 
     #[test]
