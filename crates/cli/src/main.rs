@@ -29,7 +29,8 @@ struct Cli {
 /// Where specs are read from.
 #[derive(clap::Args, Clone)]
 pub struct SpecArgs {
-    /// Spec file or directory of `*.toml` specs, searched recursively, hidden files skipped (repeatable).
+    /// Spec file or directory of `*.toml` specs, searched recursively, hidden files and the
+    /// family folders skipped (repeatable).
     #[arg(long = "specs", value_name = "PATH", default_value = "specs")]
     pub specs: Vec<PathBuf>,
     /// A folder of family files (`<family>.toml` beside `<family>.metal.tera`),

@@ -389,9 +389,8 @@ fn verify_of_user_families_with_invalid_msl_reports_the_metal_lines() {
     assert!(out.contains(&format!("verify: 0 passed, {} failed", BAD_BODIES.len())), "{out}");
 
     // The same load through the library: EmuBackend::program of a rendered kernel.
-    let sources = kernelgen_codegen::read_specs(&[dir.path().join("specs")]).unwrap();
-    let families = kernelgen_codegen::read_families(&[dir.path().join("families")]).unwrap();
-    let generated = kernelgen_codegen::generate_with(sources, &families, kernelgen_codegen::Options::default()).unwrap();
+    let config = kernelgen_codegen::Config::new().specs(dir.path().join("specs"));
+    let generated = config.load().and_then(|input| config.generate(input)).unwrap();
     let (kernel, metal, line) = &lines[0];
     let r = generated.kernels.iter().find(|r| r.kernel.name == *kernel).expect("the family's kernel");
     let backend = kernelgen_emu::EmuBackend::new(kernelgen_emu::EmuOptions::default()).unwrap();
