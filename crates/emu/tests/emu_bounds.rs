@@ -163,3 +163,73 @@ fn sanitize_every_access_before_the_start_faults() {
         }
     });
 }
+
+/// Thread 3 accesses `x[index(address of x)]` of a one-page buffer (no head: its data starts
+/// and ends on a page boundary, so the dispatch runs once, on this very buffer) with a 64-bit
+/// index; the address it accesses comes back with the error.
+fn dispatch_wild(p: &Program, kernel: &str, index: impl FnOnce(usize) -> i64) -> (usize, EmuError) {
+    let mut x = DeviceBuffer::zeroed(4096);
+    let base = x.as_bytes().as_ptr() as usize;
+    let index = index(base);
+    let mut at = DeviceBuffer::from_bytes(&[0i64, 1, 2, index].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    let mut out = DeviceBuffer::zeroed(16);
+    let r = if kernel.starts_with("write") {
+        p.dispatch(kernel, &mut [&mut x, &mut at], [4, 1, 1], [4, 1, 1])
+    } else {
+        p.dispatch(kernel, &mut [&mut x, &mut at, &mut out], [4, 1, 1], [4, 1, 1])
+    };
+    let e = r.err().unwrap_or_else(|| panic!("{kernel} x[{index}] ran"));
+    (base.wrapping_add((index as usize).wrapping_mul(4)), e)
+}
+
+/// The fault's description, checked to be thread 3's at the kernel's line and to name the
+/// access as the kernel wrote it.
+fn wild_fault(e: EmuError, kernel: &str) -> String {
+    match e {
+        EmuError::Fault { kernel: k, what, metal_line, thread_position_in_grid, .. } => {
+            assert_eq!((k.as_str(), thread_position_in_grid), (kernel, [3, 0, 0]), "{what}");
+            let marker = format!("@{}", kernel.replace('_', "-"));
+            assert_eq!(metal_line.map(|l| l.1), Some(line_of(SRC, &marker)), "{what}");
+            let kind = if kernel.starts_with("write") { "invalid write at " } else { "invalid read at " };
+            assert!(what.starts_with(kind), "expected `{kind}`: {what}");
+            what
+        }
+        other => panic!("expected a fault of {kernel}, got: {other}"),
+    }
+}
+
+/// A 64-bit index past the canonical addresses (the processor raises a general-protection
+/// fault, which carries no address) is a read or a write as the kernel wrote it, at the
+/// address it computed, "a non-canonical address": not a read of a null pointer.
+#[test]
+fn a_wild_index_past_the_canonical_addresses_is_reported_as_such() {
+    let p = program(false);
+    for kernel in ["write_wild", "read_wild"] {
+        // 2^47 bytes past the data, past every user-space address; 2^48 bytes before it,
+        // below the kernel's addresses (2^47 bytes before it is a canonical kernel address)
+        for index in [1i64 << 45, -(1i64 << 46), i64::MAX / 4] {
+            let (addr, e) = dispatch_wild(&p, kernel, |_| index);
+            let what = wild_fault(e, kernel);
+            assert!(what.contains(&format!("at {addr:#x}, a non-canonical address (far outside any buffer)")), "{kernel} x[{index}]: {what}");
+            assert!(!what.contains("null pointer"), "{kernel} x[{index}]: {what}");
+        }
+    }
+}
+
+/// A 64-bit index onto a page that is mapped but not accessible, far from every buffer: a
+/// page fault, its address and kind from the processor.
+#[test]
+fn a_wild_index_onto_an_inaccessible_page_is_reported_with_its_address() {
+    let p = program(false);
+    // a page of this process's own, inaccessible: nothing else can be mapped there
+    let page = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+    assert_ne!(page, libc::MAP_FAILED);
+    let target = page as usize + 8;
+    for kernel in ["write_wild", "read_wild"] {
+        let (addr, e) = dispatch_wild(&p, kernel, |base| (target as i64 - base as i64) / 4);
+        assert_eq!(addr, target);
+        let what = wild_fault(e, kernel);
+        assert!(what.contains(&format!("at {target:#x}, memory outside every buffer")), "{kernel}: {what}");
+    }
+    unsafe { libc::munmap(page, 4096) };
+}

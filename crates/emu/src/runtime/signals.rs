@@ -7,6 +7,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::Once;
 
+use super::insn;
 use super::sched::{CURRENT, State};
 use super::switch::kgemu_rt_resume;
 
@@ -81,10 +82,40 @@ pub(super) fn install_handlers() {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RawFault {
     pub(super) sig: c_int,
-    pub(super) addr: usize,
+    /// The address accessed: `si_addr` of a page fault; of a general-protection fault
+    /// (`refused`), decoded from the instruction (`None` where it cannot be).
+    pub(super) addr: Option<usize>,
     pub(super) pc: usize,
-    pub(super) write: bool,
+    /// A write (`Some(true)`) or a read; `None` where the instruction was not decoded.
+    pub(super) write: Option<bool>,
+    /// A general-protection fault: the processor refused the address itself (not
+    /// canonical, or a misaligned aligned-vector access) and gives none.
+    pub(super) refused: bool,
     pub(super) fiber: usize,
+}
+
+/// The x86 exception number of a general-protection fault (`REG_TRAPNO`); a page fault is 14.
+const TRAP_GENERAL_PROTECTION: i64 = 13;
+
+/// The access of a fault at `pc`: from the page fault's error code (bit 1: a write) and
+/// `si_addr`, or, for a general-protection fault, from the instruction at `pc` decoded.
+unsafe fn access_of(sig: c_int, info: *mut libc::siginfo_t, gregs: &[libc::greg_t]) -> (Option<usize>, Option<bool>, bool) {
+    unsafe {
+        let refused = sig == libc::SIGSEGV && gregs[libc::REG_TRAPNO as usize] == TRAP_GENERAL_PROTECTION;
+        if !refused {
+            let err = gregs[libc::REG_ERR as usize] as usize;
+            return (Some((*info).si_addr() as usize), Some(err & 2 != 0), false);
+        }
+        // The instruction's bytes, read by the kernel: they stop at an unmapped page
+        // where the longest instruction would run past the code's last one.
+        let pc = gregs[libc::REG_RIP as usize] as usize;
+        let mut code = [0u8; 15];
+        let local = libc::iovec { iov_base: code.as_mut_ptr() as *mut c_void, iov_len: code.len() };
+        let remote = libc::iovec { iov_base: pc as *mut c_void, iov_len: code.len() };
+        let n = libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0);
+        let access = if n > 0 { insn::decode(&code[..n as usize], &insn::registers(gregs)) } else { None };
+        (access.and_then(|a| a.addr), access.map(|a| a.write), true)
+    }
 }
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
@@ -94,11 +125,10 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
             let uc = ctx as *mut libc::ucontext_t;
             let gregs = &mut (*uc).uc_mcontext.gregs;
             let pc = gregs[libc::REG_RIP as usize] as usize;
-            let err = gregs[libc::REG_ERR as usize] as usize;
-            let addr = (*info).si_addr() as usize;
             let cur = (*s).cur;
             if (*s).fault.is_none() {
-                (*s).fault = Some(RawFault { sig, addr, pc, write: err & 2 != 0, fiber: cur });
+                let (addr, write, refused) = access_of(sig, info, &gregs[..]);
+                (*s).fault = Some(RawFault { sig, addr, pc, write, refused, fiber: cur });
             }
             (*(*s).fibers.as_mut_ptr().add(cur)).state = State::Exited;
             if let Some(f) = (*s).asan {
