@@ -131,7 +131,7 @@ impl EmuBackend {
                     })
                 }
             };
-            let mut buf = DeviceBuffer::from_bytes_on(bytes, align, workers);
+            let mut buf = DeviceBuffer::try_from_bytes_on(bytes, align, workers)?;
             if !b.regions.is_empty() {
                 let regions: Vec<std::ops::Range<usize>> = b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
                 buf.set_regions(&regions);
@@ -141,7 +141,7 @@ impl EmuBackend {
         }
         let mut outputs: Vec<DeviceBuffer> = Vec::with_capacity(def.outputs.len());
         for (b, o) in def.outputs.iter().zip(&plan.outputs) {
-            outputs.push(DeviceBuffer::filled_aligned(o.bytes as usize, b.align as usize, config.output_poison));
+            outputs.push(DeviceBuffer::try_filled_aligned(o.bytes as usize, b.align as usize, config.output_poison)?);
         }
         {
             let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(copies.len() + outputs.len());

@@ -709,6 +709,13 @@ pub enum EmuError {
         /// What is wrong with the dispatch.
         message: String,
     },
+    /// Memory a dispatch needs cannot be had: a buffer, fiber stacks, threadgroup memory, a
+    /// signal stack (the address space or the memory is exhausted, or a limit such as
+    /// `ulimit -v` is reached). Nothing ran, or the dispatch stopped; the emulator stays usable.
+    Memory {
+        /// What could not be mapped, and the system's reason.
+        what: String,
+    },
     /// Sanitize mode requested but the sanitizer runtime is not loaded in this process.
     Sanitizer {
         /// What is missing and how to start the process.
@@ -760,6 +767,7 @@ impl fmt::Display for EmuError {
                 line_of(metal_line).trim_start_matches("at ")
             ),
             EmuError::Launch { kernel, message } => write!(f, "cannot dispatch kernel `{kernel}`: {message}"),
+            EmuError::Memory { what } => write!(f, "MSL emulator: out of memory: {what}"),
             EmuError::Sanitizer { message } => write!(f, "sanitize mode unavailable: {message}"),
             EmuError::Io(e) => write!(f, "MSL emulator: {e}"),
             EmuError::Unsupported { target } => write!(

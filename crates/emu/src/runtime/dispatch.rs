@@ -194,12 +194,21 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
 /// threadgroups in assignment order until they run out or one fails.
 fn work(shared: &Shared<'_>) {
     use std::sync::atomic::Ordering;
-    ensure_altstack();
+    // memory this worker cannot have fails the dispatch (ahead of every threadgroup's error)
+    if let Err(e) = ensure_altstack() {
+        return shared.fail(0, e);
+    }
     let m = shared.meta;
     let tg_threads = (m.tg[0] * m.tg[1] * m.tg[2]) as usize;
     ARENA.with(|ar| {
         let mut ar = ar.borrow_mut();
-        let arena = ar.get_or_insert_with(Arena::new).ptr;
+        let arena = match &*ar {
+            Some(a) => a.ptr,
+            None => match Arena::new() {
+                Ok(a) => ar.insert(a).ptr,
+                Err(e) => return shared.fail(0, e),
+            },
+        };
         let mut sched = Box::new(Sched {
             sched_sp: null_mut(),
             fibers: Vec::with_capacity(MAX_THREADS),
@@ -261,7 +270,10 @@ fn work(shared: &Shared<'_>) {
                 st.0 = m.stack_size;
             }
             while st.1.len() < tg_threads {
-                st.1.push(Stack::new(m.stack_size + STACK_COLORS));
+                match Stack::new(m.stack_size + STACK_COLORS) {
+                    Ok(stack) => st.1.push(stack),
+                    Err(e) => return shared.fail(0, e),
+                }
             }
             let stacks = &st.1;
             unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };

@@ -7,6 +7,8 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::Once;
 
+use crate::EmuError;
+
 use super::insn;
 use super::sched::{CURRENT, State};
 use super::switch::kgemu_rt_resume;
@@ -23,19 +25,24 @@ impl Drop for AltStack {
     }
 }
 
-pub(super) fn ensure_altstack() {
+/// This thread's alternate signal stack, where the fault handler runs (a fiber's stack
+/// may be the one that overflowed).
+pub(super) fn ensure_altstack() -> Result<(), EmuError> {
     let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
     unsafe { libc::sigaltstack(null_mut(), &mut old) };
     if old.ss_flags & libc::SS_DISABLE == 0 && old.ss_size >= 16 * 1024 {
-        return;
+        return Ok(());
     }
-    ALT.with(|a| {
-        let mut a = a.borrow_mut();
-        let mem = vec![0u8; 256 * 1024];
-        let ss = libc::stack_t { ss_sp: mem.as_ptr() as *mut c_void, ss_flags: 0, ss_size: mem.len() };
-        unsafe { libc::sigaltstack(&ss, null_mut()) };
-        *a = Some(AltStack { mem });
-    });
+    const SIZE: usize = 256 * 1024;
+    let mut mem = Vec::new();
+    mem.try_reserve_exact(SIZE).map_err(|e| EmuError::Memory { what: format!("cannot allocate a {SIZE}-byte signal stack: {e}") })?;
+    mem.resize(SIZE, 0);
+    let ss = libc::stack_t { ss_sp: mem.as_ptr() as *mut c_void, ss_flags: 0, ss_size: mem.len() };
+    if unsafe { libc::sigaltstack(&ss, null_mut()) } != 0 {
+        return Err(EmuError::Memory { what: format!("cannot install a signal stack: {}", std::io::Error::last_os_error()) });
+    }
+    ALT.with(|a| *a.borrow_mut() = Some(AltStack { mem }));
+    Ok(())
 }
 
 thread_local! {
