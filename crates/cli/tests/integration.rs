@@ -6,6 +6,7 @@ mod catalog;
 mod cli;
 mod cost;
 mod diff;
+mod emu_untrusted;
 mod fuzz;
 mod kill;
 mod lint;

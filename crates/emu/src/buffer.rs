@@ -42,9 +42,11 @@ pub const GUARD_BEFORE: usize = 32 << 30;
 /// guard is `(-len) mod align` bytes. The *head*, between the start of the data's first page
 /// and the data, is less than a page (none when `len + slack` is a multiple of the page
 /// size): page protection cannot cover it, so it is filled with poison, ASan-poisoned under
-/// sanitize (where a read or write there is a fault with the buffer and offset), and checked
-/// after every threadgroup (a write there is an [`crate::EmuError::Corruption`] naming the
-/// buffer and the negative offset); without sanitize a read there returns poison. The default
+/// sanitize, and checked after every threadgroup (a write there is an
+/// [`crate::EmuError::Corruption`] naming the buffer and the negative offset). A dispatch
+/// therefore also runs with the data flush with the leading guard (moved, or on a copy; see
+/// [`crate::Placement`]), where an access just before the start faults; outside a dispatch
+/// the data is always end-placed. The default
 /// alignment, used by [`DeviceBuffer::zeroed`] and [`DeviceBuffer::from_bytes`], is the
 /// largest power of two dividing `len`, capped at 16: every element type whose size divides
 /// `len` is then naturally aligned *and* the end is flush (slack 0). A packed byte buffer that
@@ -256,19 +258,26 @@ impl DeviceBuffer {
     /// [`DeviceBuffer::zeroed_aligned`], or [`EmuError::Memory`] when the address space or
     /// the memory cannot hold it.
     pub fn try_zeroed_aligned(bytes: usize, align: usize) -> Result<Self, EmuError> {
-        Self::with_data(bytes, align, Some(0))
+        Self::with_data(bytes, align, Some(0), false)
     }
 
     /// `bytes` bytes of `byte` whose start is aligned to `align` (as for
     /// [`DeviceBuffer::zeroed_aligned`]): a launch's outputs, filled with poison; or
     /// [`EmuError::Memory`].
     pub fn try_filled_aligned(bytes: usize, align: usize, byte: u8) -> Result<Self, EmuError> {
-        Self::with_data(bytes, align, Some(byte))
+        Self::try_filled_placed(bytes, align, byte, false)
+    }
+
+    /// [`DeviceBuffer::try_filled_aligned`] with the data flush with the guard before it
+    /// (`at_start`) or after it.
+    pub(crate) fn try_filled_placed(bytes: usize, align: usize, byte: u8, at_start: bool) -> Result<Self, EmuError> {
+        Self::with_data(bytes, align, Some(byte), at_start)
     }
 
     /// A buffer whose data holds `fill`, or for `None` whatever a reused mapping held (the
-    /// caller writes every byte); the head and slack hold poison.
-    fn with_data(bytes: usize, align: usize, fill: Option<u8>) -> Result<Self, EmuError> {
+    /// caller writes every byte); the head and slack hold poison. Its data is flush with the
+    /// guard after it, or with the one before it (`at_start`).
+    fn with_data(bytes: usize, align: usize, fill: Option<u8>, at_start: bool) -> Result<Self, EmuError> {
         let page = page_size();
         let align = align.max(1).next_power_of_two().min(page);
         let slack = (align - bytes % align) % align;
@@ -282,7 +291,7 @@ impl DeviceBuffer {
                 (map, map_len, rw, true)
             }
         };
-        let data = unsafe { rw.add(rw_len - span) };
+        let data = unsafe { rw.add(if at_start { 0 } else { rw_len - span }) };
         unsafe {
             match fill {
                 // fresh pages are zero already
@@ -290,10 +299,8 @@ impl DeviceBuffer {
                 Some(b) => std::ptr::write_bytes(data, b, bytes),
                 None => {}
             }
-            std::ptr::write_bytes(rw, POISON, data as usize - rw as usize);
-            std::ptr::write_bytes(data.add(bytes), POISON, slack);
         }
-        Ok(DeviceBuffer {
+        let d = DeviceBuffer {
             map,
             map_len,
             rw,
@@ -305,7 +312,44 @@ impl DeviceBuffer {
             regions: Vec::new(),
             armed: None,
             shared: std::sync::Mutex::new(0),
-        })
+        };
+        d.poison_head_and_slack();
+        Ok(d)
+    }
+
+    fn poison_head_and_slack(&self) {
+        for r in [self.head(), self.slack()] {
+            unsafe { std::ptr::write_bytes(r.start as *mut u8, POISON, r.end - r.start) };
+        }
+    }
+
+    /// Bytes before the data on its first page: none when the data is flush with the guard
+    /// before it, or its pages are full.
+    pub(crate) fn head_len(&self) -> usize {
+        self.data as usize - self.rw as usize
+    }
+
+    /// A copy of the buffer (data, alignment, regions) whose data is flush with the guard
+    /// before it, copied by up to `threads` threads.
+    pub(crate) fn try_start_placed_copy(&self, threads: usize) -> Result<DeviceBuffer, EmuError> {
+        let mut d = Self::try_from_bytes_placed(self.as_bytes(), self.align, threads, true)?;
+        if !self.regions.is_empty() {
+            d.set_regions(&self.regions.clone());
+        }
+        Ok(d)
+    }
+
+    /// Move the data (a memmove within its pages) flush with the guard before it
+    /// (`at_start`) or after it; the head and slack hold poison again. Between dispatches.
+    pub(crate) fn move_data(&mut self, at_start: bool) {
+        debug_assert!(self.armed.is_none(), "moved while a dispatch holds it");
+        let span = self.len + (self.align - self.len % self.align) % self.align;
+        let to = unsafe { self.rw.add(if at_start { 0 } else { self.rw_len - span }) };
+        if to != self.data {
+            unsafe { std::ptr::copy(self.data, to, self.len) };
+            self.data = to;
+            self.poison_head_and_slack();
+        }
     }
 
     /// A copy of `b`, default alignment.
@@ -329,7 +373,13 @@ impl DeviceBuffer {
     /// copy, the fresh pages' faults with it, would otherwise be serial work in every
     /// launch of a large input); or [`EmuError::Memory`].
     pub fn try_from_bytes_on(b: &[u8], align: usize, threads: usize) -> Result<Self, EmuError> {
-        let mut d = Self::with_data(b.len(), align, None)?;
+        Self::try_from_bytes_placed(b, align, threads, false)
+    }
+
+    /// [`DeviceBuffer::try_from_bytes_on`] with the data flush with the guard before it
+    /// (`at_start`) or after it.
+    pub(crate) fn try_from_bytes_placed(b: &[u8], align: usize, threads: usize, at_start: bool) -> Result<Self, EmuError> {
+        let mut d = Self::with_data(b.len(), align, None, at_start)?;
         copy_on(d.as_bytes_mut(), b, threads);
         Ok(d)
     }

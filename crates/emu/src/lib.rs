@@ -181,9 +181,15 @@
 //! alternative; it would cost a compare per load and store, change what the compiler may
 //! vectorize, and need every cast of a device pointer rewritten, where reserved address space
 //! costs nothing. Less than a page before the data (the *head*, none when the length is a
-//! multiple of 4096) shares the data's first page: it holds poison, a write there is an
-//! [`EmuError::Corruption`] with the buffer and the negative offset, a read returns poison,
-//! and under sanitize both are faults. Declared regions poison their gaps. Through the
+//! multiple of 4096) shares the data's first page: it holds poison, so a dispatch with such
+//! a buffer runs twice ([`Placement::Both`], the default): end-placed, then with every
+//! buffer's data flush with the guard *before* it (on copies made before the first run), so
+//! that `a[-1]` faults as surely as `a[n]` (under sanitize both sides are ASan-poisoned and
+//! one run does). [`Placement::End`] alone (one run) leaves the head readable as poison, a
+//! write there an [`EmuError::Corruption`] with the buffer and the negative offset. A wild
+//! 64-bit index past the canonical addresses, which the processor faults without an
+//! address, is reported with the address and the access kind decoded from the faulting
+//! instruction. Declared regions poison their gaps. Through the
 //! backend ([`EmuBackend`]) a kernel's inputs are read-only while it runs, so a write to one
 //! faults too. A GPU thread's stack (256 KiB) has a 64 KiB guard below it and kernels are
 //! built with `-fstack-clash-protection`, so an overflowing frame faults in the guard.
@@ -370,12 +376,48 @@ pub struct EmuOptions {
     /// Check every loaded source as Metal first (default true; see "The Metal check"). Off
     /// only for tests of the emulator itself on code that Metal would reject.
     pub metal_check: bool,
+    /// Where each buffer's data sits in its pages while a kernel runs, so which accesses
+    /// just outside it fault (default [`Placement::Both`]: all of them).
+    pub placement: Placement,
 }
 
 impl Default for EmuOptions {
     fn default() -> Self {
-        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, metal_check: true, workers: 0 }
+        EmuOptions {
+            cache_dir: None,
+            sanitize: false,
+            order: RunOrder::Forward,
+            guard_pages: true,
+            metal_check: true,
+            workers: 0,
+            placement: Placement::Both,
+        }
     }
+}
+
+/// Where a buffer's data sits in its read-write pages during a dispatch. Page protection
+/// works by whole pages (4 KiB) and a buffer's length is rarely a multiple of one: with
+/// the data flush with the guard after it, the bytes before its start on its first page
+/// (the *head*) cannot fault, and with it flush with the guard before it, the bytes after
+/// its end on its last page (the *slack*) cannot. Those bytes hold poison either way (a
+/// read returns it, a write is an [`EmuError::Corruption`] found after the threadgroup).
+/// Under sanitize both are ASan-poisoned, so one run catches every access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placement {
+    /// Both, one after the other: every dispatch with a buffer that has a head runs once
+    /// end-placed on the buffers given, then once start-placed on copies of them (made
+    /// before it; inputs bound read-only are moved, not copied), so every access outside a
+    /// buffer, before or after, read or write, faults naming the buffer and the offset. The
+    /// first run's error is reported, except a write into a head, for which the second
+    /// run's fault (the thread and the line) is. Twice the time of one run.
+    Both,
+    /// One run, each buffer's data flush with the guard after it: every access past the
+    /// end faults; one before the start faults only from the page boundary on.
+    End,
+    /// One run, each buffer's data flush with the guard before it: every access before the
+    /// start faults; one past the end faults only from the next page on.
+    Start,
 }
 
 /// Run order of the fibers of a threadgroup (in every scheduling round), and the order in
@@ -1060,7 +1102,7 @@ impl Program {
         workers: usize,
     ) -> Result<DispatchStats, EmuError> {
         let mut bufs: Vec<runtime::Buf<'_>> = buffers.iter_mut().map(|b| runtime::Buf::Mut(&mut **b)).collect();
-        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers, POISON)
+        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers, POISON, self.inner.opts.placement)
     }
 
     /// The dispatch behind every other: buffers the kernel writes, reads, or reads in place.
@@ -1073,6 +1115,7 @@ impl Program {
         order: RunOrder,
         workers: usize,
         threadgroup_poison: u8,
+        placement: Placement,
     ) -> Result<DispatchStats, EmuError> {
         let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
         let Some(&idx) = self.inner.by_name.get(kernel) else {
@@ -1110,6 +1153,7 @@ impl Program {
             sanitize: self.inner.opts.sanitize,
             guard_pages: self.inner.opts.guard_pages,
             workers: workers_or_default(workers),
+            placement,
         })
     }
 }

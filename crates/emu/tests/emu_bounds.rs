@@ -2,11 +2,10 @@
 //! offset: near and far, past the end and before the start (uint indices that wrapped around,
 //! negative int indices), reads and writes, in normal and in sanitize mode.
 //!
-//! The one documented exception is the *head*: the bytes between the start of the data's
-//! first page and the data (less than a page, none when the length is a multiple of the
-//! page size). Pages cannot protect it, so in normal mode a read there returns poison and a
-//! write there is reported as corruption after the threadgroup (buffer and negative offset);
-//! under sanitize both are faults.
+//! Just before the start too: the bytes between the start of the data's first page and the
+//! data (the *head*, when the data is flush with the guard after it) are caught by a second
+//! run with the data flush with the guard before it (`Placement::Both`, the default); under
+//! sanitize both sides are ASan-poisoned.
 
 use crate::common;
 
@@ -128,9 +127,32 @@ fn every_access_before_the_start_faults() {
     before_the_start(false);
 }
 
+/// Just before the start and just past the end, reads and writes: every access faults,
+/// naming the buffer and the offset, whatever the buffer's length (its data rarely fills its
+/// pages: each dispatch also runs with the data flush with the guard before it).
 #[test]
-fn the_head_before_unaligned_data_is_poison_and_checked() {
+fn every_access_just_outside_a_buffer_faults() {
     let p = program(false);
+    for kernel in ["read_signed", "write_signed"] {
+        for len in [8usize, 4, 1000, 1025] {
+            for index in [-1i32, -9, -100, -1023, len as i32, len as i32 + 1, len as i32 + 100] {
+                let e = dispatch(&p, kernel, len, index as u32).err().unwrap_or_else(|| panic!("{kernel} x[{index}] of {len} floats ran"));
+                assert_fault(&e, kernel, kernel.starts_with("write"), 4 * index as i64, 4 * len);
+            }
+            // in bounds: runs
+            let ok = dispatch(&p, kernel, len, len as u32 - 1).unwrap_or_else(|e| panic!("{kernel} x[{}] of {len} floats: {e}", len - 1));
+            assert!(!kernel.starts_with("read") || f32s(&ok) == vec![0.0; 4], "{kernel}: {:?}", f32s(&ok));
+        }
+    }
+}
+
+/// With `Placement::End` alone (one run, the data flush with the guard after it), the head
+/// before unaligned data reads as poison, and a write there is corruption naming the buffer
+/// and the negative offset.
+#[test]
+fn with_the_end_placement_alone_the_head_is_poison_and_checked() {
+    let emu = Emulator::new(EmuOptions { placement: Placement::End, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let p = emu.load(SRC, FILE).unwrap_or_else(|e| panic!("{e}"));
     // a read of x[-1] of 4 floats: inside the data's page, poison (NaN), not a fault
     let out = dispatch(&p, "read_signed", 4, -1i32 as u32).unwrap();
     assert!(f32s(&out)[3].is_nan(), "the head reads as poison: {:?}", f32s(&out));
@@ -143,6 +165,22 @@ fn the_head_before_unaligned_data_is_poison_and_checked() {
             assert!(what.contains("byte -4 of buffer(0) `x` was written") && what.contains("before the start of the data"), "{e}");
         }
         other => panic!("expected corruption, got {other}"),
+    }
+}
+
+/// With `Placement::Start` alone the slack after the end is: a read returns poison, a write
+/// is corruption; every access before the start faults.
+#[test]
+fn with_the_start_placement_alone_the_slack_is_poison_and_checked() {
+    let emu = Emulator::new(EmuOptions { placement: Placement::Start, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let p = emu.load(SRC, FILE).unwrap_or_else(|e| panic!("{e}"));
+    let out = dispatch(&p, "read_signed", 4, 4).unwrap();
+    assert!(f32s(&out)[3].is_nan(), "the slack reads as poison: {:?}", f32s(&out));
+    let e = dispatch(&p, "write_signed", 4, 5).err().expect("the write to x[5] is reported");
+    assert!(matches!(&e, EmuError::Corruption { what, .. } if what.contains("byte 20 of buffer(0) `x` was written") && what.contains("slack")), "{e}");
+    for kernel in ["read_signed", "write_signed"] {
+        let e = dispatch(&p, kernel, 4, -1i32 as u32).err().unwrap_or_else(|| panic!("{kernel} x[-1] ran"));
+        assert_fault(&e, kernel, kernel.starts_with("write"), -4, 16);
     }
 }
 

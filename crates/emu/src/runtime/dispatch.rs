@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::buffer::POISON;
 use crate::sanitize::AsanFns;
-use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, RunOrder, Waiter, sanitize};
+use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, Placement, RunOrder, Waiter, sanitize};
 
 use super::faults::{fault_error, register_asan_callback, waiter_of};
 use super::args::{Buf, DispatchArgs};
@@ -99,23 +99,44 @@ struct Shared<'m> {
     tg_order: Vec<u32>,
     next: std::sync::atomic::AtomicUsize,
     stop: std::sync::atomic::AtomicBool,
-    /// (position in `tg_order`, error): the error of the earliest threadgroup.
-    error: std::sync::Mutex<Option<(usize, EmuError)>>,
+    /// (position in `tg_order`, failure): the failure of the earliest threadgroup.
+    error: std::sync::Mutex<Option<(usize, Failure)>>,
     switches: std::sync::atomic::AtomicU64,
     workers: usize,
 }
 
+/// Why one run of a dispatch failed.
+struct Failure {
+    error: EmuError,
+    /// The error is a write found in a buffer's head (before its data, on its first page),
+    /// which a start-placed run reports as a fault, with the thread and the line.
+    head_write: bool,
+}
+
 impl Shared<'_> {
-    fn fail(&self, pos: usize, e: EmuError) {
+    fn fail(&self, pos: usize, error: EmuError) {
+        self.record(pos, Failure { error, head_write: false });
+    }
+
+    fn record(&self, pos: usize, f: Failure) {
         let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if g.as_ref().is_none_or(|(p, _)| pos < *p) {
-            *g = Some((pos, e));
+            *g = Some((pos, f));
         }
         self.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
-pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
+/// The shape of a dispatch: the threadgroup size (clamped to the grid), the threadgroup
+/// count per dimension and in all.
+struct Shape {
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    n_tg: u64,
+    asan: Option<&'static AsanFns>,
+}
+
+pub(crate) fn dispatch(mut a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
     let start = Instant::now();
     let grid = a.grid;
     if grid.contains(&0) {
@@ -143,9 +164,75 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
         register_asan_callback(f);
     }
     install_handlers();
+    let shape = Shape { tg, tgs, n_tg, asan };
 
-    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.get().data_ptr()).collect();
-    let mut meta = a_meta(&a);
+    let buffers = std::mem::take(&mut a.buffers);
+    // under sanitize heads and slack are ASan-poisoned: one run sees both sides
+    let placement = if a.sanitize { Placement::End } else { a.placement };
+    let has_head = |b: &Buf<'_>| b.get().head_len() > 0;
+    let result = match placement {
+        Placement::Both if buffers.iter().any(has_head) => {
+            // what the end-placed run may change is copied before it, start-placed
+            let mut copies = start_placed_copies(buffers, |b| matches!(b, Buf::Mut(_)) || has_head(b), a.workers)?;
+            match run(&a, &shape, buffers) {
+                Err(f) if !f.head_write => Err(f),
+                first => match run_start_placed(&a, &shape, buffers, &mut copies) {
+                    // the fault of the write the first run found in a head, or any other
+                    Err(f) => Err(f),
+                    Ok(_) => first,
+                },
+            }
+        }
+        Placement::Start => {
+            let mut copies = start_placed_copies(buffers, |b| matches!(b, Buf::Shared(_)) && has_head(b), a.workers)?;
+            run_start_placed(&a, &shape, buffers, &mut copies)
+        }
+        _ => run(&a, &shape, buffers),
+    };
+    result.map(|stats| DispatchStats { elapsed: start.elapsed(), ..stats }).map_err(|f| f.error)
+}
+
+/// Start-placed copies of the buffers `copied` selects (others are moved in place by
+/// [`run_start_placed`]); a buffer bound in place and shared is never moved.
+fn start_placed_copies(buffers: &[Buf<'_>], copied: impl Fn(&Buf<'_>) -> bool, threads: usize) -> Result<Vec<Option<DeviceBuffer>>, EmuError> {
+    buffers.iter().map(|b| if copied(b) { b.get().try_start_placed_copy(threads).map(Some) } else { Ok(None) }).collect()
+}
+
+/// One run with every buffer's data flush with the guard before it: each buffer replaced by
+/// its copy in `copies`, or moved there and back (a copy of a shared buffer is bound
+/// read-only, as the buffer is).
+fn run_start_placed(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>], copies: &mut [Option<DeviceBuffer>]) -> Result<DispatchStats, Failure> {
+    let place = |buffers: &mut [Buf<'_>], copies: &[Option<DeviceBuffer>], at_start: bool| {
+        for (b, copy) in buffers.iter_mut().zip(copies) {
+            if let (Buf::Mut(d) | Buf::ReadOnly(d), None) = (b, copy) {
+                d.move_data(at_start);
+            }
+        }
+    };
+    place(buffers, copies, true);
+    let mut placed: Vec<Buf<'_>> = buffers
+        .iter_mut()
+        .zip(copies.iter_mut())
+        .map(|(b, copy)| match (b, copy) {
+            (Buf::Mut(_), Some(c)) => Buf::Mut(c),
+            (_, Some(c)) => Buf::ReadOnly(c),
+            (Buf::Mut(d), None) => Buf::Mut(d),
+            (Buf::ReadOnly(d), None) => Buf::ReadOnly(d),
+            (Buf::Shared(d), None) => Buf::Shared(d),
+        })
+        .collect();
+    let result = run(a, shape, &mut placed);
+    drop(placed);
+    place(buffers, copies, false);
+    result
+}
+
+/// One run of the dispatch on `buffers` as they are placed.
+fn run(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>]) -> Result<DispatchStats, Failure> {
+    let Shape { tg, tgs, n_tg, asan } = *shape;
+    let grid = a.grid;
+    let buf_ptrs: Vec<*mut u8> = buffers.iter().map(|b| b.get().data_ptr()).collect();
+    let mut meta = a_meta(a, buffers);
     meta.tg = tg;
     meta.tgs = tgs;
     meta.grid = grid;
@@ -155,7 +242,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
     meta.order = a.order;
     meta.tg_poison = a.threadgroup_poison;
-    for b in a.buffers.iter_mut() {
+    for b in buffers.iter_mut() {
         match b {
             Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
             Buf::ReadOnly(b) => {
@@ -165,7 +252,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
             Buf::Shared(b) => b.arm_shared(a.sanitize),
         }
     }
-    let armed = Armed { buffers: a.buffers, sanitize: a.sanitize };
+    let armed = Armed { buffers, sanitize: a.sanitize };
 
     let mut tg_order = Vec::new();
     order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
@@ -184,10 +271,10 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
     let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
     drop(armed);
-    if let Some((_, e)) = error {
-        return Err(e);
+    if let Some((_, f)) = error {
+        return Err(f);
     }
-    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: start.elapsed() })
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: Default::default() })
 }
 
 /// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
@@ -303,18 +390,14 @@ fn work(shared: &Shared<'_>) {
                         } else {
                             ""
                         };
-                        shared.fail(
-                            pos,
-                            EmuError::Corruption {
-                                kernel: m.kernel.clone(),
-                                what: format!(
-                                    "byte {off} of buffer({i}){} was written: it lies in {what}{others}",
-                                    m.buffer_name(i)
-                                ),
-                                metal_line: None,
-                                threadgroup_position_in_grid: tgid,
-                            },
-                        );
+                        let error = EmuError::Corruption {
+                            kernel: m.kernel.clone(),
+                            what: format!("byte {off} of buffer({i}){} was written: it lies in {what}{others}", m.buffer_name(i)),
+                            metal_line: None,
+                            threadgroup_position_in_grid: tgid,
+                        };
+                        // only a head lies before the data
+                        shared.record(pos, Failure { error, head_write: off < 0 });
                         break;
                     }
                 }
@@ -361,8 +444,8 @@ impl Meta {
 
 unsafe extern "C" fn no_thread(_: *const *mut u8, _: *const ThreadInfo) {}
 
-fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
-    let n = a.buffers.len();
+fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
+    let n = buffers.len();
     let mut names = vec![String::new(); n];
     for p in &a.kernel.params {
         if let Binding::Buffer(i) = p.binding {
@@ -376,7 +459,7 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         file_name: a.file_name.to_string(),
         so_path: a.object.path.clone(),
         buffer_names: names,
-        buffers: a.buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
+        buffers: buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
         tg: [0; 3],
         tgs: [0; 3],
         grid: [0; 3],

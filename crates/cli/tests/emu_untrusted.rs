@@ -1,0 +1,45 @@
+//! What `kernelgen emu` does with a kernel a pull request could bring: every access outside
+//! a buffer, however near, is an error naming the buffer and the offset.
+
+use std::path::Path;
+use std::process::Command;
+
+/// `kernelgen emu` of `source` (a one-kernel file) over one output buffer of 8 floats, in
+/// one threadgroup of 8 threads: (exit code, stdout and stderr).
+fn emu_on_8_floats(dir: &Path, source: &str, extra: &[&str]) -> (i32, String) {
+    let file = dir.join("k.metal");
+    std::fs::write(&file, source).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kernelgen"))
+        .current_dir(dir)
+        .args(["emu", file.to_str().unwrap(), "--grid", "8,1,1", "--threadgroup", "8,1,1", "--output", "0=float32:8", "--out", "o"])
+        .args(extra)
+        .output()
+        .expect("kernelgen runs");
+    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+/// `a[int(i) - k]` (read, or written) of an 8-float buffer: near the start, inside the
+/// page the data starts on, it faulted only from `- 1100` on; and `a[i + 1]` past the end.
+#[test]
+fn every_access_just_outside_a_buffer_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for k in [1, 9, 100] {
+        for (access, body) in [("read", format!("a[i] = a[int(i) - {k}];")), ("write", format!("a[int(i) - {k}] = 1.0f;"))] {
+            let source = format!("[[kernel]] void k(device float* a [[buffer(0)]], uint i [[thread_position_in_grid]]) {{ {body} }}\n");
+            let (code, text) = emu_on_8_floats(dir.path(), &source, &[]);
+            assert_eq!(code, 2, "{access} a[i - {k}]: {text}");
+            let place = format!("invalid {access} at 0x");
+            let offset = format!("buffer(0) `a` at offset -{}, before the start of the 32-byte buffer", 4 * k);
+            assert!(text.contains(&place) && text.contains(&offset) && text.contains("k.metal:1"), "{access} a[i - {k}]: {text}");
+            assert!(!dir.path().join("o").exists(), "no output written");
+        }
+    }
+    let source = "[[kernel]] void k(device float* a [[buffer(0)]], uint i [[thread_position_in_grid]]) { a[i] = a[i + 1]; }\n";
+    let (code, text) = emu_on_8_floats(dir.path(), source, &[]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("invalid read") && text.contains("buffer(0) `a` at offset 32, past the end of the 32-byte buffer"), "{text}");
+    // in bounds: runs
+    let source = "[[kernel]] void k(device float* a [[buffer(0)]], uint i [[thread_position_in_grid]]) { a[i] = float(i); }\n";
+    let (code, text) = emu_on_8_floats(dir.path(), source, &[]);
+    assert_eq!(code, 0, "{text}");
+}
