@@ -13,6 +13,7 @@ mod emu_msl_extras;
 mod emu_parallel;
 mod emu_sanitize;
 mod emu_semantics;
+mod emu_timeout;
 mod launch_emu;
 mod mlx_kernels;
 mod verify_helper;

@@ -20,6 +20,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
     pub workers: usize,
     pub placement: Placement,
+    /// How long the dispatch may run.
+    pub time_limit: std::time::Duration,
 }
 
 /// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages

@@ -18,6 +18,7 @@ use super::pool;
 use super::sched::{CURRENT, Fiber, MAX_THREADS, NO_STACK, Pending, SIMD, Sched, SgCount, State, run_fibers};
 use super::signals::{ensure_altstack, install_handlers};
 use super::switch::{STACKS, STACK_COLORS, Stack};
+use super::watchdog::{self, Watch};
 use super::tg_memory::{ARENA, Arena, CANARY, TG_REDZONE};
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -96,6 +97,10 @@ pub(crate) fn default_workers() -> usize {
 /// one to hand out, and the first error in that order.
 struct Shared<'m> {
     meta: &'m Meta,
+    watch: &'m Watch,
+    /// Threadgroups stopped at the time limit, and those that finished.
+    stopped: std::sync::Mutex<Vec<[u32; 3]>>,
+    finished: std::sync::atomic::AtomicU64,
     tg_order: Vec<u32>,
     next: std::sync::atomic::AtomicUsize,
     stop: std::sync::atomic::AtomicBool,
@@ -129,11 +134,12 @@ impl Shared<'_> {
 
 /// The shape of a dispatch: the threadgroup size (clamped to the grid), the threadgroup
 /// count per dimension and in all.
-struct Shape {
+struct Shape<'w> {
     tg: [u32; 3],
     tgs: [u32; 3],
     n_tg: u64,
     asan: Option<&'static AsanFns>,
+    watch: &'w Watch,
 }
 
 pub(crate) fn dispatch(mut a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
@@ -164,7 +170,9 @@ pub(crate) fn dispatch(mut a: DispatchArgs<'_, '_>) -> Result<DispatchStats, Emu
         register_asan_callback(f);
     }
     install_handlers();
-    let shape = Shape { tg, tgs, n_tg, asan };
+    // the limit counts from here: both runs of Placement::Both, and every copy, are in it
+    let watch = watchdog::watch(start.checked_add(a.time_limit))?;
+    let shape = Shape { tg, tgs, n_tg, asan, watch: &watch };
 
     let buffers = std::mem::take(&mut a.buffers);
     // under sanitize heads and slack are ASan-poisoned: one run sees both sides
@@ -201,7 +209,7 @@ fn start_placed_copies(buffers: &[Buf<'_>], copied: impl Fn(&Buf<'_>) -> bool, t
 /// One run with every buffer's data flush with the guard before it: each buffer replaced by
 /// its copy in `copies`, or moved there and back (a copy of a shared buffer is bound
 /// read-only, as the buffer is).
-fn run_start_placed(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>], copies: &mut [Option<DeviceBuffer>]) -> Result<DispatchStats, Failure> {
+fn run_start_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>], copies: &mut [Option<DeviceBuffer>]) -> Result<DispatchStats, Failure> {
     let place = |buffers: &mut [Buf<'_>], copies: &[Option<DeviceBuffer>], at_start: bool| {
         for (b, copy) in buffers.iter_mut().zip(copies) {
             if let (Buf::Mut(d) | Buf::ReadOnly(d), None) = (b, copy) {
@@ -228,8 +236,8 @@ fn run_start_placed(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<
 }
 
 /// One run of the dispatch on `buffers` as they are placed.
-fn run(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>]) -> Result<DispatchStats, Failure> {
-    let Shape { tg, tgs, n_tg, asan } = *shape;
+fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> Result<DispatchStats, Failure> {
+    let Shape { tg, tgs, n_tg, asan, watch } = *shape;
     let grid = a.grid;
     let buf_ptrs: Vec<*mut u8> = buffers.iter().map(|b| b.get().data_ptr()).collect();
     let mut meta = a_meta(a, buffers);
@@ -260,6 +268,9 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>]) -> Resu
     let shared = Shared {
         workers,
         meta: &meta,
+        watch,
+        stopped: std::sync::Mutex::new(Vec::new()),
+        finished: std::sync::atomic::AtomicU64::new(0),
         tg_order,
         next: std::sync::atomic::AtomicUsize::new(0),
         stop: std::sync::atomic::AtomicBool::new(false),
@@ -271,6 +282,19 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>]) -> Resu
     let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
     let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
     drop(armed);
+    if watch.expired() {
+        // the dispatch did not finish: whatever else went wrong, that is the report
+        let mut threadgroups = shared.stopped.into_inner().unwrap_or_else(|p| p.into_inner());
+        threadgroups.sort();
+        let error = EmuError::Timeout {
+            kernel: a.kernel.name.clone(),
+            limit: a.time_limit,
+            threadgroups,
+            finished: shared.finished.into_inner(),
+            total: n_tg,
+        };
+        return Err(Failure { error, head_write: false });
+    }
     if let Some((_, f)) = error {
         return Err(f);
     }
@@ -281,6 +305,8 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape, buffers: &mut [Buf<'_>]) -> Resu
 /// threadgroups in assignment order until they run out or one fails.
 fn work(shared: &Shared<'_>) {
     use std::sync::atomic::Ordering;
+    // the watchdog may interrupt this thread from here on, and not after it returns
+    let _watched = shared.watch.enter();
     // memory this worker cannot have fails the dispatch (ahead of every threadgroup's error)
     if let Err(e) = ensure_altstack() {
         return shared.fail(0, e);
@@ -332,6 +358,9 @@ fn work(shared: &Shared<'_>) {
             site_list: Vec::new(),
             stack_ranges: Vec::new(),
             tg_poison: m.tg_poison,
+            expired: shared.watch.expired_flag(),
+            code: m.code.clone(),
+            timed_out: false,
         });
         let s: *mut Sched = &mut *sched;
         if m.asan.is_some() {
@@ -366,7 +395,7 @@ fn work(shared: &Shared<'_>) {
             unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };
             let ctx = Ctx { a: m, tg: m.tg, tgs: m.tgs, grid: m.grid };
             let mut fiber_order = Vec::new();
-            while !shared.stop.load(Ordering::Acquire) {
+            while !shared.stop.load(Ordering::Acquire) && !shared.watch.expired() {
                 let pos = shared.next.fetch_add(1, Ordering::Relaxed);
                 if pos >= shared.tg_order.len() {
                     break;
@@ -378,9 +407,16 @@ fn work(shared: &Shared<'_>) {
                     ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
                     (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
                 ];
-                if let Err(e) = unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
-                    shared.fail(pos, e);
-                    break;
+                match unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
+                    Ok(()) => {}
+                    Err(Stop::Error(e)) => {
+                        shared.fail(pos, e);
+                        break;
+                    }
+                    Err(Stop::TimedOut) => {
+                        shared.stopped.lock().unwrap_or_else(|p| p.into_inner()).push(tgid);
+                        break;
+                    }
                 }
                 // memory the kernel must not have written
                 for (i, &b) in m.buffers.iter().enumerate() {
@@ -401,6 +437,7 @@ fn work(shared: &Shared<'_>) {
                         break;
                     }
                 }
+                shared.finished.fetch_add(1, Ordering::Relaxed);
             }
             if m.asan.is_some() {
                 // stacks abandoned by a fault may keep stale ASan poison
@@ -418,6 +455,8 @@ pub(super) struct Meta {
     pub(super) kernel: String,
     pub(super) file_name: String,
     pub(super) so_path: PathBuf,
+    /// The kernel object's code (see `Sched::code`).
+    code: std::ops::Range<usize>,
     buffer_names: Vec<String>,
     pub(super) buffers: Vec<*const DeviceBuffer>,
     tg: [u32; 3],
@@ -458,6 +497,7 @@ fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
         kernel: a.kernel.name.clone(),
         file_name: a.file_name.to_string(),
         so_path: a.object.path.clone(),
+        code: a.object.code.clone(),
         buffer_names: names,
         buffers: buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
         tg: [0; 3],
@@ -470,6 +510,13 @@ fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
         order: RunOrder::Forward,
         tg_poison: POISON,
     }
+}
+
+/// Why a threadgroup did not finish.
+enum Stop {
+    Error(EmuError),
+    /// Stopped at the dispatch's time limit.
+    TimedOut,
 }
 
 pub(super) struct Ctx<'m> {
@@ -487,7 +534,7 @@ unsafe fn run_threadgroup(
     order: &mut Vec<u32>,
     run_order: RunOrder,
     salt: u64,
-) -> Result<(), EmuError> {
+) -> Result<(), Stop> {
     unsafe {
         let tg = ctx.tg;
         let actual = [
@@ -572,29 +619,33 @@ unsafe fn run_threadgroup(
         (*s).order_len = order.len();
         (*s).round_pos = 0;
         // the fibers hand over to each other; control comes back when none is ready
+        (*s).timed_out = false;
         run_fibers(s);
+        if (*s).timed_out {
+            return Err(Stop::TimedOut);
+        }
         if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
-            return Err(fault_error(s, ctx, tgid));
+            return Err(Stop::Error(fault_error(s, ctx, tgid)));
         }
         let file_name: &str = &ctx.a.file_name;
         let waiter = |i: usize| -> Box<Waiter> { Box::new(waiter_of(s, file_name, i)) };
         match (*s).pending {
             Some(Pending::Divergence { sg, first, second }) => {
-                return Err(EmuError::Divergence {
+                return Err(Stop::Error(EmuError::Divergence {
                     kernel: ctx.a.kernel.clone(),
                     threadgroup_position_in_grid: tgid,
                     simdgroup: sg,
                     first: waiter(first),
                     second: waiter(second),
-                });
+                }));
             }
             Some(Pending::Barrier { first, second }) => {
-                return Err(EmuError::Barrier {
+                return Err(Stop::Error(EmuError::Barrier {
                     kernel: ctx.a.kernel.clone(),
                     threadgroup_position_in_grid: tgid,
                     first: waiter(first),
                     second: waiter(second),
-                });
+                }));
             }
             None => {}
         }
@@ -605,7 +656,7 @@ unsafe fn run_threadgroup(
             sanitize::asan_unpoison(rz as usize, TG_REDZONE);
             let bytes = std::slice::from_raw_parts(rz, TG_REDZONE);
             if let Some(k) = bytes.iter().position(|&c| c != CANARY) {
-                return Err(EmuError::Corruption {
+                return Err(Stop::Error(EmuError::Corruption {
                     kernel: ctx.a.kernel.clone(),
                     what: format!(
                         "a write ran past the end of threadgroup array `{}` ({} bytes): byte {} after its end was overwritten",
@@ -613,7 +664,7 @@ unsafe fn run_threadgroup(
                     ),
                     metal_line: Some((ctx.a.file_name.clone(), site.line)),
                     threadgroup_position_in_grid: tgid,
-                });
+                }));
             }
         }
         Ok(())

@@ -1,16 +1,18 @@
 //! Faults in a GPU thread: the SIGSEGV/SIGBUS/SIGFPE/SIGILL handler records the fault and
-//! resumes the scheduler as if the fiber had switched back to it; every other signal goes
-//! to the handler that was there before.
+//! resumes the scheduler as if the fiber had switched back to it; the watchdog's interrupt
+//! (a dispatch past its time limit) does the same from the kernel's code; every other
+//! signal goes to the handler that was there before.
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::Once;
+use std::sync::atomic::Ordering;
 
 use crate::EmuError;
 
 use super::insn;
-use super::sched::{CURRENT, State};
+use super::sched::{CURRENT, Sched, State};
 use super::switch::kgemu_rt_resume;
 
 struct AltStack {
@@ -49,9 +51,30 @@ thread_local! {
     static ALT: RefCell<Option<AltStack>> = const { RefCell::new(None) };
 }
 
-const SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL];
-static mut OLD_ACTIONS: [Option<libc::sigaction>; 4] = [None; 4];
+/// The faults a GPU thread may raise, and the watchdog's interrupt.
+fn signals() -> [c_int; 5] {
+    [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, interrupt_signal()]
+}
+static mut OLD_ACTIONS: [Option<libc::sigaction>; 5] = [None; 5];
 static INSTALL: Once = Once::new();
+
+/// The signal the watchdog interrupts a worker with (`watchdog.rs`): a real-time signal,
+/// sent with [`INTERRUPT_TAG`]'s address as its value, so that the handler tells it from
+/// the same signal sent by anyone else (which goes to their handler).
+fn interrupt_signal() -> c_int {
+    libc::SIGRTMAX() - 3
+}
+
+static INTERRUPT_TAG: u8 = 0;
+
+/// Interrupt thread `t` (running a dispatch past its deadline).
+///
+/// # Safety
+/// `t` must be a live thread.
+pub(super) unsafe fn interrupt(t: libc::pthread_t) {
+    let value = libc::sigval { sival_ptr: std::ptr::addr_of!(INTERRUPT_TAG) as *mut c_void };
+    unsafe { libc::pthread_sigqueue(t, interrupt_signal(), value) };
+}
 
 fn handler_addr() -> usize {
     on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
@@ -59,7 +82,7 @@ fn handler_addr() -> usize {
 
 pub(super) fn install_handlers() {
     INSTALL.call_once(|| unsafe {
-        for (i, &sig) in SIGNALS.iter().enumerate() {
+        for (i, &sig) in signals().iter().enumerate() {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = handler_addr();
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
@@ -71,7 +94,7 @@ pub(super) fn install_handlers() {
     });
     // Someone (a sanitizer runtime, a test harness) may have replaced ours since.
     unsafe {
-        for (i, &sig) in SIGNALS.iter().enumerate() {
+        for (i, &sig) in signals().iter().enumerate() {
             let mut cur: libc::sigaction = std::mem::zeroed();
             libc::sigaction(sig, std::ptr::null(), &mut cur);
             if cur.sa_sigaction != handler_addr() {
@@ -83,6 +106,19 @@ pub(super) fn install_handlers() {
                 OLD_ACTIONS[i] = Some(cur);
             }
         }
+    }
+}
+
+/// From a signal handler: end the GPU thread on the CPU and return to the scheduler as if
+/// it had switched back to it.
+unsafe fn resume_scheduler(s: *mut Sched, gregs: &mut [libc::greg_t]) {
+    unsafe {
+        (*(*s).fibers.as_mut_ptr().add((*s).cur)).state = State::Exited;
+        if let Some(f) = (*s).asan {
+            (f.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
+        }
+        gregs[libc::REG_RSP as usize] = (*s).sched_sp as i64;
+        gregs[libc::REG_RIP as usize] = kgemu_rt_resume as *const () as usize as i64;
     }
 }
 
@@ -128,26 +164,33 @@ unsafe fn access_of(sig: c_int, info: *mut libc::siginfo_t, gregs: &[libc::greg_
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     unsafe {
         let s = CURRENT.with(|c| c.get());
-        if !s.is_null() && (*s).in_fiber {
-            let uc = ctx as *mut libc::ucontext_t;
-            let gregs = &mut (*uc).uc_mcontext.gregs;
+        let in_fiber = !s.is_null() && (*s).in_fiber;
+        let gregs = &mut (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs;
+        if sig == interrupt_signal()
+            && (*info).si_code == libc::SI_QUEUE
+            && (*info).si_value().sival_ptr as *const u8 == std::ptr::addr_of!(INTERRUPT_TAG)
+        {
+            // The watchdog's: stop the GPU thread if its dispatch expired and it is in the
+            // kernel's own code (elsewhere, in the runtime or a library, it may hold a lock
+            // or be half way through an update; the watchdog signals again).
             let pc = gregs[libc::REG_RIP as usize] as usize;
-            let cur = (*s).cur;
+            if in_fiber && (*s).expired.as_ref().is_some_and(|e| e.load(Ordering::Acquire)) && (*s).code.contains(&pc) {
+                (*s).timed_out = true;
+                resume_scheduler(s, gregs);
+            }
+            return;
+        }
+        if in_fiber {
+            let pc = gregs[libc::REG_RIP as usize] as usize;
             if (*s).fault.is_none() {
                 let (addr, write, refused) = access_of(sig, info, &gregs[..]);
-                (*s).fault = Some(RawFault { sig, addr, pc, write, refused, fiber: cur });
+                (*s).fault = Some(RawFault { sig, addr, pc, write, refused, fiber: (*s).cur });
             }
-            (*(*s).fibers.as_mut_ptr().add(cur)).state = State::Exited;
-            if let Some(f) = (*s).asan {
-                (f.start_switch)(null_mut(), (*s).os_stack_bottom, (*s).os_stack_size);
-            }
-            // Resume the scheduler as if the fiber had switched back to it.
-            gregs[libc::REG_RSP as usize] = (*s).sched_sp as i64;
-            gregs[libc::REG_RIP as usize] = kgemu_rt_resume as *const () as usize as i64;
+            resume_scheduler(s, gregs);
             return;
         }
         // Not ours: hand over to the previous handler (or the default action).
-        let i = SIGNALS.iter().position(|&x| x == sig).unwrap_or(0);
+        let i = signals().iter().position(|&x| x == sig).unwrap_or(0);
         let old = *std::ptr::addr_of!(OLD_ACTIONS[i]);
         match old {
             Some(o) if o.sa_sigaction != libc::SIG_DFL && o.sa_sigaction != libc::SIG_IGN => {
