@@ -157,7 +157,7 @@ fn with_the_end_placement_alone_the_head_is_poison_and_checked() {
     let out = dispatch(&p, "read_signed", 4, -1i32 as u32).unwrap();
     assert!(f32s(&out)[3].is_nan(), "the head reads as poison: {:?}", f32s(&out));
     // a write there is corruption, with the buffer and the negative offset
-    let e = dispatch(&p, "write_signed", 4, -1i32 as u32).err().expect("the write to x[-1] is reported");
+    let e = dispatch(&p, "write_signed", 4, -1i32 as u32).expect_err("the write to x[-1] is reported");
     match &e {
         EmuError::Corruption { kernel, what, threadgroup_position_in_grid, .. } => {
             assert_eq!(kernel, "write_signed");
@@ -176,7 +176,7 @@ fn with_the_start_placement_alone_the_slack_is_poison_and_checked() {
     let p = emu.load(SRC, FILE).unwrap_or_else(|e| panic!("{e}"));
     let out = dispatch(&p, "read_signed", 4, 4).unwrap();
     assert!(f32s(&out)[3].is_nan(), "the slack reads as poison: {:?}", f32s(&out));
-    let e = dispatch(&p, "write_signed", 4, 5).err().expect("the write to x[5] is reported");
+    let e = dispatch(&p, "write_signed", 4, 5).expect_err("the write to x[5] is reported");
     assert!(matches!(&e, EmuError::Corruption { what, .. } if what.contains("byte 20 of buffer(0) `x` was written") && what.contains("slack")), "{e}");
     for kernel in ["read_signed", "write_signed"] {
         let e = dispatch(&p, kernel, 4, -1i32 as u32).err().unwrap_or_else(|| panic!("{kernel} x[-1] ran"));
