@@ -762,6 +762,30 @@ mod tests {
         assert_eq!(d.find_overwrite(), None, "the slack holds poison for the new length");
     }
 
+    /// Data moved flush with the leading guard and back keeps its bytes, its regions' gaps and
+    /// its alignment; the bytes around it hold poison in either place.
+    #[test]
+    fn moved_data_keeps_its_bytes_and_its_poison() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let mut b = DeviceBuffer::from_bytes_aligned(&bytes, 8);
+        b.set_regions(&[0..100, 200..1000]);
+        let end_placed = b.data_ptr();
+        assert!(b.head_len() > 0);
+        for at_start in [true, false, true, false] {
+            b.move_data(at_start);
+            assert_eq!(b.head_len() == 0, at_start);
+            assert_eq!(b.data_ptr() == end_placed, !at_start);
+            assert_eq!(b.data_ptr() as usize % 8, 0);
+            assert_eq!(&b.as_bytes()[..100], &bytes[..100]);
+            assert_eq!(&b.as_bytes()[200..], &bytes[200..]);
+            assert!(b.as_bytes()[100..200].iter().all(|&x| x == POISON), "the gap moved with the data");
+            assert_eq!(b.find_overwrite(), None, "head and slack hold poison (at start: {at_start})");
+        }
+        let copy = b.try_start_placed_copy(1).unwrap();
+        assert_eq!((copy.head_len(), copy.as_bytes(), copy.regions()), (0, b.as_bytes(), b.regions()));
+        assert_eq!(copy.find_overwrite(), None);
+    }
+
     /// Released mappings wait for reuse within a bound; a large one is unmapped at once.
     #[test]
     fn idle_mappings_stay_bounded() {

@@ -132,8 +132,8 @@ impl Shared<'_> {
     }
 }
 
-/// The shape of a dispatch: the threadgroup size (clamped to the grid), the threadgroup
-/// count per dimension and in all.
+/// What every run of a dispatch shares: the threadgroup size (clamped to the grid), the
+/// threadgroup count per dimension and in all, the sanitizer, the time limit's watch.
 struct Shape<'w> {
     tg: [u32; 3],
     tgs: [u32; 3],
