@@ -7,6 +7,7 @@ mod cli;
 mod cost;
 mod diff;
 mod discovery;
+mod emu_untrusted;
 mod fuzz;
 mod kill;
 mod lint;

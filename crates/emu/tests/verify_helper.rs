@@ -52,3 +52,19 @@ fn inputs_too_large_for_memory_are_an_error() {
     }
     assert!(verify::random_case(&KERNEL, &[3], &[], 1).is_ok());
 }
+
+/// A read one element before a buffer (inside the page its data starts on) fails the
+/// properties, naming the buffer and the offset: the runs alternate the data's placement
+/// in its pages, so one of them faults there.
+#[test]
+fn a_read_just_before_a_buffer_fails_the_properties() {
+    let emu = EmuBackend::with_defaults().expect("emulator");
+    let mut def = KERNEL.clone();
+    let read = "const float normalized = weight[col]";
+    assert!(def.metal.contains(read));
+    def.metal = std::borrow::Cow::Owned(def.metal.replacen(read, "const float normalized = weight[int(col) - 1]", 1));
+    def.name = std::borrow::Cow::Borrowed("gated_rms_norm_reads_before_weight");
+    let case = verify::random_case(&def, &[3], &[], 7).unwrap();
+    let e = verify::check_properties(&emu, &def, &case, 7).unwrap_err().to_string();
+    assert!(e.contains("invalid read") && e.contains("buffer(2) `weight` at offset -4, before the start of the 512-byte buffer"), "{e}");
+}
