@@ -2,39 +2,34 @@
 
 use crate::out::outln;
 use crate::{warn_unknown_sizes, CostArgs, SpecArgs};
-use kernelgen_codegen::{emit, family_dirs_near, generate_with, read_families, read_specs, Generated, Options};
+use kernelgen_codegen::{Config, Generated};
 use kernelgen_review::{ListCosts, Tree};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Reads the families and generates every spec in memory; every command
-/// starts here.
-pub fn run_pipeline(args: &SpecArgs) -> Result<Generated, String> {
-    let specs = &args.specs;
-    // a path the user named that is not there: say which option named it
-    for (flag, paths) in [("--specs", specs), ("--families", &args.families)] {
+/// The generator's configuration for the command line's paths. A path the user named
+/// that is not there is an error saying which option named it.
+fn config(args: &SpecArgs) -> Result<Config, String> {
+    for (flag, paths) in [("--specs", &args.specs), ("--families", &args.families)] {
         for p in paths {
             if let Err(e) = std::fs::metadata(p) {
                 return Err(format!("error: {flag} {}: {e}", p.display()));
             }
         }
     }
-    let sources = read_specs(specs).map_err(|e| e.to_string())?;
-    if sources.is_empty() {
-        return Err(format!(
-            "error: no spec files (*.toml) found in {}",
-            specs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    let mut dirs = args.families.clone();
-    dirs.extend(family_dirs_near(specs).into_iter().filter(|d| !args.families.iter().any(|f| std::fs::canonicalize(f).ok().as_ref() == Some(d))));
-    let families = read_families(&dirs).map_err(|e| e.to_string())?;
-    generate_with(sources, &families, Options::default()).map_err(|e| e.to_string())
+    let config = args.specs.iter().fold(Config::new(), Config::specs);
+    Ok(args.families.iter().fold(config, Config::families))
+}
+
+/// Reads the specs and families and generates everything in memory; every
+/// command but `generate` and `check` starts here.
+pub fn run_pipeline(args: &SpecArgs) -> Result<Generated, String> {
+    let config = config(args)?;
+    config.load().and_then(|input| config.generate(input)).map_err(|e| e.to_string())
 }
 
 pub fn generate(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
-    let generated = run_pipeline(specs)?;
-    let written = emit::write(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    let (generated, written) = config(specs)?.write(out).map_err(|e| e.to_string())?;
     for warning in &written.warnings {
         eprintln!("warning: {warning}");
     }
@@ -51,8 +46,7 @@ pub fn generate(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
 }
 
 pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
-    let generated = run_pipeline(specs)?;
-    let diffs = emit::check(out, &generated.files).map_err(|e| format!("error: {e}"))?;
+    let (generated, diffs) = config(specs)?.check(out).map_err(|e| e.to_string())?;
     if diffs.is_empty() {
         outln!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
         return Ok(ExitCode::SUCCESS);

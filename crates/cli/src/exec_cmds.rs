@@ -253,7 +253,7 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, String> {
                 return Err(format!("error: kernel `{}`: {label} is declared {}, given {}", sig.name, p.type_name, dtype.numpy_name()));
             }
         }
-        buffers.push(DeviceBuffer::from_bytes_aligned(&bytes, 16));
+        buffers.push(DeviceBuffer::try_from_bytes_on(&bytes, 16, 1).map_err(|e| format!("error: {label}: {e}"))?);
     }
     let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
     let stats = program.dispatch(&sig.name, &mut refs, grid, threadgroup).map_err(|e| format!("error: {e}"))?;

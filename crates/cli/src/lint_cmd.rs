@@ -1,6 +1,7 @@
 //! `kernelgen lint`: the Metal check every emulator load runs (kernelgen-msl), on any
 //! `.metal` file. Prints every problem as `file.metal:line:col: message` (stdout); exit 1 if
-//! there were any, 0 if none, 2 on usage errors, unreadable files or without clang.
+//! there were any, 0 if none, 2 on usage errors, errors files, files the check cannot check
+//! (one of its limits: size, nesting, time; not counted as problems) or without clang.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,27 +13,33 @@ pub fn lint(files: &[PathBuf], include_dirs: &[PathBuf], defines: &[String]) -> 
     let defines: Vec<(String, Option<String>)> = defines.iter().map(|d| parse_define(d)).collect::<Result<_, _>>()?;
     let checker = Emulator::metal_checker(&EmuOptions::default()).map_err(|e| format!("error: {e}"))?;
     let mut problems = 0usize;
-    let mut unreadable = Vec::new();
+    let mut errors = Vec::new();
     for f in files {
         let name = f.display().to_string();
         let source = match std::fs::read_to_string(f) {
             Ok(s) => s,
             Err(e) => {
-                unreadable.push(format!("error: {name}: {e}"));
+                errors.push(format!("error: {name}: {e}"));
                 continue;
             }
         };
         if let Err(found) = checker.check_with(&source, &name, include_dirs, &defines) {
+            // a limit of the check is no problem of the file: an error, as an errors file is
+            let (limits, found): (Vec<_>, Vec<_>) = found.into_iter().partition(|p| p.is_not_checked());
+            errors.extend(limits.iter().map(|p| format!("error: {p}")));
             problems += found.len();
             for p in found {
                 outln!("{p}");
             }
         }
     }
-    if !unreadable.is_empty() {
-        return Err(unreadable.join("\n"));
-    }
     let n = files.len();
+    if !errors.is_empty() {
+        if problems > 0 {
+            outln!("lint: {problems} problem{} Metal would reject, in the files the check could read", plural(problems));
+        }
+        return Err(errors.join("\n"));
+    }
     if problems > 0 {
         outln!("lint: {problems} problem{} Metal would reject, in {n} file{}", plural(problems), plural(n));
         Ok(ExitCode::from(1))

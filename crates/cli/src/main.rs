@@ -29,7 +29,8 @@ struct Cli {
 /// Where specs are read from.
 #[derive(clap::Args, Clone)]
 pub struct SpecArgs {
-    /// Spec file or directory of `*.toml` specs, searched recursively, hidden files skipped (repeatable).
+    /// Spec file or directory of `*.toml` specs, searched recursively, hidden files and the
+    /// family folders skipped (repeatable).
     #[arg(long = "specs", value_name = "PATH", default_value = "specs")]
     pub specs: Vec<PathBuf>,
     /// A folder of family files (`<family>.toml` beside `<family>.metal.tera`),
@@ -88,17 +89,24 @@ pub fn warn_unknown_sizes(sizes: &Sizes, kernels: &[&KernelView]) {
 
 /// How the emulator runs.
 #[derive(clap::Args, Clone, Copy)]
-pub struct WorkerArgs {
+pub struct EmuRunArgs {
     /// Worker threads that run a dispatch's threadgroups (default: $KERNELGEN_EMU_WORKERS,
     /// else one per core). Results are the same bits for every count.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: Option<u32>,
+    /// Stop a dispatch that runs longer than this, with an error naming the kernel and
+    /// the threadgroups still running (default: $KERNELGEN_EMU_TIMEOUT, else 60).
+    #[arg(long, value_name = "SECS", value_parser = kernelgen_emu::parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
 }
 
-impl WorkerArgs {
+impl EmuRunArgs {
     fn apply(self) {
         if let Some(n) = self.workers {
             kernelgen_emu::set_default_workers(n as usize);
+        }
+        if let Some(limit) = self.timeout {
+            kernelgen_emu::set_default_timeout(limit);
         }
     }
 }
@@ -158,7 +166,7 @@ enum Command {
         #[arg(long)]
         no_reference: bool,
         #[command(flatten)]
-        workers: WorkerArgs,
+        emulator: EmuRunArgs,
     },
     /// Run one generated kernel in the emulator on .npy inputs and write each
     /// output as DIR/<name>.npy. Shapes and dtypes are checked against the
@@ -178,7 +186,7 @@ enum Command {
         #[command(flatten)]
         specs: SpecArgs,
         #[command(flatten)]
-        workers: WorkerArgs,
+        emulator: EmuRunArgs,
     },
     /// Check .metal files as Apple's Metal compiler would (address spaces,
     /// MSL's C++ restrictions, kernel signatures; what the emulator checks
@@ -232,7 +240,7 @@ enum Command {
         #[arg(long = "function-constant", value_name = "INDEX=VALUE")]
         function_constants: Vec<String>,
         #[command(flatten)]
-        workers: WorkerArgs,
+        emulator: EmuRunArgs,
     },
 }
 
@@ -243,17 +251,17 @@ fn main() -> ExitCode {
         Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
         Command::List { specs, cost } => codegen_cmds::list(&specs, &cost),
         Command::Diff(args) => diff_cmd::diff(&args),
-        Command::Verify { specs, filter, sanitize, seed, no_reference, workers } => {
-            workers.apply();
+        Command::Verify { specs, filter, sanitize, seed, no_reference, emulator } => {
+            emulator.apply();
             verify::verify(&specs, filter.as_deref(), sanitize, &kernelgen_verify::Options { seed, no_reference })
         }
-        Command::Run { kernel, inputs, sizes, out, specs, workers } => {
-            workers.apply();
+        Command::Run { kernel, inputs, sizes, out, specs, emulator } => {
+            emulator.apply();
             exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out)
         }
         Command::Lint { files, include_dirs, defines } => lint_cmd::lint(&files, &include_dirs, &defines),
-        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, workers } => {
-            workers.apply();
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, emulator } => {
+            emulator.apply();
             exec_cmds::emu(exec_cmds::EmuArgs {
                 file: &file,
                 kernel: kernel.as_deref(),

@@ -6,6 +6,8 @@ mod catalog;
 mod cli;
 mod cost;
 mod diff;
+mod discovery;
+mod emu_untrusted;
 mod fuzz;
 mod kill;
 mod lint;

@@ -173,3 +173,51 @@ fn concurrent_generate_runs_serialize() {
     assert!(now == ref_a || now == ref_b, "a mix of the two trees");
     assert_eq!(leftovers(dir.path()), Vec::<String>::new());
 }
+
+/// The steps of a switch, each with the tree a kill there must leave: `generate` (a debug
+/// build) kills itself at the step `KERNELGEN_TEST_KILL_AT` names, so each point is hit
+/// every run (but `link`: the two spec sets share no file). The marker's three steps are the
+/// ones a timed kill finds only sometimes.
+const KILL_POINTS: &[(&str, bool)] = &[
+    ("lock", false),
+    ("mkdir tmp", false),
+    ("marker create", false),
+    ("marker write", false),
+    ("marker rename", false),
+    ("mkdir", false),
+    ("write", false),
+    ("write#20", false),
+    ("chmod", false),
+    ("exchange", false),
+    ("remove", true),
+    ("remove#30", true),
+    ("rmdir", true),
+];
+
+#[test]
+fn generate_killed_at_each_step_leaves_the_old_or_the_new_tree_and_the_next_run_cleans_up() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = two_spec_sets();
+    let refs = [tree(&dir.path().join("ref_a")), tree(&dir.path().join("ref_b"))];
+    let out = dir.path().join("out");
+    assert!(generate(dir.path(), "a", "out").status().unwrap().success());
+    let mut current = 0;
+    for (point, new) in KILL_POINTS {
+        let next = 1 - current;
+        let spec = ["a", "b"][next];
+        let o = generate(dir.path(), spec, "out").env("KERNELGEN_TEST_KILL_AT", point).output().unwrap();
+        assert_eq!(o.status.signal(), Some(9), "{point}: not killed there: {o:?}");
+        let want = &refs[if *new { next } else { current }];
+        assert!(tree(&out) == *want, "{point}: the output is not the {} tree; beside it: {:?}", if *new { "new" } else { "old" }, leftovers(dir.path()));
+        for name in leftovers(dir.path()) {
+            assert!(name.starts_with(".out.kernelgen-"), "{point}: {name} left beside the output");
+        }
+        // The next run finishes the switch and removes what the killed one left, without a word.
+        let o = generate(dir.path(), spec, "out").output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && stderr.is_empty(), "{point}: {stderr}");
+        assert!(tree(&out) == refs[next], "{point}: the next run left another tree");
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "{point}: the next run left these beside the output");
+        current = next;
+    }
+}

@@ -207,6 +207,46 @@ fn lint_usage_errors_and_a_missing_clang_exit_2() {
     assert!(text(&o).contains("apt-get install -y clang"), "{}", text(&o));
 }
 
+/// `#include "/etc/passwd"`: refused at its line, and nothing of the file is printed (clang
+/// never reads it); nor does any message name the checker's scratch tree.
+#[test]
+fn lint_never_reads_or_echoes_a_file_outside_the_source_and_include_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "#include <metal_stdlib>\n#include \"/etc/passwd\"\n#include \"../../../../../../../../etc/passwd\"\n\
+               [[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = 1.0f;\n}\n";
+    std::fs::write(dir.path().join("k.metal"), src).unwrap();
+    let o = kernelgen(dir.path(), &["lint", "k.metal"], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let fields: Vec<&str> = passwd.split([':', '\n', '/']).filter(|f| f.len() > 3).collect();
+    assert!(fields.iter().all(|f| !out.contains(f)), "lint echoed /etc/passwd:\n{out}");
+    assert!(!out.contains("kernelgen-emu") && !out.contains("check-"), "a message names the scratch tree:\n{out}");
+    for line in [2, 3] {
+        assert!(out.contains(&format!("k.metal:{line}:")), "line {line}:\n{out}");
+    }
+}
+
+/// A file past one of the check's limits (here its size: 9 MiB of statements) is not a Metal
+/// problem of the file: `lint` says the check cannot check it and exits 2, and so does `emu`,
+/// at once, without calling it invalid Metal.
+#[test]
+fn a_file_past_the_checks_limits_is_an_error_of_the_check_not_a_metal_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "  y[i] = y[i] + 1.0f;\n".repeat((9 << 20) / 22);
+    let src = format!("#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {{\n{body}}}\n");
+    std::fs::write(dir.path().join("big.metal"), src).unwrap();
+    let o = kernelgen(dir.path(), &["lint", "big.metal"], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("big.metal: the Metal check cannot check this file: it is 9.0 MiB"), "{out}");
+    assert!(!out.contains("Metal would reject") && !out.contains("nested") && !out.contains("file ok"), "{out}");
+    let o = kernelgen(dir.path(), &["emu", "big.metal", "--grid", "1,1,1", "--threadgroup", "1,1,1", "--out", "out"], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("the Metal check cannot check this file") && !out.contains("not valid Metal"), "{out}");
+}
+
 // ---- User families whose templates are not valid Metal.
 
 /// Kernel bodies that g++ accepts and Metal does not, one per family: (family, template body
@@ -349,9 +389,8 @@ fn verify_of_user_families_with_invalid_msl_reports_the_metal_lines() {
     assert!(out.contains(&format!("verify: 0 passed, {} failed", BAD_BODIES.len())), "{out}");
 
     // The same load through the library: EmuBackend::program of a rendered kernel.
-    let sources = kernelgen_codegen::read_specs(&[dir.path().join("specs")]).unwrap();
-    let families = kernelgen_codegen::read_families(&[dir.path().join("families")]).unwrap();
-    let generated = kernelgen_codegen::generate_with(sources, &families, kernelgen_codegen::Options::default()).unwrap();
+    let config = kernelgen_codegen::Config::new().specs(dir.path().join("specs"));
+    let generated = config.load().and_then(|input| config.generate(input)).unwrap();
     let (kernel, metal, line) = &lines[0];
     let r = generated.kernels.iter().find(|r| r.kernel.name == *kernel).expect("the family's kernel");
     let backend = kernelgen_emu::EmuBackend::new(kernelgen_emu::EmuOptions::default()).unwrap();

@@ -193,3 +193,20 @@ fn a_deleted_barrier_is_caught_in_a_kernel_that_ignores_nan() {
     assert_eq!(failed.len(), 6, "{text}");
     assert!(failed.iter().all(|l| l.contains("uninitialized threadgroup memory") && !l.contains("tiny_")), "{text}");
 }
+
+/// A kernel that never ends fails verify at `--timeout`, naming the kernel and the
+/// threadgroups still running, and the other kernels are verified as usual.
+#[test]
+fn a_kernel_that_never_ends_fails_at_the_timeout() {
+    let dir = project("");
+    let template = dir.path().join("families/planted.metal.tera");
+    let text = std::fs::read_to_string(&template).unwrap();
+    std::fs::write(&template, format!("{text}\n{{%- if bug == \"unwritten\" %}}\n  while (true) {{}}\n{{%- endif %}}\n")).unwrap();
+    let start = std::time::Instant::now();
+    let (code, text) = verify(dir.path(), &["--timeout", "1"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(60), "took {:?}", start.elapsed());
+    let hang = failure(&text, "unwritten");
+    assert!(hang.contains("ran past the time limit of 1 s") && hang.contains("(0, 0, 0)"), "{hang}");
+    assert!(text.contains("verify: 1 passed, 4 failed"), "{text}");
+}

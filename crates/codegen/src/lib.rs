@@ -10,9 +10,13 @@
 //! Families ([`family`]) say what each kernel family needs: a family file
 //! (`<family>.toml`) and its MSL template beside it (`<family>.metal.tera`);
 //! kernelgen's own are bundled from this crate's `families/` folder.
+//!
+//! [`Config`] is the entry point: the specs, the family folders and the
+//! [`Layout`] of the files; `load`, `generate` (no I/O), `write` and `check`.
 
 #![warn(missing_docs)]
 
+mod config;
 pub mod diag;
 pub mod emit;
 pub mod expand;
@@ -23,9 +27,10 @@ pub mod render;
 pub mod spec;
 pub mod validate;
 
+pub use config::{Config, Input, Layout};
 use diag::{Diagnostic, Diagnostics};
 pub use family::Families;
-use render::{RenderError, RenderedKernel, Renderer};
+use render::{RenderError, RenderedKernel};
 use spec::SpecSource;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -45,6 +50,10 @@ pub enum Error {
     Spec(Diagnostics),
     /// A template failed to render (a template bug, not a spec problem).
     Render(RenderError),
+    /// The spec paths hold no spec file.
+    NoSpecs(Vec<PathBuf>),
+    /// The output tree could not be written or read.
+    Emit(emit::EmitError),
 }
 
 impl fmt::Display for Error {
@@ -53,6 +62,11 @@ impl fmt::Display for Error {
             Error::Io { path, message } => write!(f, "error: {}: {message}", path.display()),
             Error::Spec(d) => write!(f, "{d}"),
             Error::Render(e) => write!(f, "error: {e}"),
+            Error::NoSpecs(paths) => {
+                let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "error: no spec files (*.toml) found in {}", paths.join(", "))
+            }
+            Error::Emit(e) => write!(f, "error: {e}"),
         }
     }
 }
@@ -77,6 +91,12 @@ pub const MAX_SPEC_BYTES: u64 = 4 << 20;
 /// most [`MAX_SPEC_BYTES`]; a file that is not UTF-8 is a spec error at the
 /// line and column of its first bad byte.
 pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
+    read_specs_except(paths, &[])
+}
+
+/// [`read_specs`], but a folder met in a walk that is one of `family_dirs` (by identity:
+/// canonical paths) is not searched: it holds family files, not specs.
+fn read_specs_except(paths: &[PathBuf], family_dirs: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
     let mut out = Vec::new();
     for path in paths {
         let io = |p: &Path, e: std::io::Error| Error::Io { path: p.to_path_buf(), message: e.to_string() };
@@ -84,7 +104,7 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
         let files: Vec<(PathBuf, String)> = if meta.is_dir() {
             let base = dir_name(path);
             let mut found = Vec::new();
-            collect_toml(path, path, &mut found)?;
+            collect_toml(path, path, family_dirs, &mut found)?;
             found.sort();
             found.into_iter().map(|(rel, p)| (p, format!("{base}/{rel}"))).collect()
         } else {
@@ -102,25 +122,6 @@ pub fn read_specs(paths: &[PathBuf]) -> Result<Vec<SpecSource>, Error> {
     // the paths (nor on how they are spelled, but for the tie-break).
     out.sort_by(|a, b| (&a.origin, &a.display).cmp(&(&b.origin, &b.display)));
     Ok(out)
-}
-
-/// The folder kernelgen looks in for the family files of specs at `paths`:
-/// `families/` beside each spec folder (`kernels/specs/x.toml` ->
-/// `kernels/families/`), where it exists.
-pub fn family_dirs_near(paths: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in paths {
-        let dir = if p.is_dir() { Some(p.as_path()) } else { p.parent() };
-        let Some(dir) = dir else { continue };
-        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-        let candidate = std::fs::canonicalize(dir).ok().and_then(|d| d.parent().map(|p| p.join("families")));
-        if let Some(c) = candidate.filter(|c| c.is_dir()) {
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-    }
-    out
 }
 
 /// The bundled families and the family files in `dirs`: every `*.toml` there
@@ -231,7 +232,7 @@ fn dir_name(path: &Path) -> String {
 
 /// Every `*.toml` under `dir`, relative to `root`. Symbolic links are not
 /// followed into directories (a link to a parent would never end).
-fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
+fn collect_toml(root: &Path, dir: &Path, skip: &[PathBuf], out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
     let io = |p: &Path, e: std::io::Error| Error::Io { path: p.to_path_buf(), message: e.to_string() };
     for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
         let entry = entry.map_err(|e| io(dir, e))?;
@@ -243,7 +244,9 @@ fn collect_toml(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Re
         let kind = entry.file_type().map_err(|e| io(&path, e))?;
         let is_toml = path.extension().is_some_and(|e| e == "toml");
         if kind.is_dir() {
-            collect_toml(root, &path, out)?;
+            if !std::fs::canonicalize(&path).is_ok_and(|c| skip.contains(&c)) {
+                collect_toml(root, &path, skip, out)?;
+            }
         } else if kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
             return Err(Error::Io {
                 path,
@@ -286,11 +289,40 @@ pub fn validate_all(sources: Vec<SpecSource>, families: &Families) -> (Vec<valid
                 continue;
             }
         };
+        if let Some(d) = family_file_as_spec(&source, &tree, families) {
+            diags.push(d);
+            continue;
+        }
         let (model, problems) = validate::validate(source, &tree, families);
         models.extend(model);
         diags.extend(problems);
     }
     (models, diags)
+}
+
+/// A family file met among the specs (one with a family file's `[[kernel]]`, or its
+/// `summary` and no spec's `geometry`): one problem saying where family files go, rather
+/// than each of its keys unknown to a spec.
+fn family_file_as_spec(source: &Arc<SpecSource>, tree: &spec::Node, families: &Families) -> Option<Diagnostic> {
+    let has = |k: &str| tree.get(k).is_some();
+    let key = if has("summary") && !has("geometry") {
+        "summary"
+    } else if has("kernel") {
+        "kernel"
+    } else {
+        return None;
+    };
+    Some(Diagnostic {
+        source: source.clone(),
+        span: 0..source.text.len().min(1),
+        field: "(file)".into(),
+        message: format!("this is a family file (it has `{key}`), not a spec"),
+        help: Some(format!(
+            "move family files out of the spec folder: into `families/` beside it, or into a folder named with \
+             --families (`Config::families` in a build script){}",
+            validate::searched(families)
+        )),
+    })
 }
 
 /// Why a spec file stem cannot name the Rust module of its launchers
@@ -310,61 +342,10 @@ fn stem_problem(stem: &str) -> Option<(String, String)> {
     }
 }
 
-/// How the generated tree is laid out.
-#[derive(Clone, Copy, Debug)]
-pub struct Options {
-    /// How each kernel's source appears in its Rust `KernelDef`.
-    pub metal: render::rust::MetalText,
-}
-
-impl Default for Options {
-    /// The emitted tree: Rust modules `include_str!` the `.metal` files beside them.
-    fn default() -> Self {
-        Options { metal: render::rust::MetalText::Include }
-    }
-}
-
-/// The whole pipeline after reading: validate, expand, render (the emitted
-/// tree's layout).
+/// The whole pipeline after reading, with kernelgen's own families, in the
+/// checked-in tree's layout: [`Config::generate`] with the defaults.
 pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
-    generate_with(sources, &Families::bundled(), Options::default())
-}
-
-/// [`generate`] with the user's families and explicit [`Options`].
-pub fn generate_with(sources: Vec<SpecSource>, families: &Families, options: Options) -> Result<Generated, Error> {
-    let (models, mut diags) = validate_all(sources, families);
-    // Expansion checks the family constraints even when validation found
-    // problems, so one run reports all of them.
-    let kernels = match expand::expand(&models) {
-        Ok(kernels) => kernels,
-        Err(more) => {
-            diags.extend(more);
-            Vec::new()
-        }
-    };
-    if !diags.is_empty() {
-        return Err(Error::Spec(diags));
-    }
-    let renderer = Renderer::new(families.iter()).map_err(Error::Render)?;
-    let rendered = kernels.iter().map(|k| renderer.render_kernel(k)).collect::<Result<Vec<_>, _>>().map_err(Error::Render)?;
-
-    let mut files = emit::Tree::new();
-    let mut modules: Vec<(String, Vec<String>)> = Vec::new();
-    for model in &models {
-        let of_spec: Vec<&RenderedKernel> = rendered.iter().filter(|r| Arc::ptr_eq(&r.kernel.source, &model.source)).collect();
-        if of_spec.is_empty() {
-            continue;
-        }
-        let module = render::rust::spec_module(&renderer, &model.source.origin, &of_spec, options.metal).map_err(Error::Render)?;
-        files.insert(format!("rust/{}.rs", model.source.stem), module);
-        modules.push((model.source.stem.clone(), of_spec.iter().map(|r| r.kernel.name.to_uppercase()).collect()));
-    }
-    for r in &rendered {
-        files.insert(r.metal_path.clone(), r.metal().to_string());
-    }
-    files.insert("rust/mod.rs".into(), render::rust::catalog_module(&modules));
-    files.insert("manifest.json".into(), render::manifest::manifest(&rendered));
-    Ok(Generated { kernels: rendered, files })
+    Config::new().generate(Input::bundled(sources))
 }
 
 #[cfg(test)]
@@ -460,6 +441,18 @@ mod tests {
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("read"),
         }
+    }
+
+    /// A spec with a stray `summary` is a spec with an unknown key, not a family file.
+    #[test]
+    fn only_a_family_file_is_called_one() {
+        let message = |text: &str| match generate(vec![spec("s", text)]) {
+            Err(Error::Spec(d)) => d.0.iter().map(|d| d.message.clone()).collect::<Vec<_>>(),
+            _ => panic!("generated"),
+        };
+        assert_eq!(message(&format!("summary = \"x\"\n{TINY}")), ["unknown key `summary`"]);
+        assert_eq!(message("family = \"f\"\nsummary = \"x\"\n"), ["this is a family file (it has `summary`), not a spec"]);
+        assert_eq!(message(&format!("{TINY}[[kernel]]\n")), ["this is a family file (it has `kernel`), not a spec"]);
     }
 
     #[test]

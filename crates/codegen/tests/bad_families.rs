@@ -71,7 +71,7 @@ fn planned_values_out_of_range_are_errors() {
             stem: "rows".into(),
             text: format!("family = \"rowsum\"\n[geometry.g]\nN = {n}\n"),
         };
-        match kernelgen_codegen::generate_with(vec![spec], &families, Default::default()) {
+        match kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families }) {
             Ok(_) => panic!("{family}: generated"),
             Err(e) => e.to_string(),
         }

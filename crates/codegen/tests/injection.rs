@@ -172,7 +172,7 @@ fn quote_type(t: &syn::Type) -> String {
 
 fn generated_rust(families: &kernelgen_codegen::Families) -> Vec<(String, syn::File)> {
     let spec = SpecSource { display: "specs/p.toml".into(), origin: "specs/p.toml".into(), stem: "p".into(), text: "family = \"pk\"\n[geometry.g]\nN = 8\n".into() };
-    let generated = kernelgen_codegen::generate_with(vec![spec], families, Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let generated = kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families: families.clone() }).unwrap_or_else(|e| panic!("{e}"));
     generated.files.iter().filter(|(p, _)| p.ends_with(".rs")).map(|(p, text)| (p.clone(), syn::parse_file(text).unwrap_or_else(|e| panic!("{p} does not parse: {e}\n{text}")))).collect()
 }
 
@@ -212,7 +212,7 @@ fn a_family_folder_name_cannot_inject_code() {
     std::fs::write(dir.join("rowsum.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
     let families = kernelgen_codegen::read_families(&[dir]).unwrap_or_else(|e| panic!("{e}"));
     let spec = SpecSource { display: "specs/rows.toml".into(), origin: "specs/rows.toml".into(), stem: "rows".into(), text: "family = \"rowsum\"\n[geometry.g]\nN = 8\n".into() };
-    let generated = kernelgen_codegen::generate_with(vec![spec], &families, Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let generated = kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families }).unwrap_or_else(|e| panic!("{e}"));
     let (_, metal) = generated.files.iter().find(|(p, _)| p.ends_with(".metal")).unwrap();
     let lines: Vec<&str> = metal.lines().collect();
     assert!(lines[0].contains("x\\u{a}kernel void evil(") && lines[0].ends_with("then run `make generate`."), "{}", lines[0]);

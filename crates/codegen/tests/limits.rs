@@ -67,7 +67,7 @@ const TEMPLATE: &str = "  // {{ kernel }}\n  y[0] = x[0];\n";
 /// What generating one geometry (`N = 8`) of the family gives: its error's text.
 fn generated(families: &kernelgen_codegen::Families) -> String {
     let spec = SpecSource { display: "specs/rows.toml".into(), origin: "specs/rows.toml".into(), stem: "rows".into(), text: "family = \"rowsum\"\n[geometry.g]\nN = 8\n".into() };
-    match kernelgen_codegen::generate_with(vec![spec], families, Default::default()) {
+    match kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families: families.clone() }) {
         Ok(_) => "generated".into(),
         Err(e) => e.to_string(),
     }

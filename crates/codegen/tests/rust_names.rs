@@ -3,7 +3,7 @@
 //! written, not a `generated/` that does not compile.
 
 use kernelgen_codegen::spec::SpecSource;
-use kernelgen_codegen::{Families, generate_with, read_families};
+use kernelgen_codegen::{Config, Families, Input, read_families};
 use std::collections::BTreeMap;
 
 /// The user families `(name, family file)` with a one-line template each.
@@ -19,7 +19,7 @@ fn families(files: &[(&str, String)]) -> Result<Families, String> {
 /// The generated Rust files, or the error's text.
 fn generated(families: &Families, spec: &str) -> Result<Vec<(String, String)>, String> {
     let source = SpecSource { display: "specs/s.toml".into(), origin: "specs/s.toml".into(), stem: "s".into(), text: spec.into() };
-    let g = generate_with(vec![source], families, Default::default()).map_err(|e| e.to_string())?;
+    let g = Config::new().generate(Input { specs: vec![source], families: families.clone() }).map_err(|e| e.to_string())?;
     Ok(g.files.into_iter().filter(|(p, _)| p.ends_with(".rs")).collect())
 }
 
@@ -223,7 +223,7 @@ fn an_accepted_hostile_family_compiles() {
     );
     let f = families(&[("pk", format!("{family}{}{}", kernel("a1"), kernel("a_2")))]).unwrap_or_else(|e| panic!("{e}"));
     let source = SpecSource { display: "specs/s.toml".into(), origin: "specs/s.toml".into(), stem: "s".into(), text: "family = \"pk\"\n[axes]\nm = [false, true]\n[geometry.g]\nN = 8\n[geometry.g_2]\nN = 16\n".into() };
-    let generated = generate_with(vec![source], &f, Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let generated = Config::new().generate(Input { specs: vec![source], families: f }).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap();
     for (path, text) in &generated.files {
         let file = dir.path().join("generated").join(path);

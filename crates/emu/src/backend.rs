@@ -13,7 +13,7 @@
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
-use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, POISON, Program, RunOrder};
+use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, POISON, Placement, Program, RunOrder};
 use kernelgen::backend::Backend;
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::{ArgInfo, Input, LaunchPlan};
@@ -35,6 +35,8 @@ pub struct RunConfig {
     pub output_poison: u8,
     /// The byte threadgroup memory is filled with before each threadgroup.
     pub threadgroup_poison: u8,
+    /// Where the buffers' data sits in their pages (see [`Placement`]).
+    pub placement: Placement,
 }
 
 /// Runs generated kernels in the MSL emulator.
@@ -87,7 +89,8 @@ impl Backend for EmuBackend {
     }
 
     unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray]) -> Result<Vec<HostArray>, EmuError> {
-        let config = RunConfig { order: self.emulator.options().order, output_poison: OUTPUT_POISON, threadgroup_poison: POISON };
+        let opts = self.emulator.options();
+        let config = RunConfig { order: opts.order, output_poison: OUTPUT_POISON, threadgroup_poison: POISON, placement: opts.placement };
         // SAFETY: the caller's contract is `run`'s.
         unsafe { self.run_with(plan, arrays, config) }
     }
@@ -103,6 +106,8 @@ impl EmuBackend {
         let program = self.program(def)?;
         let opts = self.emulator.options();
         let workers = crate::workers_or_default(opts.workers);
+        // a start-placed launch makes its buffers so (the dispatch would move them)
+        let at_start = config.placement == Placement::Start;
         // Inputs are read-only while the kernel runs (a write faults). An array in guarded
         // memory is bound in place when the kernel needs nothing more of it; every other
         // input is copied once into a device buffer (declared regions get their poisoned gaps).
@@ -131,7 +136,7 @@ impl EmuBackend {
                     })
                 }
             };
-            let mut buf = DeviceBuffer::from_bytes_on(bytes, align, workers);
+            let mut buf = DeviceBuffer::try_from_bytes_placed(bytes, align, workers, at_start)?;
             if !b.regions.is_empty() {
                 let regions: Vec<std::ops::Range<usize>> = b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
                 buf.set_regions(&regions);
@@ -141,7 +146,7 @@ impl EmuBackend {
         }
         let mut outputs: Vec<DeviceBuffer> = Vec::with_capacity(def.outputs.len());
         for (b, o) in def.outputs.iter().zip(&plan.outputs) {
-            outputs.push(DeviceBuffer::filled_aligned(o.bytes as usize, b.align as usize, config.output_poison));
+            outputs.push(DeviceBuffer::try_filled_placed(o.bytes as usize, b.align as usize, config.output_poison, at_start)?);
         }
         {
             let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(copies.len() + outputs.len());
@@ -153,7 +158,7 @@ impl EmuBackend {
                 });
             }
             bufs.extend(outputs.iter_mut().map(Buf::Mut));
-            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid, plan.threadgroup, config.order, opts.workers, config.threadgroup_poison)?;
+            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid, plan.threadgroup, config.order, opts.workers, config.threadgroup_poison, config.placement)?;
         }
         drop(copies);
         // a large output moves into the array as it is (guarded, bound in place by the next launch)
@@ -161,8 +166,14 @@ impl EmuBackend {
             .outputs
             .iter()
             .zip(outputs)
-            .map(|(o, buf)| {
-                let data = if buf.len() >= GUARDED_MIN_BYTES { HostData::from_device(buf) } else { buf.as_bytes().to_vec().into() };
+            .map(|(o, mut buf)| {
+                let data = if buf.len() >= GUARDED_MIN_BYTES {
+                    // end-placed, as every buffer outside a dispatch is (a shared input is never moved)
+                    buf.move_data(false);
+                    HostData::from_device(buf)
+                } else {
+                    buf.as_bytes().to_vec().into()
+                };
                 HostArray::with_data(o.dtype, o.shape.clone(), data)
             })
             .collect())

@@ -3,6 +3,7 @@
 use std::ops::Range;
 
 use super::sanitize;
+use crate::EmuError;
 
 /// The poison byte: gaps, slack and fresh threadgroup memory are filled with it
 /// (`0xFFFFFFFF` reads as a NaN float, `0xFFFF` as a NaN half/bfloat).
@@ -31,7 +32,9 @@ pub const GUARD_BEFORE: usize = 32 << 30;
 /// up to 32 GiB before the data or 64 GiB past its end faults, and the fault names this
 /// buffer and the offset: that covers every `a[i]` with a 32-bit index (`uint` wrapped
 /// around, or a negative `int`) on elements up to 16 bytes. If the address space cannot hold
-/// that much (more than ~1300 buffers alive at once), the guards shrink, down to one page.
+/// that much (more than ~1300 buffers alive at once), the guards shrink, down to one page;
+/// a buffer that does not fit even so is an [`EmuError::Memory`] (from the `try_`
+/// constructors, which every launch uses; the others panic with it).
 ///
 /// The data is placed so that its end is flush with the trailing guard, so reading one
 /// element past the end faults. The start of the data must also be aligned (Metal buffers
@@ -39,9 +42,11 @@ pub const GUARD_BEFORE: usize = 32 << 30;
 /// guard is `(-len) mod align` bytes. The *head*, between the start of the data's first page
 /// and the data, is less than a page (none when `len + slack` is a multiple of the page
 /// size): page protection cannot cover it, so it is filled with poison, ASan-poisoned under
-/// sanitize (where a read or write there is a fault with the buffer and offset), and checked
-/// after every threadgroup (a write there is an [`crate::EmuError::Corruption`] naming the
-/// buffer and the negative offset); without sanitize a read there returns poison. The default
+/// sanitize, and checked after every threadgroup (a write there is an
+/// [`crate::EmuError::Corruption`] naming the buffer and the negative offset). A dispatch
+/// therefore also runs with the data flush with the leading guard (moved, or on a copy; see
+/// [`crate::Placement`]), where an access just before the start faults; outside a dispatch
+/// the data is always end-placed. The default
 /// alignment, used by [`DeviceBuffer::zeroed`] and [`DeviceBuffer::from_bytes`], is the
 /// largest power of two dividing `len`, capped at 16: every element type whose size divides
 /// `len` is then naturally aligned *and* the end is flush (slack 0). A packed byte buffer that
@@ -91,12 +96,14 @@ fn default_align(len: usize) -> usize {
 
 /// Reserve `before + rw + after` bytes of `PROT_NONE` address space and make the middle
 /// `rw` bytes read-write; halve the guards until the address space has room. Reserved
-/// `PROT_NONE` space costs no memory and is not charged against overcommit.
-fn reserve(rw_len: usize) -> (*mut u8, usize, *mut u8) {
+/// `PROT_NONE` space costs no memory and is not charged against overcommit. `len` (the
+/// buffer's) is for the error.
+fn reserve(rw_len: usize, len: usize) -> Result<(*mut u8, usize, *mut u8), EmuError> {
     let page = page_size();
     let (mut before, mut after) = (GUARD_BEFORE, GUARD_AFTER);
+    let fail = |e: std::io::Error| EmuError::Memory { what: format!("cannot map a {len}-byte buffer: {e}") };
     loop {
-        let map_len = before + rw_len + after;
+        let map_len = before.checked_add(rw_len).and_then(|n| n.checked_add(after)).ok_or_else(|| fail(std::io::ErrorKind::OutOfMemory.into()))?;
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -115,12 +122,12 @@ fn reserve(rw_len: usize) -> (*mut u8, usize, *mut u8) {
             if rw_len > 0 && unsafe { libc::mprotect(rw as *mut libc::c_void, rw_len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
                 let e = std::io::Error::last_os_error();
                 unsafe { libc::munmap(map as *mut libc::c_void, map_len) };
-                panic!("DeviceBuffer: cannot make {rw_len} bytes read-write: {e}");
+                return Err(fail(e));
             }
-            return (map, map_len, rw);
+            return Ok((map, map_len, rw));
         }
         if before <= page && after <= page {
-            panic!("DeviceBuffer: cannot map {map_len} bytes: {}", std::io::Error::last_os_error());
+            return Err(fail(std::io::Error::last_os_error()));
         }
         before = (before / 2).max(page);
         after = (after / 2).max(page);
@@ -232,38 +239,59 @@ fn copy_on(dst: &mut [u8], src: &[u8], threads: usize) {
 
 impl DeviceBuffer {
     /// `bytes` zero bytes, default alignment (see the type docs).
+    ///
+    /// # Panics
+    /// When the buffer cannot be mapped ([`DeviceBuffer::try_zeroed_aligned`] returns the error).
     pub fn zeroed(bytes: usize) -> Self {
         Self::zeroed_aligned(bytes, default_align(bytes))
     }
 
     /// `bytes` zero bytes whose start is aligned to `align` (a power of two, at most a page;
     /// other values are rounded up to one).
+    ///
+    /// # Panics
+    /// As [`DeviceBuffer::zeroed`].
     pub fn zeroed_aligned(bytes: usize, align: usize) -> Self {
-        Self::with_data(bytes, align, Some(0))
+        Self::try_zeroed_aligned(bytes, align).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`DeviceBuffer::zeroed_aligned`], or [`EmuError::Memory`] when the address space or
+    /// the memory cannot hold it.
+    pub fn try_zeroed_aligned(bytes: usize, align: usize) -> Result<Self, EmuError> {
+        Self::with_data(bytes, align, Some(0), false)
     }
 
     /// `bytes` bytes of `byte` whose start is aligned to `align` (as for
-    /// [`DeviceBuffer::zeroed_aligned`]): a launch's outputs, filled with poison.
-    pub fn filled_aligned(bytes: usize, align: usize, byte: u8) -> Self {
-        Self::with_data(bytes, align, Some(byte))
+    /// [`DeviceBuffer::zeroed_aligned`]): a launch's outputs, filled with poison; or
+    /// [`EmuError::Memory`].
+    pub fn try_filled_aligned(bytes: usize, align: usize, byte: u8) -> Result<Self, EmuError> {
+        Self::try_filled_placed(bytes, align, byte, false)
+    }
+
+    /// [`DeviceBuffer::try_filled_aligned`] with the data flush with the guard before it
+    /// (`at_start`) or after it.
+    pub(crate) fn try_filled_placed(bytes: usize, align: usize, byte: u8, at_start: bool) -> Result<Self, EmuError> {
+        Self::with_data(bytes, align, Some(byte), at_start)
     }
 
     /// A buffer whose data holds `fill`, or for `None` whatever a reused mapping held (the
-    /// caller writes every byte); the head and slack hold poison.
-    fn with_data(bytes: usize, align: usize, fill: Option<u8>) -> Self {
+    /// caller writes every byte); the head and slack hold poison. Its data is flush with the
+    /// guard after it, or with the one before it (`at_start`).
+    fn with_data(bytes: usize, align: usize, fill: Option<u8>, at_start: bool) -> Result<Self, EmuError> {
         let page = page_size();
         let align = align.max(1).next_power_of_two().min(page);
         let slack = (align - bytes % align) % align;
-        let span = bytes + slack;
-        let rw_len = span.div_ceil(page) * page;
+        let too_large = || EmuError::Memory { what: format!("cannot map a {bytes}-byte buffer: more bytes than an address space holds") };
+        let span = bytes.checked_add(slack).ok_or_else(too_large)?;
+        let rw_len = span.div_ceil(page).checked_mul(page).ok_or_else(too_large)?;
         let (map, map_len, rw, fresh) = match take_reusable(rw_len) {
             Some(m) => (m.map, m.map_len, m.rw, false),
             None => {
-                let (map, map_len, rw) = reserve(rw_len);
+                let (map, map_len, rw) = reserve(rw_len, bytes)?;
                 (map, map_len, rw, true)
             }
         };
-        let data = unsafe { rw.add(rw_len - span) };
+        let data = unsafe { rw.add(if at_start { 0 } else { rw_len - span }) };
         unsafe {
             match fill {
                 // fresh pages are zero already
@@ -271,10 +299,8 @@ impl DeviceBuffer {
                 Some(b) => std::ptr::write_bytes(data, b, bytes),
                 None => {}
             }
-            std::ptr::write_bytes(rw, POISON, data as usize - rw as usize);
-            std::ptr::write_bytes(data.add(bytes), POISON, slack);
         }
-        DeviceBuffer {
+        let d = DeviceBuffer {
             map,
             map_len,
             rw,
@@ -286,27 +312,76 @@ impl DeviceBuffer {
             regions: Vec::new(),
             armed: None,
             shared: std::sync::Mutex::new(0),
+        };
+        d.poison_head_and_slack();
+        Ok(d)
+    }
+
+    fn poison_head_and_slack(&self) {
+        for r in [self.head(), self.slack()] {
+            unsafe { std::ptr::write_bytes(r.start as *mut u8, POISON, r.end - r.start) };
+        }
+    }
+
+    /// Bytes before the data on its first page: none when the data is flush with the guard
+    /// before it, or its pages are full.
+    pub(crate) fn head_len(&self) -> usize {
+        self.data as usize - self.rw as usize
+    }
+
+    /// A copy of the buffer (data, alignment, regions) whose data is flush with the guard
+    /// before it, copied by up to `threads` threads.
+    pub(crate) fn try_start_placed_copy(&self, threads: usize) -> Result<DeviceBuffer, EmuError> {
+        let mut d = Self::try_from_bytes_placed(self.as_bytes(), self.align, threads, true)?;
+        if !self.regions.is_empty() {
+            d.set_regions(&self.regions.clone());
+        }
+        Ok(d)
+    }
+
+    /// Move the data (a memmove within its pages) flush with the guard before it
+    /// (`at_start`) or after it; the head and slack hold poison again. Between dispatches.
+    pub(crate) fn move_data(&mut self, at_start: bool) {
+        debug_assert!(self.armed.is_none(), "moved while a dispatch holds it");
+        let span = self.len + (self.align - self.len % self.align) % self.align;
+        let to = unsafe { self.rw.add(if at_start { 0 } else { self.rw_len - span }) };
+        if to != self.data {
+            unsafe { std::ptr::copy(self.data, to, self.len) };
+            self.data = to;
+            self.poison_head_and_slack();
         }
     }
 
     /// A copy of `b`, default alignment.
+    ///
+    /// # Panics
+    /// As [`DeviceBuffer::zeroed`].
     pub fn from_bytes(b: &[u8]) -> Self {
         Self::from_bytes_aligned(b, default_align(b.len()))
     }
 
     /// A copy of `b` whose start is aligned to `align`.
+    ///
+    /// # Panics
+    /// As [`DeviceBuffer::zeroed`].
     pub fn from_bytes_aligned(b: &[u8], align: usize) -> Self {
-        Self::from_bytes_on(b, align, 1)
+        Self::try_from_bytes_on(b, align, 1).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A copy of `b` whose start is aligned to `align`, written by up to `threads` threads
-    /// when it is large: a launch copies its inputs before any threadgroup runs, and the
-    /// copy (the fresh pages' faults with it) would otherwise be serial work in every
-    /// launch of a large input.
-    pub fn from_bytes_on(b: &[u8], align: usize, threads: usize) -> Self {
-        let mut d = Self::with_data(b.len(), align, None);
+    /// when it is large (a launch copies its inputs before any threadgroup runs, and the
+    /// copy, the fresh pages' faults with it, would otherwise be serial work in every
+    /// launch of a large input); or [`EmuError::Memory`].
+    pub fn try_from_bytes_on(b: &[u8], align: usize, threads: usize) -> Result<Self, EmuError> {
+        Self::try_from_bytes_placed(b, align, threads, false)
+    }
+
+    /// [`DeviceBuffer::try_from_bytes_on`] with the data flush with the guard before it
+    /// (`at_start`) or after it.
+    pub(crate) fn try_from_bytes_placed(b: &[u8], align: usize, threads: usize, at_start: bool) -> Result<Self, EmuError> {
+        let mut d = Self::with_data(b.len(), align, None, at_start)?;
         copy_on(d.as_bytes_mut(), b, threads);
-        d
+        Ok(d)
     }
 
     /// The buffer's bytes (the guard regions around them excluded).
@@ -615,6 +690,8 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// # Panics
+/// As [`DeviceBuffer::zeroed`].
 impl Clone for DeviceBuffer {
     fn clone(&self) -> Self {
         let mut d = DeviceBuffer::from_bytes_aligned(self.as_bytes(), self.align);
@@ -673,16 +750,40 @@ mod tests {
         b.as_bytes_mut().fill(7); // writable again: the protections were undone
         drop(b);
         // shorter data starts later: its head covers bytes that were b's data
-        let mut c = DeviceBuffer::filled_aligned(1_060_896, 16, 0x5A);
+        let mut c = DeviceBuffer::try_filled_aligned(1_060_896, 16, 0x5A).unwrap();
         assert_eq!(c.map, map);
         assert!(c.as_bytes().iter().all(|&x| x == 0x5A));
         assert_eq!(c.find_overwrite(), None, "the head holds poison for the new length");
         c.as_bytes_mut().fill(7);
         drop(c);
         // 15 bytes of slack over what was c's data
-        let d = DeviceBuffer::filled_aligned(len - 8, 16, 0x5A);
+        let d = DeviceBuffer::try_filled_aligned(len - 8, 16, 0x5A).unwrap();
         assert_eq!((d.map, d.slack().len()), (map, 15));
         assert_eq!(d.find_overwrite(), None, "the slack holds poison for the new length");
+    }
+
+    /// Data moved flush with the leading guard and back keeps its bytes, its regions' gaps and
+    /// its alignment; the bytes around it hold poison in either place.
+    #[test]
+    fn moved_data_keeps_its_bytes_and_its_poison() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let mut b = DeviceBuffer::from_bytes_aligned(&bytes, 8);
+        b.set_regions(&[0..100, 200..1000]);
+        let end_placed = b.data_ptr();
+        assert!(b.head_len() > 0);
+        for at_start in [true, false, true, false] {
+            b.move_data(at_start);
+            assert_eq!(b.head_len() == 0, at_start);
+            assert_eq!(b.data_ptr() == end_placed, !at_start);
+            assert_eq!(b.data_ptr() as usize % 8, 0);
+            assert_eq!(&b.as_bytes()[..100], &bytes[..100]);
+            assert_eq!(&b.as_bytes()[200..], &bytes[200..]);
+            assert!(b.as_bytes()[100..200].iter().all(|&x| x == POISON), "the gap moved with the data");
+            assert_eq!(b.find_overwrite(), None, "head and slack hold poison (at start: {at_start})");
+        }
+        let copy = b.try_start_placed_copy(1).unwrap();
+        assert_eq!((copy.head_len(), copy.as_bytes(), copy.regions()), (0, b.as_bytes(), b.regions()));
+        assert_eq!(copy.find_overwrite(), None);
     }
 
     /// Released mappings wait for reuse within a bound; a large one is unmapped at once.

@@ -5,6 +5,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use kernelgen_msl::private_dir::PrivateDir;
 use sha2::{Digest, Sha256};
 
 use super::EmuError;
@@ -37,13 +38,16 @@ pub(crate) const METAL_HEADERS: [&str; 16] = [
 pub(crate) const PREDEFINED: [(&str, &str); 2] = [("__METAL__", "1"), ("__METAL_VERSION__", "310")];
 
 pub(crate) struct Builder {
-    cache: PathBuf,
+    /// Objects are named by this cache's secret (a `.so` planted under a name anyone could
+    /// compute from the source is never found).
+    cache: PrivateDir,
     flags: Vec<String>,
     shim_dir: PathBuf,
     /// Headers of the preprocessing pass: every `<metal_*>` header is empty there,
     /// so the shim (and its keyword macros) stay out of the preprocessed text.
     pre_dir: PathBuf,
     key_prefix: Vec<u8>,
+    sanitize: bool,
 }
 
 pub(crate) struct Built {
@@ -82,21 +86,44 @@ fn compiler_id() -> Result<String, EmuError> {
     r.clone().map_err(|m| EmuError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, m)))
 }
 
-pub(crate) fn default_cache_dir() -> PathBuf {
+/// `$KERNELGEN_EMU_CACHE`, else `kernelgen-emu` in the nearest ancestor of this executable
+/// named `target` (cargo's target directory), else `emu` in the user's cache
+/// (`$XDG_CACHE_HOME/kernelgen`, `~/.cache/kernelgen`); never a folder shared between users.
+pub(crate) fn default_cache_dir() -> Result<PathBuf, EmuError> {
     if let Some(p) = std::env::var_os("KERNELGEN_EMU_CACHE") {
-        return PathBuf::from(p);
+        return Ok(PathBuf::from(p));
     }
     if let Ok(exe) = std::env::current_exe() {
         let mut dir = exe.parent();
         while let Some(d) = dir {
             if d.file_name().is_some_and(|n| n == "target") {
-                return d.join("kernelgen-emu");
+                return Ok(d.join("kernelgen-emu"));
             }
             dir = d.parent();
         }
     }
-    let uid = unsafe { libc::getuid() };
-    std::env::temp_dir().join(format!("kernelgen-emu-{uid}"))
+    let root = kernelgen_msl::private_dir::default_root().map_err(cache_error)?;
+    Ok(root.join("emu"))
+}
+
+/// A cache folder that cannot be used (another user's, writable by others, not creatable).
+pub(crate) fn cache_error(message: String) -> EmuError {
+    EmuError::Io(std::io::Error::new(std::io::ErrorKind::PermissionDenied, message))
+}
+
+/// How a kernel object is linked: without the C runtime's start files and default libraries
+/// (no constructor of the toolchain's own, no libstdc++), every symbol resolved at link time,
+/// bound to the object's own definitions first, with a stack that is not executable. The
+/// libraries follow the source ([`link_libraries`]); the object is then checked before it is
+/// loaded (`elf.rs`).
+const LINK_FLAGS: [&str; 5] = ["-shared", "-nostdlib", "-Wl,-z,defs", "-Wl,-Bsymbolic", "-Wl,-z,noexecstack"];
+
+/// The libraries a kernel object links: the sanitizer runtimes in sanitize mode, libm, libc
+/// (for memcpy and friends) and libgcc's static helpers.
+fn link_libraries(sanitize: bool) -> Vec<&'static str> {
+    let mut l = if sanitize { vec!["-lasan", "-lubsan"] } else { Vec::new() };
+    l.extend(["-lm", "-lc", "-lgcc"]);
+    l
 }
 
 pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
@@ -110,6 +137,9 @@ pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
         "-fvisibility=hidden",
         "-fPIC",
         "-fno-exceptions",
+        // no guard calls into libstdc++ for function-local statics (the object links no C++
+        // runtime: see LINK_FLAGS)
+        "-fno-threadsafe-statics",
         "-g1",
         // a frame larger than a page touches every page on its way down, so a GPU thread
         // whose locals overflow its stack faults in the stack's guard, not beyond it
@@ -166,8 +196,11 @@ fn hex(d: &[u8]) -> String {
 
 impl Builder {
     pub fn new(cache_dir: Option<PathBuf>, sanitize: bool) -> Result<Builder, EmuError> {
-        let cache = cache_dir.unwrap_or_else(default_cache_dir);
-        std::fs::create_dir_all(&cache).map_err(io(format!("cannot create the emulator cache {}", cache.display())))?;
+        let cache = PrivateDir::open(&match cache_dir {
+            Some(d) => d,
+            None => default_cache_dir()?,
+        })
+        .map_err(cache_error)?;
         let flags = base_flags(sanitize);
         let cid = compiler_id()?;
         let mut h = Sha256::new();
@@ -176,11 +209,10 @@ impl Builder {
         h.update(flags.join(" ").as_bytes());
         h.update(cid.as_bytes());
         let shim_hash = hex(&h.finalize());
-        let shim_dir = cache.join(format!("shim-{}", &shim_hash[..16]));
-        std::fs::create_dir_all(&shim_dir).map_err(io(format!("cannot create {}", shim_dir.display())))?;
+        let shim_name = format!("shim-{}", &shim_hash[..16]);
+        let shim_dir = cache.subdir(&shim_name).map_err(cache_error)?;
         write_atomic(&shim_dir.join("kgemu_shim.h"), SHIM.as_bytes())?;
-        let pre_dir = shim_dir.join("pre");
-        std::fs::create_dir_all(&pre_dir).map_err(io(format!("cannot create {}", pre_dir.display())))?;
+        let pre_dir = cache.subdir(Path::new(&shim_name).join("pre")).map_err(cache_error)?;
         for name in METAL_HEADERS {
             write_atomic(&shim_dir.join(name), b"#pragma once\n#include \"kgemu_shim.h\"\n")?;
             write_atomic(&pre_dir.join(name), b"#pragma once\n")?;
@@ -207,9 +239,10 @@ impl Builder {
             }
         }
         let mut key_prefix = Vec::new();
-        key_prefix.extend_from_slice(b"kgemu-object-v1\0");
+        key_prefix.extend_from_slice(b"kgemu-object-v2\0");
         key_prefix.extend_from_slice(shim_hash.as_bytes());
-        Ok(Builder { cache, flags, shim_dir, pre_dir, key_prefix })
+        key_prefix.extend_from_slice(LINK_FLAGS.join(" ").as_bytes());
+        Ok(Builder { cache, flags, shim_dir, pre_dir, key_prefix, sanitize })
     }
 
     /// Runs the g++ preprocessor over `source` (named `file_name`), with `include_dirs`
@@ -238,8 +271,10 @@ impl Builder {
             };
         }
         // `#include "x.h"` looks next to the .metal file first, as the Metal compiler does.
+        // Folders by their canonical paths, as the Metal check resolves includes: g++ then
+        // reads the files the check read (it refuses includes through links).
         if let Some(parent) = Path::new(file_name).parent().filter(|p| !p.as_os_str().is_empty() && p.is_dir()) {
-            cmd.arg("-iquote").arg(parent);
+            cmd.arg("-iquote").arg(std::fs::canonicalize(parent).map_err(io(format!("cannot read {}", parent.display())))?);
         }
         for dir in include_dirs {
             if !dir.is_dir() {
@@ -248,7 +283,7 @@ impl Builder {
                     message: format!("include directory {} does not exist", dir.display()),
                 });
             }
-            cmd.arg("-I").arg(dir);
+            cmd.arg("-I").arg(std::fs::canonicalize(dir).map_err(io(format!("cannot read {}", dir.display())))?);
         }
         cmd.arg("-I").arg(&self.pre_dir);
         cmd.arg("-");
@@ -275,24 +310,22 @@ impl Builder {
     }
 
     pub fn cache_dir(&self) -> &Path {
-        &self.cache
+        self.cache.path()
     }
 
     pub fn build(&self, cpp: &str, file_name: &str) -> Result<Built, EmuError> {
-        let mut h = Sha256::new();
-        h.update(&self.key_prefix);
-        h.update(cpp.as_bytes());
-        let key = hex(&h.finalize());
-        let so_path = self.cache.join(format!("{key}.so"));
+        let key = self.cache.keyed_name(&[&self.key_prefix, cpp.as_bytes()]);
+        let so_path = self.cache.path().join(format!("{key}.so"));
         if so_path.exists() {
+            self.vet(&so_path, file_name)?;
             return Ok(Built { so_path, compiled: false });
         }
-        let cpp_path = self.cache.join(format!("{key}.cpp"));
+        let cpp_path = self.cache.path().join(format!("{key}.cpp"));
         write_atomic(&cpp_path, cpp.as_bytes())?;
-        let tmp = tmp_name(&self.cache, &key, ".so");
+        let tmp = tmp_name(self.cache.path(), &key, ".so");
         let out = tool(&compiler())
             .args(&self.flags)
-            .arg("-shared")
+            .args(LINK_FLAGS)
             .arg("-I")
             .arg(&self.shim_dir)
             .arg("-x")
@@ -300,6 +333,7 @@ impl Builder {
             .arg(&cpp_path)
             .arg("-o")
             .arg(&tmp)
+            .args(link_libraries(self.sanitize))
             .output()
             .map_err(io(format!("cannot run {}", compiler())))?;
         if !out.status.success() {
@@ -320,7 +354,23 @@ impl Builder {
             }
             return Err(EmuError::Compile { file: file_name.to_string(), message: msg.trim_end().to_string() });
         }
+        // a refused object never enters the cache
+        if let Err(e) = self.vet(&tmp, file_name) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         std::fs::rename(&tmp, &so_path).map_err(io(format!("cannot rename into {}", so_path.display())))?;
         Ok(Built { so_path, compiled: true })
+    }
+
+    /// Refuses the object at `path` (before anything loads it) when it reaches outside the
+    /// emulator's runtime: see `elf.rs`.
+    fn vet(&self, path: &Path, file_name: &str) -> Result<(), EmuError> {
+        let bytes = std::fs::read(path).map_err(io(format!("cannot read {}", path.display())))?;
+        let reasons = crate::elf::refusals(&bytes, self.sanitize);
+        if reasons.is_empty() {
+            return Ok(());
+        }
+        Err(EmuError::RefusedObject { file: file_name.to_string(), reasons })
     }
 }

@@ -63,8 +63,8 @@
 //! constants are declared as Metal declares them (valid MSL): the emulator runs them with
 //! the values the load gives and refuses, at the reading line, a read of one without a value
 //! (see **Function constants**). Results are cached on disk under the emulator's cache
-//! (`<cache>/msl/results/`, keyed by the checker version, clang, the source, every header it
-//! includes, the include dirs and defines), so a source checks once (about 0.1 s for a
+//! (`<cache>/msl/results/`, named by a keyed hash of the checker version, clang, the source,
+//! every header it includes, the include dirs and defines), so a source checks once (about 0.1 s for a
 //! generated kernel) and a hit costs a hash and a file read. [`Emulator::new`] needs clang
 //! (14 or newer; `$KERNELGEN_MSL_CLANG` names one): without it, it fails with
 //! [`EmuError::MetalCheck`], one line saying what to install. [`EmuOptions::metal_check`]
@@ -122,7 +122,16 @@
 //! share a call site. A race between threads of a threadgroup (a missing barrier) therefore
 //! shows as order-dependent results or poison reads.
 //! Code that relies on implicit SIMD lockstep without a barrier behaves as a race, and
-//! spin-waiting on atomics hangs (documented limits).
+//! spin-waiting on atomics never ends (documented limits): see **Time limit**.
+//!
+//! **Time limit.** A dispatch that runs longer than [`EmuOptions::timeout`] (default
+//! [`default_timeout`]: 60 s, or `$KERNELGEN_EMU_TIMEOUT` seconds, or `kernelgen
+//! verify/run/emu --timeout SECS`) is stopped: a watchdog thread signals each worker running
+//! it (a real-time signal, `SIGRTMAX - 3`, tagged), whose handler abandons the GPU thread on
+//! the CPU the way a fault does, when that thread is in the kernel's own code (in the runtime
+//! or a library it may hold a lock: the watchdog signals again 10 ms later); the workers
+//! take no more threadgroups, and the dispatch returns [`EmuError::Timeout`] naming the
+//! kernel and the threadgroups that were running. The process stays usable.
 //!
 //! **Parallel threadgroups.** The threadgroups of a dispatch run on worker threads: the
 //! calling thread and up to `workers - 1` helpers from a process-wide pool, each with its
@@ -181,9 +190,15 @@
 //! alternative; it would cost a compare per load and store, change what the compiler may
 //! vectorize, and need every cast of a device pointer rewritten, where reserved address space
 //! costs nothing. Less than a page before the data (the *head*, none when the length is a
-//! multiple of 4096) shares the data's first page: it holds poison, a write there is an
-//! [`EmuError::Corruption`] with the buffer and the negative offset, a read returns poison,
-//! and under sanitize both are faults. Declared regions poison their gaps. Through the
+//! multiple of 4096) shares the data's first page: it holds poison, so a dispatch with such
+//! a buffer runs twice ([`Placement::Both`], the default): end-placed, then with every
+//! buffer's data flush with the guard *before* it (on copies made before the first run), so
+//! that `a[-1]` faults as surely as `a[n]` (under sanitize both sides are ASan-poisoned and
+//! one run does). [`Placement::End`] alone (one run) leaves the head readable as poison, a
+//! write there an [`EmuError::Corruption`] with the buffer and the negative offset. A wild
+//! 64-bit index past the canonical addresses, which the processor faults without an
+//! address, is reported with the address and the access kind decoded from the faulting
+//! instruction. Declared regions poison their gaps. Through the
 //! backend ([`EmuBackend`]) a kernel's inputs are read-only while it runs, so a write to one
 //! faults too. A GPU thread's stack (256 KiB) has a 64 KiB guard below it and kernels are
 //! built with `-fstack-clash-protection`, so an overflowing frame faults in the guard.
@@ -290,15 +305,30 @@
 //! **Limits.** x86-64 Linux and g++ only. No textures, samplers, `simdgroup_load`/
 //! `store`, `[[threadgroup(n)]]` kernel parameters, tensor (`mpp`) operations or `rgba`
 //! swizzles. One threadgroup variable per declaration statement. A kernel that
-//! never returns (a spin-wait on an atomic) hangs the dispatch. Fibers serialise the lanes
+//! never returns (a spin-wait on an atomic) is stopped at the time limit. Fibers serialise the lanes
 //! of a SIMD-group, so code relying on implicit lockstep without a barrier behaves as a
 //! race.
 //!
-//! **Build cache.** The object is `<cache>/<sha256>.so` over (prepared source, shim, flags,
-//! g++ version); a hit does no compile. Cache dir: [`EmuOptions::cache_dir`], else
-//! `$KERNELGEN_EMU_CACHE`, else `kernelgen-emu/` under the nearest ancestor of the current
-//! executable named `target`, else a temp dir. Objects are written atomically (temp name +
-//! rename) so concurrent processes are safe. The shim is precompiled once per flag set.
+//! **Build cache.** The object is `<cache>/<hmac>.so`, named by an HMAC-SHA-256 under the
+//! cache's own secret (`<cache>/key`, created `0600`) of (prepared source, shim, flags, g++
+//! version): a hit does no compile, and a file planted under a name computed from the source
+//! alone is never found. Cache dir: [`EmuOptions::cache_dir`], else `$KERNELGEN_EMU_CACHE`,
+//! else `kernelgen-emu/` under the nearest ancestor of the current executable named `target`,
+//! else `emu/` in the user's cache (`$XDG_CACHE_HOME/kernelgen`, `~/.cache/kernelgen`). It is
+//! created `0700`; one another user owns, or that a group or other users can write (it or a
+//! subfolder in use), is refused ([`EmuError::Io`]). Objects are written atomically (temp
+//! name + rename) so concurrent processes are safe. The shim is precompiled once per flag set.
+//!
+//! **What a kernel object may reach.** A kernel runs as native code in this process, so what
+//! it can link to is limited twice. The Metal check refuses what Metal cannot express and a host
+//! could run (functions declared and never defined, `asm`, GNU attributes such as `constructor`,
+//! casts between pointers and integers). And every object is linked without the C runtime's
+//! start files (`-nostdlib -z defs`, libm and libc for the math and copies g++ emits), then read
+//! before it is loaded (constructors run at `dlopen`): one that refers to any symbol but libm's
+//! float functions and `memcpy`, `memmove`, `memset` (in sanitize mode also the sanitizers'
+//! entry points and `dlsym`, which the shim's report wrappers need), that has a constructor, a
+//! destructor, an IFUNC, or needs another library, is refused with
+//! [`EmuError::RefusedObject`], naming the file and each symbol, and none of it runs.
 
 #![warn(missing_docs)]
 // Off x86-64 Linux the runtime is a stand-in that answers every load with
@@ -312,6 +342,7 @@
 pub mod backend;
 mod buffer;
 mod compile;
+mod elf;
 pub mod host;
 // The fiber scheduler's context switch and fault handling are written for x86-64
 // Linux; elsewhere a stand-in answers every load with `EmuError::Unsupported`.
@@ -351,6 +382,40 @@ pub(crate) fn workers_or_default(workers: usize) -> usize {
     if workers == 0 { runtime::default_workers() } else { workers }
 }
 
+/// The process-wide time limit set with [`set_default_timeout`], in nanoseconds (0: none).
+static DEFAULT_TIMEOUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Set the time limit of every dispatch whose [`EmuOptions::timeout`] is `None`, in this
+/// process, overriding `$KERNELGEN_EMU_TIMEOUT`. This is what `kernelgen
+/// verify/run/emu --timeout SECS` call.
+pub fn set_default_timeout(limit: Duration) {
+    let nanos = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX).max(1);
+    DEFAULT_TIMEOUT.store(nanos, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The time limit of a dispatch whose [`EmuOptions::timeout`] is `None`: the one set with
+/// [`set_default_timeout`], else `$KERNELGEN_EMU_TIMEOUT` (seconds, as [`parse_timeout`]
+/// reads them; ignored when it does not), else 60 s.
+pub fn default_timeout() -> Duration {
+    static FROM_ENV: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    match DEFAULT_TIMEOUT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => *FROM_ENV.get_or_init(|| {
+            let env = std::env::var("KERNELGEN_EMU_TIMEOUT").ok();
+            env.and_then(|v| parse_timeout(&v).ok()).unwrap_or(Duration::from_secs(60))
+        }),
+        nanos => Duration::from_nanos(nanos),
+    }
+}
+
+/// A time limit in seconds (`--timeout SECS`, `$KERNELGEN_EMU_TIMEOUT`): a positive number,
+/// fractions allowed, at most a million.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 1e6 => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!("`{text}` is not a time limit: give a number of seconds above 0 and at most 1000000 (e.g. 60, 0.5)")),
+    }
+}
+
 /// Options of an [`Emulator`].
 #[derive(Clone, Debug)]
 pub struct EmuOptions {
@@ -369,12 +434,52 @@ pub struct EmuOptions {
     /// Check every loaded source as Metal first (default true; see "The Metal check"). Off
     /// only for tests of the emulator itself on code that Metal would reject.
     pub metal_check: bool,
+    /// Where each buffer's data sits in its pages while a kernel runs, so which accesses
+    /// just outside it fault (default [`Placement::Both`]: all of them).
+    pub placement: Placement,
+    /// The time a dispatch may run (both runs of [`Placement::Both`] together) before it is
+    /// stopped with [`EmuError::Timeout`]; `None` (the default) means [`default_timeout`].
+    pub timeout: Option<Duration>,
 }
 
 impl Default for EmuOptions {
     fn default() -> Self {
-        EmuOptions { cache_dir: None, sanitize: false, order: RunOrder::Forward, guard_pages: true, metal_check: true, workers: 0 }
+        EmuOptions {
+            cache_dir: None,
+            sanitize: false,
+            order: RunOrder::Forward,
+            guard_pages: true,
+            metal_check: true,
+            workers: 0,
+            placement: Placement::Both,
+            timeout: None,
+        }
     }
+}
+
+/// Where a buffer's data sits in its read-write pages during a dispatch. Page protection
+/// works by whole pages (4 KiB) and a buffer's length is rarely a multiple of one: with
+/// the data flush with the guard after it, the bytes before its start on its first page
+/// (the *head*) cannot fault, and with it flush with the guard before it, the bytes after
+/// its end on its last page (the *slack*) cannot. Those bytes hold poison either way (a
+/// read returns it, a write is an [`EmuError::Corruption`] found after the threadgroup).
+/// Under sanitize both are ASan-poisoned, so one run catches every access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placement {
+    /// Both, one after the other: every dispatch with a buffer that has a head runs once
+    /// end-placed on the buffers given, then once start-placed on copies of them (made
+    /// before it; inputs bound read-only are moved, not copied), so every access outside a
+    /// buffer, before or after, read or write, faults naming the buffer and the offset. The
+    /// first run's error is reported, except a write into a head, for which the second
+    /// run's fault (the thread and the line) is. Twice the time of one run.
+    Both,
+    /// One run, each buffer's data flush with the guard after it: every access past the
+    /// end faults; one before the start faults only from the page boundary on.
+    End,
+    /// One run, each buffer's data flush with the guard before it: every access before the
+    /// start faults; one past the end faults only from the next page on.
+    Start,
 }
 
 /// Run order of the fibers of a threadgroup (in every scheduling round), and the order in
@@ -647,9 +752,20 @@ pub enum EmuError {
         /// Every problem found, in source order.
         problems: Vec<MetalProblem>,
     },
-    /// The Metal check cannot run (no clang: the message says what to install).
+    /// The compiled object of `file` reaches outside the emulator's runtime (a symbol of libc
+    /// or another library, a constructor, ...): refused before it was loaded, so none of it
+    /// ran. The Metal check refuses such sources; this is what a source that got past it meets.
+    RefusedObject {
+        /// The `.metal` file name given to the load.
+        file: String,
+        /// Each reason, e.g. "it refers to `system`, outside the emulator's runtime ...".
+        reasons: Vec<String>,
+    },
+    /// The Metal check cannot run (no clang: the message says what to install), or cannot
+    /// check this source (one of its limits: the source's size, its nesting, the time clang
+    /// may take): nothing is known about the source, and nothing was compiled.
     MetalCheck {
-        /// What is missing and how to install it.
+        /// What is missing and how to install it, or the limit the source met.
         message: String,
     },
     /// A GPU thread faulted (guard region, poisoned gap, read-only input, sanitizer report, trap).
@@ -708,6 +824,27 @@ pub enum EmuError {
         /// What is wrong with the dispatch.
         message: String,
     },
+    /// A dispatch ran past its time limit ([`EmuOptions::timeout`]) and was stopped: the
+    /// GPU threads on the CPU abandoned, as at a fault; the emulator stays usable.
+    Timeout {
+        /// The kernel dispatched.
+        kernel: String,
+        /// The limit.
+        limit: Duration,
+        /// The threadgroups that were running when it was stopped.
+        threadgroups: Vec<[u32; 3]>,
+        /// How many threadgroups had finished, of `total`.
+        finished: u64,
+        /// The dispatch's threadgroups.
+        total: u64,
+    },
+    /// Memory a dispatch needs cannot be had: a buffer, fiber stacks, threadgroup memory, a
+    /// signal stack (the address space or the memory is exhausted, or a limit such as
+    /// `ulimit -v` is reached). Nothing ran, or the dispatch stopped; the emulator stays usable.
+    Memory {
+        /// What could not be mapped, and the system's reason.
+        what: String,
+    },
     /// Sanitize mode requested but the sanitizer runtime is not loaded in this process.
     Sanitizer {
         /// What is missing and how to start the process.
@@ -734,6 +871,11 @@ impl fmt::Display for EmuError {
                 }
                 Ok(())
             }
+            EmuError::RefusedObject { file, reasons } => write!(
+                f,
+                "the compiled kernel of {file} is refused before it is loaded (none of it ran): {}",
+                reasons.join("; ")
+            ),
             EmuError::MetalCheck { message } => write!(f, "{message} (the emulator checks every source as Metal first)"),
             EmuError::Fault { kernel, what, metal_line, thread_position_in_grid, threadgroup_position_in_grid } => write!(
                 f,
@@ -759,6 +901,28 @@ impl fmt::Display for EmuError {
                 line_of(metal_line).trim_start_matches("at ")
             ),
             EmuError::Launch { kernel, message } => write!(f, "cannot dispatch kernel `{kernel}`: {message}"),
+            EmuError::Timeout { kernel, limit, threadgroups, finished, total } => {
+                write!(f, "kernel `{kernel}` ran past the time limit of {} s and was stopped: ", limit.as_secs_f64())?;
+                const SHOWN: usize = 8;
+                match threadgroups.len() {
+                    0 => write!(f, "no threadgroup was running at that moment")?,
+                    n => {
+                        let list: Vec<String> = threadgroups.iter().take(SHOWN).map(|t| ids(*t)).collect();
+                        write!(f, "threadgroup{} {}", if n == 1 { "" } else { "s" }, list.join(", "))?;
+                        if n > SHOWN {
+                            write!(f, " and {} more", n - SHOWN)?;
+                        }
+                        write!(f, " {} still running", if n == 1 { "was" } else { "were" })?;
+                    }
+                }
+                write!(
+                    f,
+                    " ({finished} of {total} had finished). A kernel that never ends hangs: an endless loop, or a wait on memory \
+                     that no other thread changes while it spins (a GPU thread runs here until it waits at a barrier or a \
+                     collective). If it only needs longer, raise the limit (--timeout SECS, $KERNELGEN_EMU_TIMEOUT, EmuOptions::timeout)."
+                )
+            }
+            EmuError::Memory { what } => write!(f, "MSL emulator: out of memory: {what}"),
             EmuError::Sanitizer { message } => write!(f, "sanitize mode unavailable: {message}"),
             EmuError::Io(e) => write!(f, "MSL emulator: {e}"),
             EmuError::Unsupported { target } => write!(
@@ -814,7 +978,13 @@ impl Emulator {
     /// cached under the emulator cache of `opts` (shared with the emulator's loads). Needs
     /// clang, not g++, and works on every target.
     pub fn metal_checker(opts: &EmuOptions) -> Result<kernelgen_msl::Checker, EmuError> {
-        checker_in(&opts.cache_dir.clone().unwrap_or_else(compile::default_cache_dir))
+        let cache = match &opts.cache_dir {
+            Some(d) => d.clone(),
+            None => compile::default_cache_dir()?,
+        };
+        // the emulator's cache folder is checked (and created) as the emulator's load does
+        let cache = kernelgen_msl::private_dir::PrivateDir::open(&cache).map_err(compile::cache_error)?;
+        checker_in(cache.path())
     }
 
     /// The options it was made with.
@@ -837,9 +1007,13 @@ impl Emulator {
     /// constant values (see [`LoadOptions`] and "Preprocessing" in the crate docs).
     pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
         if let Some(checker) = &self.checker {
-            checker
-                .check_with(source, file_name, &opts.include_dirs, &opts.defines)
-                .map_err(|problems| EmuError::InvalidMetal { file: file_name.to_string(), problems })?;
+            checker.check_with(source, file_name, &opts.include_dirs, &opts.defines).map_err(|problems| {
+                // a limit of the check (size, nesting, time) says nothing about the source
+                match problems.iter().find(|p| p.is_not_checked()) {
+                    Some(limit) => EmuError::MetalCheck { message: limit.to_string() },
+                    None => EmuError::InvalidMetal { file: file_name.to_string(), problems },
+                }
+            })?;
         }
         let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
         let text;
@@ -1051,7 +1225,7 @@ impl Program {
         workers: usize,
     ) -> Result<DispatchStats, EmuError> {
         let mut bufs: Vec<runtime::Buf<'_>> = buffers.iter_mut().map(|b| runtime::Buf::Mut(&mut **b)).collect();
-        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers, POISON)
+        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers, POISON, self.inner.opts.placement)
     }
 
     /// The dispatch behind every other: buffers the kernel writes, reads, or reads in place.
@@ -1064,6 +1238,7 @@ impl Program {
         order: RunOrder,
         workers: usize,
         threadgroup_poison: u8,
+        placement: Placement,
     ) -> Result<DispatchStats, EmuError> {
         let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
         let Some(&idx) = self.inner.by_name.get(kernel) else {
@@ -1101,6 +1276,8 @@ impl Program {
             sanitize: self.inner.opts.sanitize,
             guard_pages: self.inner.opts.guard_pages,
             workers: workers_or_default(workers),
+            placement,
+            time_limit: self.inner.opts.timeout.unwrap_or_else(default_timeout),
         })
     }
 }

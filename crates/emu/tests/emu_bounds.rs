@@ -2,11 +2,10 @@
 //! offset: near and far, past the end and before the start (uint indices that wrapped around,
 //! negative int indices), reads and writes, in normal and in sanitize mode.
 //!
-//! The one documented exception is the *head*: the bytes between the start of the data's
-//! first page and the data (less than a page, none when the length is a multiple of the
-//! page size). Pages cannot protect it, so in normal mode a read there returns poison and a
-//! write there is reported as corruption after the threadgroup (buffer and negative offset);
-//! under sanitize both are faults.
+//! Just before the start too: the bytes between the start of the data's first page and the
+//! data (the *head*, when the data is flush with the guard after it) are caught by a second
+//! run with the data flush with the guard before it (`Placement::Both`, the default); under
+//! sanitize both sides are ASan-poisoned.
 
 use crate::common;
 
@@ -128,14 +127,37 @@ fn every_access_before_the_start_faults() {
     before_the_start(false);
 }
 
+/// Just before the start and just past the end, reads and writes: every access faults,
+/// naming the buffer and the offset, whatever the buffer's length (its data rarely fills its
+/// pages: each dispatch also runs with the data flush with the guard before it).
 #[test]
-fn the_head_before_unaligned_data_is_poison_and_checked() {
+fn every_access_just_outside_a_buffer_faults() {
     let p = program(false);
+    for kernel in ["read_signed", "write_signed"] {
+        for len in [8usize, 4, 1000, 1025] {
+            for index in [-1i32, -9, -100, -1023, len as i32, len as i32 + 1, len as i32 + 100] {
+                let e = dispatch(&p, kernel, len, index as u32).err().unwrap_or_else(|| panic!("{kernel} x[{index}] of {len} floats ran"));
+                assert_fault(&e, kernel, kernel.starts_with("write"), 4 * index as i64, 4 * len);
+            }
+            // in bounds: runs
+            let ok = dispatch(&p, kernel, len, len as u32 - 1).unwrap_or_else(|e| panic!("{kernel} x[{}] of {len} floats: {e}", len - 1));
+            assert!(!kernel.starts_with("read") || f32s(&ok) == vec![0.0; 4], "{kernel}: {:?}", f32s(&ok));
+        }
+    }
+}
+
+/// With `Placement::End` alone (one run, the data flush with the guard after it), the head
+/// before unaligned data reads as poison, and a write there is corruption naming the buffer
+/// and the negative offset.
+#[test]
+fn with_the_end_placement_alone_the_head_is_poison_and_checked() {
+    let emu = Emulator::new(EmuOptions { placement: Placement::End, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let p = emu.load(SRC, FILE).unwrap_or_else(|e| panic!("{e}"));
     // a read of x[-1] of 4 floats: inside the data's page, poison (NaN), not a fault
     let out = dispatch(&p, "read_signed", 4, -1i32 as u32).unwrap();
     assert!(f32s(&out)[3].is_nan(), "the head reads as poison: {:?}", f32s(&out));
     // a write there is corruption, with the buffer and the negative offset
-    let e = dispatch(&p, "write_signed", 4, -1i32 as u32).err().expect("the write to x[-1] is reported");
+    let e = dispatch(&p, "write_signed", 4, -1i32 as u32).expect_err("the write to x[-1] is reported");
     match &e {
         EmuError::Corruption { kernel, what, threadgroup_position_in_grid, .. } => {
             assert_eq!(kernel, "write_signed");
@@ -143,6 +165,22 @@ fn the_head_before_unaligned_data_is_poison_and_checked() {
             assert!(what.contains("byte -4 of buffer(0) `x` was written") && what.contains("before the start of the data"), "{e}");
         }
         other => panic!("expected corruption, got {other}"),
+    }
+}
+
+/// With `Placement::Start` alone the slack after the end is: a read returns poison, a write
+/// is corruption; every access before the start faults.
+#[test]
+fn with_the_start_placement_alone_the_slack_is_poison_and_checked() {
+    let emu = Emulator::new(EmuOptions { placement: Placement::Start, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let p = emu.load(SRC, FILE).unwrap_or_else(|e| panic!("{e}"));
+    let out = dispatch(&p, "read_signed", 4, 4).unwrap();
+    assert!(f32s(&out)[3].is_nan(), "the slack reads as poison: {:?}", f32s(&out));
+    let e = dispatch(&p, "write_signed", 4, 5).expect_err("the write to x[5] is reported");
+    assert!(matches!(&e, EmuError::Corruption { what, .. } if what.contains("byte 20 of buffer(0) `x` was written") && what.contains("slack")), "{e}");
+    for kernel in ["read_signed", "write_signed"] {
+        let e = dispatch(&p, kernel, 4, -1i32 as u32).err().unwrap_or_else(|| panic!("{kernel} x[-1] ran"));
+        assert_fault(&e, kernel, kernel.starts_with("write"), -4, 16);
     }
 }
 
@@ -162,4 +200,74 @@ fn sanitize_every_access_before_the_start_faults() {
             assert_fault(&e, kernel, kernel.starts_with("write"), -4, 16);
         }
     });
+}
+
+/// Thread 3 accesses `x[index(address of x)]` of a one-page buffer (no head: its data starts
+/// and ends on a page boundary, so the dispatch runs once, on this very buffer) with a 64-bit
+/// index; the address it accesses comes back with the error.
+fn dispatch_wild(p: &Program, kernel: &str, index: impl FnOnce(usize) -> i64) -> (usize, EmuError) {
+    let mut x = DeviceBuffer::zeroed(4096);
+    let base = x.as_bytes().as_ptr() as usize;
+    let index = index(base);
+    let mut at = DeviceBuffer::from_bytes(&[0i64, 1, 2, index].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    let mut out = DeviceBuffer::zeroed(16);
+    let r = if kernel.starts_with("write") {
+        p.dispatch(kernel, &mut [&mut x, &mut at], [4, 1, 1], [4, 1, 1])
+    } else {
+        p.dispatch(kernel, &mut [&mut x, &mut at, &mut out], [4, 1, 1], [4, 1, 1])
+    };
+    let e = r.err().unwrap_or_else(|| panic!("{kernel} x[{index}] ran"));
+    (base.wrapping_add((index as usize).wrapping_mul(4)), e)
+}
+
+/// The fault's description, checked to be thread 3's at the kernel's line and to name the
+/// access as the kernel wrote it.
+fn wild_fault(e: EmuError, kernel: &str) -> String {
+    match e {
+        EmuError::Fault { kernel: k, what, metal_line, thread_position_in_grid, .. } => {
+            assert_eq!((k.as_str(), thread_position_in_grid), (kernel, [3, 0, 0]), "{what}");
+            let marker = format!("@{}", kernel.replace('_', "-"));
+            assert_eq!(metal_line.map(|l| l.1), Some(line_of(SRC, &marker)), "{what}");
+            let kind = if kernel.starts_with("write") { "invalid write at " } else { "invalid read at " };
+            assert!(what.starts_with(kind), "expected `{kind}`: {what}");
+            what
+        }
+        other => panic!("expected a fault of {kernel}, got: {other}"),
+    }
+}
+
+/// A 64-bit index past the canonical addresses (the processor raises a general-protection
+/// fault, which carries no address) is a read or a write as the kernel wrote it, at the
+/// address it computed, "a non-canonical address": not a read of a null pointer.
+#[test]
+fn a_wild_index_past_the_canonical_addresses_is_reported_as_such() {
+    let p = program(false);
+    for kernel in ["write_wild", "read_wild"] {
+        // 2^47 bytes past the data, past every user-space address; 2^48 bytes before it,
+        // below the kernel's addresses (2^47 bytes before it is a canonical kernel address)
+        for index in [1i64 << 45, -(1i64 << 46), i64::MAX / 4] {
+            let (addr, e) = dispatch_wild(&p, kernel, |_| index);
+            let what = wild_fault(e, kernel);
+            assert!(what.contains(&format!("at {addr:#x}, a non-canonical address (far outside any buffer)")), "{kernel} x[{index}]: {what}");
+            assert!(!what.contains("null pointer"), "{kernel} x[{index}]: {what}");
+        }
+    }
+}
+
+/// A 64-bit index onto a page that is mapped but not accessible, far from every buffer: a
+/// page fault, its address and kind from the processor.
+#[test]
+fn a_wild_index_onto_an_inaccessible_page_is_reported_with_its_address() {
+    let p = program(false);
+    // a page of this process's own, inaccessible: nothing else can be mapped there
+    let page = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+    assert_ne!(page, libc::MAP_FAILED);
+    let target = page as usize + 8;
+    for kernel in ["write_wild", "read_wild"] {
+        let (addr, e) = dispatch_wild(&p, kernel, |base| (target as i64 - base as i64) / 4);
+        assert_eq!(addr, target);
+        let what = wild_fault(e, kernel);
+        assert!(what.contains(&format!("at {target:#x}, memory outside every buffer")), "{kernel}: {what}");
+    }
+    unsafe { libc::munmap(page, 4096) };
 }

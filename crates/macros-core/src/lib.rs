@@ -3,8 +3,9 @@
 //! `kernelgen-macros` is a shell over [`kernels`] and [`include_specs`].
 //!
 //! Nothing here parses, validates or renders a spec on its own: both forms
-//! end in [`kernelgen_codegen::generate`] and expand to the module text it
-//! renders for `generated/rust/<stem>.rs`, lexed into tokens.
+//! end in [`kernelgen_codegen::Config::generate`] and expand to the module text it
+//! renders for `generated/rust/<stem>.rs` (in its `Inline` layout: each kernel's
+//! MSL inline), lexed into tokens.
 //!
 //! # `kernels! { ... }`: a spec in Rust syntax
 //!
@@ -69,8 +70,7 @@ pub mod syntax;
 
 use kernelgen_codegen::diag::Diagnostic;
 use kernelgen_codegen::spec::SpecSource;
-use kernelgen_codegen::render::rust::MetalText;
-use kernelgen_codegen::{Error, Families, Options, family_dirs_near, generate_with, read_families, read_specs, validate};
+use kernelgen_codegen::{Config, Error, Families, Input, Layout, read_specs, validate};
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::quote;
 use std::path::{Path, PathBuf};
@@ -185,13 +185,10 @@ fn combine(errors: impl IntoIterator<Item = syn::Error>) -> Option<syn::Error> {
 /// the spec's folder (`include_specs!`), and those in the calling crate's
 /// `families/`; with the files read, so the crate rebuilds when one changes.
 pub fn families_for(manifest_dir: &Path, spec: Option<&Path>) -> Result<(Families, Vec<PathBuf>), Error> {
-    let mut dirs = spec.map(|s| family_dirs_near(&[s.to_path_buf()])).unwrap_or_default();
-    if let Ok(own) = manifest_dir.join("families").canonicalize() {
-        if own.is_dir() && !dirs.contains(&own) {
-            dirs.push(own);
-        }
-    }
-    let families = read_families(&dirs)?;
+    let config = spec.into_iter().fold(Config::new(), Config::specs);
+    let own = manifest_dir.join("families");
+    let config = if own.is_dir() { config.families(own) } else { config };
+    let families = config.load_families()?;
     let mut files = Vec::new();
     for d in families.iter().filter_map(|f| f.dir.as_ref().map(|dir| (dir, f))) {
         let (dir, f) = d;
@@ -215,7 +212,8 @@ fn rebuild_hooks(files: &[PathBuf]) -> TokenStream {
 /// that file `include_str!`s it.
 pub fn module_text(source: SpecSource, families: &Families) -> Result<String, Error> {
     let path = format!("rust/{}.rs", source.stem);
-    let generated = generate_with(vec![source], families, Options { metal: MetalText::Inline })?;
+    let input = Input { specs: vec![source], families: families.clone() };
+    let generated = Config::new().layout(Layout::Inline).generate(input)?;
     Ok(generated.files.get(&path).cloned().unwrap_or_default())
 }
 

@@ -71,11 +71,46 @@ pub enum Fact {
     },
     /// A variable declared inside a function: (location, name, enclosing function id).
     LocalVar(Loc, String, Option<String>),
+    /// An attribute written in the source (clang's kind, `ConstructorAttr`), at its location.
+    Attr(Loc, String),
+    /// Inline assembly: an `asm` statement or a file-scope `asm` declaration.
+    Asm(Loc),
+    /// A cast that may turn a pointer into an integer or the reverse (clang's cast kind
+    /// `PointerToIntegral`, `IntegralToPointer`, `BitCast`, `LValueBitCast` or a
+    /// `__builtin_bit_cast`), with its operand's and result's types, as written and desugared.
+    PointerCast {
+        loc: Loc,
+        cast_kind: String,
+        from: String,
+        to: String,
+        from_desugared: String,
+        to_desugared: String,
+    },
+    /// A union and the desugared types of its fields.
+    Union(Loc, String, Vec<String>),
+}
+
+/// A declaration of a function, or of an `extern` variable, in the user's files.
+#[derive(Clone, Debug)]
+pub struct Decl {
+    pub id: String,
+    /// The declaration it redeclares (clang's `previousDecl`).
+    pub previous: Option<String>,
+    pub name: String,
+    pub loc: Loc,
+    /// It has a body (or `= delete`, `= default`, an initializer: nothing to link).
+    pub defined: bool,
+    /// Made by instantiating a template, not written: a member of an implicit class template
+    /// specialization has no body until it is used, which is no fault of the source.
+    pub instantiated: bool,
+    /// A variable (`extern T x;`), not a function.
+    pub variable: bool,
 }
 
 pub struct Ast {
     pub functions: Vec<Function>,
     pub facts: Vec<Fact>,
+    pub decls: Vec<Decl>,
     /// Redeclaration id -> first declaration id.
     canon: std::collections::HashMap<String, String>,
 }
@@ -99,9 +134,12 @@ struct Walker<'a> {
     in_user: &'a dyn Fn(&str) -> bool,
     functions: Vec<Function>,
     facts: Vec<Fact>,
+    decls: Vec<Decl>,
     canon: std::collections::HashMap<String, String>,
     /// Ids of implicitly declared members (copy and move constructors and assignments).
     implicit: std::collections::HashSet<String>,
+    /// Inside a template instantiation clang made (not the source's own declarations).
+    instantiating: u32,
 }
 
 fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
@@ -141,12 +179,14 @@ pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> 
         in_user,
         functions: Vec::new(),
         facts: Vec::new(),
+        decls: Vec::new(),
         canon: Default::default(),
         implicit: Default::default(),
+        instantiating: 0,
     };
     implicit_members(&v, &mut w.implicit);
     w.node(&v, None, false);
-    Ok(Ast { functions: w.functions, facts: w.facts, canon: w.canon })
+    Ok(Ast { functions: w.functions, facts: w.facts, decls: w.decls, canon: w.canon })
 }
 
 fn s<'v>(v: &'v Value, k: &str) -> &'v str {
@@ -256,11 +296,69 @@ impl Walker<'_> {
                 }
                 if user {
                     self.check_type(&loc, qual_type(n).split('(').next().unwrap_or(""));
+                    let defined = inner.iter().any(|c| matches!(s(c, "kind"), "CompoundStmt" | "CXXTryStmt"))
+                        || n.get("explicitlyDeleted").and_then(Value::as_bool).unwrap_or(false)
+                        || n.get("explicitlyDefaulted").is_some()
+                        || n.get("pure").and_then(Value::as_bool).unwrap_or(false);
+                    self.decls.push(Decl {
+                        id: id.clone(),
+                        previous: n.get("previousDecl").and_then(Value::as_str).map(str::to_string),
+                        name: f.name.clone(),
+                        loc: loc.clone(),
+                        defined,
+                        instantiated: self.instantiating > 0,
+                        variable: false,
+                    });
                     self.functions.push(f);
                 }
                 return;
             }
+            // A function template's first function is its pattern, the others are the
+            // instantiations clang made; a class template's specializations listed inside it
+            // are its implicit instantiations (explicit ones are declared where written).
+            "FunctionTemplateDecl" | "ClassTemplateDecl" | "VarTemplateDecl" => {
+                let mut pattern_seen = false;
+                for c in n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
+                    let k = s(c, "kind");
+                    let made = match kind {
+                        "FunctionTemplateDecl" => {
+                            let function = matches!(k, "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl");
+                            let made = function && pattern_seen;
+                            pattern_seen |= function;
+                            made
+                        }
+                        _ => matches!(k, "ClassTemplateSpecializationDecl" | "VarTemplateSpecializationDecl"),
+                    };
+                    self.instantiating += made as u32;
+                    self.node(c, inner_func.as_deref(), false);
+                    self.instantiating -= made as u32;
+                }
+                return;
+            }
             "LambdaExpr" if user => self.facts.push(Fact::Lambda(loc.clone())),
+            // Attributes carry no `loc`: where they are is their range. Implicit ones (clang's
+            // own) and inherited ones (from an earlier declaration) are not written here.
+            k if k.ends_with("Attr")
+                && (self.in_user)(&begin.file)
+                && !n.get("implicit").and_then(Value::as_bool).unwrap_or(false)
+                && !n.get("inherited").and_then(Value::as_bool).unwrap_or(false) =>
+            {
+                self.facts.push(Fact::Attr(begin.clone(), k.to_string()));
+            }
+            "GCCAsmStmt" | "MSAsmStmt" | "FileScopeAsmDecl" if user || (self.in_user)(&begin.file) => {
+                self.facts.push(Fact::Asm(begin.clone()));
+            }
+            "BuiltinBitCastExpr" if user => self.facts.push(pointer_cast(n, &begin, "__builtin_bit_cast")),
+            "CXXRecordDecl" | "RecordDecl" | "ClassTemplateSpecializationDecl"
+                if user && s(n, "tagUsed") == "union" && n.get("completeDefinition").and_then(Value::as_bool).unwrap_or(false) =>
+            {
+                let fields = n
+                    .get("inner")
+                    .and_then(Value::as_array)
+                    .map(|i| i.iter().filter(|c| s(c, "kind") == "FieldDecl").map(desugared).collect())
+                    .unwrap_or_default();
+                self.facts.push(Fact::Union(loc.clone(), s(n, "name").to_string(), fields));
+            }
             "CXXRecordDecl" if user => {
                 for b in n.get("bases").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
                     let ty = b.get("type").map(|t| s(t, "qualType").to_string()).unwrap_or_default();
@@ -290,11 +388,34 @@ impl Walker<'_> {
                     exempt,
                 });
             }
+            "CStyleCastExpr"
+            | "CXXStaticCastExpr"
+            | "CXXReinterpretCastExpr"
+            | "CXXFunctionalCastExpr"
+            | "ImplicitCastExpr"
+                if user
+                    && matches!(s(n, "castKind"), "PointerToIntegral" | "IntegralToPointer" | "BitCast" | "LValueBitCast") =>
+            {
+                self.facts.push(pointer_cast(n, &begin, s(n, "castKind")));
+            }
             // Variables and fields (and, above, parameters and returns) hold run-time values;
             // a function pointer type in a typedef or a template parameter is a compile-time
             // device MLX's fft.h uses, which Metal accepts.
             "VarDecl" | "FieldDecl" if user => {
                 self.check_type(&loc, &desugared(n));
+                // an `extern` variable, or a later declaration (the definition) of one
+                let external = s(n, "storageClass") == "extern";
+                if kind == "VarDecl" && (external || n.get("previousDecl").is_some()) {
+                    self.decls.push(Decl {
+                        id: id.clone(),
+                        previous: n.get("previousDecl").and_then(Value::as_str).map(str::to_string),
+                        name: s(n, "name").to_string(),
+                        loc: loc.clone(),
+                        defined: !external || n.get("init").is_some(),
+                        instantiated: self.instantiating > 0,
+                        variable: true,
+                    });
+                }
                 if kind == "VarDecl" {
                     self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
                 }
@@ -323,6 +444,19 @@ impl Walker<'_> {
         if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }
+    }
+}
+
+/// A cast's [`Fact::PointerCast`]: its operand's and result's types.
+fn pointer_cast(n: &Value, loc: &Loc, cast_kind: &str) -> Fact {
+    let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
+    Fact::PointerCast {
+        loc: loc.clone(),
+        cast_kind: cast_kind.to_string(),
+        from: operand.map(qual_type).unwrap_or_default(),
+        to: qual_type(n),
+        from_desugared: operand.map(desugared).unwrap_or_default(),
+        to_desugared: desugared(n),
     }
 }
 

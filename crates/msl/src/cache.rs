@@ -1,24 +1,14 @@
-//! Content keys (a 128-bit FNV-1a over length-prefixed parts) and atomic file writes.
+//! Content keys (SHA-256 over length-prefixed parts) and atomic file writes.
 
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+/// A name for everything `parts` holds (collision-resistant: two inputs that share a key
+/// would share a cached verdict).
 pub fn hash_hex(parts: &[&str]) -> String {
-    // Two FNV-1a lanes with different offsets: a cache key, not a security boundary.
-    let mut a: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut b: u64 = 0x6c62_272e_07bb_0142;
-    let mut feed = |bytes: &[u8]| {
-        for &x in bytes {
-            a = (a ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3);
-            b = (b ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(5);
-        }
-    };
-    for p in parts {
-        feed(&(p.len() as u64).to_le_bytes());
-        feed(p.as_bytes());
-    }
-    format!("{a:016x}{b:016x}")
+    let bytes: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
+    crate::private_dir::sha256_hex(&bytes)
 }
 
 /// A temporary name beside `path`, unique to this process and call (threads of one process

@@ -65,6 +65,8 @@ impl Clang {
             "-cl-no-stdinc",
             "-Xclang",
             "-cl-ext=+cl_khr_fp16,+__opencl_c_generic_address_space,+__cl_clang_function_pointers",
+            // `%:include` would be an include the check does not see (Metal code has no digraphs)
+            "-fno-digraphs",
             "-fno-color-diagnostics",
             "-fno-caret-diagnostics",
             "-fdiagnostics-show-option",

@@ -1,7 +1,7 @@
 //! clang's diagnostics: parsed from its text output, mapped back to the user's files, and
 //! reworded where clang's OpenCL vocabulary would confuse a Metal programmer.
 
-use crate::Problem;
+use crate::{Problem, ProblemKind};
 use crate::sources::Workspace;
 
 #[derive(Clone, Debug)]
@@ -206,7 +206,7 @@ pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
                 ": a vector constructor takes as many components as the vector has, from scalars and vectors (MSL 2.2.3)",
             );
         }
-        out.push(Problem { file, line, col, message });
+        out.push(Problem { file, line, col, message: ws.unmirrored(&message), kind: ProblemKind::Metal });
     }
     out
 }

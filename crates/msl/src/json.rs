@@ -54,8 +54,8 @@ impl<'a> Value<'a> {
 }
 
 /// Keys whose values no rule reads (clang's JSON dump prints them on most nodes).
-const SKIPPED: [&str; 9] =
-    ["tokLen", "valueCategory", "mangledName", "decl", "lookups", "definitionData", "value", "storageClass", "opcode"];
+const SKIPPED: [&str; 8] =
+    ["tokLen", "valueCategory", "mangledName", "decl", "lookups", "definitionData", "value", "opcode"];
 
 /// How deeply arrays and objects may nest. `value` recurses once a level, and so does the AST
 /// walk over the tree (and dropping it): deeper input is an error, not a stack overflow. clang's

@@ -33,6 +33,7 @@ mod diag;
 mod json;
 pub mod lex;
 mod prelude;
+pub mod private_dir;
 mod rewrite;
 mod rules;
 mod sources;
@@ -43,10 +44,10 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 6";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 8";
 
 /// This crate's code, part of every content key.
-const CODE: [&str; 11] = [
+const CODE: [&str; 12] = [
     include_str!("lib.rs"),
     include_str!("ast.rs"),
     include_str!("cache.rs"),
@@ -55,6 +56,7 @@ const CODE: [&str; 11] = [
     include_str!("json.rs"),
     include_str!("lex.rs"),
     include_str!("prelude.rs"),
+    include_str!("private_dir.rs"),
     include_str!("rewrite.rs"),
     include_str!("rules.rs"),
     include_str!("sources.rs"),
@@ -71,7 +73,9 @@ pub struct Options {
     /// `__METAL_VERSION__` (310 = Metal 3.1). Lambdas are rejected below 400.
     pub metal_version: u32,
     /// Where the precompiled prelude, the scratch trees of running checks and (with
-    /// `cache_results`) results live. Default: `kernelgen-msl` in the system temp dir.
+    /// `cache_results`) results live: a folder of the current user's that no one else can
+    /// write (see [`private_dir`]). Default: `msl` in the user's cache
+    /// ([`private_dir::default_root`]: `$XDG_CACHE_HOME/kernelgen`, else `~/.cache/kernelgen`).
     pub cache_dir: Option<PathBuf>,
     /// Keep each result on disk under its [`Checker::content_key`] and reuse it.
     pub cache_results: bool,
@@ -109,7 +113,7 @@ impl Default for Options {
     }
 }
 
-/// One problem, as Metal would report it.
+/// One problem, as Metal would report it, or the check's own limit.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Problem {
     /// The caller's file name for the checked source, or a header's path.
@@ -117,11 +121,33 @@ pub struct Problem {
     pub line: u32,
     pub col: u32,
     pub message: String,
+    pub kind: ProblemKind,
+}
+
+/// Whose a [`Problem`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProblemKind {
+    /// The source's: Metal (or kernelgen's policy on what a source may include) rejects it here.
+    Metal,
+    /// The checker's: it could not check this source (one of its limits: the source's size,
+    /// the AST's size or depth, the time clang may take; or clang could not run). Nothing is
+    /// known about the source, and the result is not cached.
+    NotChecked,
+}
+
+impl Problem {
+    /// Whether this is a limit of the check rather than a problem of the source.
+    pub fn is_not_checked(&self) -> bool {
+        self.kind == ProblemKind::NotChecked
+    }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+        match self.kind {
+            ProblemKind::Metal => write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message),
+            ProblemKind::NotChecked => write!(f, "{}: the Metal check cannot check this file: {}", self.file, self.message),
+        }
     }
 }
 
@@ -135,6 +161,9 @@ pub enum Error {
     /// clang's output could not be understood.
     Clang(String),
     Io(String),
+    /// A limit of the check (the source's size, the AST's size or depth, the time clang may
+    /// take): the source could not be checked, which says nothing about it.
+    Limit(String),
 }
 
 impl fmt::Display for Error {
@@ -144,6 +173,7 @@ impl fmt::Display for Error {
             Error::Prelude(m) => write!(f, "MSL check: the Metal prelude does not compile:\n{m}"),
             Error::Clang(m) => write!(f, "MSL check: {m}"),
             Error::Io(m) => write!(f, "MSL check: {m}"),
+            Error::Limit(m) => write!(f, "the Metal check cannot check this source: {m}"),
         }
     }
 }
@@ -154,8 +184,9 @@ pub struct Checker {
     clang: clang::Clang,
     prelude: prelude::Prelude,
     opts: Options,
-    cache: PathBuf,
-    result_cache: bool,
+    cache: private_dir::PrivateDir,
+    /// Where results are kept (with [`Options::cache_results`]), each under a keyed name.
+    results: Option<PathBuf>,
     /// Hash of [`CHECKER_VERSION`] and the crate's code.
     code_key: String,
 }
@@ -163,14 +194,17 @@ pub struct Checker {
 impl Checker {
     pub fn new(opts: Options) -> Result<Checker, Error> {
         let clang = clang::Clang::find(opts.clang.as_deref())?;
-        let result_cache = opts.cache_results;
-        let cache = opts.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("kernelgen-msl"));
-        std::fs::create_dir_all(&cache).map_err(|e| Error::Io(format!("{}: {e}", cache.display())))?;
+        let root = match &opts.cache_dir {
+            Some(d) => d.clone(),
+            None => private_dir::default_root().map_err(Error::Io)?.join("msl"),
+        };
+        let cache = private_dir::PrivateDir::open(&root).map_err(Error::Io)?;
+        let results = if opts.cache_results { Some(cache.subdir("results").map_err(Error::Io)?) } else { None };
         let prelude = prelude::Prelude::prepare(&clang, &cache, opts.metal_version)?;
         let mut code: Vec<&str> = vec![CHECKER_VERSION];
         code.extend(CODE);
         let code_key = cache::hash_hex(&code);
-        Ok(Checker { clang, prelude, opts, cache, result_cache, code_key })
+        Ok(Checker { clang, prelude, opts, cache, results, code_key })
     }
 
     /// The clang in use: the path it runs.
@@ -192,7 +226,7 @@ impl Checker {
     /// [`Checker::content_key`] of [`Checker::check_with`]: the defines are part of the key.
     pub fn content_key_with(&self, source: &str, file_name: &str, include_dirs: &[PathBuf], defines: &[Define]) -> String {
         let dirs = sources::canonical_dirs(include_dirs);
-        let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs);
+        let headers = sources::closure(source, sources::main_dir(file_name).as_deref(), &dirs).headers;
         let mut parts: Vec<String> = vec![
             self.code_key.clone(),
             prelude::HEADER.into(),
@@ -231,9 +265,18 @@ impl Checker {
         include_dirs: &[PathBuf],
         defines: &[Define],
     ) -> Result<(), Vec<Problem>> {
-        // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang.
-        let cached = (self.result_cache && std::env::var_os("KGMSL_DEBUG").is_none())
-            .then(|| self.cache.join("results").join(self.content_key_with(source, file_name, include_dirs, defines)));
+        // A source past the limit is not even tokenized (its headers are counted in `run`).
+        if source.len() as u64 > sources::MAX_SOURCE_BYTES {
+            let message = sources::too_large(source.len() as u64);
+            return Err(vec![Problem { file: file_name.into(), line: 1, col: 1, message, kind: ProblemKind::NotChecked }]);
+        }
+        // KGMSL_DEBUG=1 (clang's own diagnostics) always runs clang. A result is found only under
+        // the name this cache's secret gives its content key: a file planted under the key itself
+        // (which anyone can compute) is never read.
+        let cached = self.results.as_ref().filter(|_| std::env::var_os("KGMSL_DEBUG").is_none()).map(|dir| {
+            let key = self.content_key_with(source, file_name, include_dirs, defines);
+            dir.join(self.cache.keyed_name(&[key.as_bytes()]))
+        });
         if let Some(p) = &cached
             && let Ok(text) = std::fs::read_to_string(p)
             && let Some(problems) = decode(&text)
@@ -243,10 +286,15 @@ impl Checker {
         // a check that could not run (clang stopped, an I/O error) is not a result to keep
         let (problems, ran) = match self.run(source, file_name, include_dirs, defines) {
             Ok(p) => (p, true),
-            Err(e) => (vec![Problem { file: file_name.into(), line: 1, col: 1, message: e.to_string() }], false),
+            Err(e) => {
+                let message = match e {
+                    Error::Limit(m) => m,
+                    e => e.to_string(),
+                };
+                (vec![Problem { file: file_name.into(), line: 1, col: 1, message, kind: ProblemKind::NotChecked }], false)
+            }
         };
         if let Some(p) = cached.as_ref().filter(|_| ran) {
-            let _ = std::fs::create_dir_all(self.cache.join("results"));
             let _ = cache::write_atomic(p, encode(&problems).as_bytes());
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
@@ -255,7 +303,7 @@ impl Checker {
     fn run(&self, source: &str, file_name: &str, include_dirs: &[PathBuf], defines: &[Define]) -> Result<Vec<Problem>, Error> {
         let ws = sources::Workspace::create(&self.cache, source, file_name, include_dirs)?;
         let dirs = sources::canonical_dirs(include_dirs);
-        let mut problems = Vec::new();
+        let mut problems = ws.refused.clone();
         for f in ws.files.values() {
             let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
             rules::tokens(
@@ -289,6 +337,8 @@ impl Checker {
             other = prelude::Prelude::prepare(&self.clang, &self.cache, version)?;
             &other
         };
+        let texts: Vec<(&str, &str)> = ws.files.values().map(|f| (f.display.as_str(), f.original.as_str())).collect();
+        rules::conditionals(&texts, defines, &prelude.macros, &mut problems);
         let mut cmd = self.clang.command();
         cmd.args(clang::Clang::base_flags(version))
             .arg("-fsyntax-only")
@@ -306,16 +356,16 @@ impl Checker {
         let out = clang::run_capped(&mut cmd, MAX_AST_BYTES, self.opts.timeout)
             .map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
         if out.timed_out {
-            return Err(Error::Clang(format!(
+            return Err(Error::Limit(format!(
                 "clang did not finish checking {file_name} within {} s (Options::timeout) and was stopped",
                 self.opts.timeout.as_secs_f64()
             )));
         }
         if out.over {
-            return Err(Error::Clang(format!(
-                "this source is too deeply nested to check: clang's AST dump passed {} MiB (it grows with the square of \
-                 an expression's nesting: an expression of a couple of thousand terms, such as a long chain of +, prints \
-                 gigabytes); split the expression into statements",
+            return Err(Error::Limit(format!(
+                "clang's AST dump of it passed {} MiB, the most the check reads (the dump grows with the source's size, \
+                 and with the square of an expression's nesting: an expression of a couple of thousand terms, such as \
+                 a long chain of +, prints gigabytes); split the file, or the expression into statements",
                 MAX_AST_BYTES >> 20
             )));
         }
@@ -366,7 +416,7 @@ impl Checker {
             let found = deep_stack(|| {
                 let ast = ast::parse(&json, &|f| ws.file(f).is_some()).map_err(|e| {
                     if e.contains(json::TOO_DEEP) {
-                        Error::Clang(format!(
+                        Error::Limit(format!(
                             "this source is too deeply nested to check: clang's AST is {e} (an expression of tens of \
                              thousands of terms or nested calls); split the expression into statements"
                         ))
@@ -469,6 +519,7 @@ fn decode(text: &str) -> Option<Vec<Problem>> {
                 line: it.next()?.parse().ok()?,
                 col: it.next()?.parse().ok()?,
                 message: it.next()?.to_string(),
+                kind: ProblemKind::Metal,
             })
         })
         .collect()

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 use crate::cache::{hash_hex, publish, temp_name, write_new};
 use crate::clang::Clang;
+use crate::private_dir::PrivateDir;
 
 pub const HEADER: &str = include_str!("prelude/metal_stdlib.h");
 
@@ -63,16 +64,32 @@ pub struct Prelude {
     /// Directory holding `metal_stdlib` and the other names (passed with -isystem).
     pub dir: PathBuf,
     pub pch: PathBuf,
+    /// Every macro a check's environment defines before the source's first line (clang's own
+    /// and the prelude's), and those Metal 4's model headers define: the kernelgen emulator's
+    /// g++ defines them differently, or not at all.
+    pub macros: std::collections::HashSet<String>,
+}
+
+/// The file beside the PCH listing [`Prelude::macros`] (one name a line).
+const MACROS_FILE: &str = "macros";
+
+/// The names `#define`d in a header's text.
+fn defined_names(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.lines().filter_map(|l| {
+        let rest = l.trim_start().strip_prefix('#')?.trim_start().strip_prefix("define")?;
+        let name: String = rest.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        (!name.is_empty()).then_some(name)
+    })
 }
 
 impl Prelude {
-    pub fn prepare(clang: &Clang, cache: &Path, metal_version: u32) -> Result<Prelude, Error> {
+    pub fn prepare(clang: &Clang, cache: &PrivateDir, metal_version: u32) -> Result<Prelude, Error> {
         let flags = Clang::base_flags(metal_version);
         let key = hash_hex(&[HEADER, TENSOR_HEADER, MPP_HEADER, &flags.join(" "), &clang.version, crate::CHECKER_VERSION]);
-        let dir = cache.join(format!("prelude-{}", &key[..16]));
+        let dir = cache.subdir(format!("prelude-{}", &key[..16])).map_err(Error::Io)?;
         let pch = dir.join("metal_stdlib.pch");
         if pch.exists() {
-            return Ok(Prelude { dir, pch });
+            return Self::with_macros(clang, &flags, dir, pch);
         }
         // One build at a time in this process (checks at a new version start together); other
         // processes may build it too: every file is created once, whole, and never rewritten (a
@@ -80,9 +97,8 @@ impl Prelude {
         static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         if pch.exists() {
-            return Ok(Prelude { dir, pch });
+            return Self::with_macros(clang, &flags, dir, pch);
         }
-        fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("creating {}: {e}", dir.display())))?;
         let io = |p: &Path, e: std::io::Error| Error::Io(format!("writing {}: {e}", p.display()));
         write_new(&dir.join("metal_stdlib"), HEADER.as_bytes()).map_err(|e| io(&dir, e))?;
         for name in &METAL_HEADERS[1..] {
@@ -115,6 +131,40 @@ impl Prelude {
             return Err(Error::Prelude(String::from_utf8_lossy(&out.stderr).into_owned()));
         }
         publish(&tmp, &pch).map_err(|e| io(&pch, e))?;
-        Ok(Prelude { dir, pch })
+        Self::with_macros(clang, &flags, dir, pch)
+    }
+
+    /// The prelude at `dir` with its macros: listed beside the PCH, or asked of clang once
+    /// (`-dM -E` of an empty source with the PCH) and listed there.
+    fn with_macros(clang: &Clang, flags: &[String], dir: PathBuf, pch: PathBuf) -> Result<Prelude, Error> {
+        let list = dir.join(MACROS_FILE);
+        let text = match fs::read_to_string(&list) {
+            Ok(t) => t,
+            Err(_) => {
+                let out = clang
+                    .command()
+                    .args(flags)
+                    .arg("-isystem")
+                    .arg(&dir)
+                    .arg("-include-pch")
+                    .arg(&pch)
+                    .args(["-dM", "-E", "-"])
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .map_err(|e| Error::Io(format!("running {}: {e}", clang.path.display())))?;
+                if !out.status.success() {
+                    return Err(Error::Prelude(String::from_utf8_lossy(&out.stderr).into_owned()));
+                }
+                let names: Vec<String> = defined_names(&String::from_utf8_lossy(&out.stdout))
+                    .map(|n| n.to_string())
+                    .collect();
+                let text = names.join("\n");
+                write_new(&list, text.as_bytes()).map_err(|e| Error::Io(format!("writing {}: {e}", list.display())))?;
+                text
+            }
+        };
+        let mut macros: std::collections::HashSet<String> = text.lines().map(str::to_string).collect();
+        macros.extend(defined_names(TENSOR_HEADER).chain(defined_names(MPP_HEADER)));
+        Ok(Prelude { dir, pch, macros })
     }
 }

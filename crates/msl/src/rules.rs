@@ -4,13 +4,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::Problem;
+use crate::{Problem, ProblemKind};
 use crate::ast::{Ast, Fact, Function};
 use crate::lex::{Kind, Token, matching, tokenize};
 use crate::rewrite::ThreadgroupDecl;
 
 fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Problem {
-    Problem { file: file.to_string(), line, col, message: message.into() }
+    Problem { file: file.to_string(), line, col, message: message.into(), kind: ProblemKind::Metal }
 }
 
 /// Keyword-level restrictions of section 1.5, on one file's tokens.
@@ -433,7 +433,7 @@ pub fn ast(
 ) {
     let mut push = |l: &crate::ast::Loc, m: String| {
         if let Some((f, line, col)) = map(l) {
-            out.push(Problem { file: f, line, col, message: m });
+            out.push(Problem { file: f, line, col, message: m, kind: ProblemKind::Metal });
         }
     };
     let mut edges: HashMap<String, Vec<(String, String, crate::ast::Loc)>> = HashMap::new();
@@ -465,6 +465,14 @@ pub fn ast(
                     format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
                 );
             }
+            // A reinterpreting cast into the thread space (`reinterpret_cast<thread ulong&>(p)`,
+            // `(thread ulong*)&p`) is one address-space conversion to clang: reading a pointer's
+            // storage as an integer is what is wrong with it.
+            Fact::AddressSpaceCast { loc, from, to, from_desugared, to_desugared, .. }
+                if pointer_depth(from_desugared) != pointer_depth(to_desugared) =>
+            {
+                push(loc, pointer_integer_message(false, from, to));
+            }
             Fact::AddressSpaceCast { loc, from, to, from_desugared, to_desugared, exempt }
                 if !*exempt && space_class(from_desugared) != space_class(to_desugared) =>
             {
@@ -477,8 +485,42 @@ pub fn ast(
                     ),
                 );
             }
+            Fact::Attr(l, kind) => {
+                if let Some(m) = attribute_problem(kind) {
+                    push(l, m);
+                }
+            }
+            Fact::Asm(l) => push(
+                l,
+                "inline assembly (asm) is not part of MSL (section 1.5: Metal is C++14 without it; a kernel runs only Metal code)".into(),
+            ),
+            Fact::PointerCast { loc, cast_kind, from, to, from_desugared, to_desugared }
+                if converts_pointer_and_integer(cast_kind, from_desugared, to_desugared) =>
+            {
+                push(loc, pointer_integer_message(cast_kind == "__builtin_bit_cast", from, to));
+            }
+            Fact::Union(l, name, fields) if fields.len() > 1 && fields.iter().any(|f| pointer_depth(f) > 0) => {
+                let name = if name.is_empty() { "an anonymous union".to_string() } else { format!("union '{name}'") };
+                push(
+                    l,
+                    format!(
+                        "{name} holds a pointer beside other members: reading one as the other converts between a \
+                         pointer and an integer, which MSL does not have (chapter 2)"
+                    ),
+                );
+            }
             _ => {}
         }
+    }
+    for (d, what) in undefined(&ast.decls) {
+        push(
+            &d.loc,
+            format!(
+                "{what} '{}' is declared but never defined in this source: a Metal kernel uses only what its source \
+                 defines and Metal's standard library (MSL section 1.5 and chapter 6; kernelgen links no other code)",
+                d.name
+            ),
+        );
     }
     for f in &ast.functions {
         if f.name == "main" {
@@ -513,6 +555,7 @@ pub fn ast(
                 line,
                 col,
                 message: format!("threadgroup variable '{name}' declared outside a kernel function; threadgroup variables may be declared only in kernel functions (MSL 4.4)"),
+                kind: ProblemKind::Metal,
             });
         }
     }
@@ -533,4 +576,229 @@ fn reaches(edges: &HashMap<String, Vec<(String, String, crate::ast::Loc)>>, star
         }
     }
     false
+}
+
+/// The GNU and C++ attributes (by clang's kind) a Metal source may carry besides Metal's own
+/// `[[...]]` ones: inlining (MLX's `METAL_FUNC` is `inline __attribute__((__always_inline__))`),
+/// layout, warnings, loop hints (`#pragma clang loop`, `#pragma unroll`), and the `kernel`
+/// keyword (OpenCL's, to clang). Nothing among them runs code or names a host symbol.
+const ALLOWED_ATTRIBUTES: [&str; 15] = [
+    "AlwaysInlineAttr",
+    "NoInlineAttr",
+    "AlignedAttr",
+    "PackedAttr",
+    "UnusedAttr",
+    "LikelyAttr",
+    "UnlikelyAttr",
+    "FallThroughAttr",
+    "WarnUnusedResultAttr",
+    "DeprecatedAttr",
+    "CXX11NoReturnAttr",
+    "FinalAttr",
+    "OverrideAttr",
+    "LoopHintAttr",
+    "OpenCLKernelAttr",
+];
+
+/// The problem with an attribute the source wrote (clang's kind `kind`), if any.
+fn attribute_problem(kind: &str) -> Option<String> {
+    if ALLOWED_ATTRIBUTES.contains(&kind) {
+        return None;
+    }
+    if kind == "AsmLabelAttr" {
+        return Some(
+            "an asm label (`asm(\"name\")` after a declaration) names a symbol outside the source; MSL has no asm \
+             (section 1.5)"
+                .into(),
+        );
+    }
+    // clang's kind without `Attr`, lowercased: the GNU spelling of most (`ConstructorAttr`:
+    // constructor, `IFuncAttr`: ifunc)
+    let name = kind.strip_suffix("Attr").unwrap_or(kind).to_ascii_lowercase();
+    Some(format!(
+        "the attribute '{name}' is not part of MSL (Metal's attributes are its [[...]] ones, chapter 5; the GNU \
+         attributes kernelgen accepts are always_inline, noinline, aligned, packed and unused)"
+    ))
+}
+
+fn pointer_integer_message(bit_cast: bool, from: &str, to: &str) -> String {
+    format!(
+        "{} from '{}' to '{}' converts between a pointer and an integer; MSL has no such conversion (chapter 2: a \
+         pointer converts only to a pointer of its address space, and as_type only between data types)",
+        if bit_cast { "__builtin_bit_cast" } else { "a cast" },
+        crate::diag::reword(from),
+        crate::diag::reword(to)
+    )
+}
+
+/// Pointer levels of a type in clang's spelling (`__global float *__private *` has two), not
+/// counting pointers inside template arguments.
+fn pointer_depth(ty: &str) -> usize {
+    outside_template_args(ty).matches('*').count()
+}
+
+/// Whether a cast (clang's `cast_kind`, desugared types) reads a pointer as an integer or makes
+/// one of an integer: directly, through a reference or pointer to the pointer's storage
+/// (`reinterpret_cast<thread ulong&>(p)`, `*(thread ulong*)&p`), or by `__builtin_bit_cast`.
+fn converts_pointer_and_integer(cast_kind: &str, from: &str, to: &str) -> bool {
+    let (f, t) = (pointer_depth(from), pointer_depth(to));
+    match cast_kind {
+        "PointerToIntegral" | "IntegralToPointer" => true,
+        "__builtin_bit_cast" => f > 0 || t > 0,
+        // pointer to pointer: the pointees differ in pointer levels when one is a pointer's storage
+        "BitCast" => f != t && f.max(t) >= 2,
+        // an lvalue reinterpreted as another type (the types are the objects')
+        "LValueBitCast" => (f == 0) != (t == 0),
+        _ => false,
+    }
+}
+
+/// Functions (and `extern` variables) the source declares and defines nowhere, each once, with
+/// "function" or "variable"; a redeclaration of something outside the source (Metal's
+/// standard library) is not one.
+fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str)> {
+    let by_id: HashMap<&str, &crate::ast::Decl> = decls.iter().map(|d| (d.id.as_str(), d)).collect();
+    // the first declaration of each one's chain, or None when the chain leaves the source
+    let root = |d: &crate::ast::Decl| -> Option<String> {
+        let mut cur = d;
+        for _ in 0..decls.len() + 1 {
+            match &cur.previous {
+                None => return Some(cur.id.clone()),
+                Some(p) => cur = by_id.get(p.as_str())?,
+            }
+        }
+        None
+    };
+    let mut groups: HashMap<String, Vec<&crate::ast::Decl>> = HashMap::new();
+    for d in decls {
+        if let Some(r) = root(d) {
+            groups.entry(r).or_default().push(d);
+        }
+    }
+    let mut out = Vec::new();
+    for group in groups.values() {
+        if group.iter().any(|d| d.defined) {
+            continue;
+        }
+        if let Some(first) = group.iter().filter(|d| !d.instantiated).min_by_key(|d| (d.loc.file.clone(), d.loc.line, d.loc.col)) {
+            out.push((*first, if first.variable { "variable" } else { "function" }));
+        }
+    }
+    out
+}
+
+/// Macros a conditional may test besides the source's own: the ones a Metal compile and
+/// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__` and `__METAL__` as
+/// the check does; both compile C++17), and the feature macro MLX's headers test.
+const SHARED_MACROS: [&str; 6] = ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__cplusplus"];
+const SHARED_FEATURE_MACROS: [&str; 1] = ["__cpp_variable_templates"];
+
+/// A name the implementation reserves (`__x`, `_X`): the compilers' own macros are such.
+fn reserved(name: &str) -> bool {
+    name.starts_with("__") || (name.starts_with('_') && name[1..].starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// The identifiers of a preprocessor expression (not the letters of a number's suffix).
+fn pp_identifiers(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = expr.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars.peek().is_some_and(|(_, d)| d.is_ascii_alphanumeric() || matches!(d, '_' | '.' | '\'')) {
+                chars.next();
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if !(d.is_ascii_alphanumeric() || d == '_') {
+                    break;
+                }
+                end = j + d.len_utf8();
+                chars.next();
+            }
+            out.push(expr[i..end].to_string());
+        }
+    }
+    out
+}
+
+/// Conditional compilation the emulator could decide otherwise than the check: kernelgen's
+/// emulator preprocesses the source with g++, whose own macros (`__GNUC__`, `__x86_64__`; not
+/// `__clang__`, `__aarch64__`, the OpenCL ones or the prelude's) differ from the check's clang,
+/// so a conditional on one of those, directly or through the source's macros (or built by `##`
+/// in one), would compile a branch the check never saw. Each such `#if`, `#ifdef`, `#ifndef` or
+/// `#elif` is a problem at its line; `env` holds the check's own macros.
+pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &HashSet<String>, out: &mut Vec<Problem>) {
+    // every definition of every macro the source (or -D) defines: its body's identifiers,
+    // and whether it pastes or stringifies
+    let mut macros: HashMap<String, Vec<(Vec<String>, bool)>> = HashMap::new();
+    for (_, src) in files {
+        let toks = tokenize(src);
+        for (i, t) in toks.iter().enumerate() {
+            if !(t.kind == Kind::Directive && t.text == "#define") {
+                continue;
+            }
+            let Some(name) = toks.get(i + 1).filter(|n| n.kind == Kind::Ident && n.pp) else { continue };
+            let mut j = i + 2;
+            // a function-like macro's parameters: `(` right after the name
+            if toks.get(j).is_some_and(|p| p.is("(") && p.offset == name.offset + name.text.len()) {
+                while toks.get(j).is_some_and(|p| p.pp && !p.is(")")) {
+                    j += 1;
+                }
+                j += 1;
+            }
+            let body: Vec<&Token> = toks[j.min(toks.len())..].iter().take_while(|b| b.pp && b.kind != Kind::Directive).collect();
+            let idents = body.iter().filter(|b| b.kind == Kind::Ident).map(|b| b.text.clone()).collect();
+            let pastes = body.iter().any(|b| b.kind == Kind::Punct && b.text.starts_with('#'));
+            macros.entry(name.text.clone()).or_default().push((idents, pastes));
+        }
+    }
+    for (name, value) in defines {
+        let v = value.clone().unwrap_or_default();
+        macros.entry(name.clone()).or_default().push((pp_identifiers(&v), v.contains('#')));
+    }
+    for (file, src) in files {
+        for t in tokenize(src).iter().filter(|t| t.kind == Kind::Directive) {
+            let text = crate::sources::logical_line(&t.text);
+            let rest = text.trim_start_matches('#').trim_start();
+            let keyword: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            if !matches!(keyword.as_str(), "if" | "ifdef" | "ifndef" | "elif" | "elifdef" | "elifndef") {
+                continue;
+            }
+            let mut stack = pp_identifiers(&rest[keyword.len()..]);
+            let mut seen: HashSet<String> = HashSet::new();
+            let mut why = None;
+            while let Some(id) = stack.pop() {
+                if !seen.insert(id.clone()) || SHARED_MACROS.contains(&id.as_str()) || SHARED_FEATURE_MACROS.contains(&id.as_str()) {
+                    continue;
+                }
+                if reserved(&id) || env.contains(&id) {
+                    why = Some(format!("'{id}', which kernelgen's emulator (g++) and Metal's compiler do not define alike"));
+                    break;
+                }
+                for (idents, pastes) in macros.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
+                    if *pastes {
+                        why = Some(format!("the macro '{id}', whose # or ## could build any name"));
+                        break;
+                    }
+                    stack.extend(idents.iter().cloned());
+                }
+                if why.is_some() {
+                    break;
+                }
+            }
+            if let Some(why) = why {
+                out.push(problem(
+                    file,
+                    t.line,
+                    t.col,
+                    format!(
+                        "#{keyword} depends on {why}: the emulator, which compiles this source with g++, would take a \
+                         branch the Metal check did not see; test only macros the source or -D defines, \
+                         __METAL_VERSION__, __METAL__ or __cplusplus (kernelgen's Metal check)"
+                    ),
+                ));
+            }
+        }
+    }
 }

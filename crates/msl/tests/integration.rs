@@ -4,8 +4,10 @@
 
 mod common;
 mod api;
+mod cache;
 mod corpus;
 mod deep;
 mod generated;
+mod includes;
 mod mlx_headers;
 mod seeds;

@@ -1,5 +1,7 @@
 //! The properties every kernel must have, checked in the emulator with no reference at all:
-//! - no access outside a buffer (the guard regions fault, naming the buffer);
+//! - no access outside a buffer (the guard regions fault, naming the buffer; the runs
+//!   alternate the data's placement in its pages, [`Placement`], so one just before the start
+//!   faults as surely as one just past the end);
 //! - every output element written: the outputs are filled with poison bytes (0xFF, 0x00),
 //!   and an element that keeps the poison of each run was never written;
 //! - no read of uninitialized threadgroup memory, nor of an output before it is written: the
@@ -18,7 +20,7 @@ use crate::error::{Error, Finding};
 use kernelgen::backend;
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::LaunchError;
-use kernelgen_emu::{EmuBackend, HostArray, RunConfig, RunOrder};
+use kernelgen_emu::{EmuBackend, HostArray, Placement, RunConfig, RunOrder};
 
 /// One launch of `case` in the emulator with `config`.
 pub fn launch(emu: &EmuBackend, def: &KernelDef, case: &Case, config: RunConfig) -> Result<Vec<HostArray>, Error> {
@@ -52,17 +54,20 @@ pub fn check_properties(emu: &EmuBackend, def: &KernelDef, case: &Case, shuffle_
 /// large to run often. A forward run with other poison catches most reads of uninitialized
 /// memory (in forward order a thread reads before later threads write), the other orders races.
 pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, orders: &[RunOrder]) -> Result<Vec<HostArray>, Error> {
-    let run = |order, output_poison, threadgroup_poison| launch(emu, def, case, RunConfig { order, output_poison, threadgroup_poison });
+    let run = |order, output_poison, threadgroup_poison, placement| launch(emu, def, case, RunConfig { order, output_poison, threadgroup_poison, placement });
     // Every later run differs from the first in its order and its poison bytes: outputs
     // start as 0xFF (NaN, -1) or 0x00, threadgroup memory as 0xFF, 0x00 or 0x5A (a large
     // positive number in every float and integer type: a kernel that drops NaNs, like an
     // argmax, still sees it). A kernel that gives the same bits in all has every property.
+    // Their placements alternate too (the first end-placed, the next start-placed, ...):
+    // every access just before a buffer or just past it faults in one of them, for the time
+    // of one run each (in sanitize mode ASan sees both sides in every run).
     const THREADGROUP_POISONS: [u8; 2] = [0x00, 0x5A];
-    let forward = run(RunOrder::Forward, 0xFF, 0xFF)?;
+    let forward = run(RunOrder::Forward, 0xFF, 0xFF, Placement::End)?;
     let mut others = Vec::new();
     for (k, &order) in orders.iter().enumerate() {
-        let (output, threadgroup) = if k % 2 == 0 { (0x00, 0x5A) } else { (0xFF, 0x00) };
-        others.push((order, run(order, output, threadgroup)?));
+        let (output, threadgroup, placement) = if k % 2 == 0 { (0x00, 0x5A, Placement::Start) } else { (0xFF, 0x00, Placement::End) };
+        others.push((order, run(order, output, threadgroup, placement)?));
     }
     if others.iter().all(|(_, o)| *o == forward) {
         return Ok(forward);
@@ -79,14 +84,14 @@ pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, order
     }
     // Forward again with one poison changed at a time.
     for poison in THREADGROUP_POISONS {
-        let changed = run(RunOrder::Forward, 0xFF, poison)?;
+        let changed = run(RunOrder::Forward, 0xFF, poison, Placement::End)?;
         for (i, name) in names.iter().enumerate() {
             if let Some(first) = first_difference(&forward[i], &changed[i]) {
                 return Err(Finding::UninitializedThreadgroup { output: name.clone(), first }.into());
             }
         }
     }
-    let output_zero = run(RunOrder::Forward, 0x00, 0xFF)?;
+    let output_zero = run(RunOrder::Forward, 0x00, 0xFF, Placement::End)?;
     for (i, name) in names.iter().enumerate() {
         if let Some(first) = first_difference(&forward[i], &output_zero[i]) {
             return Err(Finding::ReadsOutput { output: name.clone(), first }.into());

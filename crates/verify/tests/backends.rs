@@ -5,7 +5,7 @@
 
 use kernelgen::backend::Backend;
 use kernelgen::launch::{ArgInfo, LaunchPlan};
-use kernelgen_codegen::{Families, Options as Generate, generate_with, read_specs};
+use kernelgen_codegen::Config;
 use kernelgen_emu::{EmuBackend, EmuError, HostArray};
 use kernelgen_verify::{Options, Values, VerifyBackend, verify_kernel};
 use std::path::PathBuf;
@@ -50,7 +50,8 @@ impl VerifyBackend for Plain {
 #[test]
 fn the_values_stage_runs_on_any_backend_with_host_transfers() {
     let specs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../specs");
-    let generated = generate_with(read_specs(&[specs]).expect("the specs"), &Families::bundled(), Generate::default()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::new().specs(specs);
+    let generated = config.load().and_then(|input| config.generate(input)).unwrap_or_else(|e| panic!("{e}"));
     let options = Options { seed: 3, ..Options::default() };
     let plain = Plain { emu: EmuBackend::with_defaults().expect("emulator"), launches: AtomicUsize::new(0), uploads: AtomicUsize::new(0), downloads: AtomicUsize::new(0) };
     let emu = EmuBackend::with_defaults().expect("emulator");

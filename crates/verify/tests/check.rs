@@ -1,10 +1,11 @@
 //! `kernelgen_verify::check`, the helper for a test of one's own kernel with a Rust reference:
 //! a correct reference passes every property and the comparison; a wrong one fails, naming the
-//! element.
+//! element; a kernel reading outside a buffer fails the properties.
 
 use kernelgen::contract::Tolerance;
 use kernelgen::kernels::gated_rms_norm_dtypes::HEAD128X_GATED_RMS_NORM_F32 as KERNEL;
 use kernelgen_emu::EmuBackend;
+use kernelgen_verify::properties::check_properties;
 use kernelgen_verify::{Case, check, random_case, values};
 
 const D: usize = 128;
@@ -65,4 +66,20 @@ fn sizes_are_given_by_name() {
     assert_eq!(err, "the case gives no run-time size `R`");
     let err = random_case(&KERNEL, &[("R", 3), ("M", 2)], &[], 1).err().expect("refused").to_string();
     assert_eq!(err, "the case gives a run-time size `M`, which the kernel does not have");
+}
+
+/// A read one element before a buffer (inside the page its data starts on) fails the
+/// properties, naming the buffer and the offset: the runs alternate the data's placement
+/// in its pages, so one of them faults there.
+#[test]
+fn a_read_just_before_a_buffer_fails_the_properties() {
+    let emu = EmuBackend::with_defaults().expect("emulator");
+    let mut def = KERNEL.clone();
+    let read = "const float normalized = weight[col]";
+    assert!(def.metal.contains(read));
+    def.metal = std::borrow::Cow::Owned(def.metal.replacen(read, "const float normalized = weight[int(col) - 1]", 1));
+    def.name = std::borrow::Cow::Borrowed("gated_rms_norm_reads_before_weight");
+    let case = random_case(&def, &[("R", 3)], &[], 7).unwrap();
+    let e = check_properties(&emu, &def, &case, 7).unwrap_err().to_string();
+    assert!(e.contains("invalid read") && e.contains("buffer(2) `weight` at offset -4, before the start of the 512-byte buffer"), "{e}");
 }

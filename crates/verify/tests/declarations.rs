@@ -6,7 +6,7 @@
 
 use kernelgen::contract::Source;
 use kernelgen_codegen::family::{FamilyDef, ReferenceDef, Role};
-use kernelgen_codegen::{Families, Options, generate_with, read_specs};
+use kernelgen_codegen::{Config, Families};
 use kernelgen_verify::bundled::{self, BUNDLED, RustReference};
 use std::path::PathBuf;
 
@@ -61,8 +61,8 @@ fn every_declaration_matches_its_family_file() {
 #[test]
 fn every_catalog_kernel_plans_what_its_reference_reads() {
     let specs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../specs");
-    let families = Families::bundled();
-    let generated = generate_with(read_specs(&[specs]).expect("the specs"), &families, Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::new().specs(specs);
+    let generated = config.load().and_then(|input| config.generate(input)).unwrap_or_else(|e| panic!("{e}"));
     let mut checked = Vec::new();
     for k in &generated.kernels {
         let r = named(&k.kernel.family);

@@ -16,7 +16,11 @@
 //! tree (now under the temporary name) file by listed file. Killed or failing
 //! at any moment before the exchange, the old tree is untouched; after it,
 //! the new tree is complete. What an interrupted run leaves beside the
-//! output is removed by the next one. Files whose contents do not change are
+//! output is removed by the next one, under the lock, when it can prove the
+//! leftover is kernelgen's (see `provably_owned`: the marker is written first,
+//! under a temporary name and then renamed, so a leftover holds a complete
+//! marker listing all of it, or the start of one and nothing else); anything
+//! else beside the output is left alone, with a warning. Files whose contents do not change are
 //! hard links to the old ones (or, where the file system has no hard links,
 //! copies with the old modification time), so their inode and mtime stay:
 //! nothing that watches mtimes (cargo's fingerprints of the launcher
@@ -24,7 +28,8 @@
 //! changes nothing writes nothing. Runs on the same directory serialize on
 //! a lock (`sys::Lock`) beside it.
 //!
-//! Process death and I/O errors are covered; a power loss is not (files are
+//! Process death and I/O errors are covered (the kill tests stop a debug build at
+//! each step through `KERNELGEN_TEST_KILL_AT`); a power loss is not (files are
 //! not fsynced, as cargo does not fsync its outputs).
 
 pub mod owned;
@@ -139,7 +144,34 @@ pub(crate) mod fail {
         })
     }
 
-    #[cfg(not(test))]
+    /// The variable that stops a debug build at one step: `<step>` or `<step>#<n>` (the
+    /// n-th time the step is reached, from 0; `*` is any step).
+    #[cfg(all(not(test), debug_assertions, unix))]
+    pub const KILL_AT: &str = "KERNELGEN_TEST_KILL_AT";
+
+    /// Outside the unit tests, a debug build kills itself (SIGKILL, as a user's kill
+    /// would) at the step [`KILL_AT`] names: the kill tests' deterministic points.
+    /// A release build reads nothing.
+    #[cfg(all(not(test), debug_assertions, unix))]
+    pub fn point(what: &str) -> std::io::Result<()> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static PLAN: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
+        static REACHED: AtomicUsize = AtomicUsize::new(0);
+        let plan = PLAN.get_or_init(|| {
+            let v = std::env::var(KILL_AT).ok()?;
+            let (step, n) = v.split_once('#').unwrap_or((&v, "0"));
+            Some((step.to_string(), n.parse().ok()?))
+        });
+        if let Some((step, n)) = plan {
+            if (step == what || step == "*") && REACHED.fetch_add(1, Ordering::Relaxed) == *n {
+                // SAFETY: signals this process, which ends here.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(all(not(test), not(all(debug_assertions, unix))))]
     #[inline(always)]
     pub fn point(_: &str) -> std::io::Result<()> {
         Ok(())
@@ -207,11 +239,8 @@ fn ownership(dir: &Path) -> Result<Ownership, EmitError> {
         Err(e) => Err(err(&marker, e.to_string())),
         Ok(m) if !m.is_file() => Err(err(&marker, format!("the ownership marker is {}, not a file", kind_of(&m)))),
         Ok(_) => {
-            let mut text = String::new();
             fail::point("read marker").map_err(io_err(&marker))?;
-            fs::File::open(&marker)
-                .and_then(|f| f.take(MAX_MARKER_BYTES).read_to_string(&mut text))
-                .map_err(io_err(&marker))?;
+            let text = read_marker(&marker).map_err(io_err(&marker))?;
             let listed = owned::parse(&text).map_err(|why| err(&marker, format!("not a kernelgen ownership marker: {why}")))?;
             Ok(Ownership::Owned(listed))
         }
@@ -486,8 +515,8 @@ fn changes(old: Option<&OldTree>, tree: &Tree) -> (Vec<Difference>, BTreeSet<Str
 /// interrupted build is removable as kernelgen's), then every file, linked
 /// from the old tree where unchanged.
 fn build(tmp: &Path, tree: &Tree, old: Option<&OldTree>, unchanged: &BTreeSet<String>) -> Result<(), EmitError> {
-    let order = std::iter::once(OWNED).chain(tree.keys().map(String::as_str).filter(|rel| *rel != OWNED));
-    for rel in order {
+    write_marker(tmp, &tree[OWNED])?;
+    for rel in tree.keys().map(String::as_str).filter(|rel| *rel != OWNED) {
         if !owned::is_safe_relative(rel) {
             return Err(err(tmp, format!("refusing to write `{}`: not a relative path inside the output directory (a kernelgen bug)", rel.escape_debug())));
         }
@@ -512,6 +541,19 @@ fn build(tmp: &Path, tree: &Tree, old: Option<&OldTree>, unchanged: &BTreeSet<St
     Ok(())
 }
 
+/// Writes the marker into `tmp` under a temporary name, then renames it: a run stopped
+/// at any moment leaves a complete `.kernelgen-owned` or none (and then at most the
+/// start of one under [`owned::PARTIAL`], which the next run recognizes).
+fn write_marker(tmp: &Path, text: &str) -> Result<(), EmitError> {
+    let partial = tmp.join(owned::PARTIAL);
+    fail::point("marker create").map_err(io_err(&partial))?;
+    let mut f = fs::File::create_new(&partial).map_err(io_err(&partial))?;
+    fail::point("marker write").map_err(io_err(&partial))?;
+    f.write_all(text.as_bytes()).map_err(io_err(&partial))?;
+    drop(f);
+    fail::point("marker rename").and_then(|()| fs::rename(&partial, tmp.join(OWNED))).map_err(io_err(&partial))
+}
+
 /// A hard link to `from` at `to`, or a copy with `from`'s modification time.
 fn link_or_copy(from: &Path, to: &Path) -> io::Result<()> {
     fail::point("link")?;
@@ -525,64 +567,104 @@ fn link_or_copy(from: &Path, to: &Path) -> io::Result<()> {
     dst.set_modified(modified)
 }
 
-/// Removes a tree kernelgen wrote: the files its marker lists, the marker,
-/// then the folders left empty, deepest first. Anything else stays, and the
-/// error says so. Never follows a link.
+/// Removes a tree kernelgen wrote, if it can prove it did, and nothing of it otherwise
+/// (see [`provably_owned`]): the files its marker lists, then the marker, then the folders
+/// left empty, deepest first. Never follows a link.
 fn remove_owned(dir: &Path) -> Result<(), String> {
-    match fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Ok(m) if m.is_dir() => {}
-        _ => return Err(format!("{}: not a directory kernelgen made; left alone", dir.display())),
-    }
-    let marker = dir.join(OWNED);
-    let listed = match fs::read_to_string(&marker) {
-        Ok(t) => owned::parse(&t).map_err(|e| format!("{} is left behind: its {OWNED} does not read ({e}); remove it by hand", dir.display()))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
-        Err(e) => return Err(format!("{} is left behind: its {OWNED} does not read ({e}); remove it by hand", dir.display())),
+    let found = match provably_owned(dir)? {
+        None => return Ok(()),
+        Some(found) => found,
     };
-    let remove = |p: &Path| -> io::Result<()> {
-        fail::point("remove")?;
-        match fs::symlink_metadata(p) {
-            Ok(m) if m.is_file() => fs::remove_file(p),
-            _ => Ok(()),
-        }
-    };
+    let remove = |p: &Path| fail::point("remove").and_then(|()| fs::remove_file(p));
     let mut first_error: Option<String> = None;
-    for rel in &listed {
-        if let Err(e) = remove(&dir.join(rel)) {
+    let markers = [OWNED, owned::PARTIAL];
+    for (rel, path) in found.files.iter().filter(|(rel, _)| !markers.contains(&rel.as_str())) {
+        if let Err(e) = remove(path) {
             first_error.get_or_insert(format!("{}: {e}", dir.join(rel).display()));
         }
     }
     // The marker goes last, and only when every file it lists is gone, so
     // the next run can finish what this one could not.
     if first_error.is_none() {
-        if let Err(e) = remove(&marker) {
-            first_error.get_or_insert(format!("{}: {e}", marker.display()));
+        for path in markers.iter().filter_map(|m| found.files.get(*m)) {
+            if let Err(e) = remove(path) {
+                first_error.get_or_insert(format!("{}: {e}", path.display()));
+            }
         }
     }
-    let mut dirs = scan(dir).dirs;
+    let mut dirs = found.dirs;
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for d in dirs.iter().map(PathBuf::as_path).chain([dir]) {
-        // Fails, and leaves it, when something kernelgen did not write is in it.
         if let Err(e) = fail::point("rmdir").and_then(|()| fs::remove_dir(d)) {
             first_error.get_or_insert(format!("{}: {e}", d.display()));
         }
     }
     match first_error {
         None => Ok(()),
-        Some(e) if fs::symlink_metadata(dir).is_ok() => {
-            // What is left is kernelgen's only if it is files the marker lists (a removal that
-            // failed): the next run tries again. Anything else it never removes.
-            let left = scan(dir);
-            let foreign = left.links.len() + left.special.len() + left.unreadable.len() + left.files.keys().filter(|f| !listed.contains(*f)).count();
-            if foreign == 0 {
-                Err(format!("{} is left behind ({e}); the next generate removes it", dir.display()))
-            } else {
-                Err(format!("{} is left behind ({e}): it holds what kernelgen did not write there; remove it by hand", dir.display()))
-            }
-        }
-        Some(_) => Ok(()),
+        Some(e) => Err(format!("{} is left behind ({e}); the next generate removes it", dir.display())),
     }
+}
+
+/// What is under `dir` if kernelgen provably wrote all of it, `None` if `dir` is gone.
+/// The proof, since anyone can make a folder with a temporary tree's name: `dir` is a
+/// directory (not a link) of this user, and everything under it is a folder or a regular
+/// file of this user, every file listed by its complete marker, or the tree is what a run
+/// stopped while writing its marker leaves (the marker is written first, under a
+/// temporary name, then renamed): that marker alone, holding the start of a marker. A
+/// tree that fails the proof is left as it is, all of it.
+fn provably_owned(dir: &Path) -> Result<Option<Scan>, String> {
+    let by_hand = |why: &str| format!("{} is left behind: {why}; remove it by hand", dir.display());
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Ok(m) if m.is_dir() && owned_by_me(&m) => {}
+        _ => return Err(by_hand("not a directory of this user that kernelgen made; left alone")),
+    }
+    let found = scan(dir);
+    if !(found.links.is_empty() && found.special.is_empty() && found.unreadable.is_empty()) {
+        return Err(by_hand("it holds what kernelgen did not write there"));
+    }
+    let mine = found.files.values().chain(&found.dirs).all(|p| fs::symlink_metadata(p).is_ok_and(|m| owned_by_me(&m)));
+    if !mine {
+        return Err(by_hand("it holds what another user wrote"));
+    }
+    let read = |rel: &str| -> Result<Option<String>, String> {
+        found.files.get(rel).map(|p| read_marker(p).map_err(|e| by_hand(&format!("its {rel} does not read ({e})")))).transpose()
+    };
+    let only_a_marker = found.files.len() == 1 && found.dirs.is_empty();
+    let listed = match (read(OWNED)?, read(owned::PARTIAL)?) {
+        (Some(text), None) => match owned::parse(&text) {
+            Ok(listed) => listed,
+            // An older kernelgen wrote its marker in place: a run stopped there left it short.
+            Err(_) if only_a_marker && owned::is_start_of_marker(&text) => BTreeSet::new(),
+            Err(why) => return Err(by_hand(&format!("its {OWNED} does not read ({why})"))),
+        },
+        (None, Some(text)) if only_a_marker && owned::is_start_of_marker(&text) => BTreeSet::new(),
+        (None, None) => BTreeSet::new(),
+        _ => return Err(by_hand("it holds what kernelgen did not write there")),
+    };
+    if found.files.keys().any(|rel| rel != OWNED && rel != owned::PARTIAL && !listed.contains(rel)) {
+        return Err(by_hand("it holds what kernelgen did not write there"));
+    }
+    Ok(Some(found))
+}
+
+#[cfg(unix)]
+fn owned_by_me(m: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    m.uid() == unsafe { libc::geteuid() }
+}
+
+#[cfg(not(unix))]
+fn owned_by_me(_: &fs::Metadata) -> bool {
+    true
+}
+
+/// A marker's text, at most [`MAX_MARKER_BYTES`] of it.
+fn read_marker(path: &Path) -> io::Result<String> {
+    let mut text = String::new();
+    fs::File::open(path)?.take(MAX_MARKER_BYTES).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Makes `dir` hold exactly `tree` (and its marker), switching the whole tree

@@ -12,6 +12,10 @@ use std::collections::BTreeSet;
 /// The marker's file name.
 pub const OWNED: &str = ".kernelgen-owned";
 
+/// The marker's name while it is written: renamed to [`OWNED`] once complete, so a
+/// `.kernelgen-owned` is never cut short.
+pub const PARTIAL: &str = ".kernelgen-owned.partial";
+
 /// The marker format this kernelgen writes and reads.
 pub const FORMAT: u32 = 1;
 
@@ -36,6 +40,14 @@ pub fn with_marker(tree: &Tree) -> Tree {
     let mut full = tree.clone();
     full.insert(OWNED.to_string(), marker_text(tree));
     full
+}
+
+/// Whether `text` is the start of a marker this kernelgen writes (what a writer stopped
+/// midway leaves): it agrees with the marker's header as far as either goes.
+pub fn is_start_of_marker(text: &str) -> bool {
+    let head = marker_text(&Tree::new());
+    let n = head.len().min(text.len());
+    text.as_bytes()[..n] == head.as_bytes()[..n]
 }
 
 /// The files a marker lists, or why it is not a marker this kernelgen reads.

@@ -261,10 +261,78 @@ fn a_leftover_the_next_run_cannot_remove_says_so() {
     assert_eq!(w.warnings.len(), 1, "{:?}", w.warnings);
     assert!(w.warnings[0].contains("holds what kernelgen did not write there; remove it by hand"), "{:?}", w.warnings);
     assert!(fs::symlink_metadata(left.join("metal/link")).is_ok(), "the link is left alone");
-    // kernelgen's own files went; once the link is gone too, the next run removes the rest
-    assert!(!left.join("metal/k.metal").exists() && !left.join(OWNED).exists());
+    // a tree holding anything kernelgen did not write proves nothing: all of it stays
+    assert!(left.join("metal/k.metal").exists() && left.join(OWNED).exists());
+    // once the link is gone, the next run removes the rest
     fs::remove_file(left.join("metal/link")).unwrap();
     let w = write(&out, &new_tree()).unwrap();
     assert!(w.warnings.is_empty(), "{:?}", w.warnings);
     assert_eq!(beside(&out), Vec::<String>::new());
+}
+
+/// A leftover temporary tree whose marker was cut short (an interrupted run: the
+/// marker is written first, so nothing else is in it) is removed by the next run, without
+/// a warning: the empty `.kernelgen-owned` an older kernelgen left, and the partial
+/// marker of this one.
+#[test]
+fn a_leftover_with_a_partial_marker_is_removed() {
+    for (name, text) in [(OWNED, ""), (OWNED, "kernelgen-own"), (owned::PARTIAL, ""), (owned::PARTIAL, "kernelgen-owned 1\n# This dir")] {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("gen");
+        write(&out, &old_tree()).unwrap();
+        let left = root.path().join(".gen.kernelgen-tmp-1-2-3");
+        fs::create_dir(&left).unwrap();
+        fs::write(left.join(name), text).unwrap();
+        let w = write(&out, &new_tree()).unwrap();
+        assert!(w.warnings.is_empty(), "{name} {text:?}: {:?}", w.warnings);
+        assert_eq!(beside(&out), Vec::<String>::new(), "{name} {text:?}");
+        assert_eq!(on_disk(&out), with_marker(&new_tree()));
+    }
+}
+
+/// A folder named like a temporary tree proves nothing by its name: one whose marker is
+/// not the start of a marker, or that holds anything beside its marker, is left alone.
+#[test]
+fn a_leftover_that_is_not_provably_kernelgens_is_left_alone() {
+    for files in [
+        &[(owned::PARTIAL, "#!/bin/sh\n")][..],
+        &[(OWNED, ""), ("metal/k.metal", "// k\n")],
+        &[(owned::PARTIAL, ""), ("notes.txt", "mine")],
+        &[("notes.txt", "mine")],
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("gen");
+        write(&out, &old_tree()).unwrap();
+        let left = root.path().join(".gen.kernelgen-tmp-x");
+        for (rel, text) in files {
+            fs::create_dir_all(left.join(rel).parent().unwrap()).unwrap();
+            fs::write(left.join(rel), text).unwrap();
+        }
+        let w = write(&out, &new_tree()).unwrap();
+        assert_eq!(w.warnings.len(), 1, "{files:?}: {:?}", w.warnings);
+        assert!(w.warnings[0].contains("remove it by hand"), "{:?}", w.warnings);
+        for (rel, text) in files {
+            assert_eq!(fs::read_to_string(left.join(rel)).unwrap(), *text, "{files:?}: {rel} was touched");
+        }
+    }
+}
+
+/// A forged leftover whose marker lists a path through a symbolic link: the file the
+/// link reaches, outside the leftover, is never deleted (nor anything in the leftover).
+#[test]
+fn a_forged_leftover_never_deletes_through_a_link() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("gen");
+    write(&out, &old_tree()).unwrap();
+    let victim = root.path().join("home");
+    fs::create_dir(&victim).unwrap();
+    fs::write(victim.join("precious"), "keep").unwrap();
+    let left = root.path().join(".gen.kernelgen-tmp-evil");
+    fs::create_dir(&left).unwrap();
+    std::os::unix::fs::symlink(&victim, left.join("sub")).unwrap();
+    fs::write(left.join(OWNED), "kernelgen-owned 1\nsub/precious\n").unwrap();
+    let w = write(&out, &new_tree()).unwrap();
+    assert_eq!(fs::read_to_string(victim.join("precious")).unwrap(), "keep", "deleted through the link");
+    assert_eq!(w.warnings.len(), 1, "{:?}", w.warnings);
+    assert!(fs::symlink_metadata(left.join(OWNED)).is_ok(), "the forged leftover is left as it is");
 }

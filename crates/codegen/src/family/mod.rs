@@ -454,6 +454,8 @@ pub fn bundled() -> Result<Vec<Arc<FamilyDef>>, crate::diag::Diagnostics> {
 #[derive(Clone, Debug)]
 pub struct Families {
     defs: Vec<Arc<FamilyDef>>,
+    /// The folders searched for family files, each with whether it was there.
+    searched: Vec<(std::path::PathBuf, bool)>,
 }
 
 impl Families {
@@ -461,7 +463,19 @@ impl Families {
     pub fn bundled() -> Self {
         static DEFS: std::sync::LazyLock<Vec<Arc<FamilyDef>>> =
             std::sync::LazyLock::new(|| bundled().unwrap_or_else(|d| panic!("a bundled family file does not read (a kernelgen bug):\n{d}")));
-        Families { defs: DEFS.clone() }
+        Families { defs: DEFS.clone(), searched: Vec::new() }
+    }
+
+    /// These families, recording the folders searched for family files (each with
+    /// whether it was there), which an unknown family's message names.
+    pub fn searched_in(mut self, folders: Vec<(std::path::PathBuf, bool)>) -> Self {
+        self.searched = folders;
+        self
+    }
+
+    /// The folders searched for family files, each with whether it was there.
+    pub fn searched(&self) -> &[(std::path::PathBuf, bool)] {
+        &self.searched
     }
 
     /// The bundled families and those of `user`; a user family may not take

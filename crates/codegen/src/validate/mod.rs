@@ -74,7 +74,7 @@ pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (O
                         e.node.span.clone(),
                         "family",
                         format!("unknown family \"{name}\""),
-                        Some(format!("use one of: {}{}", family_names(families), suggest(name, families.names()))),
+                        Some(format!("use one of: {}{}{}", family_names(families), suggest(name, families.names()), searched(families))),
                     );
                     None
                 }
@@ -96,6 +96,21 @@ pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (O
 
     let exclude_span = root.get("exclude").map(|e| e.key_span.clone());
     (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
+}
+
+/// `; family files were looked for in ...`, or nothing when no folder was searched.
+pub(crate) fn searched(families: &Families) -> String {
+    searched_folders(families).map(|s| format!("; family files were looked for in {s}")).unwrap_or_default()
+}
+
+/// The folders searched for family files, `A, B (not there) and C`; `None` if none was.
+fn searched_folders(families: &Families) -> Option<String> {
+    let folders: Vec<String> =
+        families.searched().iter().map(|(dir, there)| format!("{}{}", dir.display(), if *there { "" } else { " (not there)" })).collect();
+    match folders.split_last()? {
+        (last, []) => Some(last.clone()),
+        (last, rest) => Some(format!("{} and {last}", rest.join(", "))),
+    }
 }
 
 fn family_names(families: &Families) -> String {

@@ -2,7 +2,7 @@
 //! stand-in's too, `runtime_unsupported.rs`), so that the emulator's API builds everywhere.
 
 use super::Object;
-use crate::{DeviceBuffer, KernelSignature, RunOrder};
+use crate::{DeviceBuffer, KernelSignature, Placement, RunOrder};
 
 pub(crate) struct DispatchArgs<'a, 'b> {
     pub object: &'a Object,
@@ -19,6 +19,9 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub guard_pages: bool,
     /// Worker threads to run threadgroups on (at least 1; the calling thread is one).
     pub workers: usize,
+    pub placement: Placement,
+    /// How long the dispatch may run.
+    pub time_limit: std::time::Duration,
 }
 
 /// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::buffer::POISON;
 use crate::sanitize::AsanFns;
-use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, RunOrder, Waiter, sanitize};
+use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, Placement, RunOrder, Waiter, sanitize};
 
 use super::faults::{fault_error, register_asan_callback, waiter_of};
 use super::args::{Buf, DispatchArgs};
@@ -18,6 +18,7 @@ use super::pool;
 use super::sched::{CURRENT, Fiber, MAX_THREADS, NO_STACK, Pending, SIMD, Sched, SgCount, State, run_fibers};
 use super::signals::{ensure_altstack, install_handlers};
 use super::switch::{STACKS, STACK_COLORS, Stack};
+use super::watchdog::{self, Watch};
 use super::tg_memory::{ARENA, Arena, CANARY, TG_REDZONE};
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -96,26 +97,52 @@ pub(crate) fn default_workers() -> usize {
 /// one to hand out, and the first error in that order.
 struct Shared<'m> {
     meta: &'m Meta,
+    watch: &'m Watch,
+    /// Threadgroups stopped at the time limit, and those that finished.
+    stopped: std::sync::Mutex<Vec<[u32; 3]>>,
+    finished: std::sync::atomic::AtomicU64,
     tg_order: Vec<u32>,
     next: std::sync::atomic::AtomicUsize,
     stop: std::sync::atomic::AtomicBool,
-    /// (position in `tg_order`, error): the error of the earliest threadgroup.
-    error: std::sync::Mutex<Option<(usize, EmuError)>>,
+    /// (position in `tg_order`, failure): the failure of the earliest threadgroup.
+    error: std::sync::Mutex<Option<(usize, Failure)>>,
     switches: std::sync::atomic::AtomicU64,
     workers: usize,
 }
 
+/// Why one run of a dispatch failed.
+struct Failure {
+    error: EmuError,
+    /// The error is a write found in a buffer's head (before its data, on its first page),
+    /// which a start-placed run reports as a fault, with the thread and the line.
+    head_write: bool,
+}
+
 impl Shared<'_> {
-    fn fail(&self, pos: usize, e: EmuError) {
+    fn fail(&self, pos: usize, error: EmuError) {
+        self.record(pos, Failure { error, head_write: false });
+    }
+
+    fn record(&self, pos: usize, f: Failure) {
         let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if g.as_ref().is_none_or(|(p, _)| pos < *p) {
-            *g = Some((pos, e));
+            *g = Some((pos, f));
         }
         self.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
-pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
+/// What every run of a dispatch shares: the threadgroup size (clamped to the grid), the
+/// threadgroup count per dimension and in all, the sanitizer, the time limit's watch.
+struct Shape<'w> {
+    tg: [u32; 3],
+    tgs: [u32; 3],
+    n_tg: u64,
+    asan: Option<&'static AsanFns>,
+    watch: &'w Watch,
+}
+
+pub(crate) fn dispatch(mut a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuError> {
     let start = Instant::now();
     let grid = a.grid;
     if grid.contains(&0) {
@@ -143,9 +170,77 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
         register_asan_callback(f);
     }
     install_handlers();
+    // the limit counts from here: both runs of Placement::Both, and every copy, are in it
+    let watch = watchdog::watch(start.checked_add(a.time_limit))?;
+    let shape = Shape { tg, tgs, n_tg, asan, watch: &watch };
 
-    let buf_ptrs: Vec<*mut u8> = a.buffers.iter().map(|b| b.get().data_ptr()).collect();
-    let mut meta = a_meta(&a);
+    let buffers = std::mem::take(&mut a.buffers);
+    // under sanitize heads and slack are ASan-poisoned: one run sees both sides
+    let placement = if a.sanitize { Placement::End } else { a.placement };
+    let has_head = |b: &Buf<'_>| b.get().head_len() > 0;
+    let result = match placement {
+        Placement::Both if buffers.iter().any(has_head) => {
+            // what the end-placed run may change is copied before it, start-placed
+            let mut copies = start_placed_copies(buffers, |b| matches!(b, Buf::Mut(_)) || has_head(b), a.workers)?;
+            match run(&a, &shape, buffers) {
+                Err(f) if !f.head_write => Err(f),
+                first => match run_start_placed(&a, &shape, buffers, &mut copies) {
+                    // the fault of the write the first run found in a head, or any other
+                    Err(f) => Err(f),
+                    Ok(_) => first,
+                },
+            }
+        }
+        Placement::Start => {
+            let mut copies = start_placed_copies(buffers, |b| matches!(b, Buf::Shared(_)) && has_head(b), a.workers)?;
+            run_start_placed(&a, &shape, buffers, &mut copies)
+        }
+        _ => run(&a, &shape, buffers),
+    };
+    result.map(|stats| DispatchStats { elapsed: start.elapsed(), ..stats }).map_err(|f| f.error)
+}
+
+/// Start-placed copies of the buffers `copied` selects (others are moved in place by
+/// [`run_start_placed`]); a buffer bound in place and shared is never moved.
+fn start_placed_copies(buffers: &[Buf<'_>], copied: impl Fn(&Buf<'_>) -> bool, threads: usize) -> Result<Vec<Option<DeviceBuffer>>, EmuError> {
+    buffers.iter().map(|b| if copied(b) { b.get().try_start_placed_copy(threads).map(Some) } else { Ok(None) }).collect()
+}
+
+/// One run with every buffer's data flush with the guard before it: each buffer replaced by
+/// its copy in `copies`, or moved there and back (a copy of a shared buffer is bound
+/// read-only, as the buffer is).
+fn run_start_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>], copies: &mut [Option<DeviceBuffer>]) -> Result<DispatchStats, Failure> {
+    let place = |buffers: &mut [Buf<'_>], copies: &[Option<DeviceBuffer>], at_start: bool| {
+        for (b, copy) in buffers.iter_mut().zip(copies) {
+            if let (Buf::Mut(d) | Buf::ReadOnly(d), None) = (b, copy) {
+                d.move_data(at_start);
+            }
+        }
+    };
+    place(buffers, copies, true);
+    let mut placed: Vec<Buf<'_>> = buffers
+        .iter_mut()
+        .zip(copies.iter_mut())
+        .map(|(b, copy)| match (b, copy) {
+            (Buf::Mut(_), Some(c)) => Buf::Mut(c),
+            (_, Some(c)) => Buf::ReadOnly(c),
+            (Buf::Mut(d), None) => Buf::Mut(d),
+            (Buf::ReadOnly(d), None) => Buf::ReadOnly(d),
+            (Buf::Shared(d), None) => Buf::Shared(d),
+        })
+        .collect();
+    let result = run(a, shape, &mut placed);
+    drop(placed);
+    place(buffers, copies, false);
+    result
+}
+
+/// One run of the dispatch on `buffers` as they are placed.
+fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> Result<DispatchStats, Failure> {
+    let Shape { tg, tgs, n_tg, asan, watch } = *shape;
+    let grid = a.grid;
+    let buf_ptrs: Vec<*mut u8> = buffers.iter().map(|b| b.get().data_ptr()).collect();
+    let mut meta = a_meta(a, buffers);
     meta.tg = tg;
     meta.tgs = tgs;
     meta.grid = grid;
@@ -155,7 +250,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
     meta.order = a.order;
     meta.tg_poison = a.threadgroup_poison;
-    for b in a.buffers.iter_mut() {
+    for b in buffers.iter_mut() {
         match b {
             Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
             Buf::ReadOnly(b) => {
@@ -165,7 +260,7 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
             Buf::Shared(b) => b.arm_shared(a.sanitize),
         }
     }
-    let armed = Armed { buffers: a.buffers, sanitize: a.sanitize };
+    let armed = Armed { buffers, sanitize: a.sanitize };
 
     let mut tg_order = Vec::new();
     order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
@@ -173,6 +268,9 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     let shared = Shared {
         workers,
         meta: &meta,
+        watch,
+        stopped: std::sync::Mutex::new(Vec::new()),
+        finished: std::sync::atomic::AtomicU64::new(0),
         tg_order,
         next: std::sync::atomic::AtomicUsize::new(0),
         stop: std::sync::atomic::AtomicBool::new(false),
@@ -184,22 +282,46 @@ pub(crate) fn dispatch(a: DispatchArgs<'_, '_>) -> Result<DispatchStats, EmuErro
     let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
     let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
     drop(armed);
-    if let Some((_, e)) = error {
-        return Err(e);
+    if watch.expired() {
+        // the dispatch did not finish: whatever else went wrong, that is the report
+        let mut threadgroups = shared.stopped.into_inner().unwrap_or_else(|p| p.into_inner());
+        threadgroups.sort();
+        let error = EmuError::Timeout {
+            kernel: a.kernel.name.clone(),
+            limit: a.time_limit,
+            threadgroups,
+            finished: shared.finished.into_inner(),
+            total: n_tg,
+        };
+        return Err(Failure { error, head_write: false });
     }
-    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: start.elapsed() })
+    if let Some((_, f)) = error {
+        return Err(f);
+    }
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: Default::default() })
 }
 
 /// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
 /// threadgroups in assignment order until they run out or one fails.
 fn work(shared: &Shared<'_>) {
     use std::sync::atomic::Ordering;
-    ensure_altstack();
+    // the watchdog may interrupt this thread from here on, and not after it returns
+    let _watched = shared.watch.enter();
+    // memory this worker cannot have fails the dispatch (ahead of every threadgroup's error)
+    if let Err(e) = ensure_altstack() {
+        return shared.fail(0, e);
+    }
     let m = shared.meta;
     let tg_threads = (m.tg[0] * m.tg[1] * m.tg[2]) as usize;
     ARENA.with(|ar| {
         let mut ar = ar.borrow_mut();
-        let arena = ar.get_or_insert_with(Arena::new).ptr;
+        let arena = match &*ar {
+            Some(a) => a.ptr,
+            None => match Arena::new() {
+                Ok(a) => ar.insert(a).ptr,
+                Err(e) => return shared.fail(0, e),
+            },
+        };
         let mut sched = Box::new(Sched {
             sched_sp: null_mut(),
             fibers: Vec::with_capacity(MAX_THREADS),
@@ -236,6 +358,9 @@ fn work(shared: &Shared<'_>) {
             site_list: Vec::new(),
             stack_ranges: Vec::new(),
             tg_poison: m.tg_poison,
+            expired: shared.watch.expired_flag(),
+            code: m.code.clone(),
+            timed_out: false,
         });
         let s: *mut Sched = &mut *sched;
         if m.asan.is_some() {
@@ -261,13 +386,16 @@ fn work(shared: &Shared<'_>) {
                 st.0 = m.stack_size;
             }
             while st.1.len() < tg_threads {
-                st.1.push(Stack::new(m.stack_size + STACK_COLORS));
+                match Stack::new(m.stack_size + STACK_COLORS) {
+                    Ok(stack) => st.1.push(stack),
+                    Err(e) => return shared.fail(0, e),
+                }
             }
             let stacks = &st.1;
             unsafe { (*s).stack_ranges = stacks.iter().map(|k| (k.lo() as usize, k.size())).collect() };
             let ctx = Ctx { a: m, tg: m.tg, tgs: m.tgs, grid: m.grid };
             let mut fiber_order = Vec::new();
-            while !shared.stop.load(Ordering::Acquire) {
+            while !shared.stop.load(Ordering::Acquire) && !shared.watch.expired() {
                 let pos = shared.next.fetch_add(1, Ordering::Relaxed);
                 if pos >= shared.tg_order.len() {
                     break;
@@ -279,9 +407,16 @@ fn work(shared: &Shared<'_>) {
                     ((lin / tgs[0] as u64) % tgs[1] as u64) as u32,
                     (lin / (tgs[0] as u64 * tgs[1] as u64)) as u32,
                 ];
-                if let Err(e) = unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
-                    shared.fail(pos, e);
-                    break;
+                match unsafe { run_threadgroup(s, &ctx, tgid, stacks, &mut fiber_order, m.order, lin) } {
+                    Ok(()) => {}
+                    Err(Stop::Error(e)) => {
+                        shared.fail(pos, e);
+                        break;
+                    }
+                    Err(Stop::TimedOut) => {
+                        shared.stopped.lock().unwrap_or_else(|p| p.into_inner()).push(tgid);
+                        break;
+                    }
                 }
                 // memory the kernel must not have written
                 for (i, &b) in m.buffers.iter().enumerate() {
@@ -291,21 +426,18 @@ fn work(shared: &Shared<'_>) {
                         } else {
                             ""
                         };
-                        shared.fail(
-                            pos,
-                            EmuError::Corruption {
-                                kernel: m.kernel.clone(),
-                                what: format!(
-                                    "byte {off} of buffer({i}){} was written: it lies in {what}{others}",
-                                    m.buffer_name(i)
-                                ),
-                                metal_line: None,
-                                threadgroup_position_in_grid: tgid,
-                            },
-                        );
+                        let error = EmuError::Corruption {
+                            kernel: m.kernel.clone(),
+                            what: format!("byte {off} of buffer({i}){} was written: it lies in {what}{others}", m.buffer_name(i)),
+                            metal_line: None,
+                            threadgroup_position_in_grid: tgid,
+                        };
+                        // only a head lies before the data
+                        shared.record(pos, Failure { error, head_write: off < 0 });
                         break;
                     }
                 }
+                shared.finished.fetch_add(1, Ordering::Relaxed);
             }
             if m.asan.is_some() {
                 // stacks abandoned by a fault may keep stale ASan poison
@@ -323,6 +455,8 @@ pub(super) struct Meta {
     pub(super) kernel: String,
     pub(super) file_name: String,
     pub(super) so_path: PathBuf,
+    /// The kernel object's code (see `Sched::code`).
+    code: std::ops::Range<usize>,
     buffer_names: Vec<String>,
     pub(super) buffers: Vec<*const DeviceBuffer>,
     tg: [u32; 3],
@@ -349,8 +483,8 @@ impl Meta {
 
 unsafe extern "C" fn no_thread(_: *const *mut u8, _: *const ThreadInfo) {}
 
-fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
-    let n = a.buffers.len();
+fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
+    let n = buffers.len();
     let mut names = vec![String::new(); n];
     for p in &a.kernel.params {
         if let Binding::Buffer(i) = p.binding {
@@ -363,8 +497,9 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         kernel: a.kernel.name.clone(),
         file_name: a.file_name.to_string(),
         so_path: a.object.path.clone(),
+        code: a.object.code.clone(),
         buffer_names: names,
-        buffers: a.buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
+        buffers: buffers.iter().map(|b| b.get() as *const DeviceBuffer).collect(),
         tg: [0; 3],
         tgs: [0; 3],
         grid: [0; 3],
@@ -375,6 +510,13 @@ fn a_meta(a: &DispatchArgs<'_, '_>) -> Meta {
         order: RunOrder::Forward,
         tg_poison: POISON,
     }
+}
+
+/// Why a threadgroup did not finish.
+enum Stop {
+    Error(EmuError),
+    /// Stopped at the dispatch's time limit.
+    TimedOut,
 }
 
 pub(super) struct Ctx<'m> {
@@ -392,7 +534,7 @@ unsafe fn run_threadgroup(
     order: &mut Vec<u32>,
     run_order: RunOrder,
     salt: u64,
-) -> Result<(), EmuError> {
+) -> Result<(), Stop> {
     unsafe {
         let tg = ctx.tg;
         let actual = [
@@ -477,29 +619,33 @@ unsafe fn run_threadgroup(
         (*s).order_len = order.len();
         (*s).round_pos = 0;
         // the fibers hand over to each other; control comes back when none is ready
+        (*s).timed_out = false;
         run_fibers(s);
+        if (*s).timed_out {
+            return Err(Stop::TimedOut);
+        }
         if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
-            return Err(fault_error(s, ctx, tgid));
+            return Err(Stop::Error(fault_error(s, ctx, tgid)));
         }
         let file_name: &str = &ctx.a.file_name;
         let waiter = |i: usize| -> Box<Waiter> { Box::new(waiter_of(s, file_name, i)) };
         match (*s).pending {
             Some(Pending::Divergence { sg, first, second }) => {
-                return Err(EmuError::Divergence {
+                return Err(Stop::Error(EmuError::Divergence {
                     kernel: ctx.a.kernel.clone(),
                     threadgroup_position_in_grid: tgid,
                     simdgroup: sg,
                     first: waiter(first),
                     second: waiter(second),
-                });
+                }));
             }
             Some(Pending::Barrier { first, second }) => {
-                return Err(EmuError::Barrier {
+                return Err(Stop::Error(EmuError::Barrier {
                     kernel: ctx.a.kernel.clone(),
                     threadgroup_position_in_grid: tgid,
                     first: waiter(first),
                     second: waiter(second),
-                });
+                }));
             }
             None => {}
         }
@@ -510,7 +656,7 @@ unsafe fn run_threadgroup(
             sanitize::asan_unpoison(rz as usize, TG_REDZONE);
             let bytes = std::slice::from_raw_parts(rz, TG_REDZONE);
             if let Some(k) = bytes.iter().position(|&c| c != CANARY) {
-                return Err(EmuError::Corruption {
+                return Err(Stop::Error(EmuError::Corruption {
                     kernel: ctx.a.kernel.clone(),
                     what: format!(
                         "a write ran past the end of threadgroup array `{}` ({} bytes): byte {} after its end was overwritten",
@@ -518,7 +664,7 @@ unsafe fn run_threadgroup(
                     ),
                     metal_line: Some((ctx.a.file_name.clone(), site.line)),
                     threadgroup_position_in_grid: tgid,
-                });
+                }));
             }
         }
         Ok(())

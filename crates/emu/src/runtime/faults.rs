@@ -10,6 +10,7 @@ use crate::sanitize::AsanFns;
 use crate::{EmuError, Waiter};
 
 use super::dispatch::Ctx;
+use super::insn;
 use super::object::op_name;
 use super::sched::{Sched, State, cur_sched};
 use super::switch::STACK_GUARD;
@@ -190,13 +191,26 @@ pub(super) unsafe fn fault_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -
         };
         if let Some(f) = (*s).fault {
             let what = match f.sig {
-                libc::SIGSEGV | libc::SIGBUS => format!(
-                    "invalid {} at {:#x}, {} ({})",
-                    if f.write { "write" } else { "read" },
-                    f.addr,
-                    describe_addr(s, ctx, f.addr),
-                    sig_name(f.sig)
-                ),
+                libc::SIGSEGV | libc::SIGBUS => {
+                    let kind = match f.write {
+                        Some(true) => "write",
+                        Some(false) => "read",
+                        None => "access",
+                    };
+                    let place = match (f.addr, f.refused) {
+                        (Some(a), true) if !insn::canonical(a) => format!("at {a:#x}, a non-canonical address (far outside any buffer)"),
+                        (Some(a), true) => format!(
+                            "at {a:#x}, {}: refused by the processor (a general-protection fault: an aligned vector access of a misaligned address)",
+                            describe_addr(s, ctx, a)
+                        ),
+                        (None, true) => "at a non-canonical address (far outside any buffer) or a misaligned vector access: \
+                                         the processor gives no address for it (a general-protection fault)"
+                            .to_string(),
+                        (Some(a), false) => format!("at {a:#x}, {}", describe_addr(s, ctx, a)),
+                        (None, false) => "at an unknown address".to_string(),
+                    };
+                    format!("invalid {kind} {place} ({})", sig_name(f.sig))
+                }
                 libc::SIGFPE => "arithmetic exception: integer division by zero or overflow (SIGFPE)".to_string(),
                 _ => "illegal instruction: a trap (unreachable code, __builtin_trap) was executed (SIGILL)".to_string(),
             };

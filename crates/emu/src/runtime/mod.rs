@@ -7,7 +7,8 @@
 //! `dispatch` (a dispatch's threadgroups on the workers, each threadgroup's set-up),
 //! `pool` (the helper threads), `sched` (the fibers of one threadgroup: run order,
 //! collectives, barriers), `switch` (the context switch and fiber stacks), `tg_memory`,
-//! `signals` (faults in a GPU thread) and `faults` (every error recorded, in words).
+//! `watchdog` (the time limit), `signals` (faults in a GPU thread), `insn` (the access of an instruction that faulted
+//! without an address) and `faults` (every error recorded, in words).
 //!
 //! The scheduler state is reached through a raw pointer (from the signal handler and from
 //! the fibers' callbacks alike); short-lived references through it are intended.
@@ -16,12 +17,14 @@
 mod args;
 mod dispatch;
 mod faults;
+mod insn;
 mod object;
 mod pool;
 mod sched;
 mod signals;
 mod switch;
 mod tg_memory;
+mod watchdog;
 
 pub(crate) use args::{Buf, DispatchArgs};
 pub(crate) use dispatch::{default_workers, dispatch, set_default_workers};

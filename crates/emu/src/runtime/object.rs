@@ -97,6 +97,8 @@ pub(crate) struct Object {
     _lib: libloading::os::unix::Library,
     pub(super) entries: Vec<ThreadFn>,
     pub(super) path: PathBuf,
+    /// Its executable code's addresses (the kernels and the shim's inline code).
+    pub(super) code: std::ops::Range<usize>,
 }
 
 unsafe impl Send for Object {}
@@ -124,8 +126,35 @@ impl Object {
                     lib.get(s.as_bytes()).map_err(|e| bad(format!("object has no entry {s}: {e}")))?;
                 entries.push(*f);
             }
-            Ok(Object { _lib: lib, entries, path: path.to_path_buf() })
+            let code = code_of(*init as usize).ok_or_else(|| bad("the compiled object's code is not among the loaded objects".into()))?;
+            Ok(Object { _lib: lib, entries, path: path.to_path_buf(), code })
         }
     }
 }
 
+
+/// The addresses of the executable segments of the loaded object that holds `addr`.
+fn code_of(addr: usize) -> Option<std::ops::Range<usize>> {
+    struct Search {
+        addr: usize,
+        found: Option<std::ops::Range<usize>>,
+    }
+    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> libc::c_int {
+        unsafe {
+            let (info, search) = (&*info, &mut *(data as *mut Search));
+            let segments = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            let base = info.dlpi_addr as usize;
+            let range = |p: &libc::Elf64_Phdr| base + p.p_vaddr as usize..base + (p.p_vaddr + p.p_memsz) as usize;
+            let loaded = segments.iter().filter(|p| p.p_type == libc::PT_LOAD);
+            if !loaded.clone().any(|p| range(p).contains(&search.addr)) {
+                return 0;
+            }
+            let code = loaded.filter(|p| p.p_flags & libc::PF_X != 0).map(range);
+            search.found = code.reduce(|a, b| a.start.min(b.start)..a.end.max(b.end));
+            1
+        }
+    }
+    let mut search = Search { addr, found: None };
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
+    search.found
+}

@@ -110,6 +110,13 @@ pub(super) struct Sched {
     pub(super) stack_ranges: Vec<(usize, usize)>,
     /// The byte threadgroup memory starts as.
     pub(super) tg_poison: u8,
+    /// Set by the watchdog when the dispatch is past its time limit (read by the signal
+    /// handler; null between dispatches).
+    pub(super) expired: *const std::sync::atomic::AtomicBool,
+    /// The kernel object's code: where a GPU thread may be stopped at the time limit.
+    pub(super) code: std::ops::Range<usize>,
+    /// The GPU thread on the CPU was stopped at the time limit.
+    pub(super) timed_out: bool,
 }
 
 #[inline(always)]

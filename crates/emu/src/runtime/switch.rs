@@ -5,6 +5,8 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr::null_mut;
 
+use crate::EmuError;
+
 std::arch::global_asm!(
     ".text",
     ".p2align 4",
@@ -69,7 +71,7 @@ pub(super) const STACK_COLORS: usize = 64 * 1024;
 pub(super) const STACK_GUARD: usize = 64 * 1024;
 
 impl Stack {
-    pub(super) fn new(size: usize) -> Stack {
+    pub(super) fn new(size: usize) -> Result<Stack, EmuError> {
         let page = STACK_GUARD;
         let len = size + page;
         let map = unsafe {
@@ -83,10 +85,10 @@ impl Stack {
             )
         };
         if map == libc::MAP_FAILED {
-            panic!("emulator: cannot map a fiber stack: {}", std::io::Error::last_os_error());
+            return Err(EmuError::Memory { what: format!("cannot map a {len}-byte fiber stack: {}", std::io::Error::last_os_error()) });
         }
         unsafe { libc::mprotect(map, page, libc::PROT_NONE) };
-        Stack { map: map as *mut u8, len }
+        Ok(Stack { map: map as *mut u8, len })
     }
     pub(super) fn lo(&self) -> *mut u8 {
         unsafe { self.map.add(STACK_GUARD) }

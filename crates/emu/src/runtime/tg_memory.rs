@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_void};
 
-use crate::sanitize;
+use crate::{EmuError, sanitize};
 
 use super::sched::{abandon_fiber, cur_sched};
 
@@ -74,12 +74,12 @@ impl Arena {
     fn layout() -> std::alloc::Layout {
         std::alloc::Layout::from_size_align(TG_ARENA, 64).unwrap()
     }
-    pub(super) fn new() -> Arena {
+    pub(super) fn new() -> Result<Arena, EmuError> {
         let ptr = unsafe { std::alloc::alloc(Self::layout()) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(Self::layout());
+            return Err(EmuError::Memory { what: format!("cannot allocate the {TG_ARENA} bytes of a worker's threadgroup memory") });
         }
-        Arena { ptr }
+        Ok(Arena { ptr })
     }
 }
 impl Drop for Arena {

@@ -29,3 +29,15 @@ using namespace metal;
                          device float4* out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
   out[i] = x[at[i]];  // @read-at4
 }
+
+// A wild 64-bit index: thread i reads or writes x[at[i]], anywhere in the address space
+// (past the canonical addresses, or onto a page that is not mapped).
+[[kernel]] void write_wild(device float* x [[buffer(0)]], const device long* at [[buffer(1)]],
+                           uint i [[thread_position_in_grid]]) {
+  x[at[i]] = 1.0f;  // @write-wild
+}
+
+[[kernel]] void read_wild(const device float* x [[buffer(0)]], const device long* at [[buffer(1)]],
+                          device float* out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  out[i] = x[at[i]];  // @read-wild
+}

@@ -80,3 +80,17 @@ pub fn tree<T: Copy>(lanes: &[Option<T>; 32], ident: T, op: impl Fn(T, T) -> T) 
 pub fn test_path(module: &str, name: &str) -> String {
     format!("{}::{name}", module.split_once("::").map_or(module, |(_, m)| m))
 }
+
+/// Run the test `name` of `module` (its `module_path!()`) alone in a child process of this
+/// test binary with `envs` set, and assert that it passed: its stdout and stderr.
+pub fn run_in_child(module: &str, name: &str, envs: &[(&str, &str)]) -> (String, String) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .args([test_path(module, name).as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .envs(envs.iter().copied())
+        .output()
+        .expect("spawn the child");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success() && stdout.contains("1 passed"), "the child running {name} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}", out.status);
+    (stdout, stderr)
+}

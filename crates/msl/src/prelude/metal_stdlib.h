@@ -345,7 +345,11 @@ KGMSL_FLOAT_LIMITS(bfloat, 0x1.0p-126f, 0x1.fep127f, 0x1.0p-7f, 8)
 
 // ---- Reinterpretation.
 template <typename T, typename U, typename = enable_if_t<sizeof(T) == sizeof(U)>>
-constexpr T as_type(U x) { return __builtin_bit_cast(T, x); }
+constexpr T as_type(U x) {
+  static_assert(!is_pointer<T>::value && !is_pointer<U>::value,
+                "as_type reinterprets data, not pointers: MSL has no conversion between a pointer and an integer (chapter 2)");
+  return __builtin_bit_cast(T, x);
+}
 
 // ---- Math. Non-template overloads for float and half (scalar and vector), as Metal has;
 // bfloat gets none (MLX's bf16_math.h defines them). A template catches mixed-type calls.
