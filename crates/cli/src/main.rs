@@ -162,6 +162,9 @@ enum Command {
         /// Seed of the random inputs.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Check the properties only: call no reference, even where the family names one.
+        #[arg(long)]
+        no_reference: bool,
         #[command(flatten)]
         emulator: EmuRunArgs,
     },
@@ -248,9 +251,9 @@ fn main() -> ExitCode {
         Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
         Command::List { specs, cost } => codegen_cmds::list(&specs, &cost),
         Command::Diff(args) => diff_cmd::diff(&args),
-        Command::Verify { specs, filter, sanitize, seed, emulator } => {
+        Command::Verify { specs, filter, sanitize, seed, no_reference, emulator } => {
             emulator.apply();
-            verify::verify(&specs, filter.as_deref(), sanitize, seed)
+            verify::verify(&specs, filter.as_deref(), sanitize, &kernelgen_verify::Options { seed, no_reference })
         }
         Command::Run { kernel, inputs, sizes, out, specs, emulator } => {
             emulator.apply();

@@ -32,6 +32,28 @@ fn the_base_family_reads() {
     assert!(families.find("rowsum").is_some());
 }
 
+/// `[verify]`'s two reference forms and two input forms read into their own variants: any
+/// `rust:<identifier>` (kernelgen-verify knows the names), a Python file and function, a range
+/// and a set of values.
+#[test]
+fn verify_sections_read_references_and_value_sets() {
+    use kernelgen_codegen::family::{InputValues, ReferenceDef};
+    let base = std::fs::read_to_string("tests/bad_families/no_template/rowsum.toml").unwrap();
+    let read = |verify: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("rowsum.toml"), format!("{base}\n[verify]\n{verify}\n")).unwrap();
+        std::fs::write(dir.path().join("rowsum.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
+        let families = read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{verify}: {e}"));
+        families.find("rowsum").expect("read").verify.clone()
+    };
+    let v = read("reference = \"rust:my_model2\"\ninputs = { x = { values = [0, 1.5, -2] } }");
+    assert_eq!(v.reference.map(|r| r.value), Some(ReferenceDef::Rust("my_model2".into())));
+    assert_eq!(v.inputs, vec![("x".to_string(), InputValues::Set(vec![0.0, 1.5, -2.0]))]);
+    let v = read("reference = \"refs/rows.py:reference\"\ninputs = { x = { min = -4, max = 4.5 } }");
+    assert_eq!(v.reference.map(|r| r.value), Some(ReferenceDef::Python { file: "refs/rows.py".into(), function: "reference".into() }));
+    assert_eq!(v.inputs, vec![("x".to_string(), InputValues::Range { min: -4.0, max: 4.5 })]);
+}
+
 /// Values a family computes for a geometry that no kernel can have are errors naming the
 /// family file's line and the geometry, never clamped to a legal value (a threadgroup of
 /// -32 became 0) nor a panic (`N * N` threads overflowed the product of the extents).

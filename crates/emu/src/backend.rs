@@ -25,7 +25,7 @@ pub const OUTPUT_POISON: u8 = 0xFF;
 
 /// How one launch runs: the emulator's defaults for [`Backend::run`], other
 /// run orders and poison bytes for [`EmuBackend::run_with`] (what
-/// [`crate::verify`] varies to find races, unwritten outputs and reads of
+/// `kernelgen-verify` varies to find races, unwritten outputs and reads of
 /// uninitialized memory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunConfig {

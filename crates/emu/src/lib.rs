@@ -350,7 +350,6 @@ pub mod host;
 mod runtime;
 mod sanitize;
 mod translate;
-pub mod verify;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -4,7 +4,7 @@
 //! error points at its span in the file.
 
 use super::expr::{self, Expr, ExprError, Scope, Type};
-use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, Located, PackedDef, PartDef, Piece, RegionDef, Role, Size, VerifyDef};
+use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, InputValues, Located, PackedDef, PartDef, Piece, ReferenceDef, RegionDef, Role, Size, VerifyDef, RUST_REFERENCE_PREFIX};
 use crate::diag::{Diagnostics, Reporter};
 use crate::model::{dtype_from_short, AxisValue};
 use crate::names;
@@ -402,17 +402,8 @@ impl Reader {
         let mut v = VerifyDef::default();
         if let Some(e) = body.iter().find(|e| e.key == "reference") {
             if let Some(r) = self.string(&e.node, "verify.reference") {
-                match r.rsplit_once(':') {
-                    Some((file, _)) if !is_inside_path(file) => self.error(
-                        e.node.span.clone(),
-                        "verify.reference",
-                        format!("`{}` is not a path inside the family file's folder", file.escape_debug()),
-                        Some("name a Python file in the family file's folder or a folder below it, e.g. \"refs/softcap.py:reference\" (no `..`, `/` first or hidden name)".into()),
-                    ),
-                    Some((file, func)) if file.ends_with(".py") && !func.is_empty() && func.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
-                        v.reference = Some(Located { value: r.clone(), span: e.node.span.clone() });
-                    }
-                    _ => self.error(e.node.span.clone(), "verify.reference", format!("`{}` is not `<file>.py:<function>`", r.escape_debug()), Some("name a Python file beside the family file and a function in it, e.g. \"refs/softcap.py:reference\"".into())),
+                if let Some(reference) = self.reference(&r, &e.node.span) {
+                    v.reference = Some(Located { value: reference, span: e.node.span.clone() });
                 }
             }
         }
@@ -458,20 +449,87 @@ impl Reader {
                 if !self.parts_failed && !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
                     self.error(i.key_span.clone(), field.clone(), format!("`{}` is not an input of the family's kernels", i.key), None);
                 }
-                let t = self.table(&i.node, &field);
-                self.unknown_keys(t, &["min", "max"], &field);
-                let num = |k: &str| t.iter().find(|x| x.key == k).and_then(|x| match x.node.value {
-                    Value::Int(n) => Some(n as f64),
-                    Value::Float(f) if f.is_finite() => Some(f),
-                    _ => None,
-                });
-                match (num("min"), num("max")) {
-                    (Some(lo), Some(hi)) if lo <= hi => v.ranges.push((i.key.clone(), lo, hi)),
-                    _ => self.error(i.node.span.clone(), field, "expected { min = ..., max = ... }, two numbers with min <= max", None),
+                if let Some(values) = self.input_values(&i.node, &field) {
+                    v.inputs.push((i.key.clone(), values));
                 }
             }
         }
         v
+    }
+
+    /// `[verify] reference`: `"rust:<name>"` (a Rust model compiled into kernelgen, whose names
+    /// `kernelgen-verify` holds and checks) or `"<file>.py:<function>"` inside the folder.
+    fn reference(&mut self, text: &str, span: &Span) -> Option<ReferenceDef> {
+        if let Some(name) = text.strip_prefix(RUST_REFERENCE_PREFIX) {
+            if is_reference_name(name) {
+                return Some(ReferenceDef::Rust(name.to_string()));
+            }
+            let message = format!("`{}` is not `rust:<name>`", text.escape_debug());
+            self.error(span.clone(), "verify.reference", message, Some("name one of kernelgen's Rust references by its name (letters, digits and `_`), e.g. \"rust:expert\"".into()));
+            return None;
+        }
+        match text.rsplit_once(':') {
+            Some((file, _)) if !is_inside_path(file) => self.error(
+                span.clone(),
+                "verify.reference",
+                format!("`{}` is not a path inside the family file's folder", file.escape_debug()),
+                Some("name a Python file in the family file's folder or a folder below it, e.g. \"refs/softcap.py:reference\" (no `..`, `/` first or hidden name)".into()),
+            ),
+            Some((file, function)) if file.ends_with(".py") && !function.is_empty() && function.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                return Some(ReferenceDef::Python { file: file.to_string(), function: function.to_string() });
+            }
+            _ => self.error(
+                span.clone(),
+                "verify.reference",
+                format!("`{}` is not `<file>.py:<function>` or `rust:<name>`", text.escape_debug()),
+                Some("name a Python file beside the family file and a function in it, e.g. \"refs/softcap.py:reference\"".into()),
+            ),
+        }
+        None
+    }
+
+    /// One input's `[verify] inputs` entry: `{ min = A, max = B }` or `{ values = [...] }`.
+    fn input_values(&mut self, node: &Node, field: &str) -> Option<InputValues> {
+        const FORMS: &str = "expected { min = ..., max = ... } (two numbers, min <= max) or { values = [...] } (1 to 1024 numbers)";
+        let t = self.table(node, field);
+        self.unknown_keys(t, &["min", "max", "values"], field);
+        let number = |n: &Node| match n.value {
+            Value::Int(i) => Some(i as f64),
+            Value::Float(f) if f.is_finite() => Some(f),
+            _ => None,
+        };
+        let entry = |k: &str| t.iter().find(|x| x.key == k);
+        if let Some(values) = entry("values") {
+            if entry("min").is_some() || entry("max").is_some() {
+                self.error(node.span.clone(), field, "`values` and `min`/`max` are two ways to draw an input: give one", Some(FORMS.into()));
+                return None;
+            }
+            let vfield = format!("{field}.values");
+            let Some(items) = values.node.as_array() else {
+                self.error(values.node.span.clone(), vfield, format!("expected an array of numbers, found {}", values.node.value.kind()), None);
+                return None;
+            };
+            if items.is_empty() || items.len() > MAX_INPUT_VALUES {
+                self.error(values.node.span.clone(), vfield, format!("{} values: give 1 to {MAX_INPUT_VALUES}", items.len()), None);
+                return None;
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                match (number(item), &item.value) {
+                    (Some(x), _) => out.push(x),
+                    (None, Value::Float(f)) => self.error(item.span.clone(), vfield.clone(), format!("{f} is not a finite number"), None),
+                    (None, other) => self.error(item.span.clone(), vfield.clone(), format!("expected a finite number, found {}", other.kind()), None),
+                }
+            }
+            return (out.len() == items.len()).then_some(InputValues::Set(out));
+        }
+        match (entry("min").and_then(|e| number(&e.node)), entry("max").and_then(|e| number(&e.node))) {
+            (Some(min), Some(max)) if min <= max => Some(InputValues::Range { min, max }),
+            _ => {
+                self.error(node.span.clone(), field, FORMS, None);
+                None
+            }
+        }
     }
 
     fn axes(&mut self, node: &Node) -> Vec<Axis> {
@@ -1003,6 +1061,15 @@ impl Reader {
             }
         }
     }
+}
+
+/// The most values one input's `[verify] inputs` set may list.
+pub const MAX_INPUT_VALUES: usize = 1024;
+
+/// A Rust reference's name after `rust:`: an identifier of ASCII letters, digits and `_` (not
+/// starting with a digit), at most 64 bytes.
+pub fn is_reference_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Whether `name` names a file (or folder) right inside a folder, as a family file names its
