@@ -4,9 +4,9 @@
 //! stands in for a real one, so arguments can be fabricated with any dtype,
 //! shape, byte length, layout or address.
 
-use kernelgen::backend::{Backend, launch_vec};
+use kernelgen::backend::{Backend, Checked, launch_vec};
 use kernelgen::contract::{BufferDef, KernelDef, Source};
-use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, LaunchPlan, MAX_ELEMENTS};
+use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, MAX_ELEMENTS};
 use kernelgen::{Dtype, kernels};
 use std::cell::Cell;
 
@@ -24,10 +24,11 @@ impl Backend for Recorder {
         a.clone()
     }
 
-    unsafe fn run(&self, plan: &LaunchPlan<'_>, _: &[&ArgInfo]) -> Result<Vec<ArgInfo>, Self::Error> {
+    fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<ArgInfo>, Self::Error> {
         self.launches.set(self.launches.get() + 1);
-        Ok(plan
-            .outputs
+        Ok(launch
+            .plan()
+            .outputs()
             .iter()
             .map(|o| ArgInfo { dtype: Ok(o.dtype), shape: o.shape.clone(), bytes: o.bytes, row_contiguous: true, address: None })
             .collect())

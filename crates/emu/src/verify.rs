@@ -253,9 +253,8 @@ pub fn launch(emu: &EmuBackend, def: &KernelDef, case: &Case, config: RunConfig)
     let arrays: Vec<&HostArray> = case.arrays.iter().collect();
     let host: Vec<&[i32]> = case.host.iter().map(Vec::as_slice).collect();
     let given: Vec<(String, u64)> = def.sizes.iter().zip(&case.sizes).map(|(n, v)| (n.to_string(), *v)).collect();
-    let plan = backend::check(emu, def, &arrays, &host, &given).map_err(|e| e.to_string())?;
-    // SAFETY: `check` accepted exactly these arrays and made `plan`.
-    unsafe { emu.run_with(&plan, &arrays, config) }.map_err(|e: EmuError| kernelgen::launch::LaunchError::backend(def, e).to_string())
+    let checked = backend::check(emu, def, &arrays, &host, &given).map_err(|e| e.to_string())?;
+    emu.run_with(&checked, config).map_err(|e: EmuError| kernelgen::launch::LaunchError::backend(def, e).to_string())
 }
 
 fn elements(a: &HostArray) -> Vec<&[u8]> {

@@ -1,10 +1,10 @@
 //! Typed launchers through the emulator backend: typed arguments in, typed
 //! outputs out, equal to the reference; and, over random shapes, every
-//! launch the checks accept runs clean (guard pages armed) while the ones
-//! they reject would have read out of bounds or had the wrong shape.
+//! launch the checks accept runs clean (guard pages armed) while every one
+//! they reject names the argument (running a rejected launch anyway is no
+//! longer expressible: `Backend::run` takes only what the checks return).
 
 use half::bf16;
-use kernelgen::backend::Backend;
 use kernelgen_emu::backend::EmuBackend;
 use kernelgen_emu::host::HostArray;
 use kernelgen::kernels::experts::{TINY_EXPERT_Q4_BF16_R4_GATE_UP, TinyExpertQ4Bf16R4};
@@ -108,7 +108,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn accepted_launches_run_clean_and_rejected_ones_would_not(m in 1usize..4, dcols in -2i64..=2, dslot in prop::sample::select(vec![-64i64, -4, 0, 4])) {
+    fn accepted_launches_run_clean_and_rejected_ones_name_the_argument(m in 1usize..4, dcols in -2i64..=2, dslot in prop::sample::select(vec![-64i64, -4, 0, 4])) {
         let emu = backend();
         let cols = (H as i64 + dcols) as usize;
         let slot_len = (SLOT as i64 + dslot) as usize;
@@ -125,18 +125,6 @@ proptest! {
             let v = &e.violations()[0];
             prop_assert!(matches!(v.kind, ErrorKind::Dim));
             prop_assert_eq!(v.argument.as_deref(), Some(if cols != H { "x" } else { "slot" }));
-            if cols < H && slot_len == SLOT {
-                // Bypassing the checks with the plan of a valid launch of this
-                // M, the kernel reads past the end of the short x and hits the
-                // guard page.
-                let good_x = HostArray::from_bf16(vec![m as u64, H as u64], &activations(m * H, 9));
-                let plan = kernelgen::backend::check(emu, &TINY_EXPERT_Q4_BF16_R4_GATE_UP, &[&good_x, &slot], &[], &[]).unwrap();
-                // SAFETY: deliberately violated; the emulator's guard page
-                // turns the out-of-bounds read into an error.
-                let bypass = unsafe { emu.run(&plan, &[&x, &slot]) };
-                let e = bypass.expect_err("an out-of-bounds read went unnoticed");
-                prop_assert!(e.to_string().contains("buffer(0) `x`") && e.to_string().contains("past the end"), "{}", e);
-            }
         }
     }
 }
