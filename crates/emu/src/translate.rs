@@ -5,6 +5,8 @@
 //! newlines re-emits them), so `#line 1 "<file>"` at the top maps every compiler
 //! diagnostic, every `__builtin_LINE()` and every debug line back to the `.metal` file.
 
+use kernelgen_msl::vocab::is_address_space;
+
 use super::{AddressSpace, Attribute, Binding, FunctionConstant, FunctionConstantDecl, KernelSignature, Param};
 
 /// A token of the source, with its byte span. Comments are skipped; string and
@@ -1178,11 +1180,6 @@ fn function_constants(toks: &[Tok], src: &str, paren_at: &[i32], given: &[(u32, 
         }
     }
     Ok((decls, edits))
-}
-
-/// Metal's address-space keywords.
-fn is_address_space(s: &str) -> bool {
-    matches!(s, "thread" | "threadgroup" | "device" | "constant" | "threadgroup_imageblock" | "ray_data" | "object_data")
 }
 
 /// MSL overloads functions on address spaces: member functions on the address space of
