@@ -205,6 +205,20 @@ fn vectors_swizzles_and_half_literals() {
 }
 
 #[test]
+fn every_compound_assignment_through_a_swizzle_writes_the_vector() {
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n\
+               [[kernel]] void k(device uint4* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n\
+               uint4 v = uint4(1, 2, 3, 4);\n\
+               v.xy <<= 1u;\n  v.zw >>= 1u;\n  v.yx |= 8u;\n  v.zy &= uint2(15, 4);\n  v.xw %= 3u;\n  v.wz ^= uint2(1, 6);\n\
+               v.zx += uint2(1, 1);\n  o[i] = v;\n}\n";
+    let p = load(src, "swizzle_ops.metal");
+    let mut o = DeviceBuffer::zeroed(16);
+    p.dispatch("k", &mut [&mut o], [1, 1, 1], [1, 1, 1]).unwrap();
+    // (1,2,3,4) -> (2,4,3,4) -> (2,4,1,2) -> (10,12,1,2) -> (10,4,1,2) -> (1,4,1,2) -> (1,4,7,3) -> (2,4,8,3)
+    assert_eq!(u32s(&o), [2, 4, 8, 3]);
+}
+
+#[test]
 fn templated_kernels_with_host_name_and_header_helpers() {
     let p = load(TPL, "rowdot.metal");
     let names: Vec<&str> = p.kernels().iter().map(|k| k.name.as_str()).collect();
