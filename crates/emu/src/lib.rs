@@ -20,7 +20,8 @@
 //! # Ok::<(), kernelgen_emu::EmuError>(())
 //! ```
 //!
-//! Every load is first checked as Metal by
+//! [`Program::run`] takes a [`Dispatch`], which may set one dispatch's run order, workers,
+//! placement, time limit or threadgroup poison. Every load is first checked as Metal by
 //! kernelgen-msl (clang 14 or newer: without it [`Emulator::new`] fails with
 //! [`EmuError::MetalCheck`], saying what to install); a source Metal would reject fails with
 //! [`EmuError::InvalidMetal`].
@@ -94,7 +95,7 @@ pub use options::{
     EmuOptions, FunctionConstant, LoadOptions, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
     set_default_workers,
 };
-pub use program::{DispatchStats, Emulator, Program};
+pub use program::{Dispatch, DispatchStats, Emulator, Program};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 pub use signature::{AddressSpace, Attribute, Binding, FunctionConstantDecl, KernelSignature, Param};
 /// One problem the Metal check found: `file:line:col: message`.

@@ -60,7 +60,8 @@ pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// Options of an [`Emulator`].
+/// Options of an [`Emulator`]. A [`Dispatch`](crate::Dispatch) may set its own `order`, `workers`,
+/// `placement` and `timeout`.
 #[derive(Clone, Debug)]
 pub struct EmuOptions {
     /// Where compiled objects are cached (the default: docs/emulator.md, "Build cache").

@@ -1,5 +1,5 @@
 //! Loading and running: an [`Emulator`] checks, translates, compiles and loads a `.metal`
-//! source into a [`Program`], which dispatches its kernels.
+//! source into a [`Program`]; a [`Dispatch`] runs one of its kernels.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -141,6 +141,71 @@ pub struct DispatchStats {
     pub elapsed: Duration,
 }
 
+/// One dispatch of a kernel: the grid (in threads, as MLX counts it), the threadgroup, and
+/// how it runs. What is not set is the emulator's ([`EmuOptions`]). [`Program::run`] runs it
+/// on a set of buffers; the same value may run again on others.
+///
+/// ```no_run
+/// use kernelgen_emu::{DeviceBuffer, Dispatch, EmuOptions, Emulator, RunOrder};
+/// let emu = Emulator::new(EmuOptions::default())?;
+/// let prog = emu.load(
+///     "[[kernel]] void twice(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] *= 2.0f; }",
+///     "twice.metal",
+/// )?;
+/// let mut x = DeviceBuffer::from_bytes(&[0u8; 64]);
+/// let reversed = Dispatch::new("twice", [16, 1, 1], [4, 1, 1]).order(RunOrder::Reverse).workers(1);
+/// prog.run(&reversed, &mut [&mut x])?;
+/// # Ok::<(), kernelgen_emu::EmuError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatch<'k> {
+    kernel: &'k str,
+    grid: [u32; 3],
+    threadgroup: [u32; 3],
+    order: Option<RunOrder>,
+    workers: Option<usize>,
+    placement: Option<Placement>,
+    timeout: Option<Duration>,
+    threadgroup_poison: u8,
+}
+
+impl<'k> Dispatch<'k> {
+    /// `kernel` (a name of [`Program::kernels`]) over `grid` threads in threadgroups of
+    /// `threadgroup`, run as the emulator's options say.
+    pub fn new(kernel: &'k str, grid: [u32; 3], threadgroup: [u32; 3]) -> Self {
+        Dispatch { kernel, grid, threadgroup, order: None, workers: None, placement: None, timeout: None, threadgroup_poison: POISON }
+    }
+
+    /// The order the fibers of a threadgroup run in, and threadgroups are assigned to workers
+    /// (instead of [`EmuOptions::order`]).
+    pub fn order(self, order: RunOrder) -> Self {
+        Dispatch { order: Some(order), ..self }
+    }
+
+    /// The worker threads that run its threadgroups (instead of [`EmuOptions::workers`]; 0:
+    /// automatic, as there).
+    pub fn workers(self, workers: usize) -> Self {
+        Dispatch { workers: Some(workers), ..self }
+    }
+
+    /// Where the buffers' data sits in their pages (instead of [`EmuOptions::placement`]).
+    pub fn placement(self, placement: Placement) -> Self {
+        Dispatch { placement: Some(placement), ..self }
+    }
+
+    /// How long it may run before it is stopped with [`EmuError::Timeout`] (instead of
+    /// [`EmuOptions::timeout`]).
+    pub fn timeout(self, limit: Duration) -> Self {
+        Dispatch { timeout: Some(limit), ..self }
+    }
+
+    /// The byte threadgroup memory is filled with before each threadgroup runs (default
+    /// [`POISON`], 0xFF: an uninitialized float reads as NaN).
+    pub fn threadgroup_poison(self, byte: u8) -> Self {
+        Dispatch { threadgroup_poison: byte, ..self }
+    }
+}
+
 struct ProgramInner {
     kernels: Vec<KernelSignature>,
     by_name: HashMap<String, usize>,
@@ -185,7 +250,9 @@ impl Program {
         self.inner.compiled
     }
 
-    /// Run `kernel` over `grid` threads in threadgroups of `threadgroup` (MLX semantics).
+    /// Runs `kernel` over `grid` threads in threadgroups of `threadgroup` (MLX semantics),
+    /// in the emulator's run order, on its workers, with its placement and time limit:
+    /// [`Program::run`] of [`Dispatch::new`].
     pub fn dispatch(
         &self,
         kernel: &str,
@@ -193,48 +260,19 @@ impl Program {
         grid: [u32; 3],
         threadgroup: [u32; 3],
     ) -> Result<DispatchStats, EmuError> {
-        self.dispatch_with_order(kernel, buffers, grid, threadgroup, self.inner.opts.order)
+        self.run(&Dispatch::new(kernel, grid, threadgroup), buffers)
     }
 
-    /// [`Program::dispatch`] with a run order other than the emulator's.
-    pub fn dispatch_with_order(
-        &self,
-        kernel: &str,
-        buffers: &mut [&mut DeviceBuffer],
-        grid: [u32; 3],
-        threadgroup: [u32; 3],
-        order: RunOrder,
-    ) -> Result<DispatchStats, EmuError> {
-        self.dispatch_with(kernel, buffers, grid, threadgroup, order, self.inner.opts.workers)
-    }
-
-    /// [`Program::dispatch`] with a run order and a worker count (0: automatic, see
-    /// [`EmuOptions::workers`]) other than the emulator's.
-    pub fn dispatch_with(
-        &self,
-        kernel: &str,
-        buffers: &mut [&mut DeviceBuffer],
-        grid: [u32; 3],
-        threadgroup: [u32; 3],
-        order: RunOrder,
-        workers: usize,
-    ) -> Result<DispatchStats, EmuError> {
+    /// Runs one dispatch on `buffers` (`buffers[i]` is `[[buffer(i)]]`).
+    pub fn run(&self, dispatch: &Dispatch<'_>, buffers: &mut [&mut DeviceBuffer]) -> Result<DispatchStats, EmuError> {
         let mut bufs: Vec<runtime::Buf<'_>> = buffers.iter_mut().map(|b| runtime::Buf::Mut(&mut **b)).collect();
-        self.dispatch_bufs(kernel, &mut bufs, grid, threadgroup, order, workers, POISON, self.inner.opts.placement)
+        self.run_bufs(dispatch, &mut bufs)
     }
 
-    /// The dispatch behind every other: buffers the kernel writes, reads, or reads in place.
-    pub(crate) fn dispatch_bufs(
-        &self,
-        kernel: &str,
-        buffers: &mut [runtime::Buf<'_>],
-        grid: [u32; 3],
-        threadgroup: [u32; 3],
-        order: RunOrder,
-        workers: usize,
-        threadgroup_poison: u8,
-        placement: Placement,
-    ) -> Result<DispatchStats, EmuError> {
+    /// The dispatch behind both: buffers the kernel writes, reads, or reads in place.
+    pub(crate) fn run_bufs(&self, dispatch: &Dispatch<'_>, buffers: &mut [runtime::Buf<'_>]) -> Result<DispatchStats, EmuError> {
+        let Dispatch { kernel, grid, threadgroup, .. } = *dispatch;
+        let opts = &self.inner.opts;
         let launch = |message: String| EmuError::Launch { kernel: kernel.to_string(), message };
         let Some(&idx) = self.inner.by_name.get(kernel) else {
             let names: Vec<&str> = self.inner.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -266,13 +304,13 @@ impl Program {
             buffers,
             grid,
             threadgroup,
-            order,
-            threadgroup_poison,
-            sanitize: self.inner.opts.sanitize,
-            guard_pages: self.inner.opts.guard_pages,
-            workers: workers_or_default(workers),
-            placement,
-            time_limit: self.inner.opts.timeout.unwrap_or_else(default_timeout),
+            order: dispatch.order.unwrap_or(opts.order),
+            threadgroup_poison: dispatch.threadgroup_poison,
+            sanitize: opts.sanitize,
+            guard_pages: opts.guard_pages,
+            workers: workers_or_default(dispatch.workers.unwrap_or(opts.workers)),
+            placement: dispatch.placement.unwrap_or(opts.placement),
+            time_limit: dispatch.timeout.or(opts.timeout).unwrap_or_else(default_timeout),
         })
     }
 }
