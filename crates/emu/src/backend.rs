@@ -13,7 +13,7 @@
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
-use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, POISON, Placement, Program, RunOrder};
+use crate::{DeviceBuffer, Dispatch, EmuError, EmuOptions, Emulator, HostArray, POISON, Placement, Program, RunOrder};
 use kernelgen::backend::{Backend, Checked};
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::{ArgInfo, Input};
@@ -155,7 +155,11 @@ impl EmuBackend {
                 });
             }
             bufs.extend(outputs.iter_mut().map(Buf::Mut));
-            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid(), plan.threadgroup(), config.order, opts.workers, config.threadgroup_poison, config.placement)?;
+            let dispatch = Dispatch::new(&def.mlx_name, plan.grid(), plan.threadgroup())
+                .order(config.order)
+                .placement(config.placement)
+                .threadgroup_poison(config.threadgroup_poison);
+            program.run_bufs(&dispatch, &mut bufs)?;
         }
         drop(copies);
         // a large output moves into the array as it is (guarded, bound in place by the next launch)
