@@ -25,6 +25,20 @@ pub enum AxisValue {
     Bool(bool),
 }
 
+impl AxisValue {
+    /// The axis value a spec or family file writes as `value` (a string, an integer or a
+    /// boolean); `None` for another kind of value.
+    pub fn from_value(value: &crate::spec::Value) -> Option<Self> {
+        use crate::spec::Value;
+        match value {
+            Value::Str(s) => Some(AxisValue::Str(s.clone())),
+            Value::Int(i) => Some(AxisValue::Int(*i)),
+            Value::Bool(b) => Some(AxisValue::Bool(*b)),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for AxisValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -62,7 +62,7 @@ pub struct ExprError {
 }
 
 impl ExprError {
-    fn new(span: Span, message: impl Into<String>) -> Self {
+    pub(crate) fn new(span: Span, message: impl Into<String>) -> Self {
         ExprError { span, message: message.into(), unknown: None }
     }
 }
@@ -541,7 +541,7 @@ fn check_into(e: &Expr, scope: &dyn Scope, errors: &mut Vec<ExprError>) -> Optio
             Some(t) => Some(t),
             None => {
                 let names = scope.names();
-                let hint = crate::validate::suggest(n, names.iter().map(String::as_str));
+                let hint = crate::schema::suggest(n, names.iter().map(String::as_str));
                 errors.push(ExprError { span: e.span.clone(), message: format!("unknown name `{n}`{hint}"), unknown: Some(n.clone()) });
                 None
             }
@@ -713,7 +713,7 @@ fn check_call(e: &Expr, name: &str, args: &[Expr], scope: &dyn Scope, errors: &m
             if t.contains(&Type::Size) { bad(errors, "values that do not depend on run-time sizes") } else { Some(Type::Str) }
         }
         _ => {
-            let hint = crate::validate::suggest(name, FUNCTIONS.iter().map(|f| f.0));
+            let hint = crate::schema::suggest(name, FUNCTIONS.iter().map(|f| f.0));
             errors.push(ExprError::new(e.span.clone(), format!("unknown function `{name}`{hint}")));
             None
         }
