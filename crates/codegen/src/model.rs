@@ -14,6 +14,11 @@ pub fn dtype_from_short(short: &str) -> Option<Dtype> {
     Dtype::ALL.into_iter().find(|d| d.short_name() == short)
 }
 
+/// Every dtype name, for messages: `` `f32`, `f16`, ..., `bool` ``.
+pub fn dtype_names() -> String {
+    crate::schema::key_list(Dtype::ALL.map(Dtype::short_name))
+}
+
 /// One value of a variant axis.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum AxisValue {

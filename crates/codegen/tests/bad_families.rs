@@ -69,5 +69,7 @@ fn planned_values_out_of_range_are_errors() {
         let line = base.replace(from, to).lines().position(|l| l.starts_with(to.split(" =").next().unwrap())).unwrap() + 1;
         assert!(text.contains(what) && text.contains(&format!("rowsum.toml:{line}:")), "{to}: {text}");
         assert!(text.contains(message) && text.contains("specs/rows.toml:2:"), "{to}: {text}");
-    }
+    }    // an axis value that names no dtype, used as one: the dtypes are listed
+    let text = generated(&base.replace("values = [\"f32\", \"f16\"]\ndefault = [\"f32\"]", "values = [\"f32\", \"uint32\"]\ndefault = [\"uint32\"]"), 8);
+    assert!(text.contains("`uint32` is not a dtype (the dtypes are `f32`, `f16`, `bf16`, `i8`, `u8`, `u16`, `i32`, `u32`, `bool`)"), "{text}");
 }

@@ -59,11 +59,13 @@ pub struct ExprError {
     /// The unknown name, when that is the error (a reader skips names it
     /// already reported as broken).
     pub unknown: Option<String>,
+    /// What would be right, when there is more to say than the message.
+    pub help: Option<String>,
 }
 
 impl ExprError {
     pub(crate) fn new(span: Span, message: impl Into<String>) -> Self {
-        ExprError { span, message: message.into(), unknown: None }
+        ExprError { span, message: message.into(), unknown: None, help: None }
     }
 }
 
@@ -542,7 +544,9 @@ fn check_into(e: &Expr, scope: &dyn Scope, errors: &mut Vec<ExprError>) -> Optio
             None => {
                 let names = scope.names();
                 let hint = crate::schema::suggest(n, names.iter().map(String::as_str));
-                errors.push(ExprError { span: e.span.clone(), message: format!("unknown name `{n}`{hint}"), unknown: Some(n.clone()) });
+                // with no near name, the names there are (a few dozen at most in a family)
+                let help = (hint.is_empty() && !names.is_empty()).then(|| format!("the names here are {}", crate::schema::key_list(names.iter().map(String::as_str))));
+                errors.push(ExprError { span: e.span.clone(), message: format!("unknown name `{n}`{hint}"), unknown: Some(n.clone()), help });
                 None
             }
         },
@@ -1043,7 +1047,7 @@ fn call(e: &Expr, name: &str, args: &[Expr], env: &dyn Env) -> Result<Sym, ExprE
         "sci_f32" => Value::Str(format!("{:e}", f(0)? as f32)),
         "metal_type" | "dtype_size" => {
             let d = s(0)?;
-            let dtype = crate::model::dtype_from_short(&d).ok_or_else(|| fail(format!("`{d}` is not a dtype")))?;
+            let dtype = crate::model::dtype_from_short(&d).ok_or_else(|| fail(format!("`{d}` is not a dtype (the dtypes are {})", crate::model::dtype_names())))?;
             if name == "metal_type" { Value::Str(dtype.metal_name().into()) } else { Value::Int(dtype.size() as i64) }
         }
         "hex" => {

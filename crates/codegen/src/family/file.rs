@@ -95,7 +95,7 @@ impl Reader<'_> {
         if e.unknown.as_ref().is_some_and(|n| self.broken.contains(n)) {
             return;
         }
-        self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, None);
+        self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, e.help);
     }
 
     /// An expression: a string (or an integer, for a constant).
@@ -749,8 +749,10 @@ impl Reader<'_> {
             }
             cost.finish();
         }
+        // (an output that failed to read was reported: the list is not empty)
+        let no_outputs = body.get("output").and_then(Node::as_array).is_none_or(<[Node]>::is_empty);
         body.finish();
-        if outputs.is_empty() {
+        if no_outputs {
             self.error(node.span.clone(), format!("{prefix}.output"), "a kernel writes at least one output", None);
         }
         let mut seen: Vec<&str> = Vec::new();
@@ -833,13 +835,10 @@ impl Reader<'_> {
             },
         };
         let dtype = match body.get("dtype") {
-            Some(n) => match n.as_str().and_then(dtype_from_short) {
-                Some(d) => Some(DtypeSpec::Fixed(d)),
-                None => self.typed(n, &body.field("dtype"), names, Type::Str, "a dtype").map(DtypeSpec::Expr),
-            },
+            Some(n) => self.dtype(n, &body.field("dtype"), names),
             None if packed_ref.is_some() => Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::U8)),
             None => {
-                self.error(node.span.clone(), body.field("dtype"), "missing `dtype` (a dtype such as \"f32\", or an axis naming one)", None);
+                self.error(node.span.clone(), body.field("dtype"), "missing `dtype` (a dtype such as \"f32\", or an axis naming one)", Some(format!("the dtypes are {}", crate::model::dtype_names())));
                 None
             }
         };
@@ -861,6 +860,25 @@ impl Reader<'_> {
         let align = body.get("align").and_then(|n| self.typed(n, &body.field("align"), names, Type::Int, "`align`"));
         let when = body.get("when").and_then(|n| self.typed(n, &body.field("when"), names, Type::Bool, "`when`"));
         Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, when, span: node.span.clone() })
+    }
+
+    /// A buffer's `dtype`: a dtype's name, or a string expression naming one (an axis). A name
+    /// that is neither is told the dtypes, and the names it could have meant.
+    fn dtype(&mut self, node: &Node, field: &str, names: &Names) -> Option<DtypeSpec> {
+        let text = node.as_str();
+        if let Some(d) = text.and_then(dtype_from_short) {
+            return Some(DtypeSpec::Fixed(d));
+        }
+        let unknown_name = text.filter(|t| is_msl_identifier(t) && names.type_of(t).is_none() && !self.broken.contains(*t));
+        if let Some(t) = unknown_name {
+            let dtypes = kernelgen_contract::Dtype::ALL.map(kernelgen_contract::Dtype::short_name);
+            let known = names.names();
+            let hint = suggest(t, dtypes.into_iter().chain(known.iter().map(String::as_str)));
+            let at = self.text_start(&node.span);
+            self.error(at..at + t.len(), field, format!("`{t}` is neither a dtype nor a name of the family{hint}"), Some(format!("the dtypes are {}; or name an axis (or [let] value) whose value is one", crate::model::dtype_names())));
+            return None;
+        }
+        self.typed(node, field, names, Type::Str, "a dtype").map(DtypeSpec::Expr)
     }
 
     /// The names the launcher module defines for the family's own kernels and packed buffers must

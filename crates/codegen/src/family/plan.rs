@@ -300,7 +300,7 @@ impl FamilyDef {
                 let dtype = match &spec.dtype {
                     DtypeSpec::Fixed(d) => *d,
                     DtypeSpec::Expr(e) => match expr::eval(&e.value, b) {
-                        Ok(Value::Str(s)) => dtype_from_short(&s).ok_or_else(|| self.broken(e, &what, ExprError::new(e.value.span.clone(), format!("`{s}` is not a dtype"))))?,
+                        Ok(Value::Str(s)) => dtype_from_short(&s).ok_or_else(|| self.broken(e, &what, ExprError::new(e.value.span.clone(), format!("`{s}` is not a dtype (the dtypes are {})", crate::model::dtype_names()))))?,
                         Ok(other) => return Err(self.broken(e, &what, ExprError::new(e.value.span.clone(), format!("expected a dtype name, found {}", other.text())))),
                         Err(err) => return Err(self.broken(e, &what, err)),
                     },
