@@ -33,6 +33,40 @@ impl Diagnostic {
         line_col(&self.source.text, self.span.start)
     }
 
+    /// The problem with its source excerpt, as [`Diagnostics::render`] shows each.
+    pub fn render(&self) -> String {
+        let mut files: SimpleFiles<&str, &str> = SimpleFiles::new();
+        let id = files.add(self.source.display.as_str(), self.source.text.as_str());
+        let mut out = String::new();
+        self.render_into(&files, id, &mut out);
+        out
+    }
+
+    fn render_into(&self, files: &SimpleFiles<&str, &str>, id: usize, out: &mut String) {
+        if excerpt_too_long(self) {
+            // A line of 60 KB would be printed whole for each problem on it.
+            let (line, col) = self.line_col();
+            out.push_str(&format!("error: {}: {}\n  --> {}:{line}:{col}\n", self.field, self.message, self.source.display));
+            if let Some(help) = &self.help {
+                out.push_str(&format!("  = help: {help}\n"));
+            }
+            out.push('\n');
+            return;
+        }
+        let mut cs = CsDiagnostic::error().with_message(format!("{}: {}", self.field, self.message)).with_labels(vec![Label::primary(id, self.span.clone())]);
+        if let Some(help) = &self.help {
+            cs = cs.with_notes(vec![format!("help: {help}")]);
+        }
+        let config = Config { chars: Chars::ascii(), ..Config::default() };
+        match term::emit_into_string(&config, files, &cs) {
+            Ok(text) => out.push_str(&text),
+            Err(_) => {
+                out.push_str(&self.headline());
+                out.push('\n');
+            }
+        }
+    }
+
     /// One line: `file:line:col: field: message`.
     pub fn headline(&self) -> String {
         let (line, col) = self.line_col();
@@ -148,7 +182,6 @@ impl Diagnostics {
         // One entry per source file, borrowed, whatever the number of problems.
         let mut files: SimpleFiles<&str, &str> = SimpleFiles::new();
         let mut ids: Vec<(*const SpecSource, usize)> = Vec::new();
-        let config = Config { chars: Chars::ascii(), ..Config::default() };
         let mut out = String::new();
         for d in &self.0 {
             let ptr = Arc::as_ptr(&d.source);
@@ -160,29 +193,7 @@ impl Diagnostics {
                     id
                 }
             };
-            if excerpt_too_long(d) {
-                // A line of 60 KB would be printed whole for each problem on it.
-                let (line, col) = d.line_col();
-                out.push_str(&format!("error: {}: {}\n  --> {}:{line}:{col}\n", d.field, d.message, d.source.display));
-                if let Some(help) = &d.help {
-                    out.push_str(&format!("  = help: {help}\n"));
-                }
-                out.push('\n');
-                continue;
-            }
-            let mut cs = CsDiagnostic::error()
-                .with_message(format!("{}: {}", d.field, d.message))
-                .with_labels(vec![Label::primary(id, d.span.clone())]);
-            if let Some(help) = &d.help {
-                cs = cs.with_notes(vec![format!("help: {help}")]);
-            }
-            match term::emit_into_string(&config, &files, &cs) {
-                Ok(text) => out.push_str(&text),
-                Err(_) => {
-                    out.push_str(&d.headline());
-                    out.push('\n');
-                }
-            }
+            d.render_into(&files, id, &mut out);
         }
         for (source, n) in self.omitted() {
             out.push_str(&format!(

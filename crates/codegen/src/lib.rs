@@ -64,6 +64,8 @@ impl fmt::Display for Error {
         match self {
             Error::Io { path, message } => write!(f, "error: {}: {message}", path.display()),
             Error::Spec(d) => write!(f, "{d}"),
+            // (a problem located in the template is shown as the specs' are)
+            Error::Render(e) if e.location.is_some() => write!(f, "{e}"),
             Error::Render(e) => write!(f, "error: {e}"),
             Error::NoSpecs(paths) => {
                 let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -483,8 +483,7 @@ impl Reader<'_> {
             Ok(parsed) => return Some((text, parsed)),
             Err(p) => p,
         };
-        let display = std::path::Path::new(&self.source.display).with_file_name(name).display().to_string();
-        let source = Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text });
+        let source = template_source(&self.source.display, name, text);
         let mut offset = problem.offset.min(source.text.len());
         while !source.text.is_char_boundary(offset) {
             offset -= 1;
@@ -937,6 +936,13 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// A family's template `name` as a source problems point into, named beside the family file
+/// (whose path as the user wrote it is `family_display`).
+pub(crate) fn template_source(family_display: &str, name: &str, text: String) -> Arc<SpecSource> {
+    let display = std::path::Path::new(family_display).with_file_name(name).display().to_string();
+    Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text })
 }
 
 /// Whether `name` names a file (or folder) right inside a folder, as a family file names its
