@@ -272,6 +272,7 @@ impl Reader<'_> {
             None => VerifyDef::default(),
         };
         let span = top.span_of("template");
+        let header_span = top.span_of("header");
         top.finish();
 
         let template_name = template_name?;
@@ -280,7 +281,7 @@ impl Reader<'_> {
             return None;
         }
         let template_text = match template(&template_name) {
-            TemplateFile::Text(t) => self.template_parses(&template_name, t),
+            TemplateFile::Text(t) => self.template_parses(&template_name, t, has_header),
             TemplateFile::Missing => {
                 self.error(span, "template", format!("template `{template_name}` was not found next to the family file"), Some(format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`")));
                 None
@@ -299,6 +300,11 @@ impl Reader<'_> {
             }
         };
         let template_text = template_text?;
+        if has_header && !crate::render::sandbox::reads(&template_text.0, "section") {
+            let message = format!("`header = true`, but template `{template_name}` never reads `section`: its header would be its body again");
+            self.error(header_span, "header", message, Some("write {% if section == \"header\" %} ... {% else %} ... {% endif %} in the template, or remove `header = true`".into()));
+            return None;
+        }
         Some(FamilyDef {
             name: name?,
             summary: summary?,
@@ -476,11 +482,17 @@ impl Reader<'_> {
         }
     }
 
-    /// The template's text and its parse if tera parses it and it keeps the sandbox's rules; else
-    /// the problem, at its line and column in the template file.
-    fn template_parses(&mut self, name: &str, text: String) -> Option<(String, tera::Template)> {
-        let problem = match crate::render::sandbox::check(&text) {
-            Ok(parsed) => return Some((text, parsed)),
+    /// The template's text and its parse if tera parses it, it keeps the sandbox's rules and
+    /// its sections are the family's (`header`); else the problem, at its line and column in the
+    /// template file.
+    fn template_parses(&mut self, name: &str, text: String, has_header: bool) -> Option<(String, tera::Template)> {
+        use crate::render::sandbox;
+        let problem = match sandbox::check(&text) {
+            Ok(parsed) if has_header => return Some((text, parsed)),
+            Ok(parsed) => match sandbox::header_not_rendered(&text, &self.source.display) {
+                None => return Some((text, parsed)),
+                Some(p) => p,
+            },
             Err(p) => p,
         };
         let source = template_source(&self.source.display, name, text);

@@ -499,6 +499,25 @@ fn insert_marks(nodes: &mut Vec<Node>, starts: &mut impl Iterator<Item = (usize,
     Some(())
 }
 
+/// Whether a tag of `text` reads the variable `name`.
+pub fn reads(text: &str, name: &str) -> bool {
+    scan(text).unwrap_or_default().iter().any(|t| variable_in(text, t, name).is_some())
+}
+
+/// A template that tests for the header section (compares `section` with `"header"`) in a family
+/// that renders none: the test never holds, so the header would be dropped without a word. The
+/// problem at the test; `family_file` names the family file.
+pub fn header_not_rendered(text: &str, family_file: &str) -> Option<Problem> {
+    let tags = scan(text).ok()?;
+    let tests_header = |t: &&Tag| variable_in(text, t, "section").is_some() && ["\"header\"", "'header'"].iter().any(|h| text[t.start..t.end].contains(h));
+    let tag = tags.iter().find(tests_header)?;
+    Some(Problem::new(
+        tag.start,
+        "the template has a header section, but the family file does not set `header = true`: it is rendered for the body only, so the header would be dropped",
+        format!("add `header = true` to {family_file} (a top-level key, beside `family`)"),
+    ))
+}
+
 /// The tag of `text` that starts at `at` (the first byte only, if none does).
 pub fn tag_at(text: &str, at: usize) -> std::ops::Range<usize> {
     let tags = scan(text).unwrap_or_default();
@@ -967,6 +986,15 @@ mod tests {
         for f in crate::family::bundled().unwrap() {
             assert!(node_starts(&f.parsed.ast, &f.template.1).is_some(), "{}", f.template.0);
         }
+    }
+
+    #[test]
+    fn a_header_section_needs_a_family_that_renders_it() {
+        let header = "{%- if section == \"header\" %}h{% else %}b{% endif %}";
+        let p = header_not_rendered(header, "f.toml").expect("a header the family never renders");
+        assert_eq!((p.offset, p.help.as_deref()), (0, Some("add `header = true` to f.toml (a top-level key, beside `family`)")));
+        assert_eq!(header_not_rendered("b {{ kernel }} {{ 'header' }}", "f.toml"), None);
+        assert!(reads(header, "section") && !reads("{{ 'section' }} {{ a.section }}", "section"));
     }
 
     #[test]
