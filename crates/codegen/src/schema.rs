@@ -28,14 +28,16 @@ pub struct Table<'a> {
     /// Where the reporter stood when the table was opened: its unknown keys are shown there,
     /// before the problems found inside it (the order the file reads in).
     mark: usize,
-    /// Whether [`Table::finish`] ran (or the table allows every key): a reader that drops a
-    /// table unfinished would let a misspelled key through unreported.
+    /// Whether the unknown keys were reported (or the table allows every key).
     finished: bool,
 }
 
+/// A table a reader leaves without [`Table::finish`] (an early return) reports its unknown keys
+/// as it goes: no path through a reader lets a misspelled key pass. (Where it reports makes no
+/// difference: they are shown where the table was opened.)
 impl Drop for Table<'_> {
     fn drop(&mut self) {
-        debug_assert!(self.finished || std::thread::panicking(), "the table `{}` was read without `finish()`", self.path);
+        self.report_unknown();
     }
 }
 
@@ -107,7 +109,8 @@ impl<'a> Table<'a> {
 
     /// The entry for `key`, if the table has it.
     pub fn entry(&self, key: &str) -> Option<&'a Entry> {
-        debug_assert!(self.keys.contains(&key), "`{key}` is not a key of the schema of `{}`", self.path);
+        // (a reader asking for a key its schema does not list is a bug; an open table has every key)
+        debug_assert!(self.finished || self.keys.contains(&key), "`{key}` is not a key of the schema of `{}`", self.path);
         self.entries.iter().find(|e| e.key == key)
     }
 
@@ -181,7 +184,13 @@ impl<'a> Table<'a> {
     /// Reports every key the schema does not have: at the key, with the keys it has and the
     /// nearest one; shown before the problems found inside the table since it was opened.
     pub fn finish(mut self) {
-        self.finished = true;
+        self.report_unknown();
+    }
+
+    fn report_unknown(&mut self) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
         let unknown = self.entries.iter().filter(|e| !self.keys.contains(&e.key.as_str()));
         for (i, e) in unknown.enumerate() {
             let help = if self.keys.is_empty() {
@@ -294,6 +303,48 @@ mod tests {
         // `cap` and `tap` are both one edit from `cbp`; `cap` starts as it does
         assert_eq!(mean("cbp", &["tap", "cap"]).as_deref(), Some("cap"));
         assert_eq!(mean("xap", &["cap", "tap"]).as_deref(), Some("cap"), "no prefix: the first listed");
+    }
+
+    fn reporter(text: &str) -> (Reporter, Node) {
+        let source = std::sync::Arc::new(crate::spec::SpecSource { display: "f.toml".into(), origin: String::new(), stem: String::new(), text: text.into() });
+        (Reporter::new(source), crate::spec::toml::parse(text).unwrap())
+    }
+
+    #[test]
+    fn a_table_reads_typed_values_and_reports_what_does_not_fit() {
+        let (r, root) = reporter("name = 3\nflag = true\nsumary = \"x\"\n[inner]\nk = 1\nkk = 2\n");
+        let top = Table::new(&r, &root, "", &["name", "flag", "summary", "inner"]);
+        assert_eq!((top.str("name"), top.bool("flag", false), top.required_str("summary", "one line")), (None, true, None));
+        let inner = top.table("inner", &["k"]).unwrap();
+        assert_eq!(inner.get("k").and_then(Node::as_int), Some(1));
+        inner.finish();
+        top.finish();
+        let shown: Vec<String> = r.into_diagnostics().0.iter().map(|d| format!("{}: {}{}", d.field, d.message, d.help.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())).collect();
+        assert_eq!(
+            shown,
+            [
+                // the table's unknown keys first, where it starts, as the file reads
+                "sumary: unknown key `sumary` (expected one of: `name`, `flag`, `summary`, `inner`; did you mean `summary`?)",
+                "name: expected a string, found an integer",
+                "summary: missing `summary` (one line) (add `summary = ...`)",
+                "inner.kk: unknown key `kk` (expected one of: `k`; did you mean `k`?)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_left_without_finish_still_reports_its_unknown_keys() {
+        let (r, root) = reporter("a = 1\nb = 2\n");
+        // a reader that returns early, before its finish()
+        let read = |r: &Reporter| -> Option<i64> {
+            let t = Table::new(r, &root, "", &["a"]);
+            let a = t.get("a")?.as_int()?;
+            (a > 1).then_some(())?;
+            t.finish();
+            Some(a)
+        };
+        assert_eq!(read(&r), None);
+        assert_eq!(r.into_diagnostics().0.iter().map(|d| d.field.as_str()).collect::<Vec<_>>(), ["b"]);
     }
 
     #[test]
