@@ -1,5 +1,6 @@
 //! What README.md's "Depending on it" tells a user's crate, checked on the example crates (crates
-//! of a user's, outside kernelgen's workspace): the build profile they need.
+//! of a user's, outside kernelgen's workspace): the build profile they need, and how to build the
+//! emulator's documentation from them.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -55,4 +56,26 @@ fn the_example_crates_optimize_what_kernelgen_optimizes() {
         }
     }
     assert!(checked >= 4, "the example crates build the emulator: {checked} profiles checked");
+}
+
+/// README.md's command for the emulator's documentation works from a crate where the emulator is
+/// a dev-dependency (plain `cargo doc -p kernelgen-emu` panics there: rust-lang/cargo#11105).
+#[test]
+#[ignore = "slow (documents the emulator and checks its dependencies): `make test-slow`, in .ci/run"]
+fn the_readme_documents_the_emulator_from_a_users_crate() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let command = readme.split('`').find(|s| s.starts_with("cargo doc -p kernelgen-emu")).expect("README.md gives a `cargo doc -p kernelgen-emu ...` command");
+    let args: Vec<&str> = command.split_whitespace().skip(1).filter(|a| *a != "--open").collect();
+    // <target>/debug/kernelgen: the documentation builds into the same target directory
+    let target = PathBuf::from(env!("CARGO_BIN_EXE_kernelgen")).parent().and_then(|p| p.parent()).unwrap().to_path_buf();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(&args)
+        .args(["--no-deps", "--offline", "--manifest-path"])
+        .arg(root().join("examples/downstream/Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(target.join("doc/kernelgen_emu/index.html").exists());
 }
