@@ -394,41 +394,35 @@ impl Cursor<'_> {
                     self.starts.push((at, false));
                 }
                 Node::If(i, _) => {
-                    let at = self.tag(Some("if"))?;
-                    self.starts.push((at, false));
-                    for (k, (_, _, body)) in i.conditions.iter().enumerate() {
-                        if k > 0 {
-                            self.tag(Some("elif"))?;
-                        }
-                        self.nodes(body)?;
-                    }
-                    if let Some((_, body)) = &i.otherwise {
-                        self.tag(Some("else"))?;
-                        self.nodes(body)?;
-                    }
-                    self.tag(Some("endif"))?;
+                    let mut bodies: Vec<(&str, &[Node])> = i.conditions.iter().map(|(_, _, body)| ("elif", body.as_slice())).collect();
+                    bodies.extend(i.otherwise.iter().map(|(_, body)| ("else", body.as_slice())));
+                    self.block("if", &bodies, "endif")?;
                 }
                 Node::Forloop(_, f, _) => {
-                    let at = self.tag(Some("for"))?;
-                    self.starts.push((at, false));
-                    self.nodes(&f.body)?;
-                    if let Some(body) = &f.empty_body {
-                        self.tag(Some("else"))?;
-                        self.nodes(body)?;
-                    }
-                    self.tag(Some("endfor"))?;
+                    let mut bodies = vec![("", f.body.as_slice())];
+                    bodies.extend(f.empty_body.iter().map(|body| ("else", body.as_slice())));
+                    self.block("for", &bodies, "endfor")?;
                 }
-                Node::FilterSection(_, f, _) => {
-                    let at = self.tag(Some("filter"))?;
-                    self.starts.push((at, false));
-                    self.nodes(&f.body)?;
-                    self.tag(Some("endfilter"))?;
-                }
+                Node::FilterSection(_, f, _) => self.block("filter", &[("", &f.body)], "endfilter")?,
                 // (refused by `check`)
                 _ => return None,
             }
         }
         Some(())
+    }
+
+    /// A block: its opening tag, each body after its own tag (`elif`, `else`; the first after the
+    /// opening one), then its closing tag.
+    fn block(&mut self, open: &str, bodies: &[(&str, &[Node])], close: &str) -> Option<()> {
+        let at = self.tag(Some(open))?;
+        self.starts.push((at, false));
+        for (i, (tag, body)) in bodies.iter().enumerate() {
+            if i > 0 {
+                self.tag(Some(tag))?;
+            }
+            self.nodes(body)?;
+        }
+        self.tag(Some(close)).map(|_| ())
     }
 
     /// The next tag, which must be `{% keyword ... %}` (`{{ ... }}` for `None`): where it starts.
