@@ -370,6 +370,13 @@ pub struct FamilyDef {
 }
 
 impl FamilyDef {
+    /// The template as a source problems point into: named beside the family file as the user
+    /// wrote it (`families/softcap.metal.tera`).
+    pub fn template_source(&self) -> Arc<SpecSource> {
+        let name = self.template.0.rsplit('/').next().unwrap_or_default();
+        file::template_source(&self.source.display, name, self.template.1.clone())
+    }
+
     /// The axis of this name.
     pub fn axis(&self, name: &str) -> Option<&Axis> {
         self.axes.iter().find(|a| a.name == name)
