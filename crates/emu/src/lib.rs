@@ -87,11 +87,11 @@ mod translate;
 
 pub use backend::{EmuBackend, RunConfig};
 pub use buffer::{DeviceBuffer, POISON};
-pub use error::{EmuError, Waiter};
+pub use error::{EmuError, TgAccess, TgElement, Waiter};
 pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub(crate) use options::workers_or_default;
 pub use options::{
-    EmuOptions, FunctionConstant, LoadOptions, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
+    EmuOptions, FunctionConstant, LoadOptions, MemoryCheck, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
     set_default_workers,
 };
 pub use program::{Dispatch, DispatchStats, Emulator, Program};

@@ -140,6 +140,22 @@ pub enum RunOrder {
     Shuffle(u64),
 }
 
+/// What a dispatch checks of threadgroup memory beyond what every dispatch does (its guards and
+/// canaries): [`Dispatch::memory_check`](crate::Dispatch::memory_check). The kernel runs as an
+/// object built for the check (once per program, cached as the others), every access to
+/// threadgroup memory seen: slower, the same results. docs/emulator.md, "The threadgroup-memory
+/// check".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryCheck {
+    /// Data races ([`EmuError::Race`]) and accesses outside a threadgroup array (a fault with
+    /// the access's line, before it happens).
+    Races,
+    /// Those, and a read of threadgroup memory no thread of the threadgroup has written
+    /// ([`EmuError::UninitializedRead`]).
+    UninitializedReads,
+}
+
 /// How [`Emulator::load_with`] builds a source, beyond the [`EmuOptions`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoadOptions {

@@ -22,6 +22,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub placement: Placement,
     /// How long the dispatch may run.
     pub time_limit: std::time::Duration,
+    /// The threadgroup-memory check (`object` is built for it).
+    pub memory_check: Option<crate::MemoryCheck>,
 }
 
 /// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages
