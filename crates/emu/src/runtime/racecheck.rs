@@ -14,9 +14,9 @@
 //! be, with its line, before it happens. On request it also reports a read of a byte no thread of
 //! the threadgroup has written ([`MemoryCheck::UninitializedReads`]).
 //!
-//! Not seen: copies the compiler makes with `memcpy`-like loops it does not instrument (the
-//! shim's own `memcpy`, `memmove` and `memset` note theirs), and accesses in code of the
-//! runtime's (the collectives' lane values are on the fibers' stacks, not threadgroup memory).
+//! Not seen: an explicit `memcpy` (Metal has none; copies of aggregates are instrumented as
+//! ranges), and accesses in the runtime's own code (the collectives' lane values are on the
+//! fibers' stacks, not in threadgroup memory).
 
 use crate::MemoryCheck;
 
