@@ -283,7 +283,9 @@ impl fmt::Display for EmuError {
             ),
             EmuError::UninitializedRead { kernel, threadgroup_position_in_grid, at, read } => write!(
                 f,
-                "kernel `{kernel}`: {read}, reading {at} in threadgroup {}, which no thread of the threadgroup has written",
+                "kernel `{kernel}`: thread {} reads {at} {}, which no thread of its threadgroup {} has written",
+                ids(read.thread_position_in_grid),
+                line_of(&read.metal_line),
                 ids(*threadgroup_position_in_grid)
             ),
             EmuError::Launch { kernel, message } => write!(f, "cannot dispatch kernel `{kernel}`: {message}"),

@@ -94,7 +94,7 @@ pub use options::{
     EmuOptions, FunctionConstant, LoadOptions, MemoryCheck, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
     set_default_workers,
 };
-pub use program::{Dispatch, DispatchStats, Emulator, Program};
+pub use program::{Dispatch, DispatchStats, Emulator, Program, ThreadgroupArray};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 pub use signature::{AddressSpace, Attribute, Binding, FunctionConstantDecl, KernelSignature, Param};
 /// One problem the Metal check found: `file:line:col: message`.

@@ -163,8 +163,30 @@ pub struct DispatchStats {
     /// Worker threads that ran threadgroups (fewer than asked for when the grid has fewer
     /// threadgroups or the process's pool of helper threads is exhausted).
     pub workers: usize,
+    /// The threadgroup arrays of the threadgroup that allocated the most threadgroup memory:
+    /// those it reached (each declaration once), in allocation order.
+    pub threadgroup_arrays: Vec<ThreadgroupArray>,
     /// Wall-clock time of the dispatch.
     pub elapsed: Duration,
+}
+
+impl DispatchStats {
+    /// The most threadgroup memory one threadgroup allocated, in bytes (without the
+    /// emulator's guards).
+    pub fn threadgroup_memory(&self) -> usize {
+        self.threadgroup_arrays.iter().map(|a| a.bytes).sum()
+    }
+}
+
+/// A threadgroup array a threadgroup allocated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadgroupArray {
+    /// Its name in the source.
+    pub name: String,
+    /// Its size.
+    pub bytes: usize,
+    /// The `.metal` line of its declaration.
+    pub line: u32,
 }
 
 /// One dispatch of a kernel: the grid (in threads, as MLX counts it), the threadgroup, and

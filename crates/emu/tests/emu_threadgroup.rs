@@ -205,5 +205,5 @@ fn a_read_of_what_no_thread_wrote_is_reported_on_request() {
         }
         other => panic!("expected an uninitialized read, got {other}"),
     }
-    assert!(text.contains("which no thread of the threadgroup has written"), "{text}");
+    assert!(text.contains("which no thread of its threadgroup (0, 0, 0) has written"), "{text}");
 }

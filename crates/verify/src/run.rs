@@ -5,9 +5,9 @@
 
 use crate::case::Case;
 use crate::compare::{Compared, Expected, compare};
-use crate::error::{Error, Mismatch};
+use crate::error::{Error, Finding, Mismatch};
 use crate::properties::{check_properties_in, every_order};
-use crate::reference::{Kernel, Resolved, family_case, resolve};
+use crate::reference::{Kernel, Resolved, family_at, family_case, resolve};
 use kernelgen::backend::{self, Backend};
 use kernelgen::contract::{KernelDef, Tolerance};
 use kernelgen::launch::LaunchError;
@@ -185,7 +185,7 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
             None => family_case(&kernel, options.seed)?,
         };
         sizes = case.sizes_text(&r.def);
-        let outputs = run_case(backend, &r.def, &case, options.seed)?;
+        let outputs = run_case(backend, &r.def, &case, options.seed).map_err(|e| declared_at(e, r))?;
         match reference {
             None if r.kernel.family.verify.reference.is_none() => Ok(Values::None),
             _ if options.no_reference => Ok(Values::Skipped),
@@ -194,6 +194,22 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
         }
     })();
     Outcome { kernel: r.kernel.name.clone(), sizes, result, seconds: start.elapsed().as_secs_f64() }
+}
+
+/// A wrong `threadgroup_memory`, located in the family file.
+fn declared_at(e: Error, r: &RenderedKernel) -> Error {
+    match e {
+        Error::Property(Finding::ThreadgroupMemory { at: None, declared, allocated, arrays }) => {
+            let family = &r.kernel.family;
+            let at = family.parts.iter().find(|p| p.part == r.kernel.plan.part).map(|part| {
+                // the key's value, or the kernel's table where the default (0) applies
+                let span = if part.threadgroup_memory.span.is_empty() { &part.span } else { &part.threadgroup_memory.span };
+                family_at(family, span.start)
+            });
+            Finding::ThreadgroupMemory { at, declared, allocated, arrays }.into()
+        }
+        e => e,
+    }
 }
 
 /// Verifies `kernels` on `backend`, several at once (each launch's threadgroups on the

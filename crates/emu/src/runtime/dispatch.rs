@@ -108,6 +108,9 @@ struct Shared<'m> {
     /// (position in `tg_order`, failure): the failure of the earliest threadgroup.
     error: std::sync::Mutex<Option<(usize, Failure)>>,
     switches: std::sync::atomic::AtomicU64,
+    /// The most threadgroup memory one threadgroup allocated, and its arrays.
+    threadgroup_memory: std::sync::atomic::AtomicUsize,
+    threadgroup_arrays: std::sync::Mutex<(usize, Vec<crate::ThreadgroupArray>)>,
     workers: usize,
 }
 
@@ -285,6 +288,8 @@ fn run_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_
         stop: std::sync::atomic::AtomicBool::new(false),
         error: std::sync::Mutex::new(None),
         switches: std::sync::atomic::AtomicU64::new(0),
+        threadgroup_memory: std::sync::atomic::AtomicUsize::new(0),
+        threadgroup_arrays: std::sync::Mutex::new((0, Vec::new())),
     };
     let used = pool::run(workers, &|| work(&shared));
     let threads = grid.iter().map(|&g| g as u64).product();
@@ -307,7 +312,8 @@ fn run_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_
     if let Some((_, f)) = error {
         return Err(f);
     }
-    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: Default::default() })
+    let threadgroup_arrays = shared.threadgroup_arrays.into_inner().unwrap_or_else(|p| p.into_inner()).1;
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, threadgroup_arrays, elapsed: Default::default() })
 }
 
 /// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
@@ -451,6 +457,14 @@ fn work(shared: &Shared<'_>) {
                     }
                 }
                 shared.finished.fetch_add(1, Ordering::Relaxed);
+                let tg_data = unsafe { (*s).tg_data };
+                if tg_data > shared.threadgroup_memory.fetch_max(tg_data, Ordering::Relaxed) {
+                    let mut most = shared.threadgroup_arrays.lock().unwrap_or_else(|p| p.into_inner());
+                    if tg_data > most.0 {
+                        let sites = unsafe { &(*s).site_list };
+                        *most = (tg_data, sites.iter().map(|t| crate::ThreadgroupArray { name: t.name.clone(), bytes: t.size, line: t.line }).collect());
+                    }
+                }
             }
             if m.asan.is_some() {
                 // stacks abandoned by a fault may keep stale ASan poison
@@ -550,7 +564,7 @@ unsafe fn run_threadgroup(
     stacks: &[Stack],
     order: &mut Vec<u32>,
     run_order: RunOrder,
-    salt: u64,
+    lin: u64,
 ) -> Result<(), Stop> {
     unsafe {
         let tg = ctx.tg;
@@ -630,11 +644,12 @@ unsafe fn run_threadgroup(
         (*s).sites.iter_mut().for_each(|x| *x = None);
         (*s).site_list.clear();
         (*s).found = None;
+        (*s).check = ctx.a.check.filter(|_| racecheck::checks(lin, ctx.tgs));
         if (*s).check.is_some() {
             racecheck::threadgroup_started(s, n_sg);
         }
 
-        order_into(order, n, run_order, salt.wrapping_add(1));
+        order_into(order, n, run_order, lin.wrapping_add(1));
         (*s).order = order.as_ptr();
         (*s).order_len = order.len();
         (*s).round_pos = 0;

@@ -66,6 +66,20 @@ pub(super) enum Found {
     Uninitialized { array: usize, byte: usize, read: Access },
 }
 
+/// The threadgroups at each end of the grid (in linear order) the check sees: a grid of at most
+/// twice as many is checked whole. Its cost is per access of threadgroup memory (tens of
+/// nanoseconds: a hook call and a shadow cell per byte), so a grid of thousands of
+/// threadgroups is sampled where its threadgroups differ most: the first ones and the last
+/// (partial threadgroups, bounds), the run-order comparisons seeing every one.
+pub(crate) const CHECKED_AT_EACH_END: u64 = 32;
+
+/// Whether the check sees the threadgroup of linear index `lin` in a grid of `tgs`
+/// threadgroups.
+pub(super) fn checks(lin: u64, tgs: [u32; 3]) -> bool {
+    let n: u64 = tgs.iter().map(|&t| t as u64).product();
+    lin < CHECKED_AT_EACH_END || lin >= n.saturating_sub(CHECKED_AT_EACH_END)
+}
+
 /// `mem_flags::mem_threadgroup`.
 pub(super) const MEM_THREADGROUP: u32 = 2;
 
@@ -157,6 +171,13 @@ pub(super) unsafe extern "C" fn rt_tg_access(addr: usize, size: u64, is_write: u
         let off = off as usize;
         for byte in off..off + size {
             let cell = sh.cells[k][byte];
+            // the same thread read it already in this interval: what that read found holds
+            // (a write would have cleared the reads), and nothing changes (the hot path of a
+            // thread re-reading staged values)
+            let last = cell.reads[0];
+            if !write && last.epoch == me.epoch && last.thread == me.thread && last.sg_epoch == me.sg_epoch {
+                continue;
+            }
             let found = if write {
                 let mut earlier = std::iter::once(cell.write).chain(cell.reads).filter(|a| a.epoch != 0);
                 earlier.find(|a| !sh.ordered(a, thread)).map(|first| Found::Race { array: k, byte, first, second: me })
@@ -181,5 +202,18 @@ pub(super) unsafe extern "C" fn rt_tg_access(addr: usize, size: u64, is_write: u
                 c.reads = [me, other.unwrap_or_default()];
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_grid_is_checked_whole_a_large_one_at_both_ends() {
+        assert!((0..64).all(|lin| checks(lin, [8, 4, 2])));
+        let (first, last) = (CHECKED_AT_EACH_END, 1000 - CHECKED_AT_EACH_END);
+        assert!(checks(0, [1000, 1, 1]) && checks(first - 1, [1000, 1, 1]) && checks(last, [1000, 1, 1]) && checks(999, [1000, 1, 1]));
+        assert!(!checks(first, [1000, 1, 1]) && !checks(500, [10, 100, 1]) && !checks(last - 1, [1000, 1, 1]));
     }
 }
