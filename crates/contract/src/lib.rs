@@ -83,6 +83,22 @@ impl Dtype {
         }
     }
 
+    /// The CUDA type MLX writes for the dtype in a kernel signature (MLX 0.32's
+    /// `dtype_to_cuda_type`, mlx/backend/cuda/utils.cpp).
+    pub const fn cuda_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float",
+            Dtype::F16 => "__half",
+            Dtype::Bf16 => "__nv_bfloat16",
+            Dtype::I8 => "int8_t",
+            Dtype::U8 => "uint8_t",
+            Dtype::U16 => "uint16_t",
+            Dtype::I32 => "int32_t",
+            Dtype::U32 => "uint32_t",
+            Dtype::Bool => "bool",
+        }
+    }
+
     /// numpy's name for the dtype (bf16 has none in numpy: it travels as uint16).
     pub const fn numpy_name(self) -> &'static str {
         match self {
@@ -845,6 +861,15 @@ mod tests {
 
     fn dim(ops: Vec<Op>) -> Dim {
         Dim::Expr(Cow::Owned(ops))
+    }
+
+    /// MLX's two type tables (`get_type_string` for Metal, `dtype_to_cuda_type` for CUDA).
+    #[test]
+    fn dtypes_are_spelled_as_mlx_spells_them() {
+        let metal: Vec<&str> = Dtype::ALL.iter().map(|d| d.metal_name()).collect();
+        let cuda: Vec<&str> = Dtype::ALL.iter().map(|d| d.cuda_name()).collect();
+        assert_eq!(metal, ["float", "float16_t", "bfloat16_t", "int8_t", "uint8_t", "uint16_t", "int32_t", "uint32_t", "bool"]);
+        assert_eq!(cuda, ["float", "__half", "__nv_bfloat16", "int8_t", "uint8_t", "uint16_t", "int32_t", "uint32_t", "bool"]);
     }
 
     #[test]
