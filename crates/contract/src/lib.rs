@@ -757,7 +757,7 @@ impl fmt::Display for Tolerance {
     }
 }
 
-/// A byte range of [`KernelDef::metal`].
+/// A byte range of a kernel's source ([`KernelDef::metal`], [`CudaSource::source`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TextRange {
     /// First byte (inclusive).
@@ -805,9 +805,52 @@ pub struct KernelDef {
     pub threadgroup_memory_bytes: u32,
     /// What one launch moves and computes.
     pub cost: Cost,
+    /// The kernel's CUDA body, for MLX's CUDA backend; `None` for a Metal-only kernel (its
+    /// family has no CUDA template).
+    pub cuda: Option<CudaSource>,
+}
+
+/// A kernel's CUDA source: what MLX's `cuda_kernel` (mlx-c's `mlx_fast_cuda_kernel_new(name,
+/// input_names, output_names, source, header, ensure_row_contiguous, shared_memory)`) takes
+/// beside the [`KernelDef`]'s name and buffers, and the full text MLX assembles from it. The
+/// launch configuration (grid and threadgroup in threads, output shapes and dtypes, no
+/// template arguments, no init value) is the `KernelDef`'s, as on Metal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CudaSource {
+    /// The function MLX defines, `custom_kernel_<name>`, in namespace `mlx::core::cu`.
+    pub mlx_name: Text,
+    /// The full source exactly as MLX assembles it (the checked-in `.cu`, byte for byte).
+    pub source: Text,
+    /// Where in `source` the header is (MLX's `header`: kernelgen's first line, naming the
+    /// spec and the template, then the template's header section).
+    pub header: TextRange,
+    /// Where in `source` the body is (MLX's `source`).
+    pub body: TextRange,
+    /// Path of the `.cu` file, relative to the project root.
+    pub path: Text,
+    /// Dynamic shared memory to reserve at launch (MLX's `shared_memory`), in bytes: 0 for
+    /// generated kernels, whose `__shared__` arrays are static (sized by constants), so nvrtc
+    /// reserves them and the launch reserves nothing.
+    pub shared_memory_bytes: u32,
+}
+
+impl CudaSource {
+    /// The header MLX places before the kernel's namespace.
+    pub fn header(&self) -> &str {
+        &self.source[self.header.start as usize..self.header.end as usize]
+    }
+
+    /// The body MLX wraps in the signature it writes.
+    pub fn body(&self) -> &str {
+        &self.source[self.body.start as usize..self.body.end as usize]
+    }
 }
 
 impl KernelDef {
+    /// Generated kernels index every input as row-contiguous: a backend builds them with MLX's
+    /// `ensure_row_contiguous`, which copies a strided input first (Metal and CUDA alike).
+    pub const ENSURE_ROW_CONTIGUOUS: bool = true;
+
     /// Threads in one threadgroup (the product of [`KernelDef::threadgroup`]).
     pub fn threads_per_threadgroup(&self) -> u32 {
         self.threadgroup.iter().product()

@@ -4,7 +4,7 @@
 //! error points at its span in the file.
 
 use super::expr::{self, Expr, ExprError, Scope, Type};
-use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, InputValues, Located, PackedDef, PartDef, Piece, ReferenceDef, RegionDef, Role, Size, VerifyDef, RUST_REFERENCE_PREFIX};
+use super::{Axis, AxisKind, BufferSpec, Check, CudaTemplate, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, InputValues, Located, PackedDef, PartDef, Piece, ReferenceDef, RegionDef, Role, Size, VerifyDef, RUST_REFERENCE_PREFIX};
 use crate::diag::{Diagnostics, Reporter};
 use crate::model::{dtype_from_short, AxisValue};
 use crate::names;
@@ -24,9 +24,10 @@ pub enum TemplateFile {
     Unreadable(crate::Error),
 }
 
-/// Reads a family file and its template, which `template` reads by file name (what it
-/// finds is reported here, as a template that does not parse).
-pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: impl FnOnce(&str) -> TemplateFile) -> Result<FamilyDef, Diagnostics> {
+/// Reads a family file and its templates (the Metal one, and the CUDA one where there is
+/// one), which `template` reads by file name (what it finds is reported here, as a template
+/// that does not parse).
+pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, mut template: impl FnMut(&str) -> TemplateFile) -> Result<FamilyDef, Diagnostics> {
     let mut r = Reporter::new(source.clone());
     let tree = match crate::spec::toml::parse(&source.text) {
         Ok(t) => t,
@@ -35,8 +36,8 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
             return Err(r.diagnostics);
         }
     };
-    let mut f = Reader { r, source: source.clone(), broken: Default::default(), parts_failed: false };
-    let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
+    let mut f = Reader { r, source: source.clone(), broken: Default::default(), parts_failed: false, cuda: false };
+    let def = f.family(&tree, &mut template).map(|d| FamilyDef { dir, ..d });
     if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
 }
 
@@ -48,9 +49,11 @@ struct Reader {
     broken: std::collections::BTreeSet<String>,
     /// A kernel or one of its buffers failed to read (checks across kernels are skipped).
     parts_failed: bool,
+    /// The family has a CUDA template: buffer names must suit a CUDA kernel too.
+    cuda: bool,
 }
 
-const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
+const TOP: &[&str] = &["family", "summary", "template", "cuda_template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
 
 fn join(prefix: &str, key: &str) -> String {
     if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
@@ -193,7 +196,7 @@ impl Reader {
         }
     }
 
-    fn family(&mut self, tree: &Node, template: impl FnOnce(&str) -> TemplateFile) -> Option<FamilyDef> {
+    fn family(&mut self, tree: &Node, template: &mut impl FnMut(&str) -> TemplateFile) -> Option<FamilyDef> {
         let whole = 0..self.source.text.len().min(1);
         let top = tree.as_table().unwrap_or(&[]);
         self.unknown_keys(top, TOP, "");
@@ -207,6 +210,9 @@ impl Reader {
         }
         let has_header = self.boolean(top, "header", "", false);
         let template_name = self.opt_string(top, "template", "").or_else(|| name.as_ref().map(|n| format!("{n}.metal.tera")));
+        // (before the kernels: their buffer names are checked as CUDA parameters where it is there)
+        let cuda = self.cuda_template(top, name.as_deref(), template);
+        self.cuda = cuda.is_some();
 
         let axes = match top.iter().find(|e| e.key == "axes") {
             Some(e) => self.axes(&e.node),
@@ -353,36 +359,21 @@ impl Reader {
             return None;
         }
         let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
-        let template_text = match template(&template_name) {
-            TemplateFile::Text(t) => self.template_parses(&template_name, t),
-            TemplateFile::Missing => {
-                self.error(span, "template", format!("template `{template_name}` was not found next to the family file"), Some(format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`")));
-                None
-            }
-            TemplateFile::Unreadable(crate::Error::Spec(d)) => {
-                self.r.diagnostics.extend(d);
-                None
-            }
-            TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
-                self.error(span, "template", format!("template `{template_name}` does not read: {}: {message}", path.display()), None);
-                None
-            }
-            TemplateFile::Unreadable(e) => {
-                self.error(span, "template", format!("template `{template_name}` does not read: {e}"), None);
-                None
-            }
+        let help = format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`");
+        let template_text = self.read_template("template", &template_name, span, Some(help), template).flatten()?;
+        let cuda = match cuda {
+            Some(Some((name, (text, parsed)))) => Some(CudaTemplate { path: self.beside_family_file(name), text, parsed: Arc::new(parsed) }),
+            Some(None) => return None,
+            None => None,
         };
-        let template_text = template_text?;
         Some(FamilyDef {
             name: name?,
             summary: summary?,
             source: self.source.clone(),
             // Named as generated files name it: the family file's folder, then the file.
-            template: (match self.source.origin.rsplit_once('/') {
-                Some((dir, _)) => format!("{dir}/{template_name}"),
-                None => template_name,
-            }, template_text.0),
+            template: (self.beside_family_file(template_name), template_text.0),
             parsed: Arc::new(template_text.1),
+            cuda,
             has_header,
             axes,
             fields,
@@ -394,6 +385,69 @@ impl Reader {
             verify,
             dir: None,
         })
+    }
+
+    /// A template's path as generated files name it: the family file's folder, then the file.
+    fn beside_family_file(&self, file: String) -> String {
+        match self.source.origin.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/{file}"),
+            None => file,
+        }
+    }
+
+    /// Reads the template `name` (which the family file's `field` names), checking it parses and
+    /// keeps the sandbox's rules: `None` when a problem was reported, `Some(None)` when there is no such file and `missing_help` is none
+    /// (the file is optional), else its text and parse.
+    fn read_template(&mut self, field: &str, name: &str, span: Span, missing_help: Option<String>, template: &mut impl FnMut(&str) -> TemplateFile) -> Option<Option<(String, tera::Template)>> {
+        match template(name) {
+            TemplateFile::Text(t) => self.template_parses(name, t).map(Some),
+            TemplateFile::Missing => match missing_help {
+                None => Some(None),
+                Some(help) => {
+                    self.error(span, field, format!("template `{name}` was not found next to the family file"), Some(help));
+                    None
+                }
+            },
+            TemplateFile::Unreadable(crate::Error::Spec(d)) => {
+                self.r.diagnostics.extend(d);
+                None
+            }
+            TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
+                self.error(span, field, format!("template `{name}` does not read: {}: {message}", path.display()), None);
+                None
+            }
+            TemplateFile::Unreadable(e) => {
+                self.error(span, field, format!("template `{name}` does not read: {e}"), None);
+                None
+            }
+        }
+    }
+
+    /// The CUDA template: the file `cuda_template` names (which must be there), else
+    /// `<family>.cuda.tera` where it is there. `None`: the family is Metal-only; `Some(None)`:
+    /// a problem was reported; else its file name, text and parse.
+    #[allow(clippy::type_complexity)]
+    fn cuda_template(&mut self, top: &[Entry], family: Option<&str>, template: &mut impl FnMut(&str) -> TemplateFile) -> Option<Option<(String, (String, tera::Template))>> {
+        let whole = 0..self.source.text.len().min(1);
+        let entry = top.iter().find(|e| e.key == "cuda_template");
+        let name = match entry {
+            Some(e) => match self.string(&e.node, "cuda_template") {
+                Some(n) => n,
+                None => return Some(None),
+            },
+            None => format!("{}.cuda.tera", family?),
+        };
+        let span = entry.map_or(whole, |e| e.node.span.clone());
+        if !is_plain_name(&name) {
+            self.error(span, "cuda_template", format!("`{}` is not a file name beside the family file", name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.cuda.tera`".into()));
+            return Some(None);
+        }
+        let help = entry.map(|_| format!("write the kernel's CUDA body in `{name}` beside this file, or leave `cuda_template` out for a Metal-only family"));
+        match self.read_template("cuda_template", &name, span, help, template) {
+            None => Some(None),
+            Some(None) => None,
+            Some(Some(text)) => Some(Some((name, text))),
+        }
     }
 
     fn verify(&mut self, node: &Node, sizes: &[Size], parts: &[PartDef]) -> VerifyDef {
@@ -913,6 +967,8 @@ impl Reader {
             self.error(name_span.clone(), format!("{prefix}.name"), format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
         } else if let Some(why) = names::msl_reserved(&name) {
             self.error(name_span.clone(), format!("{prefix}.name"), format!("buffer `{name}` names a Metal kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the template)".into()));
+        } else if let Some(why) = kernelgen_cuda::vocab::reserved(&name).filter(|_| self.cuda) {
+            self.error(name_span.clone(), format!("{prefix}.name"), format!("buffer `{name}` names a CUDA kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the templates)".into()));
         }
         let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
         let size_ref = |r: &mut Reader, key: &str| -> Option<String> {

@@ -1,6 +1,7 @@
 //! Kernel families as data. A family file (`<name>.toml`) beside its template
-//! (`<name>.metal.tera`) says everything a family is: its variant axes, the
-//! geometry fields a spec gives, derived values and constraints as
+//! (`<name>.metal.tera`, and `<name>.cuda.tera` for a CUDA body) says everything
+//! a family is: its variant axes, the geometry fields a spec gives, derived
+//! values and constraints as
 //! expressions ([`expr`]), the run-time sizes, packed buffer layouts, and its
 //! kernels (parts) with their buffers and launch geometry. kernelgen's own
 //! families are files of the same format (bundled into the generator); a
@@ -285,6 +286,19 @@ pub struct PartDef {
     pub span: Span,
 }
 
+/// A family's CUDA template (`<name>.cuda.tera`, or what `cuda_template` names): rendered with
+/// the same parameters and sections as the Metal one into the body (and header) MLX's
+/// `cuda_kernel` takes.
+#[derive(Clone, Debug)]
+pub struct CudaTemplate {
+    /// Its path as generated files name it (`families/softcap.cuda.tera`).
+    pub path: String,
+    /// Its text.
+    pub text: String,
+    /// Its parse, checked against the sandbox's rules (`render::sandbox`).
+    pub(crate) parsed: Arc<tera::Template>,
+}
+
 /// How `kernelgen verify` runs the family's kernels (`[verify]`).
 #[derive(Clone, Debug, Default)]
 pub struct VerifyDef {
@@ -345,6 +359,8 @@ pub struct FamilyDef {
     pub template: (String, String),
     /// The template, parsed and checked against the sandbox's rules (`render::sandbox`).
     pub(crate) parsed: Arc<tera::Template>,
+    /// The CUDA template, where the family has one (`None`: the family is Metal-only).
+    pub cuda: Option<CudaTemplate>,
     /// Whether the template renders a header (helpers MLX places before the
     /// kernel) when `section == "header"`.
     pub has_header: bool,
