@@ -132,9 +132,8 @@ pub fn run(specs: &crate::SpecArgs, kernel: &str, inputs: &[String], sizes: &[St
     let emu = EmuBackend::with_defaults().map_err(|e| format!("error: {e}"))?;
     let refs: Vec<&HostArray> = arrays.iter().collect();
     let host_refs: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
-    let plan = backend::check(&emu, def, &refs, &host_refs, &given_sizes).map_err(|e| format!("error: {e}"))?;
-    // SAFETY: `check` accepted exactly these arrays and made `plan`.
-    let outputs = unsafe { emu.run(&plan, &refs) }.map_err(|e| format!("error: {}", LaunchError::backend(def, e)))?;
+    let checked = backend::check(&emu, def, &refs, &host_refs, &given_sizes).map_err(|e| format!("error: {e}"))?;
+    let outputs = emu.run(&checked).map_err(|e| format!("error: {}", LaunchError::backend(def, e)))?;
     create_out(out)?;
     for (b, a) in def.outputs.iter().zip(&outputs) {
         let path = out.join(format!("{}.npy", b.name));

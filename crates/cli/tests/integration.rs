@@ -5,6 +5,7 @@
 mod catalog;
 mod cli;
 mod cost;
+mod depending;
 mod diff;
 mod discovery;
 mod emu_untrusted;

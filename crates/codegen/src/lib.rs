@@ -7,6 +7,8 @@
 //! render/    Kernel -> MSL (tera + MLX's assembly), launcher Rust, manifest
 //! emit/      rendered tree -> files under generated/ (or a staleness report)
 //! ```
+//! Both readers of TOML, the spec's (`validate/`) and the family file's (`family/file.rs`),
+//! read through [`schema`]'s table cursor.
 //! Families ([`family`]) say what each kernel family needs: a family file
 //! (`<family>.toml`) and its MSL template beside it (`<family>.metal.tera`);
 //! kernelgen's own are bundled from this crate's `families/` folder.
@@ -24,6 +26,7 @@ pub mod family;
 pub mod model;
 pub mod names;
 pub mod render;
+pub mod schema;
 pub mod spec;
 pub mod validate;
 
@@ -61,6 +64,8 @@ impl fmt::Display for Error {
         match self {
             Error::Io { path, message } => write!(f, "error: {}: {message}", path.display()),
             Error::Spec(d) => write!(f, "{d}"),
+            // (a problem located in the template is shown as the specs' are)
+            Error::Render(e) if e.location.is_some() => write!(f, "{e}"),
             Error::Render(e) => write!(f, "error: {e}"),
             Error::NoSpecs(paths) => {
                 let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -329,7 +334,7 @@ fn family_file_as_spec(source: &Arc<SpecSource>, tree: &spec::Node, families: &F
 /// (`pub mod <stem>;` in `rust/mod.rs`, the file `rust/<stem>.rs`).
 fn stem_problem(stem: &str) -> Option<(String, String)> {
     let rename = "rename the file to lowercase letters, digits and `_`, starting with a letter".to_string();
-    if !validate::is_identifier(stem) {
+    if !names::is_identifier(stem) {
         Some((format!("spec file name `{}` cannot name a Rust module", stem.escape_debug()), rename))
     } else if stem == "mod" {
         Some(("a spec named `mod.toml` would generate `rust/mod.rs`, which is the catalog of every spec".into(), "rename the file".into()))

@@ -121,5 +121,44 @@ fn planned_values_out_of_range_are_errors() {
         let line = base.replace(from, to).lines().position(|l| l.starts_with(to.split(" =").next().unwrap())).unwrap() + 1;
         assert!(text.contains(what) && text.contains(&format!("rowsum.toml:{line}:")), "{to}: {text}");
         assert!(text.contains(message) && text.contains("specs/rows.toml:2:"), "{to}: {text}");
+    }    // an axis value that names no dtype, used as one: the dtypes are listed
+    let text = generated(&base.replace("values = [\"f32\", \"f16\"]\ndefault = [\"f32\"]", "values = [\"f32\", \"uint32\"]\ndefault = [\"uint32\"]"), 8);
+    assert!(text.contains("`uint32` is not a dtype (the dtypes are `f32`, `f16`, `bf16`, `i8`, `u8`, `u16`, `i32`, `u32`, `bool`)"), "{text}");
+}
+
+/// A template that fails to render, or writes what a kernel may not hold, is reported at its own
+/// file, line and column (not at a line of what it wrote), for the kernel it was rendering; an
+/// unknown variable is named, with the nearest variable the template receives.
+#[test]
+fn template_errors_point_into_the_template() {
+    let base = std::fs::read_to_string("tests/bad_families/no_template/rowsum.toml").unwrap();
+    let rendered = |template: &str| -> String {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("rowsum.toml"), &base).unwrap();
+        std::fs::write(dir.path().join("rowsum.metal.tera"), template).unwrap();
+        let families = read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"));
+        let spec = kernelgen_codegen::spec::SpecSource {
+            display: "specs/rows.toml".into(),
+            origin: "specs/rows.toml".into(),
+            stem: "rows".into(),
+            text: "family = \"rowsum\"\n[geometry.g]\nN = 64\n".into(),
+        };
+        let error = kernelgen_codegen::Config::new().generate(kernelgen_codegen::Input { specs: vec![spec], families }).err().expect("the template fails");
+        error.to_string().replace(&dir.path().display().to_string(), "<dir>")
+    };
+    // ten lines of template text before the problem, which the output folds to one
+    let lead = "  // {{ kernel }}\n\n\n\n\n\n\n\n\n  y[0] = x[0];\n";
+    for (problem, at, want) in [
+        ("  y[0] = x[0] * {{ THREADZ }};\n", "11:20", "rendering kernel `g_rowsum_f32`: `THREADZ` is not defined; did you mean `THREADS`?"),
+        ("{% for i in range(end=2) %}\n  y[{{ i }}] = 0.5;\n{% endfor %}\n", "12:16", "rendering kernel `g_rowsum_f32`: float literal `0.5` has no `f` suffix: write `0.5f`"),
+        ("  y[0] = {{ N / 2.5 }};\n", "11:10", "float literal `25.6` has no `f` suffix"),
+        ("  {% if N > 8 %}{{ throw(message=\"N is too large\") }}{% endif %}\n", "11:17", "Function call 'throw' failed: N is too large"),
+        ("  y[0] = {{ zzz }};\n", "11:13", "`zzz` is not defined"),
+    ] {
+        let text = rendered(&format!("{lead}{problem}"));
+        assert!(text.contains(want) && text.contains(&format!("<dir>/rowsum.metal.tera:{at}\n")), "{problem}: {text}");
     }
+    // with no near name, the names it receives
+    let text = rendered(&format!("{lead}  y[0] = {{{{ zzz }}}};\n"));
+    assert!(text.contains("help: the template receives `N`, `T`, `THREADS`, `dtype`, `kernel`, `section`"), "{text}");
 }

@@ -25,9 +25,8 @@ use kernelgen_emu::{EmuBackend, HostArray, Placement, RunConfig, RunOrder};
 /// One launch of `case` in the emulator with `config`.
 pub fn launch(emu: &EmuBackend, def: &KernelDef, case: &Case, config: RunConfig) -> Result<Vec<HostArray>, Error> {
     let bound = case.bind(def)?;
-    let plan = backend::check(emu, def, &bound.arrays, &bound.host, &bound.sizes)?;
-    // SAFETY: `check` accepted exactly these arrays and made `plan`.
-    unsafe { emu.run_with(&plan, &bound.arrays, config) }.map_err(|e| LaunchError::backend(def, e).into())
+    let checked = backend::check(emu, def, &bound.arrays, &bound.host, &bound.sizes)?;
+    emu.run_with(&checked, config).map_err(|e| LaunchError::backend(def, e).into())
 }
 
 fn elements(a: &HostArray) -> Vec<&[u8]> {

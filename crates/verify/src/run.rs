@@ -135,9 +135,8 @@ pub fn run_case<B: VerifyBackend>(backend: &B, def: &KernelDef, case: &Case, see
     };
     let arrays = bound.names.iter().zip(&bound.arrays).map(|(name, a)| backend.upload(a).map_err(transfer(name))).collect::<Result<Vec<_>, _>>()?;
     let arrays: Vec<&B::Array> = arrays.iter().collect();
-    let plan = backend::check(backend, def, &arrays, &bound.host, &bound.sizes)?;
-    // SAFETY: `check` accepted exactly these arrays and made `plan`.
-    let outputs = unsafe { backend.run(&plan, &arrays) }.map_err(|e| LaunchError::backend(def, e))?;
+    let checked = backend::check(backend, def, &arrays, &bound.host, &bound.sizes)?;
+    let outputs = backend.run(&checked).map_err(|e| LaunchError::backend(def, e))?;
     def.outputs.iter().zip(&outputs).map(|(b, o)| backend.download(o).map_err(transfer(&b.name))).collect()
 }
 

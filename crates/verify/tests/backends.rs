@@ -3,8 +3,8 @@
 //! back and compared with the same reference (the path MLX's backend takes). The property stage
 //! stays the emulator's.
 
-use kernelgen::backend::Backend;
-use kernelgen::launch::{ArgInfo, LaunchPlan};
+use kernelgen::backend::{Backend, Checked};
+use kernelgen::launch::ArgInfo;
 use kernelgen_codegen::Config;
 use kernelgen_emu::{EmuBackend, EmuError, HostArray};
 use kernelgen_verify::{Options, Values, VerifyBackend, verify_kernel};
@@ -28,10 +28,10 @@ impl Backend for Plain {
         self.emu.describe(array)
     }
 
-    unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray]) -> Result<Vec<HostArray>, EmuError> {
+    fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<HostArray>, EmuError> {
         self.launches.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is `run`'s.
-        unsafe { self.emu.run(plan, arrays) }
+        let inner = launch.for_inner(&self.emu).unwrap_or_else(|e| panic!("the emulator refuses what it accepted: {e}"));
+        self.emu.run(&inner)
     }
 }
 

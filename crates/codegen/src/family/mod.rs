@@ -299,6 +299,15 @@ pub struct CudaTemplate {
     pub(crate) parsed: Arc<tera::Template>,
 }
 
+/// One of a family's templates (the Metal one or the CUDA one) as the renderer reads it: its
+/// path as generated files name it, its text and its parse.
+#[derive(Clone, Copy)]
+pub(crate) struct TemplateView<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+    pub parsed: &'a tera::Template,
+}
+
 /// How `kernelgen verify` runs the family's kernels (`[verify]`).
 #[derive(Clone, Debug, Default)]
 pub struct VerifyDef {
@@ -386,6 +395,28 @@ pub struct FamilyDef {
 }
 
 impl FamilyDef {
+    /// The template as a source problems point into: named beside the family file as the user
+    /// wrote it (`families/softcap.metal.tera`).
+    pub fn template_source(&self) -> Arc<SpecSource> {
+        self.source_of(self.metal_template())
+    }
+
+    /// One of the family's templates as a source problems point into ([`FamilyDef::template_source`]).
+    pub(crate) fn source_of(&self, template: TemplateView<'_>) -> Arc<SpecSource> {
+        let name = template.path.rsplit('/').next().unwrap_or_default();
+        file::template_source(&self.source.display, name, template.text.to_string())
+    }
+
+    /// The Metal template, as the renderer reads it.
+    pub(crate) fn metal_template(&self) -> TemplateView<'_> {
+        TemplateView { path: &self.template.0, text: &self.template.1, parsed: &self.parsed }
+    }
+
+    /// The CUDA template, where the family has one, as the renderer reads it.
+    pub(crate) fn cuda_template(&self) -> Option<TemplateView<'_>> {
+        self.cuda.as_ref().map(|c| TemplateView { path: &c.path, text: &c.text, parsed: &c.parsed })
+    }
+
     /// The axis of this name.
     pub fn axis(&self, name: &str) -> Option<&Axis> {
         self.axes.iter().find(|a| a.name == name)
