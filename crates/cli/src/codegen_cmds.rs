@@ -69,7 +69,7 @@ pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, Error> {
     let tree = Tree { label: "the specs".into(), files: generated.files.clone() };
     let costs = ListCosts::new(&tree, gpu, sizes.clone()).map_err(Error::Review)?;
     warn_unknown_sizes(&sizes, &costs.kernels().iter().collect::<Vec<_>>());
-    let rows: Vec<[String; 8]> = generated
+    let rows: Vec<[String; 9]> = generated
         .kernels
         .iter()
         .map(|r| {
@@ -83,9 +83,12 @@ pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, Error> {
                 .map(|b| format!("{}:{}[{}]", b.name, b.dtype.short_name(), b.shape.iter().map(|d| d.describe(&r.def.size_names())).collect::<Vec<_>>().join(",")))
                 .collect::<Vec<_>>()
                 .join(" ");
+            // The bodies MLX can launch: Metal always, CUDA where the family has a CUDA template.
+            let bodies = if r.def.cuda.is_some() { "metal,cuda" } else { "metal" };
             [
                 k.name.clone(),
                 k.family.name.clone(),
+                bodies.to_string(),
                 format!("{variant},geometry={}", k.geometry),
                 p.threadgroup.iter().product::<u64>().to_string(),
                 p.threadgroup_memory_bytes.to_string(),
@@ -96,7 +99,7 @@ pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, Error> {
         })
         .collect();
     let [bytes_title, roofline_title] = costs.header();
-    let header = ["KERNEL", "FAMILY", "VARIANT", "THREADS/TG", "TG MEMORY", &bytes_title, &roofline_title, "BUFFERS"];
+    let header = ["KERNEL", "FAMILY", "BODIES", "VARIANT", "THREADS/TG", "TG MEMORY", &bytes_title, &roofline_title, "BUFFERS"];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

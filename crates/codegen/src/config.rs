@@ -11,17 +11,18 @@ use std::sync::Arc;
 pub enum Layout {
     /// A tree that is checked in, as kernelgen's `generated/`: `rust/mod.rs` declares
     /// each spec's module `rust/<stem>.rs` (documented with `//!`) and the catalog; each
-    /// `KernelDef` `include_str!`s its `.metal` file; `manifest.json`.
+    /// `KernelDef` `include_str!`s its `.metal` file (`metal/<stem>/<kernel>.metal`) and, for a
+    /// kernel with a CUDA body, its `.cu` file (`cuda/<stem>/<kernel>.cu`); `manifest.json`.
     #[default]
     Tree,
     /// A build script's output (`OUT_DIR`): `kernels.rs` holds each spec's module, which
     /// `include!`s `rust/<stem>.rs` by a path relative to `kernels.rs` (so the tree works
     /// wherever it is written), and the catalog; no `rust/mod.rs`; the modules' own
     /// documentation is `//` comments, since `include!` takes no inner attributes. The
-    /// `.metal` files and `manifest.json` are as in [`Layout::Tree`].
+    /// `.metal` and `.cu` files and `manifest.json` are as in [`Layout::Tree`].
     OutDir,
-    /// A proc-macro's expansion: `rust/<stem>.rs` only, each kernel's MSL inline, as
-    /// there is no file beside the calling crate's code.
+    /// A proc-macro's expansion: `rust/<stem>.rs` only, each kernel's MSL (and CUDA) inline,
+    /// as there is no file beside the calling crate's code.
     Inline,
 }
 
@@ -160,6 +161,9 @@ impl Config {
         if self.layout != Layout::Inline {
             for r in &rendered {
                 files.insert(r.metal_path.clone(), r.metal().to_string());
+                if let Some((path, text)) = r.cuda_file() {
+                    files.insert(path.to_string(), text.to_string());
+                }
             }
             let (path, catalog) = render::rust::catalog_module(&modules, self.layout);
             files.insert(path.into(), catalog);
