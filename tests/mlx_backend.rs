@@ -86,6 +86,7 @@ fn scale2(name: &'static str, metal: &'static str) -> KernelDef {
         threadgroup: [32, 1, 1],
         threadgroup_memory_bytes: 0,
         cost: Cost { bytes_read: Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul]), bytes_written: Dim::expr(&[Op::Const(4), Op::Size(0), Op::Mul]), flops: None },
+        cuda: None,
     }
 }
 

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -74,6 +74,7 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(22947840), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
+    cuda: None,
 };
 
 /// `k5120_n10240_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n10240.
@@ -140,6 +141,7 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(29501440), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
+    cuda: None,
 };
 
 /// `k5120_n6144_affine_q3_bf16`: bits 3, dtype bf16, geometry k5120_n6144.
@@ -206,6 +208,7 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(13772800), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
+    cuda: None,
 };
 
 /// `k5120_n6144_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n6144.
@@ -272,6 +275,7 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(17704960), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
+    cuda: None,
 };
 
 /// `k6144_n5120_affine_q3_bf16`: bits 3, dtype bf16, geometry k6144_n5120.
@@ -338,6 +342,7 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
     cost: Cost { bytes_read: Dim::Fixed(13774848), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
+    cuda: None,
 };
 
 /// `k6144_n5120_affine_q4_bf16`: bits 4, dtype bf16, geometry k6144_n5120.
@@ -404,6 +409,7 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
     cost: Cost { bytes_read: Dim::Fixed(17707008), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
+    cuda: None,
 };
 
 /// `head_affine_q3_bf16`: bits 3, dtype bf16, geometry head.
@@ -470,6 +476,7 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(556247040), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
+    cuda: None,
 };
 
 /// `head_affine_q4_bf16`: bits 4, dtype bf16, geometry head.
@@ -536,6 +543,7 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(715171840), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
+    cuda: None,
 };
 
 /// `k1024_n12288_affine_q3_bf16`: bits 3, dtype bf16, geometry k1024_n12288.
@@ -602,6 +610,7 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(5507072), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
+    cuda: None,
 };
 
 /// `k1024_n12288_affine_q4_bf16`: bits 4, dtype bf16, geometry k1024_n12288.
@@ -668,6 +677,7 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(7079936), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
+    cuda: None,
 };
 
 /// `small_affine_q3_bf16`: bits 3, dtype bf16, geometry small.
@@ -734,6 +744,7 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
     cost: Cost { bytes_read: Dim::Fixed(29696), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
+    cuda: None,
 };
 
 /// `small_affine_q4_bf16`: bits 4, dtype bf16, geometry small.
@@ -800,6 +811,7 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
     cost: Cost { bytes_read: Dim::Fixed(37888), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

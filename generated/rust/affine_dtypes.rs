@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -74,6 +74,7 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(116736), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
+    cuda: None,
 };
 
 /// `small2_affine_q3_f32`: bits 3, dtype f32, geometry small2.
@@ -140,6 +141,7 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(135168), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
+    cuda: None,
 };
 
 /// `small2_affine_q4_f16`: bits 4, dtype f16, geometry small2.
@@ -206,6 +208,7 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(149504), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
+    cuda: None,
 };
 
 /// `small2_affine_q4_f32`: bits 4, dtype f32, geometry small2.
@@ -272,6 +275,7 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(167936), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

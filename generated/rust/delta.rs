@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -110,6 +110,7 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16576), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen35_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry qwen35.
@@ -221,6 +222,7 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16577), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small_delta_bf16_f32`: masked false, dtype bf16, state_dtype f32, geometry small.
@@ -323,6 +325,7 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry small.
@@ -434,6 +437,7 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(537), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -110,6 +110,7 @@ pub static SMALL2_DELTA_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(332), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small2_delta_f32_f32`: masked false, dtype f32, state_dtype f32, geometry small2.
@@ -212,6 +213,7 @@ pub static SMALL2_DELTA_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(656), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(128), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small2_delta_masked_f16_f32`: masked true, dtype f16, state_dtype f32, geometry small2.
@@ -323,6 +325,7 @@ pub static SMALL2_DELTA_MASKED_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(333), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small2_delta_masked_f32_f32`: masked true, dtype f32, state_dtype f32, geometry small2.
@@ -434,6 +437,7 @@ pub static SMALL2_DELTA_MASKED_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(657), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(128), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

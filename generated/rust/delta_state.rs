@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -101,6 +101,7 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen35_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry qwen35.
@@ -194,6 +195,7 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen35_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry qwen35.
@@ -287,6 +289,7 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(24832), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small_delta_state_bf16_f32`: dtype bf16, state_dtype f32, geometry small.
@@ -380,6 +383,7 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry small.
@@ -473,6 +477,7 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// `small_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry small.
@@ -566,6 +571,7 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

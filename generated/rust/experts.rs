@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -61,6 +61,7 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -112,6 +113,7 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -165,6 +167,7 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -216,6 +219,7 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -269,6 +273,7 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -320,6 +325,7 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -373,6 +379,7 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `glm52_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -424,6 +431,7 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -477,6 +485,7 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -528,6 +537,7 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -581,6 +591,7 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -632,6 +643,7 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -685,6 +697,7 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -736,6 +749,7 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -789,6 +803,7 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `qwen3moe_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -840,6 +855,7 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -893,6 +909,7 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -944,6 +961,7 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -997,6 +1015,7 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1048,6 +1067,7 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1101,6 +1121,7 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1152,6 +1173,7 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1205,6 +1227,7 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// `tiny_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1256,6 +1279,7 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

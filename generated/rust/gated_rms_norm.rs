@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -65,6 +65,7 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `wide4096_gated_rms_norm_bf16`: dtype bf16, geometry wide4096.
@@ -122,6 +123,7 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     threadgroup: [1024, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Const(8192), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `odd200_gated_rms_norm_bf16`: dtype bf16, geometry odd200.
@@ -179,6 +181,7 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     threadgroup: [64, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Const(400), Op::Add]), bytes_written: Dim::expr(&[Op::Const(400), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -65,6 +65,7 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `head128x_gated_rms_norm_f32`: dtype f32, geometry head128x.
@@ -122,6 +123,7 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `odd1000_gated_rms_norm_f16`: dtype f16, geometry odd1000.
@@ -179,6 +181,7 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul, Op::Const(2000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2000), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `odd1000_gated_rms_norm_f32`: dtype f32, geometry odd1000.
@@ -236,6 +239,7 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8000), Op::Size(0), Op::Mul, Op::Const(4000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -83,6 +83,7 @@ pub static QWEN35_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `small_silu_rms_heads_bf16`: dtype bf16, geometry small.
@@ -158,6 +159,7 @@ pub static SMALL_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(432), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(96), Op::Add]), bytes_written: Dim::expr(&[Op::Const(432), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

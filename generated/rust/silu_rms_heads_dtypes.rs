@@ -6,7 +6,7 @@
 //! that run before any launch.
 
 #[allow(unused_imports)]
-use ::kernelgen::contract::{BufferDef, Cost, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
+use ::kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, Format, KernelDef, Op, PackedLayout, Region, Source, TextRange};
 #[allow(unused_imports)]
 use ::std::borrow::Cow;
 
@@ -83,6 +83,7 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// `small2_silu_rms_heads_f32`: dtype f32, geometry small2.
@@ -158,6 +159,7 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(1024), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
+    cuda: None,
 };
 
 /// Every kernel of this spec.

@@ -237,7 +237,7 @@ impl Backend for MlxBackend {
                     &def.input_names(),
                     &def.output_names(),
                     def.body(),
-                    MetalKernelOptions { header: def.header().to_string(), ensure_row_contiguous: true, atomic_outputs: false },
+                    MetalKernelOptions { header: def.header().to_string(), ensure_row_contiguous: KernelDef::ENSURE_ROW_CONTIGUOUS, atomic_outputs: false },
                 )
                 .map_err(MlxError::Build)?;
                 let built = Built {

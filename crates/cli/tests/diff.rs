@@ -120,6 +120,44 @@ fn a_template_code_edit_is_one_section_for_every_geometry() {
     assert!(md.contains("Kernels: `head128_rmsfix_bf16`, `odd200_rmsfix_bf16`"), "{md}");
 }
 
+/// A CUDA template given to a family: each kernel gains a `.cu` (a contract row and a diff
+/// against /dev/null, in the CUDA section); once committed, an edit of it is a CUDA code change
+/// grouped as a Metal one is. `list` says which bodies each kernel has.
+#[test]
+fn a_cuda_body_added_then_edited_is_reported_like_a_metal_one() {
+    let dir = project();
+    let cuda = dir.path().join("families/rmsfix.cuda.tera");
+    fs::write(&cuda, "  // {{ kernel }}: one block per row of {{ D }}\n  out[blockIdx.x] = x[blockIdx.x];\n").unwrap();
+    let (code, out) = diff(dir.path(), &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("2 changed (2 code, 0 comments or whitespace only), 0 added"), "{out}");
+    let rows = section(&out, "Resource and contract changes");
+    assert!(rows.contains("head128_rmsfix_bf16") && rows.contains("CUDA body") && rows.contains("none (Metal only)  ->  present"), "{rows}");
+    assert!(out.contains("CUDA diff: 2 kernels whose code changed, 2 distinct edits") && !out.contains("MSL diff"), "{out}");
+    assert!(out.contains("--- /dev/null\n+++ b/generated/cuda/rms/head128_rmsfix_bf16.cu (the specs now)"), "{out}");
+    assert!(!out.contains("added: cuda/"), "a .cu is a kernel's, not another file: {out}");
+    let o = kernelgen(dir.path(), &["generate"]);
+    assert!(o.status.success(), "{}", text(&o));
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "cuda"]);
+    edit(&cuda, "out[blockIdx.x] = x[blockIdx.x];", "out[blockIdx.x] = x[blockIdx.x] * weight[0];");
+    let (code, out) = diff(dir.path(), &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("CUDA diff: 2 kernels whose code changed, 1 distinct edit") && !out.contains("MSL diff"), "{out}");
+    assert!(out.contains("=== head128_rmsfix_bf16 and 1 more kernel with the same edit ==="), "{out}");
+    assert!(out.contains("-  out[blockIdx.x] = x[blockIdx.x];\n+  out[blockIdx.x] = x[blockIdx.x] * weight[0];"), "{out}");
+    assert!(out.contains("--- a/generated/cuda/rms/head128_rmsfix_bf16.cu (HEAD ("), "{out}");
+    let (_, md) = diff(dir.path(), &["--format", "markdown"]);
+    check_markdown(&md);
+    assert!(md.contains("### CUDA diff: 2 kernels whose code changed, 1 distinct edit") && md.contains("```diff\n--- a/generated/cuda/rms/head128_rmsfix_bf16.cu"), "{md}");
+    let o = kernelgen(dir.path(), &["list"]);
+    let t = text(&o);
+    assert!(o.status.success() && t.lines().next().is_some_and(|h| h.contains("BODIES")), "{t}");
+    let bodies = |kernel: &str| t.lines().find(|l| l.starts_with(&format!("{kernel} "))).unwrap_or_else(|| panic!("{kernel}: {t}")).split_whitespace().nth(2).unwrap().to_string();
+    assert_eq!(bodies("head128_rmsfix_bf16"), "metal,cuda");
+    assert_eq!(bodies("small_affine_q4_bf16"), "metal");
+}
+
 #[test]
 fn a_geometry_added_is_listed_with_its_cost() {
     let dir = project();

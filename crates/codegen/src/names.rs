@@ -55,7 +55,7 @@ pub fn camel(name: &str) -> String {
 /// of these names, nor one of [`USED_NAMES`].
 pub const IMPORTS: [&[(&str, &[&str])]; 2] = [
     &[
-        ("::kernelgen::contract", &["BufferDef", "Cost", "Dim", "Dtype", "Format", "KernelDef", "Op", "PackedLayout", "Region", "Source", "TextRange"]),
+        ("::kernelgen::contract", &["BufferDef", "Cost", "CudaSource", "Dim", "Dtype", "Format", "KernelDef", "Op", "PackedLayout", "Region", "Source", "TextRange"]),
         ("::std::borrow", &["Cow"]),
     ],
     &[("::kernelgen::backend", &["launch", "Backend"]), ("::kernelgen::launch", &["LaunchError"]), ("::kernelgen::pack", &["pack", "AlignedBytes", "PackError", "RegionData"])],

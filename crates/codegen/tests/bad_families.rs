@@ -32,6 +32,36 @@ fn the_base_family_reads() {
     assert!(families.find("rowsum").is_some());
 }
 
+/// A family finds its CUDA template beside it by its name (`rowsum.cuda.tera`); without one it
+/// is Metal-only, and its buffer names need suit Metal only; a CUDA template that is a symbolic
+/// link is refused, as a Metal one is.
+#[test]
+fn a_cuda_template_is_found_by_name_and_optional() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = || read_families(&[dir.path().to_path_buf()]);
+    // names a CUDA kernel cannot take, in a family without a CUDA template: accepted
+    std::fs::copy("tests/bad_families/cuda_names_reserved/rowsum.toml", dir.path().join("rowsum.toml")).unwrap();
+    std::fs::write(dir.path().join("rowsum.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0];\n").unwrap();
+    let families = read().unwrap_or_else(|e| panic!("{e}"));
+    assert!(families.find("rowsum").unwrap().cuda.is_none());
+    // with one beside it, they are errors
+    std::fs::write(dir.path().join("rowsum.cuda.tera"), "  y[0] = x[0];\n").unwrap();
+    let e = read().expect_err("cg is not a CUDA parameter name").to_string();
+    assert!(e.contains("buffer `cg` names a CUDA kernel parameter"), "{e}");
+    // the base family reads its CUDA template, named as generated files name it
+    std::fs::copy("tests/bad_families/no_template/rowsum.toml", dir.path().join("rowsum.toml")).unwrap();
+    let families = read().unwrap_or_else(|e| panic!("{e}"));
+    let cuda = families.find("rowsum").unwrap().cuda.clone().expect("a CUDA template");
+    assert!(cuda.path.ends_with("/rowsum.cuda.tera") && cuda.text == "  y[0] = x[0];\n", "{cuda:?}");
+    // a link is not followed
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("body.tera"), "  y[0] = x[0];\n").unwrap();
+    std::fs::remove_file(dir.path().join("rowsum.cuda.tera")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path().join("body.tera"), dir.path().join("rowsum.cuda.tera")).unwrap();
+    let e = read().expect_err("a linked template").to_string();
+    assert!(e.contains("cuda_template") && e.contains("symbolic link"), "{e}");
+}
+
 /// `[verify]`'s two reference forms and two input forms read into their own variants: any
 /// `rust:<identifier>` (kernelgen-verify knows the names), a Python file and function, a range
 /// and a set of values.

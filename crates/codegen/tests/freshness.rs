@@ -23,3 +23,37 @@ fn generated_tree_is_fresh() {
     emit::write(&out, &generated.files).expect("generated/ is writable");
     panic!("generated/ was stale and has been updated; review and commit it, then run the tests again:\n{}", list.join("\n"));
 }
+
+/// A kernel's `.cu` is part of the tree like its `.metal`: listed in the ownership marker, and a
+/// stale, missing or orphaned `.cu` is reported by the freshness check.
+#[test]
+fn cuda_files_are_owned_and_fresh_checked() {
+    use kernelgen_codegen::{read_families, spec::SpecSource, Config, Input};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("generated");
+    let input = || Input {
+        specs: vec![SpecSource {
+            display: "tests/fixtures/rowscale.toml".into(),
+            origin: "specs/rowscale.toml".into(),
+            stem: "rowscale".into(),
+            text: std::fs::read_to_string("tests/fixtures/rowscale.toml").unwrap(),
+        }],
+        families: read_families(&["tests/fixtures/families".into()]).unwrap_or_else(|e| panic!("{e}")),
+    };
+    let generated = Config::new().generate(input()).unwrap_or_else(|e| panic!("{e}"));
+    emit::write(&out, &generated.files).unwrap();
+    let cu = "cuda/rowscale/fixture_rowscale_f32.cu";
+    let marker = std::fs::read_to_string(out.join(".kernelgen-owned")).unwrap();
+    assert!(marker.lines().any(|l| l == cu), "{marker}");
+    assert!(emit::check(&out, &generated.files).unwrap().is_empty());
+    std::fs::write(out.join(cu), "// edited\n").unwrap();
+    assert_eq!(emit::check(&out, &generated.files).unwrap(), [emit::Difference::Stale(cu.into())]);
+    std::fs::remove_file(out.join(cu)).unwrap();
+    assert_eq!(emit::check(&out, &generated.files).unwrap(), [emit::Difference::Missing(cu.into())]);
+    // a family without its CUDA template any more: the `.cu` files are orphans
+    emit::write(&out, &generated.files).unwrap();
+    let mut metal_only = generated.files.clone();
+    metal_only.retain(|p, _| !p.starts_with("cuda/"));
+    let diffs = emit::check(&out, &metal_only).unwrap();
+    assert!(diffs.contains(&emit::Difference::Orphaned(cu.into())), "{diffs:?}");
+}

@@ -83,6 +83,22 @@ impl Dtype {
         }
     }
 
+    /// The CUDA type MLX writes for the dtype in a kernel signature (MLX 0.32's
+    /// `dtype_to_cuda_type`, mlx/backend/cuda/utils.cpp).
+    pub const fn cuda_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float",
+            Dtype::F16 => "__half",
+            Dtype::Bf16 => "__nv_bfloat16",
+            Dtype::I8 => "int8_t",
+            Dtype::U8 => "uint8_t",
+            Dtype::U16 => "uint16_t",
+            Dtype::I32 => "int32_t",
+            Dtype::U32 => "uint32_t",
+            Dtype::Bool => "bool",
+        }
+    }
+
     /// numpy's name for the dtype (bf16 has none in numpy: it travels as uint16).
     pub const fn numpy_name(self) -> &'static str {
         match self {
@@ -741,7 +757,7 @@ impl fmt::Display for Tolerance {
     }
 }
 
-/// A byte range of [`KernelDef::metal`].
+/// A byte range of a kernel's source ([`KernelDef::metal`], [`CudaSource::source`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TextRange {
     /// First byte (inclusive).
@@ -789,9 +805,52 @@ pub struct KernelDef {
     pub threadgroup_memory_bytes: u32,
     /// What one launch moves and computes.
     pub cost: Cost,
+    /// The kernel's CUDA body, for MLX's CUDA backend; `None` for a Metal-only kernel (its
+    /// family has no CUDA template).
+    pub cuda: Option<CudaSource>,
+}
+
+/// A kernel's CUDA source: what MLX's `cuda_kernel` (mlx-c's `mlx_fast_cuda_kernel_new(name,
+/// input_names, output_names, source, header, ensure_row_contiguous, shared_memory)`) takes
+/// beside the [`KernelDef`]'s name and buffers, and the full text MLX assembles from it. The
+/// launch configuration (grid and threadgroup in threads, output shapes and dtypes, no
+/// template arguments, no init value) is the `KernelDef`'s, as on Metal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CudaSource {
+    /// The function MLX defines, `custom_kernel_<name>`, in namespace `mlx::core::cu`.
+    pub mlx_name: Text,
+    /// The full source exactly as MLX assembles it (the checked-in `.cu`, byte for byte).
+    pub source: Text,
+    /// Where in `source` the header is (MLX's `header`: kernelgen's first line, naming the
+    /// spec and the template, then the template's header section).
+    pub header: TextRange,
+    /// Where in `source` the body is (MLX's `source`).
+    pub body: TextRange,
+    /// Path of the `.cu` file, relative to the project root.
+    pub path: Text,
+    /// Dynamic shared memory to reserve at launch (MLX's `shared_memory`), in bytes: 0 for
+    /// generated kernels, whose `__shared__` arrays are static (sized by constants), so nvrtc
+    /// reserves them and the launch reserves nothing.
+    pub shared_memory_bytes: u32,
+}
+
+impl CudaSource {
+    /// The header MLX places before the kernel's namespace.
+    pub fn header(&self) -> &str {
+        &self.source[self.header.start as usize..self.header.end as usize]
+    }
+
+    /// The body MLX wraps in the signature it writes.
+    pub fn body(&self) -> &str {
+        &self.source[self.body.start as usize..self.body.end as usize]
+    }
 }
 
 impl KernelDef {
+    /// Generated kernels index every input as row-contiguous: a backend builds them with MLX's
+    /// `ensure_row_contiguous`, which copies a strided input first (Metal and CUDA alike).
+    pub const ENSURE_ROW_CONTIGUOUS: bool = true;
+
     /// Threads in one threadgroup (the product of [`KernelDef::threadgroup`]).
     pub fn threads_per_threadgroup(&self) -> u32 {
         self.threadgroup.iter().product()
@@ -845,6 +904,15 @@ mod tests {
 
     fn dim(ops: Vec<Op>) -> Dim {
         Dim::Expr(Cow::Owned(ops))
+    }
+
+    /// MLX's two type tables (`get_type_string` for Metal, `dtype_to_cuda_type` for CUDA).
+    #[test]
+    fn dtypes_are_spelled_as_mlx_spells_them() {
+        let metal: Vec<&str> = Dtype::ALL.iter().map(|d| d.metal_name()).collect();
+        let cuda: Vec<&str> = Dtype::ALL.iter().map(|d| d.cuda_name()).collect();
+        assert_eq!(metal, ["float", "float16_t", "bfloat16_t", "int8_t", "uint8_t", "uint16_t", "int32_t", "uint32_t", "bool"]);
+        assert_eq!(cuda, ["float", "__half", "__nv_bfloat16", "int8_t", "uint8_t", "uint16_t", "int32_t", "uint32_t", "bool"]);
     }
 
     #[test]

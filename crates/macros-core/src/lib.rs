@@ -193,9 +193,8 @@ pub fn families_for(manifest_dir: &Path, spec: Option<&Path>) -> Result<(Familie
     for d in families.iter().filter_map(|f| f.dir.as_ref().map(|dir| (dir, f))) {
         let (dir, f) = d;
         files.push(PathBuf::from(&f.source.display));
-        if let Some(name) = f.template.0.rsplit('/').next() {
-            files.push(dir.join(name));
-        }
+        let templates = std::iter::once(&f.template.0).chain(f.cuda.as_ref().map(|c| &c.path));
+        files.extend(templates.filter_map(|t| t.rsplit('/').next()).map(|name| dir.join(name)));
     }
     Ok((families, files))
 }
@@ -398,6 +397,21 @@ mod tests {
             "{messages:#?}"
         );
         assert!(messages[2].contains("\nhelp: add `intermediate = ...`"), "{messages:#?}");
+    }
+
+    /// A family's CUDA template is read, so it is a rebuild input, and the expansion holds the
+    /// CUDA source inline as it holds the Metal one (no file is beside the calling crate).
+    #[test]
+    fn a_cuda_template_is_a_rebuild_input_and_its_source_is_inline() {
+        let dir = Path::new("../codegen/tests/fixtures");
+        let (families, files) = families_for(dir, None).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["rowscale.toml", "rowscale.metal.tera", "rowscale.cuda.tera"]);
+        let text = std::fs::read_to_string(dir.join("rowscale.toml")).unwrap();
+        let source = SpecSource { display: "rowscale.toml".into(), origin: "kernels!(rowscale)".into(), stem: "rowscale".into(), text };
+        let module = module_text(source, &families).unwrap_or_else(|e| panic!("{e}"));
+        assert!(module.contains("cuda: Some(CudaSource {") && module.contains("source: Cow::Borrowed(r#\"\n#include \"mlx/backend/cuda/device/utils.cuh\""), "{module}");
+        assert!(!module.contains("include_str!"), "{module}");
     }
 
     #[test]

@@ -29,8 +29,9 @@ pub struct Options {
     pub context: usize,
 }
 
-/// How a kernel's `.metal` changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a kernel's source (its `.metal`, its `.cu`, or both together) changed; ordered from
+/// no change to a code change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CodeChange {
     /// Byte for byte the same.
     Same,
@@ -58,8 +59,13 @@ pub struct Pair {
     pub old: KernelView,
     /// The kernel on the new side.
     pub new: KernelView,
-    /// How its `.metal` changed ([`CodeChange::Same`] for a rename).
+    /// How its sources changed, the larger of [`Pair::metal_code`] and [`Pair::cuda_code`]
+    /// ([`CodeChange::Same`] for a rename).
     pub code: CodeChange,
+    /// How its `.metal` changed.
+    pub metal_code: CodeChange,
+    /// How its CUDA body changed: [`CodeChange::Code`] when one side has none.
+    pub cuda_code: CodeChange,
     /// Its contract and resource changes; empty if there are none.
     pub changes: Vec<Change>,
 }
@@ -75,15 +81,15 @@ pub struct Warning {
     pub before: bool,
 }
 
-/// Kernels whose MSL diffs make the same edit, shown once.
+/// Kernels whose source diffs (MSL, or CUDA) make the same edit, shown once.
 #[derive(Clone, Debug)]
 pub struct DiffGroup {
     /// The kernels making this edit, in the new tree's order; the first one's diff is shown.
     pub names: Vec<String>,
-    /// The first kernel's old `.metal` path and the old tree's label, for
-    /// the `---` line.
+    /// The first kernel's old source path and the old tree's label, for
+    /// the `---` line (`/dev/null` for a CUDA body the old side lacks).
     pub old_path: String,
-    /// The first kernel's new `.metal` path and the new tree's label, for the `+++` line.
+    /// The first kernel's new source path and the new tree's label, for the `+++` line.
     pub new_path: String,
     /// The first kernel's hunks.
     pub hunks: Vec<Hunk>,
@@ -122,8 +128,11 @@ pub struct Review {
     /// How many kernels are byte for byte the same under the same name,
     /// contract included.
     pub unchanged: usize,
-    /// The MSL diffs of the kernels whose code changed, one per distinct edit.
+    /// The MSL diffs of the kernels whose Metal code changed, one per distinct edit.
     pub groups: Vec<DiffGroup>,
+    /// The CUDA diffs of the kernels whose CUDA code changed (or that gained or lost a CUDA
+    /// body), one per distinct edit.
+    pub cuda_groups: Vec<DiffGroup>,
     /// Warnings on the added, renamed and changed kernels.
     pub warnings: Vec<Warning>,
     /// Files outside the kernels and `manifest.json` that were added, removed or changed, by path.
@@ -186,20 +195,25 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
     // own name, which its source spells, taken out).
     let mut renamed = Vec::new();
     let mut added = Vec::new();
-    let normal = |k: &KernelView| -> Code {
-        let text = k.metal.as_deref().unwrap_or("").replace(&k.name, "\u{1}kernel\u{1}");
-        code(&text)
+    // `None` where a source file is missing: such a kernel is no rename.
+    let normal = |k: &KernelView| -> Option<(Code, Option<Code>)> {
+        let of = |text: &str| code(&text.replace(&k.name, "\u{1}kernel\u{1}"));
+        let cuda = match &k.cuda {
+            None => None,
+            Some(c) => Some(of(c.text.as_deref()?)),
+        };
+        Some((of(k.metal.as_deref()?), cuda))
     };
-    let removed_normal: Vec<Code> = removed.iter().map(|k| normal(k)).collect();
+    let removed_normal: Vec<_> = removed.iter().map(|k| normal(k)).collect();
     let mut taken = vec![false; removed.len()];
     for k in added_candidates {
         let n = normal(k);
-        let hit = (0..removed.len()).find(|&i| !taken[i] && removed[i].family == k.family && removed[i].metal.is_some() && k.metal.is_some() && removed_normal[i] == n);
+        let hit = (0..removed.len()).find(|&i| !taken[i] && removed[i].family == k.family && n.is_some() && removed_normal[i] == n);
         match hit {
             Some(i) => {
                 taken[i] = true;
                 let mut p = pair(removed[i], k, opts);
-                p.code = CodeChange::Same;
+                (p.code, p.metal_code, p.cuda_code) = (CodeChange::Same, CodeChange::Same, CodeChange::Same);
                 renamed.push(p);
             }
             None => added.push(k.clone()),
@@ -228,10 +242,16 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
         }
     }
 
-    let groups = diff_groups(&changed, old, new, opts.context);
+    let groups = diff_groups(&changed, Language::Metal, old, new, opts.context);
+    let cuda_groups = diff_groups(&changed, Language::Cuda, old, new, opts.context);
 
     // Files outside the kernels.
-    let kernel_files: BTreeSet<&str> = old_kernels.iter().chain(&new_kernels).map(|k| k.metal_path.as_str()).chain(["manifest.json"]).collect();
+    let kernel_files: BTreeSet<&str> = old_kernels
+        .iter()
+        .chain(&new_kernels)
+        .flat_map(|k| std::iter::once(k.metal_path.as_str()).chain(k.cuda.as_ref().map(|c| c.path.as_str())))
+        .chain(["manifest.json"])
+        .collect();
     let mut other_files = Vec::new();
     let paths: BTreeSet<&String> = old.files.keys().chain(new.files.keys()).collect();
     for p in paths {
@@ -260,6 +280,7 @@ pub fn review(old: &Tree, new: &Tree, opts: &Options) -> Result<Review, String> 
         changed,
         unchanged,
         groups,
+        cuda_groups,
         warnings: warns,
         other_files,
         manifest_format_changed,
@@ -276,11 +297,21 @@ fn code(src: &str) -> Code {
     tokenize_with(src, Directives::AllOpen).into_iter().map(|t| (t.kind, t.text, t.pp)).collect()
 }
 
-fn pair(old: &KernelView, new: &KernelView, opts: &Options) -> Pair {
-    let code = match (&old.metal, &new.metal) {
+/// How one source changed between two sides (a file missing on both is no change).
+fn source_change(old: Option<&str>, new: Option<&str>) -> CodeChange {
+    match (old, new) {
         (Some(a), Some(b)) if a == b => CodeChange::Same,
         (Some(a), Some(b)) if code(a) == code(b) => CodeChange::CommentsOnly,
         (None, None) => CodeChange::Same,
+        _ => CodeChange::Code,
+    }
+}
+
+fn pair(old: &KernelView, new: &KernelView, opts: &Options) -> Pair {
+    let metal_code = source_change(old.metal.as_deref(), new.metal.as_deref());
+    let cuda_code = match (&old.cuda, &new.cuda) {
+        (None, None) => CodeChange::Same,
+        (Some(a), Some(b)) => source_change(a.text.as_deref(), b.text.as_deref()),
         _ => CodeChange::Code,
     };
     let mut changes = contract_changes(old, new, opts);
@@ -288,7 +319,15 @@ fn pair(old: &KernelView, new: &KernelView, opts: &Options) -> Pair {
         let presence = |k: &KernelView| if k.metal.is_some() { "present".to_string() } else { format!("missing: {}", k.metal_path) };
         changes.push(Change { what: ".metal file".into(), before: presence(old), after: presence(new) });
     }
-    Pair { old: old.clone(), new: new.clone(), code, changes }
+    let cuda = |k: &KernelView| match &k.cuda {
+        None => "none (Metal only)".to_string(),
+        Some(c) if c.text.is_none() => format!("missing: {}", c.path),
+        Some(_) => "present".to_string(),
+    };
+    if cuda(old) != cuda(new) {
+        changes.push(Change { what: "CUDA body".into(), before: cuda(old), after: cuda(new) });
+    }
+    Pair { old: old.clone(), new: new.clone(), code: metal_code.max(cuda_code), metal_code, cuda_code, changes }
 }
 
 /// `512 (32x16x1)`
@@ -396,8 +435,8 @@ fn contract_changes(old: &KernelView, new: &KernelView, opts: &Options) -> Vec<C
         push(&format!("roofline on {}{at}", opts.gpu.key), r(&lo), r(&ln));
     }
     // Fields a review does not model, compared as they are written.
-    const MODELLED: [&str; 15] = [
-        "name", "family", "spec", "metal", "mlx_name", "sha256", "sizes", "inputs", "outputs", "grid", "threadgroup", "threads_per_threadgroup", "threadgroup_memory_bytes", "cost", "generator",
+    const MODELLED: [&str; 16] = [
+        "name", "family", "spec", "metal", "mlx_name", "sha256", "cuda", "sizes", "inputs", "outputs", "grid", "threadgroup", "threads_per_threadgroup", "threadgroup_memory_bytes", "cost", "generator",
     ];
     let keys: BTreeSet<&String> = old.entry.keys().chain(new.entry.keys()).filter(|k| !MODELLED.contains(&k.as_str())).collect();
     for key in keys {
@@ -476,7 +515,37 @@ fn specialization(old: &KernelView, new: &KernelView) -> Vec<(WarningKind, Strin
     out
 }
 
-/// The MSL diffs of the kernels whose code changed, one section per distinct
+/// A kernel's two languages: which source a diff section shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Language {
+    Metal,
+    Cuda,
+}
+
+impl Language {
+    /// How the pair's source in this language changed.
+    fn change(self, p: &Pair) -> CodeChange {
+        match self {
+            Language::Metal => p.metal_code,
+            Language::Cuda => p.cuda_code,
+        }
+    }
+
+    /// A kernel's source in this language (empty where it has none) and its path for a
+    /// diff header (`/dev/null` where it has none).
+    fn source(self, k: &KernelView, label: &str, side: char) -> (String, String) {
+        let path = |p: &str| format!("{side}/{p} ({label})");
+        match self {
+            Language::Metal => (k.metal.clone().unwrap_or_default(), path(&k.manifest_metal)),
+            Language::Cuda => match &k.cuda {
+                Some(c) => (c.text.clone().unwrap_or_default(), path(&c.manifest_path)),
+                None => (String::new(), "/dev/null".into()),
+            },
+        }
+    }
+}
+
+/// The MSL (or CUDA) diffs of the kernels whose code changed, one section per distinct
 /// edit. Two kernels share a section when their diffs remove and add the
 /// same lines in the same order, each kernel's own name read as one
 /// placeholder: a template edit that changes the same lines in every
@@ -487,12 +556,12 @@ fn specialization(old: &KernelView, new: &KernelView) -> Vec<(WarningKind, Strin
 /// The lines a diff removes and adds, hunk by hunk: what a section is keyed on.
 type EditKey = Vec<Vec<(char, String)>>;
 
-fn diff_groups(changed: &[Pair], old: &Tree, new: &Tree, context: usize) -> Vec<DiffGroup> {
+fn diff_groups(changed: &[Pair], language: Language, old: &Tree, new: &Tree, context: usize) -> Vec<DiffGroup> {
     let mut groups: Vec<(EditKey, DiffGroup)> = Vec::new();
-    for p in changed.iter().filter(|p| p.code == CodeChange::Code) {
-        let a = p.old.metal.as_deref().unwrap_or("");
-        let b = p.new.metal.as_deref().unwrap_or("");
-        let hunks = udiff::hunks(a, b, context);
+    for p in changed.iter().filter(|p| language.change(p) == CodeChange::Code) {
+        let (a, old_path) = language.source(&p.old, &old.label, 'a');
+        let (b, new_path) = language.source(&p.new, &new.label, 'b');
+        let hunks = udiff::hunks(&a, &b, context);
         let key: EditKey = hunks
             .iter()
             .map(|h| h.lines.iter().filter(|l| !matches!(l, Line::Context(_))).map(|l| (l.marker(), l.text().replace(&p.new.name, "\u{1}kernel\u{1}"))).collect())
@@ -501,12 +570,7 @@ fn diff_groups(changed: &[Pair], old: &Tree, new: &Tree, context: usize) -> Vec<
             Some((_, g)) => g.names.push(p.new.name.clone()),
             None => groups.push((
                 key,
-                DiffGroup {
-                    names: vec![p.new.name.clone()],
-                    old_path: format!("a/{} ({})", p.old.manifest_metal, old.label),
-                    new_path: format!("b/{} ({})", p.new.manifest_metal, new.label),
-                    hunks,
-                },
+                DiffGroup { names: vec![p.new.name.clone()], old_path, new_path, hunks },
             )),
         }
     }
@@ -593,6 +657,50 @@ mod tests {
         assert!(text.contains("=== tiny_a and 1 more kernel with the same edit ==="), "{text}");
         assert!(text.contains("-  x = 1;\n+  x = 2;"), "{text}");
         assert!(text.contains("gone_a  ->  renamed_a"), "{text}");
+    }
+
+    /// A CUDA body is compared as a `.metal` is: a code change, a comment-only change, a body
+    /// gained (diffed against /dev/null, with a contract row), each in the CUDA diff, never in
+    /// the MSL one or among the other files; a rename keeps both bodies.
+    #[test]
+    fn cuda_bodies_are_compared_like_metal_ones() {
+        use crate::fixtures::{tree_with, with_cuda};
+        let k = |name: &str| kernel(name, &[], &["8"], [32, 1, 1], 0, "  x;");
+        let (a0, a0c) = with_cuda(k("a"), "  y = 1;");
+        let (b0, b0c) = with_cuda(k("b"), "  z = 1;");
+        let (r0, r0c) = with_cuda(k("old_r"), "  r = 1;");
+        let old = tree_with("old", &[a0, b0, k("c"), r0], &[a0c, b0c, r0c]);
+        let (a1, a1c) = with_cuda(k("a"), "  y = 2;");
+        let (b1, b1c) = with_cuda(k("b"), "  z = 1; // now commented");
+        let (c1, c1c) = with_cuda(k("c"), "  w = 1;");
+        let (r1, r1c) = with_cuda(k("new_r"), "  r = 1;");
+        let new = tree_with("new", &[a1, b1, c1, r1], &[a1c, b1c, c1c, r1c]);
+        let r = review(&old, &new, &opts()).unwrap();
+        let codes: Vec<_> = r.changed.iter().map(|p| (p.new.name.as_str(), p.code, p.metal_code, p.cuda_code)).collect();
+        assert_eq!(
+            codes,
+            [
+                ("a", CodeChange::Code, CodeChange::Same, CodeChange::Code),
+                ("b", CodeChange::CommentsOnly, CodeChange::Same, CodeChange::CommentsOnly),
+                ("c", CodeChange::Code, CodeChange::Same, CodeChange::Code),
+            ]
+        );
+        assert_eq!(r.renamed.iter().map(|p| (p.old.name.as_str(), p.new.name.as_str())).collect::<Vec<_>>(), [("old_r", "new_r")]);
+        let gained = &r.changed[2].changes;
+        assert!(gained.iter().any(|c| c.what == "CUDA body" && c.before == "none (Metal only)" && c.after == "present"), "{gained:?}");
+        assert!(r.groups.is_empty() && r.other_files.is_empty(), "{:?} {:?}", r.groups, r.other_files);
+        assert_eq!(r.cuda_groups.iter().map(|g| g.names.clone()).collect::<Vec<_>>(), [vec!["a".to_string()], vec!["c".to_string()]]);
+        let text = render::text(&r);
+        assert!(text.contains("CUDA diff: 2 kernels whose code changed, 2 distinct edits") && !text.contains("MSL diff"), "{text}");
+        assert!(text.contains("--- a/generated/cuda/s/a.cu (old)\n+++ b/generated/cuda/s/a.cu (new)") && text.contains("-  y = 1;\n+  y = 2;"), "{text}");
+        assert!(text.contains("--- /dev/null\n+++ b/generated/cuda/s/c.cu (new)"), "{text}");
+        assert!(render::markdown(&r).contains("### CUDA diff: 2 kernels whose code changed, 2 distinct edits"));
+        // a rename whose CUDA body changed is no rename
+        let (r2, r2c) = with_cuda(k("new_r"), "  r = 2;");
+        let new = tree_with("new", &[r2], &[r2c]);
+        let old = tree_with("old", &[with_cuda(k("old_r"), "  r = 1;").0], &[with_cuda(k("old_r"), "  r = 1;").1]);
+        let r = review(&old, &new, &opts()).unwrap();
+        assert!(r.renamed.is_empty() && r.added.len() == 1 && r.removed.len() == 1);
     }
 
     #[test]

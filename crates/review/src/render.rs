@@ -54,6 +54,13 @@ fn file_change(c: FileChange) -> &'static str {
     }
 }
 
+/// The diff sections, one per language: its name, how many kernels' code in it changed, and
+/// its groups.
+fn languages(r: &Review) -> [(&'static str, usize, &[DiffGroup]); 2] {
+    let changed = |code: fn(&crate::compare::Pair) -> CodeChange| r.changed.iter().filter(|p| code(p) == CodeChange::Code).count();
+    [("MSL", changed(|p| p.metal_code), &r.groups), ("CUDA", changed(|p| p.cuda_code), &r.cuda_groups)]
+}
+
 fn group_title(g: &DiffGroup) -> (String, String) {
     let first = g.names[0].clone();
     let more = match g.names.len() {
@@ -169,10 +176,12 @@ pub fn text(r: &Review) -> String {
     if r.old_without_cost {
         s.push_str(&format!("{}'s manifest has no `cost` (it predates the cost model): its bytes per launch are derived from its buffers, its flops are unknown\n", r.old_label));
     }
-    if !r.groups.is_empty() {
-        let (code, _) = r.counts();
-        s.push_str(&format!("\nMSL diff: {code} kernel{} whose code changed, {} distinct edit{}\n", plural(code), r.groups.len(), plural(r.groups.len())));
-        for g in &r.groups {
+    for (language, code, groups) in languages(r) {
+        if groups.is_empty() {
+            continue;
+        }
+        s.push_str(&format!("\n{language} diff: {code} kernel{} whose code changed, {} distinct edit{}\n", plural(code), groups.len(), plural(groups.len())));
+        for g in groups {
             let (first, more) = group_title(g);
             s.push_str(&format!("\n=== {first}{more} ===\n"));
             if g.names.len() > 1 {
@@ -326,9 +335,12 @@ pub fn markdown(r: &Review) -> String {
     if r.old_without_cost {
         s.push_str(&format!("\n{}'s manifest has no `cost` (it predates the cost model): its bytes per launch are derived from its buffers, its flops are unknown.\n", md_code(&r.old_label)));
     }
-    if !r.groups.is_empty() {
-        s.push_str(&format!("\n### MSL diff: {code} kernel{} whose code changed, {} distinct edit{}\n", plural(code), r.groups.len(), plural(r.groups.len())));
-        for g in &r.groups {
+    for (language, code, groups) in languages(r) {
+        if groups.is_empty() {
+            continue;
+        }
+        s.push_str(&format!("\n### {language} diff: {code} kernel{} whose code changed, {} distinct edit{}\n", plural(code), groups.len(), plural(groups.len())));
+        for g in groups {
             let (first, more) = group_title(g);
             s.push_str(&format!("\n#### {}{}\n\n", md_code(&first), md_escape(&more)));
             if g.names.len() > 1 {

@@ -1,5 +1,5 @@
-//! A kernel as a generated tree describes it: its `manifest.json` entry and
-//! its `.metal` text. Both sides of a review are read this way (the tree the
+//! A kernel as a generated tree describes it: its `manifest.json` entry, its
+//! `.metal` text and, where it has a CUDA body, its `.cu` text. Both sides of a review are read this way (the tree the
 //! specs generate now, in memory, and a committed revision or a folder), so
 //! like is compared with like. Manifests older than the cost model have no
 //! `cost`; their bytes per launch are derived from the buffers, as the
@@ -88,6 +88,17 @@ pub struct CostView {
     pub flops: Option<SizeExpr>,
 }
 
+/// A kernel's CUDA body as a generated tree describes it (the manifest entry's `cuda`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaView {
+    /// The `.cu` path relative to the generated tree (`cuda/experts/x.cu`).
+    pub path: String,
+    /// The path the manifest gives (`generated/cuda/experts/x.cu`).
+    pub manifest_path: String,
+    /// The `.cu` text; `None` if the tree lacks the file.
+    pub text: Option<String>,
+}
+
 /// One kernel of a generated tree.
 #[derive(Clone, Debug)]
 pub struct KernelView {
@@ -103,6 +114,8 @@ pub struct KernelView {
     pub manifest_metal: String,
     /// The `.metal` text; `None` if the tree lacks the file.
     pub metal: Option<String>,
+    /// The CUDA body; `None` for a Metal-only kernel (or a manifest older than CUDA bodies).
+    pub cuda: Option<CudaView>,
     /// The run-time sizes it takes at launch (`M`).
     pub sizes: Vec<String>,
     /// The input buffers, in argument order.
@@ -253,17 +266,28 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
                 flops: c.get("flops").and_then(Value::as_str).map(expr),
             }),
         };
-        let manifest_metal = str_field(entry, "metal").ok_or_else(|| bad("metal"))?;
-        // The manifest names the file from the project root (`generated/...`);
+        // The manifest names files from the project root (`generated/...`);
         // the tree is read relative to its own root.
-        let metal_path = manifest_metal.split_once('/').map(|(_, rest)| rest.to_string()).unwrap_or_else(|| manifest_metal.clone());
+        let in_tree = |manifest_path: &str| manifest_path.split_once('/').map_or(manifest_path, |(_, rest)| rest).to_string();
+        let manifest_metal = str_field(entry, "metal").ok_or_else(|| bad("metal"))?;
+        let metal_path = in_tree(&manifest_metal);
         let metal = file(&metal_path).or_else(|| file(&manifest_metal));
+        let cuda = match entry.get("cuda") {
+            None | Some(Value::Null) => None,
+            Some(c) => {
+                let manifest_path = c.get("path").and_then(Value::as_str).ok_or_else(|| bad("cuda"))?.to_string();
+                let path = in_tree(&manifest_path);
+                let text = file(&path).or_else(|| file(&manifest_path));
+                Some(CudaView { path, manifest_path, text })
+            }
+        };
         out.push(KernelView {
             family: str_field(entry, "family").unwrap_or_default(),
             spec: str_field(entry, "spec").unwrap_or_default(),
             metal,
             metal_path,
             manifest_metal,
+            cuda,
             inputs: buffers("inputs")?,
             outputs: buffers("outputs")?,
             grid: strings(entry.get("grid")).ok_or_else(|| bad("grid"))?,
@@ -325,6 +349,16 @@ mod tests {
         assert_eq!((unknown.text.as_str(), &unknown.dim), ("N", &None));
         assert_eq!(hostile.dim, None);
         assert_eq!(k.launch(&Sizes::default()).bytes_read, None, "`x` has no byte count without the value of every dimension");
+    }
+
+    #[test]
+    fn a_cuda_body_is_read_where_the_entry_has_one() {
+        let with = OLD.replace(r#""metal": "generated/metal/e/k.metal","#, r#""metal": "generated/metal/e/k.metal", "cuda": {"path": "generated/cuda/e/k.cu", "mlx_name": "custom_kernel_k", "sha256": "0"},"#);
+        let files = |p: &str| (p == "cuda/e/k.cu").then(|| "__global__".to_string());
+        let cuda = read_manifest(&with, &files).unwrap()[0].cuda.clone();
+        assert_eq!(cuda, Some(CudaView { path: "cuda/e/k.cu".into(), manifest_path: "generated/cuda/e/k.cu".into(), text: Some("__global__".into()) }));
+        assert_eq!(read_manifest(OLD, &files).unwrap()[0].cuda, None);
+        assert!(read_manifest(&with.replace(r#"{"path": "generated/cuda/e/k.cu","#, r#"{"#), &files).is_err(), "a cuda entry without a path");
     }
 
     #[test]

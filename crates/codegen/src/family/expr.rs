@@ -499,6 +499,7 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("f32_bits", "f32_bits(x): the bits of x rounded to f32, as an integer"),
     ("is_finite", "is_finite(x): whether x is finite as an f32"),
     ("metal_type", "metal_type(dtype): the Metal type name of a dtype (\"bf16\" -> \"bfloat16_t\")"),
+    ("cuda_type", "cuda_type(dtype): the CUDA type name of a dtype (\"bf16\" -> \"__nv_bfloat16\")"),
     ("dtype_size", "dtype_size(dtype): bytes per element of a dtype"),
     ("hex", "hex(n, digits): n in lowercase hexadecimal, zero-padded"),
     ("sci", "sci(x): x in shortest scientific notation (1e-6)"),
@@ -698,14 +699,14 @@ fn check_call(e: &Expr, name: &str, args: &[Expr], scope: &dyn Scope, errors: &m
                 _ => Type::Str,
             })
         }
-        "metal_type" | "dtype_size" => {
+        "metal_type" | "cuda_type" | "dtype_size" => {
             if !arity(1, errors) {
                 return None;
             }
             if t[0] != Type::Str {
                 return bad(errors, "a dtype name");
             }
-            Some(if name == "metal_type" { Type::Str } else { Type::Int })
+            Some(if name == "dtype_size" { Type::Int } else { Type::Str })
         }
         "hex" | "near_multiples" => {
             if !arity(2, errors) {
@@ -1045,10 +1046,14 @@ fn call(e: &Expr, name: &str, args: &[Expr], env: &dyn Env) -> Result<Sym, ExprE
         "is_finite" => Value::Bool((f(0)? as f32).is_finite()),
         "sci" => Value::Str(format!("{:e}", f(0)?)),
         "sci_f32" => Value::Str(format!("{:e}", f(0)? as f32)),
-        "metal_type" | "dtype_size" => {
+        "metal_type" | "cuda_type" | "dtype_size" => {
             let d = s(0)?;
             let dtype = crate::model::dtype_from_short(&d).ok_or_else(|| fail(format!("`{d}` is not a dtype (the dtypes are {})", crate::model::dtype_names())))?;
-            if name == "metal_type" { Value::Str(dtype.metal_name().into()) } else { Value::Int(dtype.size() as i64) }
+            match name {
+                "metal_type" => Value::Str(dtype.metal_name().into()),
+                "cuda_type" => Value::Str(dtype.cuda_name().into()),
+                _ => Value::Int(dtype.size() as i64),
+            }
         }
         "hex" => {
             let (x, digits) = (n(0)?, n(1)?);
@@ -1162,6 +1167,7 @@ mod tests {
             ("f32_bits", "f32_bits(1.0)", Value::Int(0x3f80_0000)),
             ("is_finite", "is_finite(1e39)", Value::Bool(false)),
             ("metal_type", "metal_type('f16')", Value::Str("float16_t".into())),
+            ("cuda_type", "cuda_type('bf16')", Value::Str("__nv_bfloat16".into())),
             ("dtype_size", "dtype_size('bf16')", Value::Int(2)),
             ("hex", "hex(255, 4)", Value::Str("00ff".into())),
             ("sci", "sci(0.00025)", Value::Str("2.5e-4".into())),

@@ -4,7 +4,7 @@
 //! error points at its span in the file.
 
 use super::expr::{self, Expr, ExprError, Scope, Type};
-use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, InputValues, Located, PackedDef, PartDef, Piece, ReferenceDef, RegionDef, Role, Size, VerifyDef, RUST_REFERENCE_PREFIX};
+use super::{Axis, AxisKind, BufferSpec, Check, CudaTemplate, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, InputValues, Located, PackedDef, PartDef, Piece, ReferenceDef, RegionDef, Role, Size, VerifyDef, RUST_REFERENCE_PREFIX};
 use crate::diag::{Diagnostics, Reporter};
 use crate::model::{dtype_from_short, AxisValue};
 use crate::names;
@@ -24,9 +24,10 @@ pub enum TemplateFile {
     Unreadable(crate::Error),
 }
 
-/// Reads a family file and its template, which `template` reads by file name (what it
-/// finds is reported here, as a template that does not parse).
-pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: impl FnOnce(&str) -> TemplateFile) -> Result<FamilyDef, Diagnostics> {
+/// Reads a family file and its templates (the Metal one, and the CUDA one where there is
+/// one), which `template` reads by file name (what it finds is reported here, as a template
+/// that does not parse).
+pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, mut template: impl FnMut(&str) -> TemplateFile) -> Result<FamilyDef, Diagnostics> {
     let r = Reporter::new(source.clone());
     let tree = match crate::spec::toml::parse(&source.text) {
         Ok(t) => t,
@@ -35,8 +36,8 @@ pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: 
             return Err(r.into_diagnostics());
         }
     };
-    let mut f = Reader { r: &r, source: source.clone(), broken: Default::default(), parts_failed: false };
-    let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
+    let mut f = Reader { r: &r, source: source.clone(), broken: Default::default(), parts_failed: false, cuda: false };
+    let def = f.family(&tree, &mut template).map(|d| FamilyDef { dir, ..d });
     match def {
         Some(def) if r.count() == 0 => Ok(def),
         _ => Err(r.into_diagnostics()),
@@ -51,9 +52,11 @@ struct Reader<'r> {
     broken: std::collections::BTreeSet<String>,
     /// A kernel or one of its buffers failed to read (checks across kernels are skipped).
     parts_failed: bool,
+    /// The family has a CUDA template: buffer names must suit a CUDA kernel too.
+    cuda: bool,
 }
 
-const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
+const TOP: &[&str] = &["family", "summary", "template", "cuda_template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
 
 /// What names mean in the family's expressions.
 struct Names {
@@ -134,7 +137,7 @@ impl Reader<'_> {
         }
     }
 
-    fn family(&mut self, tree: &Node, template: impl FnOnce(&str) -> TemplateFile) -> Option<FamilyDef> {
+    fn family(&mut self, tree: &Node, template: &mut impl FnMut(&str) -> TemplateFile) -> Option<FamilyDef> {
         let whole = 0..self.source.text.len().min(1);
         let top = Table::new(self.r, tree, "", TOP).reported_at(whole.clone());
         let name = top.required_str("family", "the family's name, as specs write it").map(str::to_string);
@@ -146,6 +149,9 @@ impl Reader<'_> {
         }
         let has_header = top.bool("header", false);
         let template_name = top.str("template").map(str::to_string).or_else(|| name.as_ref().map(|n| format!("{n}.metal.tera")));
+        // (before the kernels: their buffer names are checked as CUDA parameters where it is there)
+        let cuda = self.cuda_template(&top, name.as_deref(), has_header, template);
+        self.cuda = cuda.is_some();
 
         let axes = top.get("axes").map_or_else(Vec::new, |node| self.axes(node));
         let fields = top.get("fields").map_or_else(Vec::new, |node| self.fields(node, "fields", &axes));
@@ -280,41 +286,26 @@ impl Reader<'_> {
             self.error(span, "template", format!("`{}` is not a file name beside the family file", template_name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.metal.tera`".into()));
             return None;
         }
-        let template_text = match template(&template_name) {
-            TemplateFile::Text(t) => self.template_parses(&template_name, t, has_header),
-            TemplateFile::Missing => {
-                self.error(span, "template", format!("template `{template_name}` was not found next to the family file"), Some(format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`")));
-                None
-            }
-            TemplateFile::Unreadable(crate::Error::Spec(d)) => {
-                self.r.extend(d);
-                None
-            }
-            TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
-                self.error(span, "template", format!("template `{template_name}` does not read: {}: {message}", path.display()), None);
-                None
-            }
-            TemplateFile::Unreadable(e) => {
-                self.error(span, "template", format!("template `{template_name}` does not read: {e}"), None);
-                None
-            }
-        };
-        let template_text = template_text?;
-        if has_header && !crate::render::sandbox::reads(&template_text.0, "section") {
-            let message = format!("`header = true`, but template `{template_name}` never reads `section`: its header would be its body again");
-            self.error(header_span, "header", message, Some("write {% if section == \"header\" %} ... {% else %} ... {% endif %} in the template, or remove `header = true`".into()));
+        let help = format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`");
+        let template_text = self.read_template("template", &template_name, span, Some(help), has_header, template).flatten()?;
+        if !self.header_is_read(has_header, &header_span, &template_name, &template_text.0) {
             return None;
         }
+        let cuda = match cuda {
+            Some(Some((name, (text, parsed)))) if self.header_is_read(has_header, &header_span, &name, &text) => {
+                Some(CudaTemplate { path: self.beside_family_file(name), text, parsed: Arc::new(parsed) })
+            }
+            Some(_) => return None,
+            None => None,
+        };
         Some(FamilyDef {
             name: name?,
             summary: summary?,
             source: self.source.clone(),
             // Named as generated files name it: the family file's folder, then the file.
-            template: (match self.source.origin.rsplit_once('/') {
-                Some((dir, _)) => format!("{dir}/{template_name}"),
-                None => template_name,
-            }, template_text.0),
+            template: (self.beside_family_file(template_name), template_text.0),
             parsed: Arc::new(template_text.1),
+            cuda,
             has_header,
             axes,
             fields,
@@ -326,6 +317,80 @@ impl Reader<'_> {
             verify,
             dir: None,
         })
+    }
+
+    /// A template's path as generated files name it: the family file's folder, then the file.
+    fn beside_family_file(&self, file: String) -> String {
+        match self.source.origin.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/{file}"),
+            None => file,
+        }
+    }
+
+    /// Reads the template `name` (which the family file's `field` names), checking that it
+    /// parses, keeps the sandbox's rules and tests for a header section only where the family
+    /// has one: `None` when a problem was reported, `Some(None)` when there is no such file and
+    /// `missing_help` is none (the file is optional), else its text and parse.
+    fn read_template(&mut self, field: &str, name: &str, span: Span, missing_help: Option<String>, has_header: bool, template: &mut impl FnMut(&str) -> TemplateFile) -> Option<Option<(String, tera::Template)>> {
+        match template(name) {
+            TemplateFile::Text(t) => self.template_parses(name, t, has_header).map(Some),
+            TemplateFile::Missing => match missing_help {
+                None => Some(None),
+                Some(help) => {
+                    self.error(span, field, format!("template `{name}` was not found next to the family file"), Some(help));
+                    None
+                }
+            },
+            TemplateFile::Unreadable(crate::Error::Spec(d)) => {
+                self.r.extend(d);
+                None
+            }
+            TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
+                self.error(span, field, format!("template `{name}` does not read: {}: {message}", path.display()), None);
+                None
+            }
+            TemplateFile::Unreadable(e) => {
+                self.error(span, field, format!("template `{name}` does not read: {e}"), None);
+                None
+            }
+        }
+    }
+
+    /// Whether template `file` (`text`) reads `section` where the family has `header = true`
+    /// (at `header_span`); else its header would be its body again, which is reported.
+    fn header_is_read(&self, has_header: bool, header_span: &Span, file: &str, text: &str) -> bool {
+        if has_header && !crate::render::sandbox::reads(text, "section") {
+            let message = format!("`header = true`, but template `{file}` never reads `section`: its header would be its body again");
+            self.error(header_span.clone(), "header", message, Some("write {% if section == \"header\" %} ... {% else %} ... {% endif %} in the template, or remove `header = true`".into()));
+            return false;
+        }
+        true
+    }
+
+    /// The CUDA template: the file `cuda_template` names (which must be there), else
+    /// `<family>.cuda.tera` where it is there. `None`: the family is Metal-only; `Some(None)`:
+    /// a problem was reported; else its file name, text and parse.
+    #[allow(clippy::type_complexity)]
+    fn cuda_template(&mut self, top: &Table<'_>, family: Option<&str>, has_header: bool, template: &mut impl FnMut(&str) -> TemplateFile) -> Option<Option<(String, (String, tera::Template))>> {
+        let named = top.get("cuda_template").is_some();
+        let name = if named {
+            match top.str("cuda_template") {
+                Some(n) => n.to_string(),
+                None => return Some(None),
+            }
+        } else {
+            format!("{}.cuda.tera", family?)
+        };
+        if !is_plain_name(&name) {
+            top.error("cuda_template", format!("`{}` is not a file name beside the family file", name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.cuda.tera`".into()));
+            return Some(None);
+        }
+        let help = named.then(|| format!("write the kernel's CUDA body in `{name}` beside this file, or leave `cuda_template` out for a Metal-only family"));
+        match self.read_template("cuda_template", &name, top.span_of("cuda_template"), help, has_header, template) {
+            None => Some(None),
+            Some(None) => None,
+            Some(Some(text)) => Some(Some((name, text))),
+        }
     }
 
     fn verify(&mut self, node: &Node, sizes: &[Size], parts: &[PartDef]) -> VerifyDef {
@@ -848,6 +913,8 @@ impl Reader<'_> {
             body.error("name", format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
         } else if let Some(why) = names::msl_reserved(&name) {
             body.error("name", format!("buffer `{name}` names a Metal kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the template)".into()));
+        } else if let Some(why) = kernelgen_cuda::vocab::reserved(&name).filter(|_| self.cuda) {
+            body.error("name", format!("buffer `{name}` names a CUDA kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the templates)".into()));
         }
         let doc = body.str("doc").unwrap_or_default().to_string();
         let size_ref = |key: &str| -> Option<String> {

@@ -1,6 +1,7 @@
 //! Kernel families as data. A family file (`<name>.toml`) beside its template
-//! (`<name>.metal.tera`) says everything a family is: its variant axes, the
-//! geometry fields a spec gives, derived values and constraints as
+//! (`<name>.metal.tera`, and `<name>.cuda.tera` for a CUDA body) says everything
+//! a family is: its variant axes, the geometry fields a spec gives, derived
+//! values and constraints as
 //! expressions ([`expr`]), the run-time sizes, packed buffer layouts, and its
 //! kernels (parts) with their buffers and launch geometry. kernelgen's own
 //! families are files of the same format (bundled into the generator); a
@@ -285,6 +286,28 @@ pub struct PartDef {
     pub span: Span,
 }
 
+/// A family's CUDA template (`<name>.cuda.tera`, or what `cuda_template` names): rendered with
+/// the same parameters and sections as the Metal one into the body (and header) MLX's
+/// `cuda_kernel` takes.
+#[derive(Clone, Debug)]
+pub struct CudaTemplate {
+    /// Its path as generated files name it (`families/softcap.cuda.tera`).
+    pub path: String,
+    /// Its text.
+    pub text: String,
+    /// Its parse, checked against the sandbox's rules (`render::sandbox`).
+    pub(crate) parsed: Arc<tera::Template>,
+}
+
+/// One of a family's templates (the Metal one or the CUDA one) as the renderer reads it: its
+/// path as generated files name it, its text and its parse.
+#[derive(Clone, Copy)]
+pub(crate) struct TemplateView<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+    pub parsed: &'a tera::Template,
+}
+
 /// How `kernelgen verify` runs the family's kernels (`[verify]`).
 #[derive(Clone, Debug, Default)]
 pub struct VerifyDef {
@@ -345,6 +368,8 @@ pub struct FamilyDef {
     pub template: (String, String),
     /// The template, parsed and checked against the sandbox's rules (`render::sandbox`).
     pub(crate) parsed: Arc<tera::Template>,
+    /// The CUDA template, where the family has one (`None`: the family is Metal-only).
+    pub cuda: Option<CudaTemplate>,
     /// Whether the template renders a header (helpers MLX places before the
     /// kernel) when `section == "header"`.
     pub has_header: bool,
@@ -373,8 +398,23 @@ impl FamilyDef {
     /// The template as a source problems point into: named beside the family file as the user
     /// wrote it (`families/softcap.metal.tera`).
     pub fn template_source(&self) -> Arc<SpecSource> {
-        let name = self.template.0.rsplit('/').next().unwrap_or_default();
-        file::template_source(&self.source.display, name, self.template.1.clone())
+        self.source_of(self.metal_template())
+    }
+
+    /// One of the family's templates as a source problems point into ([`FamilyDef::template_source`]).
+    pub(crate) fn source_of(&self, template: TemplateView<'_>) -> Arc<SpecSource> {
+        let name = template.path.rsplit('/').next().unwrap_or_default();
+        file::template_source(&self.source.display, name, template.text.to_string())
+    }
+
+    /// The Metal template, as the renderer reads it.
+    pub(crate) fn metal_template(&self) -> TemplateView<'_> {
+        TemplateView { path: &self.template.0, text: &self.template.1, parsed: &self.parsed }
+    }
+
+    /// The CUDA template, where the family has one, as the renderer reads it.
+    pub(crate) fn cuda_template(&self) -> Option<TemplateView<'_>> {
+        self.cuda.as_ref().map(|c| TemplateView { path: &c.path, text: &c.text, parsed: &c.parsed })
     }
 
     /// The axis of this name.
@@ -413,7 +453,7 @@ fn file_inside(dir: &std::path::Path, relative: &str) -> Result<std::path::PathB
         let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let last = i + 1 == steps.len();
         if meta.file_type().is_symlink() {
-            return Err(format!("{}: {}", path.display(), crate::NO_LINKS));
+            return Err(format!("{}: {}", path.display(), crate::discover::NO_LINKS));
         } else if last && !meta.is_file() {
             return Err(format!("{}: not a regular file", path.display()));
         } else if !last && !meta.is_dir() {

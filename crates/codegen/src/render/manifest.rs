@@ -1,5 +1,6 @@
-//! `generated/manifest.json`: every kernel with its origin, content hash,
-//! buffers and launch geometry, for tools and reviewers.
+//! `generated/manifest.json`: every kernel with its origin, content hash (and its CUDA
+//! body's file, function name and hash, where it has one), buffers and launch geometry, for
+//! tools and reviewers.
 
 use super::RenderedKernel;
 use kernelgen_contract::limits::PORTABLE_THREADS_PER_THREADGROUP;
@@ -24,6 +25,9 @@ struct Entry<'a> {
     metal: &'a str,
     mlx_name: &'a str,
     sha256: &'a str,
+    /// The CUDA body, where the family has one (left out for a Metal-only kernel).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cuda: Option<CudaJson<'a>>,
     sizes: Vec<&'a str>,
     inputs: Vec<Buffer<'a>>,
     outputs: Vec<Buffer<'a>>,
@@ -36,6 +40,13 @@ struct Entry<'a> {
     above_portable_threads: Option<u64>,
     threadgroup_memory_bytes: u32,
     cost: CostJson,
+}
+
+#[derive(Serialize)]
+struct CudaJson<'a> {
+    path: &'a str,
+    mlx_name: &'a str,
+    sha256: &'a str,
 }
 
 #[derive(Serialize)]
@@ -103,6 +114,7 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                     metal: &d.metal_path,
                     mlx_name: &d.mlx_name,
                     sha256: &rk.sha256,
+                    cuda: d.cuda.as_ref().zip(rk.cuda.as_ref()).map(|(c, f)| CudaJson { path: &c.path, mlx_name: &c.mlx_name, sha256: &f.sha256 }),
                     inputs: d.inputs.iter().map(|b| buffer(b, &sizes)).collect(),
                     outputs: d.outputs.iter().map(|b| buffer(b, &sizes)).collect(),
                     grid: d.grid.iter().map(|g| g.describe(&sizes)).collect(),

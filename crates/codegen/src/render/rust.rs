@@ -114,17 +114,30 @@ fn buffers(list: &[BufferDef]) -> String {
 }
 
 /// The `KernelDef` literal of one kernel (everything after `= `).
-/// The kernel's source is `include_str!("../<metal path>")`, relative to the Rust module
-/// beside the `.metal` files (the one copy of each kernel's source), or inline where no
-/// file is beside the module (a proc-macro's expansion).
-fn def_literal(d: &KernelDef, metal_path: &str, layout: Layout) -> String {
-    let metal = match layout {
-        Layout::Tree | Layout::OutDir => format!("Cow::Borrowed(include_str!({}))", str_literal(&format!("../{metal_path}"))),
-        Layout::Inline => format!("Cow::Borrowed({})", raw_string(&d.metal)),
+/// The kernel's sources are `include_str!("../<metal path>")` (and its `.cu`'s), relative to
+/// the Rust module beside the `.metal` and `.cu` files (the one copy of each source), or
+/// inline where no file is beside the module (a proc-macro's expansion).
+fn def_literal(d: &KernelDef, metal_path: &str, cuda_path: Option<&str>, layout: Layout) -> String {
+    let source = |path: &str, text: &str| match layout {
+        Layout::Tree | Layout::OutDir => format!("Cow::Borrowed(include_str!({}))", str_literal(&format!("../{path}"))),
+        Layout::Inline => format!("Cow::Borrowed({})", raw_string(text)),
     };
+    let metal = source(metal_path, &d.metal);
     let range = |r: kernelgen_contract::TextRange| format!("TextRange {{ start: {}, end: {} }}", r.start, r.end);
+    let cuda = match (&d.cuda, cuda_path) {
+        (Some(c), Some(path)) => format!(
+            "Some(CudaSource {{\n        mlx_name: {},\n        source: {},\n        header: {},\n        body: {},\n        path: {},\n        shared_memory_bytes: {},\n    }})",
+            text(&c.mlx_name),
+            source(path, &c.source),
+            range(c.header),
+            range(c.body),
+            text(&c.path),
+            c.shared_memory_bytes
+        ),
+        _ => "None".into(),
+    };
     format!(
-        "KernelDef {{\n    name: {},\n    family: {},\n    spec: {},\n    mlx_name: {},\n    metal: {metal},\n    header: {},\n    body: {},\n    metal_path: {},\n    inputs: {},\n    outputs: {},\n    sizes: Cow::Borrowed(&[{}]),\n    grid: [{}],\n    threadgroup: [{}],\n    threadgroup_memory_bytes: {},\n    cost: Cost {{ bytes_read: {}, bytes_written: {}, flops: {} }},\n}}",
+        "KernelDef {{\n    name: {},\n    family: {},\n    spec: {},\n    mlx_name: {},\n    metal: {metal},\n    header: {},\n    body: {},\n    metal_path: {},\n    inputs: {},\n    outputs: {},\n    sizes: Cow::Borrowed(&[{}]),\n    grid: [{}],\n    threadgroup: [{}],\n    threadgroup_memory_bytes: {},\n    cost: Cost {{ bytes_read: {}, bytes_written: {}, flops: {} }},\n    cuda: {cuda},\n}}",
         text(&d.name),
         text(&d.family),
         text(&d.spec),
@@ -349,7 +362,7 @@ pub fn spec_module(r: &Renderer, origin: &str, kernels: &[&RenderedKernel], layo
             if let Some(part) = &k.plan.part {
                 axes.push(format!("part {part}"));
             }
-            KernelView { static_name: names::kernel_static(&k.name), doc: axes.join(", "), def: def_literal(&rk.def, &rk.metal_path, layout) }
+            KernelView { static_name: names::kernel_static(&k.name), doc: axes.join(", "), def: def_literal(&rk.def, &rk.metal_path, rk.cuda.as_ref().map(|c| c.path.as_str()), layout) }
         })
         .collect();
     let mut ctx = Context::new();
