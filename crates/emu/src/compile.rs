@@ -33,9 +33,10 @@ pub(crate) const METAL_HEADERS: [&str; 16] = [
 ];
 
 /// Macros every Metal compile predefines (a user `define` of the same name replaces
-/// the value): `__METAL__`, and `__METAL_VERSION__` of Metal 3.1, the language of
-/// macOS 14, the oldest system MLX 0.32's wheels support.
-pub(crate) const PREDEFINED: [(&str, &str); 2] = [("__METAL__", "1"), ("__METAL_VERSION__", "310")];
+/// the value): `__METAL__`, `__METAL_VERSION__` of Metal 3.1, the language of macOS 14, the
+/// oldest system MLX 0.32's wheels support, and `__HAVE_BFLOAT__` (bfloat is Metal 3.1's), as
+/// the Metal check's prelude defines it.
+pub(crate) const PREDEFINED: [(&str, &str); 3] = [("__METAL__", "1"), ("__METAL_VERSION__", "310"), ("__HAVE_BFLOAT__", "1")];
 
 pub(crate) struct Builder {
     /// Objects are named by this cache's secret (a `.so` planted under a name anyone could

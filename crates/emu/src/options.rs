@@ -164,7 +164,7 @@ pub struct LoadOptions {
     /// to the emulator's standard library.
     pub include_dirs: Vec<PathBuf>,
     /// Predefined macros, `-DNAME` (`None`) or `-DNAME=VALUE`, after the ones every
-    /// Metal compile has (`__METAL__`, `__METAL_VERSION__` = 310); a define of the same
+    /// Metal compile has (`__METAL__`, `__METAL_VERSION__` = 310, `__HAVE_BFLOAT__`); a define of the same
     /// name replaces those.
     pub defines: Vec<(String, Option<String>)>,
     /// Values of `[[function_constant(index)]]` declarations, by index, as MLX sets them
