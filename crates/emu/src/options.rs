@@ -143,8 +143,8 @@ pub enum RunOrder {
 /// What a dispatch checks of threadgroup memory beyond what every dispatch does (its guards and
 /// canaries): [`Dispatch::memory_check`](crate::Dispatch::memory_check). The kernel runs as an
 /// object built for the check (once per program, cached as the others), every access to
-/// threadgroup memory seen: slower, the same results. docs/emulator.md, "The threadgroup-memory
-/// check".
+/// threadgroup memory seen: slower, the same results, of a grid's 8 threadgroups at each end
+/// when it has more than 16. docs/emulator.md, "The threadgroup-memory check".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MemoryCheck {

@@ -255,7 +255,8 @@ impl<'k> Dispatch<'k> {
     }
 
     /// Run with the threadgroup-memory check ([`MemoryCheck`]; `None`, the default: without):
-    /// every access to threadgroup memory is checked for races and bounds. Not under sanitize:
+    /// every access to threadgroup memory is checked for races and bounds, in the threadgroups
+    /// the check runs (a grid of more than 16 runs the 8 at each end only). Not under sanitize:
     /// such a dispatch runs the check's own object, without AddressSanitizer.
     pub fn memory_check(self, check: Option<MemoryCheck>) -> Self {
         Dispatch { memory_check: check, ..self }

@@ -11,11 +11,12 @@
 //!
 //! - no data race on threadgroup memory and no access outside a threadgroup array: the first
 //!   run is the emulator's threadgroup-memory check ([`MemoryCheck::Races`]), which sees every
-//!   access and MSL's barrier semantics, so a race that every run order hides (SIMD-group
+//!   access of the threadgroups it runs (every one of a grid of at most 16, else the 8 at each
+//!   end) and MSL's barrier semantics, so a race that every run order hides (SIMD-group
 //!   collectives between the racing accesses) is found, named with its array, lines and threads;
 //! - the threadgroup memory the contract declares is what the kernel's arrays take.
 //!
-//! A passing kernel costs four launches: forward with poison `0xFF` (the checked one), forward
+//! A passing kernel costs five launches: the check's, forward with poison `0xFF`, forward
 //! again with other poison bytes, reverse, and shuffled; only when they disagree do more runs
 //! find which property failed (a read of uninitialized threadgroup memory is then named by the
 //! check: [`MemoryCheck::UninitializedReads`]). No poison can catch a read whose value never
@@ -74,15 +75,16 @@ pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, order
     // every access just before a buffer or just past it faults in one of them, for the time
     // of one run each (in sanitize mode ASan sees both sides in every run).
     const THREADGROUP_POISONS: [u8; 2] = [0x00, 0x5A];
-    // The first run is the threadgroup-memory check's: races, threadgroup bounds, and the
-    // threadgroup memory the kernel allocates.
+    // The first run is the threadgroup-memory check's (of the threadgroups it runs): races,
+    // threadgroup bounds, and the threadgroup memory the kernel allocates.
     let first_config = config(RunOrder::Forward, 0xFF, 0xFF, Placement::End);
-    let (forward, stats) = launch_stats(emu, def, case, RunConfig { memory_check: Some(MemoryCheck::Races), ..first_config })?;
+    let (_, stats) = launch_stats(emu, def, case, RunConfig { memory_check: Some(MemoryCheck::Races), ..first_config })?;
     let allocated = stats.threadgroup_memory();
     if allocated != def.threadgroup_memory_bytes as usize {
         let arrays = stats.threadgroup_arrays.iter().map(|a| format!("`{}`, {} bytes, declared at {}:{}", a.name, a.bytes, def.metal_path, a.line)).collect();
         return Err(Finding::ThreadgroupMemory { at: None, declared: def.threadgroup_memory_bytes, allocated, arrays }.into());
     }
+    let forward = launch(emu, def, case, first_config)?;
     let mut others = Vec::new();
     for (k, &order) in orders.iter().enumerate() {
         let (output, threadgroup, placement) = if k % 2 == 0 { (0x00, 0x5A, Placement::Start) } else { (0xFF, 0x00, Placement::End) };

@@ -276,6 +276,11 @@ fn run_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_
 
     let mut tg_order = Vec::new();
     order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
+    if a.memory_check.is_some() {
+        // the check's run is of the threadgroups it sees
+        tg_order.retain(|&lin| racecheck::checks(lin as u64, tgs));
+    }
+    let n_tg = tg_order.len() as u64;
     let workers = a.workers.max(1).min(n_tg.min(usize::MAX as u64) as usize);
     let shared = Shared {
         workers,
@@ -644,7 +649,7 @@ unsafe fn run_threadgroup(
         (*s).sites.iter_mut().for_each(|x| *x = None);
         (*s).site_list.clear();
         (*s).found = None;
-        (*s).check = ctx.a.check.filter(|_| racecheck::checks(lin, ctx.tgs));
+        (*s).check = ctx.a.check;
         if (*s).check.is_some() {
             racecheck::threadgroup_started(s, n_sg);
         }
