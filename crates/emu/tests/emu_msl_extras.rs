@@ -55,7 +55,11 @@ template <typename T>
 fn program(scale: Option<i64>) -> Result<Program, EmuError> {
     let dir = std::env::temp_dir().join(format!("kgemu-extras-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("extras.h"), HEADER).unwrap();
+    // the tests of this file load it at once: the header replaced whole (renamed into place),
+    // never seen half-written by another's g++
+    let tmp = dir.join(format!("extras.h.{:?}", std::thread::current().id()));
+    std::fs::write(&tmp, HEADER).unwrap();
+    std::fs::rename(&tmp, dir.join("extras.h")).unwrap();
     let opts = LoadOptions {
         include_dirs: vec![dir.clone()],
         defines: vec![("FACTOR".into(), Some("2.0f".into()))],
