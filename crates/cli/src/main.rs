@@ -5,12 +5,14 @@
 
 mod codegen_cmds;
 mod diff_cmd;
+mod error;
 mod exec_cmds;
 mod lint_cmd;
 mod npy;
 mod out;
 mod verify;
 
+use crate::error::Error;
 use crate::out::outln;
 use clap::{Parser, Subcommand};
 use kernelgen_review::gpu;
@@ -68,12 +70,12 @@ impl CostArgs {
     }
 
     /// The GPU and the sizes costs are evaluated at.
-    pub fn resolve(&self) -> Result<(&'static gpu::Gpu, Sizes), String> {
-        let g = gpu::find(&self.gpu).ok_or_else(|| format!("error: unknown GPU `{}` for --gpu; known: {}", self.gpu, gpu::keys()))?;
+    pub fn resolve(&self) -> Result<(&'static gpu::Gpu, Sizes), Error> {
+        let g = gpu::find(&self.gpu).ok_or_else(|| Error::msg(format!("unknown GPU `{}` for --gpu; known: {}", self.gpu, gpu::keys())))?;
         let mut sizes = BTreeMap::new();
         for s in &self.sizes {
-            let (name, value) = s.split_once('=').ok_or_else(|| format!("error: --size {s}: expected NAME=VALUE, e.g. M=4"))?;
-            let value: u64 = value.trim().parse().map_err(|_| format!("error: --size {s}: `{value}` is not a non-negative integer"))?;
+            let (name, value) = s.split_once('=').ok_or_else(|| Error::msg(format!("--size {s}: expected NAME=VALUE, e.g. M=4")))?;
+            let value: u64 = value.trim().parse().map_err(|_| Error::msg(format!("--size {s}: `{value}` is not a non-negative integer")))?;
             sizes.insert(name.trim().to_string(), value);
         }
         Ok((g, Sizes(sizes)))
@@ -279,7 +281,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             eprint!("{message}");
             if !message.ends_with('\n') {
                 eprintln!();

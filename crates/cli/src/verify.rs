@@ -1,6 +1,7 @@
 //! `kernelgen verify`: every generated kernel (or those --filter matches), verified by
 //! `kernelgen-verify` in the emulator, printed as a table as the outcomes arrive.
 
+use crate::error::Error;
 use crate::out::outln;
 use globset::Glob;
 use kernelgen_codegen::render::RenderedKernel;
@@ -8,20 +9,20 @@ use kernelgen_emu::{EmuBackend, EmuOptions};
 use kernelgen_verify::{Options, Outcome, Values};
 use std::process::ExitCode;
 
-pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, options: &Options) -> Result<ExitCode, String> {
+pub fn verify(specs: &crate::SpecArgs, filter: Option<&str>, sanitize: bool, options: &Options) -> Result<ExitCode, Error> {
     if sanitize {
-        kernelgen_emu::reexec_with_sanitizer_if_needed().map_err(|e| format!("error: cannot start under the sanitizer runtime: {e}"))?;
+        kernelgen_emu::reexec_with_sanitizer_if_needed().map_err(|e| Error::io("cannot start under the sanitizer runtime", e))?;
     }
     let generated = crate::codegen_cmds::run_pipeline(specs)?;
     let matcher = match filter {
-        Some(f) => Some(Glob::new(f).map_err(|e| format!("error: --filter {f}: {e}"))?.compile_matcher()),
+        Some(f) => Some(Glob::new(f).map_err(|source| Error::Filter { filter: f.to_string(), source })?.compile_matcher()),
         None => None,
     };
     let selected: Vec<&RenderedKernel> = generated.kernels.iter().filter(|r| matcher.as_ref().is_none_or(|m| m.is_match(&r.kernel.name))).collect();
     if selected.is_empty() {
-        return Err(format!("error: no kernel matches --filter {}", filter.unwrap_or("")));
+        return Err(Error::msg(format!("no kernel matches --filter {}", filter.unwrap_or(""))));
     }
-    let backend = EmuBackend::new(EmuOptions { sanitize, ..EmuOptions::default() }).map_err(|e| format!("error: {e}"))?;
+    let backend = EmuBackend::new(EmuOptions { sanitize, ..EmuOptions::default() })?;
     let width = selected.iter().map(|r| r.kernel.name.len()).max().unwrap_or(6).max(6);
     outln!("Every kernel is checked for out-of-bounds accesses, unwritten outputs, reads of uninitialized memory and");
     if options.no_reference {

@@ -8,6 +8,7 @@ mod cost;
 mod depending;
 mod diff;
 mod discovery;
+mod docs;
 mod emu_untrusted;
 mod fuzz;
 mod kill;

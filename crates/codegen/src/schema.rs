@@ -171,7 +171,7 @@ impl<'a> Table<'a> {
     }
 
     /// The array at `key`; `None` if it is not there, or is not an array (reported, `what`
-    /// naming what was expected: "[[check]] tables").
+    /// naming what was expected: "`[[check]]` tables").
     pub fn array(&self, key: &str, what: &str) -> Option<&'a [Node]> {
         let node = self.get(key)?;
         let items = node.as_array();

@@ -413,7 +413,7 @@ fn file_inside(dir: &std::path::Path, relative: &str) -> Result<std::path::PathB
         let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let last = i + 1 == steps.len();
         if meta.file_type().is_symlink() {
-            return Err(format!("{}: {}", path.display(), crate::NO_LINKS));
+            return Err(format!("{}: {}", path.display(), crate::discover::NO_LINKS));
         } else if last && !meta.is_file() {
             return Err(format!("{}: not a regular file", path.display()));
         } else if !last && !meta.is_dir() {

@@ -12,6 +12,10 @@
 //! hidden = 6144
 //! ```
 
+mod specs;
+
+pub use specs::validate_all;
+
 use crate::diag::{Diagnostics, Reporter};
 use crate::family::{Axis, AxisKind, Families, FamilyDef, Field, FieldKind};
 use crate::model::{AxisValue, FieldValue, Geometry};
