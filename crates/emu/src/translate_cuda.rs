@@ -17,7 +17,7 @@
 
 use std::collections::HashSet;
 
-use kernelgen_msl::lex::{Kind, Token, matching};
+use kernelgen_msl::lex::{self, Kind, Token, matching};
 
 use crate::translate::{Edit, LineMap, PrepError, Prepared, apply_edits, code_tokens, nesting, prep_err};
 use crate::{AddressSpace, Binding, KernelSignature, Param};
@@ -277,12 +277,13 @@ impl Reader<'_> {
         saw_type
     }
 
-    /// If a C-style cast `( type )` opens at `open`: its closing parenthesis.
-    fn c_cast_at(&self, open: usize) -> Option<usize> {
+    /// If a C-style cast `( type )` opens at `open`: its closing parenthesis. `after_cast`:
+    /// the token before `open` closes a cast (`(float)(int)x`), so `(` starts its operand.
+    fn c_cast_at(&self, open: usize, after_cast: bool) -> Option<usize> {
         if self.tx(open) != "(" {
             return None;
         }
-        if open > 0 {
+        if open > 0 && !after_cast {
             let prev = &self.toks[open - 1];
             let expression_keyword = EXPRESSION_KEYWORDS.contains(&prev.text.as_str());
             if (prev.kind == Kind::Ident && !expression_keyword) || matches!(prev.text.as_str(), ")" | "]" | ">" | ">>" | "operator") {
@@ -309,7 +310,7 @@ impl Reader<'_> {
         loop {
             match self.tx(k) {
                 "-" | "+" | "!" | "~" | "*" | "&" | "++" | "--" => k += 1,
-                "(" if self.c_cast_at(k).is_some() => k = self.c_cast_at(k)? + 1,
+                "(" if self.c_cast_at(k, true).is_some() => k = self.c_cast_at(k, true)? + 1,
                 "sizeof" | "alignof" | "__alignof__" if self.tx(k + 1) == "(" => return Some(matching(self.toks, k + 1)? + 1),
                 "sizeof" => k += 1,
                 _ => break,
@@ -377,6 +378,112 @@ impl Reader<'_> {
     }
 }
 
+/// GNU attributes (`__attribute__((name...))`) a source may write: layout and inlining only
+/// (a constructor, a section, an alias or a visibility could reach the host or the loader).
+const ALLOWED_GNU_ATTRIBUTES: [&str; 6] = ["aligned", "always_inline", "noinline", "unused", "maybe_unused", "noreturn"];
+
+/// Standard attributes (`[[name]]`) a source may write: hints only, none with a namespace.
+const ALLOWED_STD_ATTRIBUTES: [&str; 6] = ["likely", "unlikely", "maybe_unused", "nodiscard", "fallthrough", "noreturn"];
+
+/// The names of the attributes of a list between `open` and `close` (exclusive): the first
+/// identifier of each comma-separated entry at the top level, `ns::name` as one name.
+fn attribute_names(toks: &[Token], open: usize, close: usize) -> Vec<(String, u32)> {
+    let mut names = Vec::new();
+    let (mut depth, mut entry_start) = (0i32, true);
+    let mut k = open;
+    while k < close {
+        let t = &toks[k];
+        match t.text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth -= 1,
+            "," if depth == 0 => {
+                entry_start = true;
+                k += 1;
+                continue;
+            }
+            _ if depth == 0 && entry_start && t.kind == Kind::Ident => {
+                let mut name = t.text.clone();
+                while toks.get(k + 1).is_some_and(|x| x.is("::")) && toks.get(k + 2).is_some_and(|x| x.kind == Kind::Ident) {
+                    name = format!("{name}::{}", toks[k + 2].text);
+                    k += 2;
+                }
+                names.push((name, t.line));
+            }
+            _ => {}
+        }
+        entry_start = false;
+        k += 1;
+    }
+    names
+}
+
+/// An attribute list starting at token `i` (`__attribute__((...))` or `[[...]]`): the problem
+/// with each name outside its allow-list, and the index of its last token.
+fn check_attributes(toks: &[Token], i: usize) -> (Vec<PrepError>, usize) {
+    let line = toks[i].line;
+    let is_gnu = toks[i].is("__attribute__");
+    let (open, close, last) = if is_gnu {
+        match (toks.get(i + 1), toks.get(i + 2)) {
+            (Some(a), Some(b)) if a.is("(") && b.is("(") => match (matching(toks, i + 2), matching(toks, i + 1)) {
+                (Some(inner), Some(outer)) => (i + 3, inner, outer),
+                _ => return (vec![prep_err(line, "unbalanced `__attribute__((`")], i),
+            },
+            _ => return (vec![prep_err(line, "`__attribute__` without its `((...))`")], i),
+        }
+    } else {
+        // `[[`: the list ends at the `]]` matching it
+        match matching(toks, i).and_then(|outer| matching(toks, i + 1).map(|inner| (inner, outer))) {
+            Some((inner, outer)) => (i + 2, inner, outer),
+            None => return (vec![prep_err(line, "unbalanced `[[`")], i),
+        }
+    };
+    let allowed = |n: &str| {
+        if is_gnu {
+            let bare = n.strip_prefix("__").and_then(|m| m.strip_suffix("__")).unwrap_or(n);
+            ALLOWED_GNU_ATTRIBUTES.contains(&bare)
+        } else {
+            ALLOWED_STD_ATTRIBUTES.contains(&n)
+        }
+    };
+    let problems = attribute_names(toks, open, close)
+        .into_iter()
+        .filter(|(n, _)| !allowed(n))
+        .map(|(n, l)| {
+            let (spelled, list) = if is_gnu { (format!("__attribute__(({n}))"), ALLOWED_GNU_ATTRIBUTES) } else { (format!("[[{n}]]"), ALLOWED_STD_ATTRIBUTES) };
+            prep_err(l, format!("the attribute `{spelled}` is not allowed in a kernel source (allowed: {})", list.join(", ")))
+        })
+        .collect();
+    (problems, last)
+}
+
+/// The directives g++ leaves in a preprocessed source: line markers, and `#pragma` lines
+/// (`_Pragma` becomes one). Only `#pragma unroll [n]` and `#pragma nounroll` (CUDA's loop
+/// hints) are allowed; each is blanked (g++ does not know them). Problems, and the edits.
+fn check_pragmas(text: &str) -> (Vec<PrepError>, Vec<Edit>) {
+    let (mut problems, mut edits) = (Vec::new(), Vec::new());
+    for t in lex::tokenize(text).iter().filter(|t| t.kind == Kind::Directive) {
+        let rest = t.text[1..].trim_start();
+        let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if word.is_empty() || word.starts_with(|c: char| c.is_ascii_digit()) {
+            continue; // a line marker
+        }
+        let args: Vec<&str> = rest[word.len()..].split_whitespace().collect();
+        let unroll = word == "pragma" && match args.as_slice() {
+            ["unroll"] | ["nounroll"] => true,
+            ["unroll", n] => n.parse::<u32>().is_ok(),
+            _ => false,
+        };
+        if unroll {
+            // to the end of the line (no `\` continues a line g++ wrote)
+            let end = text[t.offset..].find('\n').map_or(text.len(), |n| t.offset + n);
+            edits.push(Edit { start: t.offset, end, text: String::new() });
+        } else {
+            problems.push(prep_err(t.line, format!("`{}`: a kernel source may use no pragma but `#pragma unroll [n]` and `#pragma nounroll`", t.text.trim())));
+        }
+    }
+    (problems, edits)
+}
+
 /// One `__global__` function found.
 struct Kernel {
     name: String,
@@ -410,12 +517,15 @@ pub(crate) fn translate(text: &str, file_name: &str) -> Result<Prepared, Vec<Pre
     let reader = Reader { declared: Declared::of(&toks), toks: &toks };
     let r = &reader;
     let tx = |k: usize| r.tx(k);
-    let mut edits: Vec<Edit> = Vec::new();
+    let (pragma_problems, mut edits) = check_pragmas(text);
+    problems.extend(pragma_problems);
     let mut kernels: Vec<Kernel> = Vec::new();
     let mut scopes: Vec<Scope> = Vec::new();
     let mut pending_namespace: Option<Vec<String>> = None;
     let mut site = 0u32;
     let mut dynamic_site: Option<u32> = None;
+    // the `)` of the last C-style cast found (a cast's operand may be a cast)
+    let mut last_cast_close: Option<usize> = None;
     let mut err = |line: u32, message: String| problems.push(prep_err(line, message));
 
     let mut i = 0;
@@ -489,9 +599,18 @@ pub(crate) fn translate(text: &str, file_name: &str) -> Result<Prepared, Vec<Pre
                 Ok(None) => {}
                 Err(e) => problems_push(&mut err, e),
             },
+            "__attribute__" | "[" if t.is("__attribute__") || tx(i + 1) == "[" => {
+                let (found, last) = check_attributes(&toks, i);
+                for e in found {
+                    problems_push(&mut err, e);
+                }
+                i = last;
+            }
+            "__declspec" => err(t.line, "`__declspec` is not allowed in a kernel source".into()),
             "reinterpret_cast" => edits.push(Edit { start: t.offset, end: t.end(), text: "::kgemu::cu::rcast".into() }),
             "(" => {
-                if let Some(close) = r.c_cast_at(i) {
+                if let Some(close) = r.c_cast_at(i, i > 0 && last_cast_close == Some(i - 1)) {
+                    last_cast_close = Some(close);
                     let inner = &text[toks[i + 1].offset..toks[close - 1].end()];
                     if inner.trim() != "void" {
                         match r.operand_end(close + 1) {
