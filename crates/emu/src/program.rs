@@ -167,7 +167,7 @@ fn checker_in(cache: &std::path::Path) -> Result<kernelgen_msl::Checker, EmuErro
 /// Counters of one dispatch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DispatchStats {
-    /// GPU threads run (the grid's size).
+    /// GPU threads run: the grid's size (for CUDA, the threads of its whole blocks).
     pub threads: u64,
     /// Threadgroups run.
     pub threadgroups: u64,

@@ -291,7 +291,12 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
         switches: std::sync::atomic::AtomicU64::new(0),
     };
     let used = pool::run(workers, &|| work(&shared));
-    let threads = grid.iter().map(|&g| g as u64).product();
+    // the grid's threads; CUDA's whole blocks run past its edge
+    let threads = if a.language == Language::Cuda {
+        n_tg * tg.iter().map(|&t| t as u64).product::<u64>()
+    } else {
+        grid.iter().map(|&g| g as u64).product()
+    };
     let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
     let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
     drop(armed);
