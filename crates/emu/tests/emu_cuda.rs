@@ -285,3 +285,37 @@ fn the_front_end_accepts_what_cuda_bodies_write() {
     let want: Vec<f32> = (0..32).map(|i| (31 - i) as f32 * (31 - i) as f32 + 0.0 + 8.0 + 2.0).collect();
     assert_eq!(f32s(&yb), want);
 }
+
+#[test]
+fn half_and_bfloat_conversions_and_math_match_rust() {
+    use half::f16;
+    let p = load_cuda(include_str!("emu/cuda/convert.cu"), "convert.cu");
+    let mut rng = Rng(3);
+    let mut x: Vec<f32> = (0..250).map(|_| rng.f32() * 300.0).collect();
+    // ties, overflow, subnormals, signed zero, infinities, NaN
+    x.extend([1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), 65520.0, 1e-7, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+    x.extend([6e-8, 1.0e-40]);
+    let n = x.len();
+    let mut xb = f32_buf(&x);
+    let (mut h, mut b) = (u16_buf(&vec![0; n]), u16_buf(&vec![0; n]));
+    let (mut back, mut math) = (f32_buf(&vec![0.0; 2 * n]), f32_buf(&vec![0.0; 8 * n]));
+    p.dispatch("custom_kernel_convert", &mut [&mut xb, &mut h, &mut b, &mut back, &mut math], [n as u32, 1, 1], [n as u32, 1, 1]).unwrap();
+    let (h, b, back, math) = (u16s(&h), u16s(&b), f32s(&back), f32s(&math));
+    for (i, &v) in x.iter().enumerate() {
+        if v.is_nan() {
+            // CUDA's canonical NaNs
+            assert_eq!((h[i], b[i], back[2 * i].to_bits()), (0x7fff, 0x7fff, 0x7fffffff));
+            continue;
+        }
+        assert_eq!(h[i], f16::from_f32(v).to_bits(), "__float2half({v})");
+        assert_eq!(b[i], bf16::from_f32(v).to_bits(), "__float2bfloat16({v})");
+        assert_eq!(back[2 * i].to_bits(), f16::from_bits(h[i]).to_f32().to_bits(), "__half2float");
+        assert_eq!(back[2 * i + 1].to_bits(), bf16::from_bits(b[i]).to_f32().to_bits(), "__bfloat162float");
+        let a = v.abs();
+        let want = [v.exp(), v.exp(), 1.0 / a.sqrt(), v.tanh(), v.max(0.25) + v.min(-0.25), a.sqrt() + a.ln(), v / 3.0, v / (1.0 + (-v).exp())];
+        for (k, w) in want.iter().enumerate() {
+            let g = math[8 * i + k];
+            assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "math[{k}]({v}): {g} != {w}");
+        }
+    }
+}
