@@ -53,7 +53,7 @@ fn refused_name(s: &str) -> Option<&'static str> {
 }
 
 /// Problems of a CUDA source's directives, read before it is preprocessed: an `#include`
-/// (or `#include_next`, `#import`) of anything but [`ALLOWED_INCLUDES`].
+/// (or `#include_next`, `#import`, `#embed`) of anything but [`ALLOWED_INCLUDES`].
 pub(crate) fn check_directives(source: &str) -> Vec<PrepError> {
     let mut problems = Vec::new();
     let mut line_no = 0u32;
@@ -68,7 +68,8 @@ pub(crate) fn check_directives(source: &str) -> Vec<PrepError> {
         let Some(rest) = l.trim_start().strip_prefix('#') else { continue };
         let rest = rest.trim_start();
         let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        if !matches!(word.as_str(), "include" | "include_next" | "import") {
+        // `#embed` reads a file as data (g++ 15 has it)
+        if !matches!(word.as_str(), "include" | "include_next" | "import" | "embed") {
             continue;
         }
         let target = rest[word.len()..].trim();

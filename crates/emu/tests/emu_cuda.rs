@@ -243,6 +243,7 @@ fn the_front_end_refuses_what_could_reach_the_host_before_compiling() {
         ("", "  kgemu::rt.barrier(1, 0); // @bad", "emulator's own"),
         ("#include <stdio.h> // @bad", "  y[0] = 1.0f;", "may include only MLX's headers"),
         ("#include \"/etc/passwd\" // @bad", "  y[0] = 1.0f;", "may include only MLX's headers"),
+        ("const char data[] = {\n#embed \"/etc/passwd\" // @bad\n};", "  y[0] = data[0];", "may include only MLX's headers"),
         ("", "#pragma GCC optimize(\"O0\") // @bad\n  y[0] = 1.0f;", "pragma"),
         ("", "  _Pragma(\"GCC diagnostic ignored \\\"-Wall\\\"\") // @bad\n  y[0] = 1.0f;", "pragma"),
         ("__device__ float counter; // @bad", "  y[0] = counter;", "`__device__` variable"),
