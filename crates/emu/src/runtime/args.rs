@@ -2,7 +2,7 @@
 //! stand-in's too, `runtime_unsupported.rs`), so that the emulator's API builds everywhere.
 
 use super::Object;
-use crate::{DeviceBuffer, KernelSignature, Placement, RunOrder};
+use crate::{DeviceBuffer, KernelSignature, Language, Placement, RunOrder};
 
 pub(crate) struct DispatchArgs<'a, 'b> {
     pub object: &'a Object,
@@ -24,6 +24,11 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub time_limit: std::time::Duration,
     /// The threadgroup-memory check (`object` is built for it).
     pub memory_check: Option<crate::MemoryCheck>,
+    /// Whose launch model: Metal's threadgroups clamped to the grid (partial at its edge), or
+    /// CUDA's whole blocks.
+    pub language: Language,
+    /// A CUDA launch's dynamic shared memory (`extern __shared__`), in bytes.
+    pub shared_memory: u32,
 }
 
 /// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages

@@ -10,9 +10,10 @@ use super::faults::{rt_asan_note, rt_ubsan_note};
 use super::racecheck::rt_tg_access;
 use super::sched::{rt_barrier, rt_collective};
 use super::tg_memory::{region, rt_tg_alloc};
+use super::warp::{rt_cuda_ub, rt_live_lanes, rt_tg_dynamic, rt_thread_info, rt_warp};
 
 /// The shim ABI this runtime implements (`kgemu_init` answers the one it was built with).
-const ABI_VERSION: u32 = 5;
+const ABI_VERSION: u32 = 6;
 
 /// Mirrors `kgemu::ThreadInfo` in the shim.
 #[repr(C, align(16))]
@@ -56,6 +57,12 @@ pub(super) struct Rt {
     tg_access: unsafe extern "C" fn(usize, u64, u32, usize),
     tg_base: usize,
     tg_span: usize,
+    // CUDA's (`warp`)
+    thread_info: unsafe extern "C" fn() -> *const ThreadInfo,
+    warp: unsafe extern "C" fn(*mut c_void, CollFn, u32, u32),
+    live_lanes: unsafe extern "C" fn() -> u32,
+    tg_dynamic: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
+    cuda_ub: unsafe extern "C" fn(u32, u32, u32, u32, u32),
 }
 
 /// The table every object gets: the threadgroup memory region is reserved first (its bounds
@@ -74,6 +81,11 @@ fn rt() -> Result<&'static Rt, EmuError> {
         tg_access: rt_tg_access,
         tg_base: region.base(),
         tg_span: region.span(),
+        thread_info: rt_thread_info,
+        warp: rt_warp,
+        live_lanes: rt_live_lanes,
+        tg_dynamic: rt_tg_dynamic,
+        cuda_ub: rt_cuda_ub,
     }))
 }
 

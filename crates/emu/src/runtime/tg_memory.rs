@@ -1,6 +1,7 @@
 //! Threadgroup memory. Each worker has an arena, a slice of one region the process reserves once
 //! (`PROT_NONE`): a guard, then one room per threadgroup array, each room its read-write data
-//! (32 KiB, Apple's limit, so that any one array fits) and a guard as large after it. An array
+//! (256 KiB, so that any one array fits: Apple's 32 KiB, a CUDA block's 227 KiB) and a guard as
+//! large after it. An array
 //! lies flush with a guard, as buffers do ([`Placement`](crate::Placement)): its end (rounded up
 //! to 16 bytes) against the guard after its room, or, in a start-placed run, its start against the
 //! guard before it; so a read or a write just past it faults, naming the array. The bytes on its
@@ -18,11 +19,13 @@ use std::sync::{Mutex, OnceLock};
 use crate::{EmuError, sanitize};
 
 use super::sched::{Sched, abandon_fiber, cur_sched};
+use super::warp::MAX_SHARED;
 
-/// Apple's threadgroup memory limit.
+/// Apple's threadgroup memory limit (a CUDA launch has its own: `Sched::tg_limit`).
 pub(super) const TG_LIMIT: usize = kernelgen::contract::limits::MAX_THREADGROUP_MEMORY_BYTES as usize;
-/// A room's data (any one array fits), and the guard after it.
-const ROOM: usize = TG_LIMIT;
+/// A room's data (any one array fits: Apple's limit, or a CUDA block's largest shared memory,
+/// rounded up to 64 KiB pages), and the guard after it.
+const ROOM: usize = (if TG_LIMIT > MAX_SHARED { TG_LIMIT } else { MAX_SHARED }).next_multiple_of(64 * 1024);
 const ROOM_SPAN: usize = 2 * ROOM;
 /// Threadgroup arrays one threadgroup may use (distinct declarations reached).
 pub(super) const MAX_ARRAYS: usize = 128;
@@ -38,7 +41,7 @@ pub(super) const CANARY: u8 = 0xA5;
 /// Arrays start 16-byte aligned at least (what a vector view of one needs).
 const ARRAY_ALIGN: usize = 16;
 
-const _: () = assert!(ROOM % 4096 == 0, "rooms are whole pages");
+const _: () = assert!(ROOM % 4096 == 0 && ROOM >= MAX_SHARED && ROOM >= TG_LIMIT, "rooms are whole pages, and any one array fits");
 
 /// A threadgroup array of the running threadgroup: where it lies, and its declaration.
 pub(super) struct TgSite {
@@ -229,8 +232,9 @@ pub(super) unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, el
             (*s).abort = Some((message, line, (*s).cur));
             abandon_fiber(s)
         };
-        if (*s).tg_data + size > TG_LIMIT {
-            refuse(format!("threadgroup memory exceeds Apple's 32 KiB: `{name}` needs {size} bytes with {} already declared", (*s).tg_data));
+        let (limit, whose) = (*s).tg_limit;
+        if (*s).tg_data + size > limit {
+            refuse(format!("threadgroup memory exceeds {whose}: `{name}` needs {size} bytes with {} already declared", (*s).tg_data));
         }
         if k == MAX_ARRAYS {
             refuse(format!("`{name}` is the threadgroup's {}th threadgroup array; the emulator runs at most {MAX_ARRAYS}", k + 1));

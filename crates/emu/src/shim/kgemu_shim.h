@@ -22,7 +22,7 @@
 #include <dlfcn.h>
 #endif
 
-#define KGEMU_ABI_VERSION 5u
+#define KGEMU_ABI_VERSION 6u
 #define KG_INLINE inline __attribute__((always_inline))
 
 namespace kgemu {
@@ -878,6 +878,12 @@ struct Rt {
   // Every worker's threadgroup memory lies in [tg_base, tg_base + tg_span).
   uintptr_t tg_base;
   uintptr_t tg_span;
+  // CUDA's (kgemu_cuda.h; crates/emu/src/runtime/warp.rs)
+  const ThreadInfo* (*thread_info)();
+  void (*warp)(void* lane, CollFn fn, uint32_t op, uint32_t line);
+  uint32_t (*live_lanes)();
+  void* (*tg_dynamic)(uint32_t site, uint64_t align, uint64_t element, uint32_t line, const char* name);
+  void (*cuda_ub)(uint32_t kind, uint32_t op, uint32_t a, uint32_t b, uint32_t line);
 };
 
 __attribute__((visibility("hidden"))) inline Rt rt;
@@ -1487,8 +1493,9 @@ KG_UB_WRAP1(vla_bound_not_positive, "variable-length array bound not positive")
 // load and store through a pointer, and turns every atomic operation into a call. No
 // ThreadSanitizer runtime is linked: the hooks are these. An access to threadgroup memory (one
 // compare against the runtime's region) goes to the runtime's race and bounds check
-// (runtime/racecheck.rs) with the caller's address, for its .metal line; atomics are done as
-// the plain build does them, unrecorded (atomic operations do not race).
+// (runtime/racecheck.rs) with the caller's address, for its source line (a CUDA source's
+// `__shared__` arrays are threadgroup arrays too); atomics are done as the plain build does
+// them, unrecorded (atomic operations do not race).
 #if defined(__SANITIZE_THREAD__)
 namespace kgemu {
 KG_INLINE void tg_note(const volatile void* a, uint64_t n, uint32_t w, uintptr_t pc) {
@@ -1543,6 +1550,8 @@ KG_TSAN void __tsan_atomic_signal_fence(int) {}
 #undef KG_TSAN
 #endif
 
+// What follows is Metal's alone: a CUDA source (kgemu_cuda.h) sees none of it.
+#ifndef KGEMU_CUDA
 // ---------------------------------------------------------------- MSL spellings
 #define INFINITY (__builtin_inff())
 #define NAN (__builtin_nanf(""))
@@ -1574,5 +1583,6 @@ using namespace metal;
 #define thread
 #define threadgroup
 #define kernel
+#endif  // KGEMU_CUDA
 
 #endif  // KGEMU_SHIM_H
