@@ -19,11 +19,14 @@ use std::ptr::null_mut;
 
 use super::faults::SanReport;
 use super::object::{CollFn, ThreadInfo};
+use super::racecheck;
 use super::sched::{Pending, SIMD, Sched, State, abandon_fiber, cur_sched, fiber, sg_settled, yield_fiber};
 use super::tg_memory::rt_tg_alloc;
 
 /// Operation ids of the masked operations (`kgemu::cu::Op` in the shim), above Metal's.
 pub(super) const FIRST_OP: u32 = 64;
+/// `__syncwarp`'s id.
+const SYNCWARP: u32 = FIRST_OP + 7;
 const NAMES: [&str; 8] = ["__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"];
 
 /// The shared memory a CUDA block may have, and whose limit that is: 48 KiB of static and
@@ -91,6 +94,12 @@ unsafe fn try_release(s: *mut Sched, i: usize) -> bool {
         }
         let op: CollFn = (*fiber(s, i)).coll.expect("a warp operation's function");
         op(lanes.as_ptr(), group);
+        if (*fiber(s, i)).op == SYNCWARP {
+            // CUDA: __syncwarp orders memory among its lanes (the check orders the whole warp's,
+            // so a race between a lane of a partial mask and one outside it goes unseen);
+            // shuffles and votes order nothing
+            racecheck::simdgroup_barrier(s, sg, racecheck::MEM_THREADGROUP);
+        }
         let n = members.clone().count();
         (*s).warp_waits -= n;
         for j in members {
