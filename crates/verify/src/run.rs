@@ -4,7 +4,7 @@
 //! forward run's outputs are then compared); elsewhere the kernel is launched once.
 
 use crate::case::Case;
-use crate::compare::{Compared, Expected, compare};
+use crate::compare::{Compared, Expected, Replay, compare};
 use crate::error::{Error, Mismatch};
 use crate::properties::{check_properties_in, every_order};
 use crate::reference::{Kernel, Resolved, family_case, resolve};
@@ -30,6 +30,15 @@ pub trait VerifyBackend: Backend + Sync {
     fn emulator(&self) -> Option<&EmuBackend> {
         None
     }
+    /// Whether the Rust references' replay models bind this backend's bits (the emulator's);
+    /// elsewhere outputs are held to the f64 models' bounds.
+    fn replay(&self) -> Replay {
+        Replay::Skipped
+    }
+    /// How many kernels may be verified at once on this backend.
+    fn jobs(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
 }
 
 impl VerifyBackend for EmuBackend {
@@ -43,6 +52,10 @@ impl VerifyBackend for EmuBackend {
 
     fn emulator(&self) -> Option<&EmuBackend> {
         Some(self)
+    }
+
+    fn replay(&self) -> Replay {
+        Replay::BitForBit
     }
 }
 
@@ -59,13 +72,16 @@ pub struct Options {
 /// How a kernel's values were checked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
-    /// A Rust reference: bit for bit against the replay model, within the f64 model's bound
-    /// (both in ulps of each output's largest exact value; the largest over the outputs).
+    /// A Rust reference: within the f64 model's bound (both in ulps of each output's largest
+    /// exact value; the largest over the outputs), and bit for bit against the replay model
+    /// where `replay` says so (the emulator).
     Model {
         /// The largest error.
         max_ulp: f64,
         /// The largest bound.
         bound: f64,
+        /// Whether the replay model was compared bit for bit.
+        replay: Replay,
     },
     /// A numpy reference, within the family's tolerance.
     Tolerance {
@@ -141,7 +157,7 @@ pub fn run_case<B: VerifyBackend>(backend: &B, def: &KernelDef, case: &Case, see
 }
 
 /// Compares a kernel's outputs (contract order) with what a reference says of each, by name.
-pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(String, Expected)]) -> Result<Values, Error> {
+pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(String, Expected)], replay: Replay) -> Result<Values, Error> {
     if let Some((name, _)) = expected.iter().find(|(name, _)| !def.outputs.iter().any(|b| b.name.as_ref() == name.as_str())) {
         return Err(Mismatch::Unknown { output: name.clone() }.into());
     }
@@ -151,14 +167,14 @@ pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(Stri
         if let Expected::Values { tolerance: t, .. } = &want.1 {
             tolerance = Some(*t);
         }
-        match compare(&b.name, got, &want.1)? {
+        match compare(&b.name, got, &want.1, replay)? {
             Compared::Model { max_ulp: u, bound: m } => (max_ulp, bound) = (max_ulp.max(u), bound.max(m)),
             Compared::Values(a) => max_ulp = max_ulp.max(a.max_ulp),
         }
     }
     Ok(match tolerance {
         Some(tolerance) => Values::Tolerance { max_ulp, tolerance },
-        None => Values::Model { max_ulp, bound },
+        None => Values::Model { max_ulp, bound, replay },
     })
 }
 
@@ -190,7 +206,7 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
             None if r.kernel.family.verify.reference.is_none() => Ok(Values::None),
             _ if options.no_reference => Ok(Values::Skipped),
             None => Ok(Values::None),
-            Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?),
+            Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?, backend.replay()),
         }
     })();
     Outcome { kernel: r.kernel.name.clone(), sizes, result, seconds: start.elapsed().as_secs_f64() }
@@ -203,7 +219,7 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
 pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: &Options, mut on_outcome: impl FnMut(&Outcome)) -> Report {
     let outcomes = Outcomes::new(kernels.len());
     let large: Vec<bool> = kernels.iter().map(|r| is_large(&r.def)).collect();
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(kernels.len());
+    let jobs = backend.jobs().clamp(1, kernels.len().max(1));
     let mut report = Report::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
