@@ -476,7 +476,7 @@ const BUNDLED: &[(&str, &str, &str, Option<&str>)] = &[
         "affine",
         include_str!("../../families/affine.toml"),
         include_str!("../../families/affine.metal.tera"),
-        None,
+        Some(include_str!("../../families/affine.cuda.tera")),
     ),
     ("delta", include_str!("../../families/delta.toml"), include_str!("../../families/delta.metal.tera"), None),
     ("delta_state", include_str!("../../families/delta_state.toml"), include_str!("../../families/delta_state.metal.tera"), None),
