@@ -151,7 +151,9 @@ enum Command {
     /// Build every generated kernel (or those matching --filter), run it in
     /// the emulator on seeded random inputs, and compare with the family's
     /// references: bit for bit against the replay model, within the stated
-    /// bound against the f64 model. Exit 1 on any failure.
+    /// bound against the f64 model. A kernel with a CUDA body has it verified
+    /// too, the same way on the same inputs (its row: `<kernel> [cuda]`).
+    /// Exit 1 on any failure.
     Verify {
         #[command(flatten)]
         specs: SpecArgs,
