@@ -7,6 +7,7 @@ use crate::out::outln;
 use globset::Glob;
 use kernelgen_codegen::render::RenderedKernel;
 use kernelgen_emu::{EmuBackend, EmuOptions};
+use kernelgen_verify::bodies::CUDA_SUFFIX;
 use kernelgen_verify::{Options, Outcome, Replay, Values, VerifyBackend};
 use std::process::ExitCode;
 
@@ -60,7 +61,9 @@ fn mlx(_: &[&RenderedKernel], _: &Options) -> Result<ExitCode, Error> {
 
 /// Verifies `selected` on `backend`, printing the table as the outcomes arrive.
 fn report<B: VerifyBackend>(backend: &B, selected: &[&RenderedKernel], sanitize: bool, options: &Options) -> Result<ExitCode, Error> {
-    let width = selected.iter().map(|r| r.kernel.name.len()).max().unwrap_or(6).max(6);
+    // a kernel with a CUDA body has a second row, `<name> [cuda]`
+    let label = |r: &&RenderedKernel| r.kernel.name.len() + if r.def.cuda.is_some() { CUDA_SUFFIX.len() } else { 0 };
+    let width = selected.iter().map(label).max().unwrap_or(6).max(6);
     let under = if sanitize { ", under AddressSanitizer and UBSan" } else { "" };
     if backend.emulator().is_none() {
         outln!("Each kernel's outputs are compared with its reference: the f64 model within its bound (kernelgen's");
@@ -75,9 +78,12 @@ fn report<B: VerifyBackend>(backend: &B, selected: &[&RenderedKernel], sanitize:
         outln!("within its bound (kernelgen's families), or a family file's numpy reference within its tolerance.");
         outln!("MAX ULP and BOUND: the largest error and the largest allowed, in ulps (of the output's largest value for the f64 model).");
     }
+    if backend.emulator().is_some() && selected.iter().any(|r| r.def.cuda.is_some()) {
+        outln!("A kernel with a CUDA body has it verified the same way, on the same inputs: its row is `<kernel> [cuda]`.");
+    }
     outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "REFERENCE", "MAX ULP", "BOUND", "TIME");
     let report = kernelgen_verify::run(backend, selected, options, |o| row(o, width));
-    let failures: Vec<String> = report.failures().map(|(kernel, e)| format!("{kernel}: {e}")).collect();
+    let failures: Vec<String> = report.outcomes.iter().filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.label()))).collect();
     for f in &failures {
         eprintln!("FAILED {f}");
     }
@@ -97,5 +103,5 @@ fn row(o: &Outcome, width: usize) {
         Ok(Values::None) => ("none".into(), "-".into(), "-".into()),
         Ok(Values::Skipped) => ("skipped".into(), "-".into(), "-".into()),
     };
-    outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>6.2}s", o.kernel, o.sizes, reference, max_ulp, bound, o.seconds);
+    outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>6.2}s", o.label(), o.sizes, reference, max_ulp, bound, o.seconds);
 }

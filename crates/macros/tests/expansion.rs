@@ -39,12 +39,12 @@ fn stem(path: &Path) -> String {
 }
 
 /// The module `generated/rust/<stem>.rs` holds, as tokens (none when the
-/// spec generates no kernel), with each `include_str!` of a `.metal` beside
-/// it replaced by that file's text: the macros have no file to include.
+/// spec generates no kernel), with each `include_str!` of a `.metal` or `.cu`
+/// beside it replaced by that file's text: the macros have no file to include.
 fn generated(stem: &str) -> TokenStream {
     let path = root().join(format!("generated/rust/{stem}.rs"));
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    while let Some(at) = text.find("include_str!(\"../metal/") {
+    while let Some(at) = text.find("include_str!(\"../metal/").or_else(|| text.find("include_str!(\"../cuda/")) {
         let end = at + text[at..].find(")").unwrap() + 1;
         let relative = &text[at + "include_str!(\"".len()..end - "\")".len()];
         let metal = std::fs::read_to_string(path.parent().unwrap().join(relative)).unwrap();

@@ -5,8 +5,8 @@
 
 use crate::run::VerifyBackend;
 use kernelgen::backend::mlx::mlx_rs::{self, Array};
-use kernelgen::backend::mlx::{MlxBackend, MlxError, from_mlx_dtype, to_mlx_dtype};
-use kernelgen_emu::HostArray;
+use kernelgen::backend::mlx::{Gpu, MlxBackend, MlxError, from_mlx_dtype, gpu, to_mlx_dtype};
+use kernelgen_emu::{HostArray, Language};
 
 fn dims(shape: &[u64]) -> Result<Vec<i32>, MlxError> {
     shape.iter().map(|&d| i32::try_from(d).map_err(|_| MlxError::TooLarge(d as usize))).collect()
@@ -30,6 +30,11 @@ impl VerifyBackend for MlxBackend {
         bytes.eval().map_err(MlxError::Eval)?;
         let data = bytes.try_as_slice::<u8>().map_err(|e| MlxError::Host(mlx_rs::error::Exception::custom(e.to_string())))?.to_vec();
         Ok(HostArray::new(dtype, shape, data))
+    }
+
+    /// The CUDA body where MLX runs CUDA, else the Metal body.
+    fn body(&self) -> Language {
+        if gpu() == Gpu::Cuda { Language::Cuda } else { Language::Metal }
     }
 
     /// One kernel at a time: the GPU is one device, and MLX's graph is built per thread.

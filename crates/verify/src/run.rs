@@ -3,6 +3,7 @@
 //! ([`VerifyBackend`]). In the emulator every kernel first has its properties checked (the
 //! forward run's outputs are then compared); elsewhere the kernel is launched once.
 
+use crate::bodies;
 use crate::case::Case;
 use crate::compare::{Compared, Expected, Replay, compare};
 use crate::error::{Error, Mismatch};
@@ -14,7 +15,7 @@ use kernelgen::launch::LaunchError;
 use kernelgen_codegen::family::ReferenceDef;
 use kernelgen_codegen::render::RenderedKernel;
 use kernelgen_emu::host::LARGE_INPUT_BYTES;
-use kernelgen_emu::{EmuBackend, HostArray, RunOrder};
+use kernelgen_emu::{EmuBackend, HostArray, Language, RunOrder};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
@@ -34,6 +35,10 @@ pub trait VerifyBackend: Backend + Sync {
     /// elsewhere outputs are held to the f64 models' bounds.
     fn replay(&self) -> Replay {
         Replay::Skipped
+    }
+    /// The body this backend runs: the emulator's language, else the one its GPU runs.
+    fn body(&self) -> Language {
+        Language::Metal
     }
     /// How many kernels may be verified at once on this backend.
     fn jobs(&self) -> usize {
@@ -56,6 +61,10 @@ impl VerifyBackend for EmuBackend {
 
     fn replay(&self) -> Replay {
         Replay::BitForBit
+    }
+
+    fn body(&self) -> Language {
+        self.language()
     }
 }
 
@@ -101,6 +110,8 @@ pub enum Values {
 pub struct Outcome {
     /// The kernel's name.
     pub kernel: String,
+    /// The body verified: Metal, or the kernel's CUDA body ([`crate::bodies`]).
+    pub body: Language,
     /// The run-time sizes it ran at, `M=2,T=3` (`-` for none, or where it failed before).
     pub sizes: String,
     /// Its values, or why it failed.
@@ -209,17 +220,22 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
             Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?, backend.replay()),
         }
     })();
-    Outcome { kernel: r.kernel.name.clone(), sizes, result, seconds: start.elapsed().as_secs_f64() }
+    let body = backend.body();
+    Outcome { kernel: r.kernel.name.clone(), body, sizes, result, seconds: start.elapsed().as_secs_f64() }
 }
 
 /// Verifies `kernels` on `backend`, several at once (each launch's threadgroups on the
 /// emulator's workers too), taken in the order given; a large one ([`is_large`]) runs alone.
+/// In the emulator a kernel with a CUDA body has it verified too, as a job of its own right
+/// after its Metal body's ([`crate::bodies`]): one outcome per body.
 /// `on_outcome` sees each outcome in that order as soon as it and those before it are done
 /// (what a table printed as the run goes needs); the report holds them all.
 pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: &Options, mut on_outcome: impl FnMut(&Outcome)) -> Report {
-    let outcomes = Outcomes::new(kernels.len());
-    let large: Vec<bool> = kernels.iter().map(|r| is_large(&r.def)).collect();
-    let jobs = backend.jobs().clamp(1, kernels.len().max(1));
+    let cuda = bodies::cuda_backend(backend);
+    let bodies = bodies::bodies(kernels, cuda.as_ref());
+    let outcomes = Outcomes::new(bodies.len());
+    let large: Vec<bool> = bodies.iter().map(|b| is_large(&kernels[b.kernel].def)).collect();
+    let jobs = backend.jobs().clamp(1, bodies.len().max(1));
     let mut report = Report::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -227,8 +243,10 @@ pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: 
                 while let Some(i) = outcomes.take(|i| large[i]) {
                     // A panic (a kernelgen bug) fails this kernel: the report waits for every
                     // outcome, so a worker that died with its kernel would hang the run.
-                    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_kernel(backend, kernels[i], options))).unwrap_or_else(|p| Outcome {
-                        kernel: kernels[i].kernel.name.clone(),
+                    let (body, r) = (bodies[i], kernels[bodies[i].kernel]);
+                    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bodies::verify_body(backend, cuda.as_ref(), r, body, options))).unwrap_or_else(|p| Outcome {
+                        kernel: r.kernel.name.clone(),
+                        body: body.language,
                         sizes: "-".into(),
                         result: Err(Error::Panicked(panic_text(p.as_ref()))),
                         seconds: 0.0,
@@ -237,7 +255,7 @@ pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: 
                 }
             });
         }
-        for i in 0..kernels.len() {
+        for i in 0..bodies.len() {
             let o = outcomes.wait(i);
             on_outcome(&o);
             report.outcomes.push(o);
