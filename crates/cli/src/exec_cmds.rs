@@ -8,7 +8,7 @@ use kernelgen::contract::Source;
 use kernelgen::launch::LaunchError;
 use kernelgen::Dtype;
 use kernelgen_emu::backend::{EmuBackend, OUTPUT_POISON};
-use kernelgen_emu::{Binding, DeviceBuffer, EmuOptions, Emulator, FunctionConstant, HostArray, LoadOptions};
+use kernelgen_emu::{Binding, DeviceBuffer, Dispatch, EmuOptions, Emulator, FunctionConstant, HostArray, Language, LoadOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -168,6 +168,8 @@ pub struct EmuArgs<'a> {
     pub defines: &'a [String],
     /// `INDEX=VALUE` of `[[function_constant(INDEX)]]`.
     pub function_constants: &'a [String],
+    /// A CUDA launch's dynamic shared memory, in bytes.
+    pub shared_memory: Option<u32>,
 }
 
 pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
@@ -194,7 +196,11 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
         outputs.push((index(i, "--output")?, dtype, shape, bytes));
     }
     let source = std::fs::read_to_string(a.file).map_err(|e| Error::io(a.file.display(), e))?;
-    let mut load = LoadOptions { include_dirs: a.include_dirs.to_vec(), ..LoadOptions::default() };
+    let language = Language::of_file(&a.file.to_string_lossy());
+    if a.shared_memory.is_some() && language != Language::Cuda {
+        return Err(Error::msg(format!("--shared-memory is a CUDA launch's (a .cu file); {} declares its threadgroup memory", a.file.display())));
+    }
+    let mut load = LoadOptions { language, include_dirs: a.include_dirs.to_vec(), ..LoadOptions::default() };
     for d in a.defines {
         load.defines.push(crate::lint_cmd::parse_define(d)?);
     }
@@ -245,8 +251,11 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
             }
         };
         if let Some(p) = param {
-            let declared = FileDtype::of_metal_type(&p.type_name);
-            // A uint16 file stands for bf16 bits where the kernel declares bfloat16_t.
+            let declared = match language {
+                Language::Cuda => FileDtype::of_cuda_type(&p.type_name),
+                _ => FileDtype::of_metal_type(&p.type_name),
+            };
+            // A uint16 file stands for bf16 bits where the kernel declares bfloat16_t (__nv_bfloat16).
             let bf16 = Some(FileDtype::Contract(Dtype::Bf16));
             let compatible = |d: FileDtype| Some(d) == declared || (d == FileDtype::Contract(Dtype::U16) && declared == bf16);
             if declared.is_some() && !compatible(dtype) {
@@ -256,7 +265,8 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
         buffers.push(DeviceBuffer::try_from_bytes_on(&bytes, 16, 1).map_err(|e| Error::emu(label, e))?);
     }
     let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
-    let stats = program.dispatch(&sig.name, &mut refs, grid, threadgroup)?;
+    let dispatch = Dispatch::new(&sig.name, grid, threadgroup).shared_memory(a.shared_memory.unwrap_or(0));
+    let stats = program.run(&dispatch, &mut refs)?;
     create_out(a.out)?;
     for (i, dtype, shape, _) in &outputs {
         let name = sig.params.iter().find(|p| p.binding == Binding::Buffer(*i)).map_or(format!("buffer{i}"), |p| p.name.clone());

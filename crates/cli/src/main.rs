@@ -206,16 +206,20 @@ enum Command {
         defines: Vec<String>,
     },
     /// Run any Metal kernel file (kernelgen's or hand-written, MLX-style
-    /// templated kernels included) in the emulator.
+    /// templated kernels included), or a CUDA kernel file as MLX's cuda_kernel
+    /// assembles one (.cu: generated/cuda/...), in the emulator.
     Emu {
-        /// The .metal file.
+        /// The .metal or .cu file.
         file: PathBuf,
-        /// Kernel (function or host_name); needed when the file has several.
+        /// Kernel (function or host_name; a __global__ function's name in a .cu file);
+        /// needed when the file has several.
         #[arg(long)]
         kernel: Option<String>,
-        /// Threads in the grid, X,Y,Z (MLX semantics: threads, not threadgroups).
+        /// Threads in the grid, X,Y,Z (MLX semantics: threads, not threadgroups; for a
+        /// .cu file, ceil(grid / threadgroup) whole blocks).
         #[arg(long, value_name = "X,Y,Z")]
         grid: String,
+        /// Threads per threadgroup, X,Y,Z (a CUDA block, for a .cu file).
         #[arg(long, value_name = "X,Y,Z")]
         threadgroup: String,
         /// An input buffer: INDEX=FILE.npy (repeatable).
@@ -241,6 +245,10 @@ enum Command {
         /// (repeatable); one without a value does not compile where it is read.
         #[arg(long = "function-constant", value_name = "INDEX=VALUE")]
         function_constants: Vec<String>,
+        /// A .cu kernel's dynamic shared memory in bytes (MLX's shared_memory: what its
+        /// `extern __shared__` array has).
+        #[arg(long = "shared-memory", value_name = "BYTES")]
+        shared_memory: Option<u32>,
         #[command(flatten)]
         emulator: EmuRunArgs,
     },
@@ -262,7 +270,7 @@ fn main() -> ExitCode {
             exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out)
         }
         Command::Lint { files, include_dirs, defines } => lint_cmd::lint(&files, &include_dirs, &defines),
-        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, emulator } => {
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, shared_memory, emulator } => {
             emulator.apply();
             exec_cmds::emu(exec_cmds::EmuArgs {
                 file: &file,
@@ -276,6 +284,7 @@ fn main() -> ExitCode {
                 include_dirs: &include_dirs,
                 defines: &defines,
                 function_constants: &function_constants,
+                shared_memory,
             })
         }
     };

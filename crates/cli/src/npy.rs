@@ -56,6 +56,17 @@ impl FileDtype {
         })
     }
 
+    /// The dtype of a CUDA kernel's pointer parameter to this type, if it is one: CUDA's
+    /// half-precision names, then the C++ names both languages share.
+    pub fn of_cuda_type(name: &str) -> Option<FileDtype> {
+        match name {
+            "__half" | "half" => Some(FileDtype::Contract(Dtype::F16)),
+            "__nv_bfloat16" | "nv_bfloat16" => Some(FileDtype::Contract(Dtype::Bf16)),
+            "bfloat" | "uint" | "uchar" | "ushort" | "ulong" => None, // Metal's alone
+            _ => Self::of_metal_type(name),
+        }
+    }
+
     /// The dtype of a kernel parameter declared with this Metal type, if it is one.
     pub fn of_metal_type(name: &str) -> Option<FileDtype> {
         Some(match name {

@@ -9,6 +9,7 @@ mod depending;
 mod diff;
 mod discovery;
 mod docs;
+mod emu_cuda;
 mod emu_untrusted;
 mod fuzz;
 mod kill;

@@ -9,8 +9,14 @@ use kernelgen_msl::private_dir::PrivateDir;
 use sha2::{Digest, Sha256};
 
 use super::EmuError;
+use crate::Language;
 
 pub(crate) const SHIM: &str = include_str!("shim/kgemu_shim.h");
+/// The CUDA stand-in (it includes the shim).
+pub(crate) const CUDA_SHIM: &str = include_str!("shim/kgemu_cuda.h");
+/// What a CUDA compile adds to the flags: no variable-length arrays (nvrtc has none; g++
+/// would take `float a[warpSize]` as one).
+const CUDA_FLAGS: [&str; 1] = ["-Werror=vla"];
 
 /// Headers a source may include; each resolves to the shim.
 pub(crate) const METAL_HEADERS: [&str; 16] = [
@@ -46,6 +52,8 @@ pub(crate) struct Builder {
     /// Headers of the preprocessing pass: every `<metal_*>` header is empty there,
     /// so the shim (and its keyword macros) stay out of the preprocessed text.
     pre_dir: PathBuf,
+    /// The same for a CUDA source: MLX's headers (`translate_cuda::STAND_IN_HEADERS`) empty.
+    pre_cuda_dir: PathBuf,
     key_prefix: Vec<u8>,
     sanitize: bool,
 }
@@ -194,6 +202,31 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Precompiles `dir/header` once (`header.gch` beside it). The precompiled header only speeds
+/// compiles up: if it cannot be built, g++ reads the header's text instead.
+fn precompile(dir: &Path, header: &str, flags: &[String]) {
+    let gch = dir.join(format!("{header}.gch"));
+    if gch.exists() {
+        return;
+    }
+    let tmp = tmp_name(dir, &format!("{header}.gch"), "");
+    let ok = tool(&compiler())
+        .args(flags)
+        .arg("-x")
+        .arg("c++-header")
+        .arg(dir.join(header))
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if ok {
+        let _ = std::fs::rename(&tmp, &gch);
+    } else {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 impl Builder {
     pub fn new(cache_dir: Option<PathBuf>, sanitize: bool) -> Result<Builder, EmuError> {
         let cache = PrivateDir::open(&match cache_dir {
@@ -206,43 +239,33 @@ impl Builder {
         let mut h = Sha256::new();
         h.update(b"kgemu-shim-v1\0");
         h.update(SHIM.as_bytes());
+        h.update(CUDA_SHIM.as_bytes());
         h.update(flags.join(" ").as_bytes());
         h.update(cid.as_bytes());
         let shim_hash = hex(&h.finalize());
         let shim_name = format!("shim-{}", &shim_hash[..16]);
         let shim_dir = cache.subdir(&shim_name).map_err(cache_error)?;
         write_atomic(&shim_dir.join("kgemu_shim.h"), SHIM.as_bytes())?;
+        write_atomic(&shim_dir.join("kgemu_cuda.h"), CUDA_SHIM.as_bytes())?;
         let pre_dir = cache.subdir(Path::new(&shim_name).join("pre")).map_err(cache_error)?;
         for name in METAL_HEADERS {
             write_atomic(&shim_dir.join(name), b"#pragma once\n#include \"kgemu_shim.h\"\n")?;
             write_atomic(&pre_dir.join(name), b"#pragma once\n")?;
         }
-        let gch = shim_dir.join("kgemu_shim.h.gch");
-        if !gch.exists() {
-            // The precompiled shim only speeds compiles up: if it cannot be built, g++
-            // reads the header text instead.
-            let tmp = tmp_name(&shim_dir, "kgemu_shim.h.gch", "");
-            let ok = tool(&compiler())
-                .args(&flags)
-                .arg("-x")
-                .arg("c++-header")
-                .arg(shim_dir.join("kgemu_shim.h"))
-                .arg("-o")
-                .arg(&tmp)
-                .output()
-                .map(|o| o.status.success())
-                .unwrap_or(false);
-            if ok {
-                let _ = std::fs::rename(&tmp, &gch);
-            } else {
-                let _ = std::fs::remove_file(&tmp);
+        let pre_cuda_dir = cache.subdir(Path::new(&shim_name).join("pre-cuda")).map_err(cache_error)?;
+        for path in crate::translate_cuda::STAND_IN_HEADERS {
+            let file = pre_cuda_dir.join(path);
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
             }
+            write_atomic(&file, b"#pragma once\n")?;
         }
+        precompile(&shim_dir, "kgemu_shim.h", &flags);
         let mut key_prefix = Vec::new();
         key_prefix.extend_from_slice(b"kgemu-object-v2\0");
         key_prefix.extend_from_slice(shim_hash.as_bytes());
         key_prefix.extend_from_slice(LINK_FLAGS.join(" ").as_bytes());
-        Ok(Builder { cache, flags, shim_dir, pre_dir, key_prefix, sanitize })
+        Ok(Builder { cache, flags, shim_dir, pre_dir, pre_cuda_dir, key_prefix, sanitize })
     }
 
     /// Runs the g++ preprocessor over `source` (named `file_name`), with `include_dirs`
@@ -255,11 +278,16 @@ impl Builder {
         file_name: &str,
         include_dirs: &[PathBuf],
         defines: &[(String, Option<String>)],
+        language: Language,
     ) -> Result<String, EmuError> {
         use std::io::Write;
         let mut cmd = tool(&compiler());
         cmd.args(["-E", "-x", "c++", "-std=c++17", "-nostdinc", "-Wno-attributes"]);
-        for (name, value) in PREDEFINED {
+        let predefined: &[(&str, &str)] = match language {
+            Language::Metal => &PREDEFINED,
+            Language::Cuda => &crate::translate_cuda::PREDEFINED,
+        };
+        for &(name, value) in predefined {
             if !defines.iter().any(|(n, _)| n == name) {
                 cmd.arg(format!("-D{name}={value}"));
             }
@@ -270,10 +298,15 @@ impl Builder {
                 None => cmd.arg(format!("-D{name}")),
             };
         }
+        // A CUDA source includes MLX's headers only (checked before), each an empty stand-in.
+        if language == Language::Cuda {
+            cmd.arg("-I").arg(&self.pre_cuda_dir);
+        }
         // `#include "x.h"` looks next to the .metal file first, as the Metal compiler does.
         // Folders by their canonical paths, as the Metal check resolves includes: g++ then
         // reads the files the check read (it refuses includes through links).
-        if let Some(parent) = Path::new(file_name).parent().filter(|p| !p.as_os_str().is_empty() && p.is_dir()) {
+        let parent = Path::new(file_name).parent().filter(|p| language == Language::Metal && !p.as_os_str().is_empty() && p.is_dir());
+        if let Some(parent) = parent {
             cmd.arg("-iquote").arg(std::fs::canonicalize(parent).map_err(io(format!("cannot read {}", parent.display())))?);
         }
         for dir in include_dirs {
@@ -285,7 +318,9 @@ impl Builder {
             }
             cmd.arg("-I").arg(std::fs::canonicalize(dir).map_err(io(format!("cannot read {}", dir.display())))?);
         }
-        cmd.arg("-I").arg(&self.pre_dir);
+        if language == Language::Metal {
+            cmd.arg("-I").arg(&self.pre_dir);
+        }
         cmd.arg("-");
         cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().map_err(io(format!("cannot run {}", compiler())))?;
@@ -300,7 +335,7 @@ impl Builder {
         let _ = writer.join();
         if !out.status.success() {
             let mut msg = String::from_utf8_lossy(&out.stderr).into_owned();
-            msg = msg.replace(&format!("{}/", self.pre_dir.display()), "");
+            msg = msg.replace(&format!("{}/", self.pre_dir.display()), "").replace(&format!("{}/", self.pre_cuda_dir.display()), "");
             return Err(EmuError::Compile { file: file_name.to_string(), message: msg.trim_end().to_string() });
         }
         String::from_utf8(out.stdout).map_err(|_| EmuError::Compile {
@@ -313,18 +348,27 @@ impl Builder {
         self.cache.path()
     }
 
-    pub fn build(&self, cpp: &str, file_name: &str) -> Result<Built, EmuError> {
-        let key = self.cache.keyed_name(&[&self.key_prefix, cpp.as_bytes()]);
+    pub fn build(&self, cpp: &str, file_name: &str, language: Language) -> Result<Built, EmuError> {
+        let extra: &[&str] = match language {
+            Language::Metal => &[],
+            Language::Cuda => &CUDA_FLAGS,
+        };
+        let key = self.cache.keyed_name(&[&self.key_prefix, extra.join(" ").as_bytes(), cpp.as_bytes()]);
         let so_path = self.cache.path().join(format!("{key}.so"));
         if so_path.exists() {
             self.vet(&so_path, file_name)?;
             return Ok(Built { so_path, compiled: false });
+        }
+        if language == Language::Cuda {
+            let flags: Vec<String> = self.flags.iter().cloned().chain(extra.iter().map(|f| f.to_string())).collect();
+            precompile(&self.shim_dir, "kgemu_cuda.h", &flags);
         }
         let cpp_path = self.cache.path().join(format!("{key}.cpp"));
         write_atomic(&cpp_path, cpp.as_bytes())?;
         let tmp = tmp_name(self.cache.path(), &key, ".so");
         let out = tool(&compiler())
             .args(&self.flags)
+            .args(extra)
             .args(LINK_FLAGS)
             .arg("-I")
             .arg(&self.shim_dir)

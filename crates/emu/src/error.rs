@@ -60,6 +60,15 @@ pub enum EmuError {
         /// Every problem found, in source order.
         problems: Vec<MetalProblem>,
     },
+    /// The CUDA source is not one the emulator runs: it includes a header other than MLX's,
+    /// uses what a kernel may not (inline assembly, host code, the C library, ...) or a form
+    /// the emulator does not read (docs/emulator.md, "CUDA"). Nothing was compiled.
+    InvalidCuda {
+        /// The `.cu` file name given to the load.
+        file: String,
+        /// Every problem found, each `file:line: message`.
+        problems: Vec<String>,
+    },
     /// The compiled object of `file` reaches outside the emulator's runtime (a symbol of libc
     /// or another library, a constructor, ...): refused before it was loaded, so none of it
     /// ran. The Metal check refuses such sources; this is what a source that got past it meets.
@@ -170,7 +179,15 @@ pub enum EmuError {
 impl fmt::Display for EmuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EmuError::Compile { file, message } => write!(f, "{file} does not compile for the MSL emulator:\n{message}"),
+            EmuError::Compile { file, message } => write!(f, "{file} does not compile for the emulator:\n{message}"),
+            EmuError::InvalidCuda { file, problems } => {
+                let n = problems.len();
+                write!(f, "{file} is not a CUDA source the emulator runs ({n} problem{}):", if n == 1 { "" } else { "s" })?;
+                for p in problems {
+                    write!(f, "\n{p}")?;
+                }
+                Ok(())
+            }
             EmuError::InvalidMetal { file, problems } => {
                 let n = problems.len();
                 write!(f, "{file} is not valid Metal ({n} problem{} Apple's compiler would reject):", if n == 1 { "" } else { "s" })?;

@@ -84,6 +84,7 @@ mod runtime;
 mod sanitize;
 mod signature;
 mod translate;
+mod translate_cuda;
 
 pub use backend::{EmuBackend, RunConfig};
 pub use buffer::{DeviceBuffer, POISON};
@@ -91,7 +92,7 @@ pub use error::{EmuError, Waiter};
 pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub(crate) use options::workers_or_default;
 pub use options::{
-    EmuOptions, FunctionConstant, LoadOptions, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
+    EmuOptions, FunctionConstant, Language, LoadOptions, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
     set_default_workers,
 };
 pub use program::{Dispatch, DispatchStats, Emulator, Program};

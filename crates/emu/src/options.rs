@@ -140,9 +140,30 @@ pub enum RunOrder {
     Shuffle(u64),
 }
 
+/// The language of a source: how [`Emulator::load_with`] reads it, and whose launch model its
+/// dispatches follow (docs/emulator.md, "CUDA").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Language {
+    /// Metal Shading Language: checked as Metal, threadgroups clamped to the grid.
+    #[default]
+    Metal,
+    /// CUDA C++ as MLX's `cuda_kernel` assembles it: whole blocks, warps of 32 lanes.
+    Cuda,
+}
+
+impl Language {
+    /// The language of a file by its name: `.cu` and `.cuh` are CUDA, anything else Metal.
+    pub fn of_file(name: &str) -> Language {
+        if name.ends_with(".cu") || name.ends_with(".cuh") { Language::Cuda } else { Language::Metal }
+    }
+}
+
 /// How [`Emulator::load_with`] builds a source, beyond the [`EmuOptions`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoadOptions {
+    /// The source's language (default Metal; [`Language::of_file`] picks it by name).
+    pub language: Language,
     /// Searched for `#include "..."` and `#include <...>` (g++ `-I`), in order, after
     /// the directory of `file_name` (for `"..."`). `<metal_*>` headers always resolve
     /// to the emulator's standard library.
@@ -153,7 +174,7 @@ pub struct LoadOptions {
     pub defines: Vec<(String, Option<String>)>,
     /// Values of `[[function_constant(index)]]` declarations, by index, as MLX sets them
     /// when it creates a pipeline (`MTLFunctionConstantValues`). Each program is
-    /// compiled with its values (a new set is a new object).
+    /// compiled with its values (a new set is a new object). Metal's only.
     pub function_constants: Vec<(u32, FunctionConstant)>,
 }
 

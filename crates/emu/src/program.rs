@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    DeviceBuffer, EmuError, EmuOptions, FunctionConstantDecl, KernelSignature, LoadOptions, POISON, Placement, RunOrder, compile,
-    default_timeout, runtime, sanitizer_active, translate, workers_or_default,
+    DeviceBuffer, EmuError, EmuOptions, FunctionConstantDecl, KernelSignature, Language, LoadOptions, POISON, Placement, RunOrder, compile,
+    default_timeout, runtime, sanitizer_active, translate, translate_cuda, workers_or_default,
 };
 
 /// Compiles and caches kernel objects.
@@ -69,6 +69,9 @@ impl Emulator {
     /// [`Emulator::load`] with include directories, predefined macros and function
     /// constant values (see [`LoadOptions`], and docs/emulator.md, "Preprocessing and include paths").
     pub fn load_with(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
+        if opts.language == Language::Cuda {
+            return self.load_cuda(source, file_name, opts);
+        }
         if let Some(checker) = &self.checker {
             checker.check_with(source, file_name, &opts.include_dirs, &opts.defines).map_err(|problems| {
                 // a limit of the check (size, nesting, time) says nothing about the source
@@ -81,7 +84,7 @@ impl Emulator {
         let preprocessed = !opts.include_dirs.is_empty() || !opts.defines.is_empty() || translate::needs_preprocessing(source);
         let text;
         let source = if preprocessed {
-            text = self.builder.preprocess(source, file_name, &opts.include_dirs, &opts.defines)?;
+            text = self.builder.preprocess(source, file_name, &opts.include_dirs, &opts.defines, Language::Metal)?;
             text.as_str()
         } else {
             source
@@ -95,7 +98,42 @@ impl Emulator {
                 (l, None) => format!("{file_name}:{l}: error: {}", e.message),
             },
         })?;
-        let built = self.builder.build(&prepared.cpp, file_name)?;
+        self.finish(prepared, file_name, Language::Metal)
+    }
+
+    /// A CUDA source (docs/emulator.md, "CUDA"): its directives checked, preprocessed, read
+    /// (refusing what a kernel may not do) and translated.
+    fn load_cuda(&self, source: &str, file_name: &str, opts: &LoadOptions) -> Result<Program, EmuError> {
+        let invalid = |problems: Vec<translate::PrepError>| EmuError::InvalidCuda {
+            file: file_name.to_string(),
+            problems: problems
+                .into_iter()
+                .map(|e| match (e.line, e.file) {
+                    (0, _) => format!("{file_name}: {}", e.message),
+                    (l, Some(header)) => format!("{header}:{l}: {} (included from {file_name})", e.message),
+                    (l, None) => format!("{file_name}:{l}: {}", e.message),
+                })
+                .collect(),
+        };
+        let mut refused = Vec::new();
+        if !opts.include_dirs.is_empty() {
+            refused.push(translate::prep_err(0, "a CUDA source includes only MLX's headers, which the emulator provides: give no include directories"));
+        }
+        if !opts.function_constants.is_empty() {
+            refused.push(translate::prep_err(0, "function constants are Metal's; a CUDA source has none"));
+        }
+        refused.extend(translate_cuda::check_directives(source));
+        if !refused.is_empty() {
+            return Err(invalid(refused));
+        }
+        let text = self.builder.preprocess(source, file_name, &[], &opts.defines, Language::Cuda)?;
+        let prepared = translate_cuda::translate(&text, file_name).map_err(invalid)?;
+        self.finish(prepared, file_name, Language::Cuda)
+    }
+
+    /// Compiles (or finds in the cache) and loads a translated source.
+    fn finish(&self, prepared: translate::Prepared, file_name: &str, language: Language) -> Result<Program, EmuError> {
+        let built = self.builder.build(&prepared.cpp, file_name, language)?;
         let object = runtime::Object::load(&built.so_path, &prepared.symbols, file_name)?;
         let by_name = prepared.kernels.iter().enumerate().map(|(i, k)| (k.name.clone(), i)).collect();
         Ok(Program {
@@ -108,6 +146,7 @@ impl Emulator {
                 so_path: built.so_path,
                 compiled: built.compiled,
                 function_constants: prepared.function_constants,
+                language,
             }),
         })
     }
@@ -128,7 +167,7 @@ fn checker_in(cache: &std::path::Path) -> Result<kernelgen_msl::Checker, EmuErro
 /// Counters of one dispatch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DispatchStats {
-    /// GPU threads run (the grid's size).
+    /// GPU threads run: the grid's size (for CUDA, the threads of its whole blocks).
     pub threads: u64,
     /// Threadgroups run.
     pub threadgroups: u64,
@@ -167,13 +206,14 @@ pub struct Dispatch<'k> {
     placement: Option<Placement>,
     timeout: Option<Duration>,
     threadgroup_poison: u8,
+    shared_memory: u32,
 }
 
 impl<'k> Dispatch<'k> {
     /// `kernel` (a name of [`Program::kernels`]) over `grid` threads in threadgroups of
     /// `threadgroup`, run as the emulator's options say.
     pub fn new(kernel: &'k str, grid: [u32; 3], threadgroup: [u32; 3]) -> Self {
-        Dispatch { kernel, grid, threadgroup, order: None, workers: None, placement: None, timeout: None, threadgroup_poison: POISON }
+        Dispatch { kernel, grid, threadgroup, order: None, workers: None, placement: None, timeout: None, threadgroup_poison: POISON, shared_memory: 0 }
     }
 
     /// The order the fibers of a threadgroup run in, and threadgroups are assigned to workers
@@ -204,6 +244,12 @@ impl<'k> Dispatch<'k> {
     pub fn threadgroup_poison(self, byte: u8) -> Self {
         Dispatch { threadgroup_poison: byte, ..self }
     }
+
+    /// A CUDA launch's dynamic shared memory, in bytes (MLX's `shared_memory`): what every
+    /// `extern __shared__` array of a block is (default 0).
+    pub fn shared_memory(self, bytes: u32) -> Self {
+        Dispatch { shared_memory: bytes, ..self }
+    }
 }
 
 struct ProgramInner {
@@ -215,9 +261,10 @@ struct ProgramInner {
     so_path: PathBuf,
     compiled: bool,
     function_constants: Vec<FunctionConstantDecl>,
+    language: Language,
 }
 
-/// A loaded `.metal` file.
+/// A loaded `.metal` (or `.cu`) file.
 #[derive(Clone)]
 pub struct Program {
     inner: Arc<ProgramInner>,
@@ -243,6 +290,11 @@ impl Program {
     /// Every `[[function_constant(n)]]` the program declares, with the value it got.
     pub fn function_constants(&self) -> &[FunctionConstantDecl] {
         &self.inner.function_constants
+    }
+
+    /// The language it was loaded as.
+    pub fn language(&self) -> Language {
+        self.inner.language
     }
 
     /// Whether `load` compiled (false: the object came from the cache).
@@ -287,6 +339,9 @@ impl Program {
         if total > MAX {
             return Err(launch(format!("threadgroup {threadgroup:?} has {total} threads; at most {MAX}")));
         }
+        if dispatch.shared_memory > 0 && self.inner.language != Language::Cuda {
+            return Err(launch("dynamic shared memory is CUDA's; a Metal kernel declares its threadgroup memory".into()));
+        }
         let want = sig.buffer_count();
         if buffers.len() != want {
             return Err(launch(format!(
@@ -311,6 +366,8 @@ impl Program {
             workers: workers_or_default(dispatch.workers.unwrap_or(opts.workers)),
             placement: dispatch.placement.unwrap_or(opts.placement),
             time_limit: dispatch.timeout.or(opts.timeout).unwrap_or_else(default_timeout),
+            language: self.inner.language,
+            shared_memory: dispatch.shared_memory,
         })
     }
 }

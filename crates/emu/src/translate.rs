@@ -12,7 +12,7 @@ use super::{AddressSpace, Attribute, Binding, FunctionConstant, FunctionConstant
 
 /// The C++ tokens of `src` (kernelgen-msl's tokenizer): a preprocessor directive, a
 /// `#define`'s body included, is g++'s business, not the rewrites'.
-fn code_tokens(src: &str) -> Vec<Token> {
+pub(crate) fn code_tokens(src: &str) -> Vec<Token> {
     lex::tokenize(src).into_iter().filter(|t| !t.pp).collect()
 }
 
@@ -29,7 +29,7 @@ pub(crate) struct PrepError {
     pub file: Option<String>,
 }
 
-fn prep_err(line: u32, message: impl Into<String>) -> PrepError {
+pub(crate) fn prep_err(line: u32, message: impl Into<String>) -> PrepError {
     PrepError { line, message: message.into(), file: None }
 }
 
@@ -65,14 +65,14 @@ pub(crate) fn needs_preprocessing(source: &str) -> bool {
 }
 
 /// Per line of the translated text: the file (index into `files`) and line it came from.
-struct LineMap {
+pub(crate) struct LineMap {
     files: Vec<String>,
     lines: Vec<(usize, u32)>,
 }
 
 impl LineMap {
     /// g++ `-E` output: `# N "file" flags` says the next line is line N of `file`.
-    fn parse(text: &str, main: &str) -> LineMap {
+    pub(crate) fn parse(text: &str, main: &str) -> LineMap {
         let mut files = vec![main.to_string()];
         let mut lines = Vec::new();
         let (mut file, mut next) = (0usize, 1u32);
@@ -96,7 +96,7 @@ impl LineMap {
     }
 
     /// The original (file, line) of a line of the text; `None` for the `.metal` file.
-    fn get(&self, line: u32) -> (Option<String>, u32) {
+    pub(crate) fn get(&self, line: u32) -> (Option<String>, u32) {
         match self.lines.get(line.saturating_sub(1) as usize) {
             Some(&(0, l)) => (None, l),
             Some(&(f, l)) => (Some(self.files[f].clone()), l),
@@ -125,10 +125,32 @@ fn line_marker(l: &str) -> Option<(u32, String)> {
 }
 
 /// A replacement of `src[start..end]` by `text` (newlines of the replaced span are kept).
-struct Edit {
-    start: usize,
-    end: usize,
-    text: String,
+pub(crate) struct Edit {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) text: String,
+}
+
+/// `source` with `edits` applied (sorted here; an edit overlapping an earlier one is
+/// dropped), appended to `out`, every newline of a replaced span kept.
+pub(crate) fn apply_edits(out: &mut String, source: &str, edits: &mut [Edit]) {
+    edits.sort_by_key(|e| e.start);
+    let mut pos = 0;
+    for e in edits.iter() {
+        if e.start < pos {
+            continue; // overlapping (the rewrites never make one)
+        }
+        out.push_str(&source[pos..e.start]);
+        out.push_str(&e.text);
+        for _ in source[e.start..e.end].bytes().filter(|&c| c == b'\n') {
+            out.push('\n');
+        }
+        pos = e.end;
+    }
+    out.push_str(&source[pos..]);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
 }
 
 /// What `prepare` produces.
@@ -327,28 +349,12 @@ fn translate_inner(
     }
 
     // Apply the edits, keeping newlines of replaced spans.
-    edits.sort_by_key(|e| e.start);
     let mut out = String::with_capacity(source.len() + 4096);
     out.push_str("#include \"kgemu_shim.h\"\n");
     if !opts.preprocessed {
         out.push_str(&format!("#line 1 \"{}\"\n", escape_c(file_name)));
     }
-    let mut pos = 0;
-    for e in &edits {
-        if e.start < pos {
-            continue; // overlapping (cannot happen with the rules above)
-        }
-        out.push_str(&source[pos..e.start]);
-        out.push_str(&e.text);
-        for _ in source[e.start..e.end].bytes().filter(|&c| c == b'\n') {
-            out.push('\n');
-        }
-        pos = e.end;
-    }
-    out.push_str(&source[pos..]);
-    if !out.ends_with('\n') {
-        out.push('\n');
-    }
+    apply_edits(&mut out, source, &mut edits);
 
     // Entry points.
     out.push_str("#line 1 \"<kgemu-entry>\"\n");
@@ -417,7 +423,7 @@ fn translate_inner(
     Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().map(|d| d.public).collect() })
 }
 
-fn escape_c(s: &str) -> String {
+pub(crate) fn escape_c(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
 }
 
@@ -428,7 +434,7 @@ fn is_assignment(toks: &[Token], i: usize) -> bool {
 
 /// How a token changes the nesting of parentheses, brackets and template argument lists
 /// (`>>` closes two lists: the tokenizer keeps it one token).
-fn nesting(t: &str) -> i32 {
+pub(crate) fn nesting(t: &str) -> i32 {
     match t {
         "(" | "[" | "<" => 1,
         ")" | "]" | ">" => -1,
@@ -884,7 +890,7 @@ fn to_param(p: &ParsedParam, subst: &[(String, String)]) -> Param {
 }
 
 /// Split `a, b<c, d>, e` at top-level commas.
-fn split_top_level(s: &str) -> Vec<String> {
+pub(crate) fn split_top_level(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();

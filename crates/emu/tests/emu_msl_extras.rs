@@ -60,6 +60,7 @@ fn program(scale: Option<i64>) -> Result<Program, EmuError> {
         include_dirs: vec![dir.clone()],
         defines: vec![("FACTOR".into(), Some("2.0f".into()))],
         function_constants: scale.map(|s| (1, FunctionConstant::Int(s))).into_iter().collect(),
+        ..LoadOptions::default()
     };
     emulator().load_with(SRC, "extras.metal", &opts)
 }

@@ -9,6 +9,7 @@ mod catalog_parallel;
 mod emu_bounds;
 mod emu_bugs;
 mod emu_conversions;
+mod emu_cuda;
 mod emu_msl_extras;
 mod emu_parallel;
 mod emu_safety;

@@ -2,7 +2,7 @@
 //! stand-in's too, `runtime_unsupported.rs`), so that the emulator's API builds everywhere.
 
 use super::Object;
-use crate::{DeviceBuffer, KernelSignature, Placement, RunOrder};
+use crate::{DeviceBuffer, KernelSignature, Language, Placement, RunOrder};
 
 pub(crate) struct DispatchArgs<'a, 'b> {
     pub object: &'a Object,
@@ -22,6 +22,11 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub placement: Placement,
     /// How long the dispatch may run.
     pub time_limit: std::time::Duration,
+    /// Whose launch model: Metal's threadgroups clamped to the grid (partial at its edge), or
+    /// CUDA's whole blocks.
+    pub language: Language,
+    /// A CUDA launch's dynamic shared memory (`extern __shared__`), in bytes.
+    pub shared_memory: u32,
 }
 
 /// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages

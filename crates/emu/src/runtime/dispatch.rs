@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::buffer::POISON;
 use crate::sanitize::AsanFns;
-use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, Placement, RunOrder, Waiter, sanitize};
+use crate::{Binding, DeviceBuffer, DispatchStats, EmuError, Language, Placement, RunOrder, Waiter, sanitize};
 
 use super::faults::{fault_error, register_asan_callback, waiter_of};
 use super::args::{Buf, DispatchArgs};
@@ -19,7 +19,8 @@ use super::sched::{CURRENT, Fiber, MAX_THREADS, NO_STACK, Pending, SIMD, Sched, 
 use super::signals::{ensure_altstack, install_handlers};
 use super::switch::{STACKS, STACK_COLORS, Stack};
 use super::watchdog::{self, Watch};
-use super::tg_memory::{ARENA, Arena, CANARY, TG_REDZONE};
+use super::tg_memory::{ARENA, Arena, CANARY, TG_LIMIT, TG_REDZONE};
+use super::warp;
 
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -148,7 +149,13 @@ pub(crate) fn dispatch(mut a: DispatchArgs<'_, '_>) -> Result<DispatchStats, Emu
     if grid.contains(&0) {
         return Ok(DispatchStats { elapsed: start.elapsed(), workers: 1, ..Default::default() });
     }
-    let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
+    // Metal (MLX's dispatchThreads) clamps the threadgroup to the grid and cuts the edge
+    // threadgroups short; CUDA (MLX's cuda_kernel) launches whole blocks. Both launch
+    // ceil(grid / threadgroup) of them per axis.
+    let tg = match a.language {
+        Language::Metal => [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])],
+        Language::Cuda => a.threadgroup,
+    };
     let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
     // threadgroups are numbered in u32 (their run order is a list of them)
     let n_tg = tgs.iter().map(|&t| u128::from(t)).product::<u128>();
@@ -250,6 +257,12 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
     meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
     meta.order = a.order;
     meta.tg_poison = a.threadgroup_poison;
+    meta.whole_blocks = a.language == Language::Cuda;
+    meta.tg_limit = match a.language {
+        Language::Metal => (TG_LIMIT, "Apple's 32 KiB"),
+        Language::Cuda => warp::shared_limit(a.shared_memory),
+    };
+    meta.dynamic_shared = a.shared_memory as usize;
     for b in buffers.iter_mut() {
         match b {
             Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
@@ -278,7 +291,12 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
         switches: std::sync::atomic::AtomicU64::new(0),
     };
     let used = pool::run(workers, &|| work(&shared));
-    let threads = grid.iter().map(|&g| g as u64).product();
+    // the grid's threads; CUDA's whole blocks run past its edge
+    let threads = if a.language == Language::Cuda {
+        n_tg * tg.iter().map(|&t| t as u64).product::<u64>()
+    } else {
+        grid.iter().map(|&g| g as u64).product()
+    };
     let switches = shared.switches.load(std::sync::atomic::Ordering::Relaxed);
     let error = shared.error.into_inner().unwrap_or_else(|p| p.into_inner());
     drop(armed);
@@ -361,6 +379,9 @@ fn work(shared: &Shared<'_>) {
             expired: shared.watch.expired_flag(),
             code: m.code.clone(),
             timed_out: false,
+            warp_waits: 0,
+            tg_limit: m.tg_limit,
+            dynamic_shared: m.dynamic_shared,
         });
         let s: *mut Sched = &mut *sched;
         if m.asan.is_some() {
@@ -468,6 +489,10 @@ pub(super) struct Meta {
     stack_size: usize,
     pub(super) order: RunOrder,
     pub(super) tg_poison: u8,
+    /// Every threadgroup has the dispatch's size (CUDA's blocks), none cut at the grid's edge.
+    whole_blocks: bool,
+    tg_limit: (usize, &'static str),
+    dynamic_shared: usize,
 }
 
 // The raw pointers are to the dispatch's buffers, which outlive every worker; workers only
@@ -509,6 +534,9 @@ fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
         stack_size: 0,
         order: RunOrder::Forward,
         tg_poison: POISON,
+        whole_blocks: false,
+        tg_limit: (TG_LIMIT, "Apple's 32 KiB"),
+        dynamic_shared: 0,
     }
 }
 
@@ -537,11 +565,11 @@ unsafe fn run_threadgroup(
 ) -> Result<(), Stop> {
     unsafe {
         let tg = ctx.tg;
-        let actual = [
-            tg[0].min(ctx.grid[0] - tgid[0] * tg[0]),
-            tg[1].min(ctx.grid[1] - tgid[1] * tg[1]),
-            tg[2].min(ctx.grid[2] - tgid[2] * tg[2]),
-        ];
+        let actual = if ctx.a.whole_blocks {
+            tg
+        } else {
+            [tg[0].min(ctx.grid[0] - tgid[0] * tg[0]), tg[1].min(ctx.grid[1] - tgid[1] * tg[1]), tg[2].min(ctx.grid[2] - tgid[2] * tg[2])]
+        };
         let n = (actual[0] * actual[1] * actual[2]) as usize;
         let n_sg = n.div_ceil(SIMD);
         let disp_n = (tg[0] * tg[1] * tg[2]) as usize;

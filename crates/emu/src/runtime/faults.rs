@@ -25,6 +25,13 @@ pub(super) struct SanReport {
     pub(super) fiber: usize,
 }
 
+impl SanReport {
+    /// Undefined behaviour the runtime found in fiber `fiber`, at `line` of the source.
+    pub(super) fn at_line(what: String, line: u32, fiber: usize) -> SanReport {
+        SanReport { what, file_line: Some((String::new(), line)), pc: 0, addr: None, fiber }
+    }
+}
+
 pub(super) unsafe extern "C" fn rt_asan_note(addr: usize, size: u64, is_write: u32, pc: usize) {
     unsafe {
         let s = cur_sched();
@@ -122,6 +129,7 @@ pub(super) unsafe fn waiter_of(s: *mut Sched, file_name: &str, i: usize) -> Wait
         let f = &*(*s).fibers.as_ptr().add(i);
         let at = match f.state {
             State::Coll => op_name(f.op).to_string(),
+            State::Warp => super::warp::describe(s, i),
             State::Barrier(1) => "threadgroup_barrier".to_string(),
             State::Barrier(_) => "simdgroup_barrier".to_string(),
             State::Exited => "return".to_string(),
@@ -234,7 +242,8 @@ pub(super) unsafe fn fault_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -
                 what = format!("{what}, {}", describe_addr(s, ctx, addr));
             }
             let line = match &r.file_line {
-                Some((f, l)) if f.ends_with(&ctx.a.file_name) || *f == ctx.a.file_name => Some((ctx.a.file_name.clone(), *l)),
+                // an empty file: the source's own (`SanReport::at_line`)
+                Some((f, l)) if f.is_empty() || f.ends_with(&ctx.a.file_name) || *f == ctx.a.file_name => Some((ctx.a.file_name.clone(), *l)),
                 _ => metal_line(&ctx.a.so_path, r.pc, &ctx.a.file_name),
             };
             return EmuError::Fault {

@@ -7,7 +7,7 @@
 //! `dispatch` (a dispatch's threadgroups on the workers, each threadgroup's set-up),
 //! `pool` (the helper threads), `sched` (the fibers of one threadgroup: run order,
 //! collectives, barriers), `switch` (the context switch and fiber stacks), `tg_memory`,
-//! `watchdog` (the time limit), `signals` (faults in a GPU thread), `insn` (the access of an instruction that faulted
+//! `warp` (CUDA's warp operations and what else a CUDA kernel asks), `watchdog` (the time limit), `signals` (faults in a GPU thread), `insn` (the access of an instruction that faulted
 //! without an address) and `faults` (every error recorded, in words).
 //!
 //! The scheduler state is reached through a raw pointer (from the signal handler and from
@@ -24,6 +24,7 @@ mod sched;
 mod signals;
 mod switch;
 mod tg_memory;
+mod warp;
 mod watchdog;
 
 pub(crate) use args::{Buf, DispatchArgs};

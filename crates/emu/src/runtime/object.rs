@@ -9,9 +9,10 @@ use crate::EmuError;
 use super::faults::{rt_asan_note, rt_ubsan_note};
 use super::sched::{rt_barrier, rt_collective};
 use super::tg_memory::rt_tg_alloc;
+use super::warp::{rt_cuda_ub, rt_live_lanes, rt_tg_dynamic, rt_thread_info, rt_warp};
 
 /// The shim ABI this runtime implements (`kgemu_init` answers the one it was built with).
-const ABI_VERSION: u32 = 4;
+const ABI_VERSION: u32 = 5;
 
 /// Mirrors `kgemu::ThreadInfo` in the shim.
 #[repr(C, align(16))]
@@ -52,6 +53,12 @@ pub(super) struct Rt {
     tg_alloc: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
     asan_note: unsafe extern "C" fn(usize, u64, u32, usize),
     ubsan_note: unsafe extern "C" fn(*const c_char, *const c_char, u32, u32, usize, *const c_char, usize, u32),
+    // CUDA's (`warp`)
+    thread_info: unsafe extern "C" fn() -> *const ThreadInfo,
+    warp: unsafe extern "C" fn(*mut c_void, CollFn, u32, u32),
+    live_lanes: unsafe extern "C" fn() -> u32,
+    tg_dynamic: unsafe extern "C" fn(u32, u64, u32, *const c_char) -> *mut c_void,
+    cuda_ub: unsafe extern "C" fn(u32, u32, u32, u32, u32),
 }
 
 static RT: Rt = Rt {
@@ -62,6 +69,11 @@ static RT: Rt = Rt {
     tg_alloc: rt_tg_alloc,
     asan_note: rt_asan_note,
     ubsan_note: rt_ubsan_note,
+    thread_info: rt_thread_info,
+    warp: rt_warp,
+    live_lanes: rt_live_lanes,
+    tg_dynamic: rt_tg_dynamic,
+    cuda_ub: rt_cuda_ub,
 };
 
 /// Names of the collective operation ids (`kgemu::Op` in the shim).

@@ -14,6 +14,7 @@ use super::object::{CollFn, ThreadFn, ThreadInfo};
 use super::signals::RawFault;
 use super::switch::{STACK_COLORS, Stack, kgemu_rt_switch, kgemu_rt_trampoline};
 use super::tg_memory::TgSite;
+use super::warp;
 
 /// Lanes per SIMD-group.
 pub(super) const SIMD: usize = 32;
@@ -27,6 +28,8 @@ pub(super) enum State {
     /// The fiber on the CPU.
     Running,
     Coll,
+    /// At a CUDA warp operation with a mask (`__shfl_sync`...: see `warp`).
+    Warp,
     /// 1: threadgroup_barrier, 2: simdgroup_barrier
     Barrier(u8),
     Exited,
@@ -117,6 +120,13 @@ pub(super) struct Sched {
     pub(super) code: std::ops::Range<usize>,
     /// The GPU thread on the CPU was stopped at the time limit.
     pub(super) timed_out: bool,
+    /// Fibers waiting at a CUDA warp operation (`State::Warp`).
+    pub(super) warp_waits: usize,
+    /// The threadgroup memory a threadgroup may declare, in bytes, and whose limit it is
+    /// (`Apple's 32 KiB`).
+    pub(super) tg_limit: (usize, &'static str),
+    /// The bytes of a CUDA launch's dynamic shared memory (`extern __shared__`).
+    pub(super) dynamic_shared: usize,
 }
 
 #[inline(always)]
@@ -246,7 +256,7 @@ pub(super) unsafe fn run_fibers(s: *mut Sched) {
 /// From a fiber that has blocked: run the next ready fiber (or return to the scheduler);
 /// returns when this fiber is resumed.
 #[inline(always)]
-unsafe fn yield_fiber(s: *mut Sched) {
+pub(super) unsafe fn yield_fiber(s: *mut Sched) {
     unsafe {
         let i = (*s).cur;
         let f = fiber(s, i);
@@ -268,7 +278,7 @@ unsafe fn yield_fiber(s: *mut Sched) {
 /// A lane of `sg` has blocked or returned: if every live lane of the SIMD-group now waits,
 /// release it (evaluate its collective, or pass its simdgroup barrier) or record why not.
 #[inline(always)]
-unsafe fn sg_settled(s: *mut Sched, sg: usize) {
+pub(super) unsafe fn sg_settled(s: *mut Sched, sg: usize) {
     unsafe {
         let c = *(*s).sgs.as_ptr().add(sg);
         if c.blocked >= c.live && c.live > 0 {
@@ -283,6 +293,12 @@ unsafe fn sg_settled(s: *mut Sched, sg: usize) {
 #[inline(never)]
 unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
     unsafe {
+        // a lane still at a CUDA warp operation waits for a lane of its mask that never comes
+        if let Some(pair) = warp::stuck(s, sg) {
+            (*s).pending = Some(warp::divergence(sg, pair));
+            (*s).stop = true;
+            return;
+        }
         let n = (*s).fibers.len();
         let lo = sg * SIMD;
         let hi = (lo + SIMD).min(n);
@@ -411,6 +427,8 @@ unsafe fn retire(s: *mut Sched) -> Option<usize> {
         (*s).live -= 1;
         let sg = i / SIMD;
         (*(*s).sgs.as_mut_ptr().add(sg)).live -= 1;
+        // a CUDA warp operation's mask may name this lane, which no longer counts
+        warp::release_complete(s, sg);
         sg_settled(s, sg);
         tg_settled(s);
         next_ready(s)

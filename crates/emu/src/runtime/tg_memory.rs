@@ -9,8 +9,8 @@ use crate::{EmuError, sanitize};
 
 use super::sched::{abandon_fiber, cur_sched};
 
-/// Apple's threadgroup memory limit.
-const TG_LIMIT: usize = kernelgen::contract::limits::MAX_THREADGROUP_MEMORY_BYTES as usize;
+/// Apple's threadgroup memory limit (a CUDA launch has its own: `Sched::tg_limit`).
+pub(super) const TG_LIMIT: usize = kernelgen::contract::limits::MAX_THREADGROUP_MEMORY_BYTES as usize;
 /// Canary bytes after each threadgroup array.
 pub(super) const TG_REDZONE: usize = 64;
 /// A worker's threadgroup memory: every array, its red zone and alignment.
@@ -37,13 +37,11 @@ pub(super) unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, li
         let size = size as usize;
         let align = (align as usize).max(16);
         let offset = (*s).arena_used.div_ceil(align) * align;
-        if (*s).tg_data + size > TG_LIMIT || offset + size + TG_REDZONE > TG_ARENA {
+        let (limit, whose) = (*s).tg_limit;
+        if (*s).tg_data + size > limit || offset + size + TG_REDZONE > TG_ARENA {
             (*s).stop = true;
             (*s).abort = Some((
-                format!(
-                    "threadgroup memory exceeds Apple's 32 KiB: `{name}` needs {size} bytes with {} already declared",
-                    (*s).tg_data
-                ),
+                format!("threadgroup memory exceeds {whose}: `{name}` needs {size} bytes with {} already declared", (*s).tg_data),
                 line,
                 (*s).cur,
             ));

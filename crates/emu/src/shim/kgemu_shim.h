@@ -22,7 +22,7 @@
 #include <dlfcn.h>
 #endif
 
-#define KGEMU_ABI_VERSION 4u
+#define KGEMU_ABI_VERSION 5u
 #define KG_INLINE inline __attribute__((always_inline))
 
 namespace kgemu {
@@ -872,6 +872,12 @@ struct Rt {
   void (*asan_note)(uintptr_t addr, uint64_t size, uint32_t is_write, uintptr_t pc);
   void (*ubsan_note)(const char* what, const char* file, uint32_t line, uint32_t col, uintptr_t pc,
                      const char* type_name, uintptr_t ptr, uint32_t align);
+  // CUDA's (kgemu_cuda.h; crates/emu/src/runtime/warp.rs)
+  const ThreadInfo* (*thread_info)();
+  void (*warp)(void* lane, CollFn fn, uint32_t op, uint32_t line);
+  uint32_t (*live_lanes)();
+  void* (*tg_dynamic)(uint32_t site, uint64_t align, uint32_t line, const char* name);
+  void (*cuda_ub)(uint32_t kind, uint32_t op, uint32_t a, uint32_t b, uint32_t line);
 };
 
 __attribute__((visibility("hidden"))) inline Rt rt;
@@ -1474,6 +1480,8 @@ KG_UB_WRAP1(vla_bound_not_positive, "variable-length array bound not positive")
 #undef KG_UB_WRAP2
 #endif
 
+// What follows is Metal's alone: a CUDA source (kgemu_cuda.h) sees none of it.
+#ifndef KGEMU_CUDA
 // ---------------------------------------------------------------- MSL spellings
 #define INFINITY (__builtin_inff())
 #define NAN (__builtin_nanf(""))
@@ -1505,5 +1513,6 @@ using namespace metal;
 #define thread
 #define threadgroup
 #define kernel
+#endif  // KGEMU_CUDA
 
 #endif  // KGEMU_SHIM_H
