@@ -74,7 +74,14 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(22947840), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q3_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n10240_affine_q3_bf16.cu")),
+        header: TextRange { start: 80, end: 2891 },
+        body: TextRange { start: 3154, end: 5089 },
+        path: Cow::Borrowed("generated/cuda/affine/k5120_n10240_affine_q3_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k5120_n10240_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n10240.
@@ -141,7 +148,14 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(29501440), bytes_written: Dim::Fixed(20480), flops: Some(Dim::Fixed(104857600)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q4_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n10240_affine_q4_bf16.cu")),
+        header: TextRange { start: 80, end: 2437 },
+        body: TextRange { start: 2700, end: 4635 },
+        path: Cow::Borrowed("generated/cuda/affine/k5120_n10240_affine_q4_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k5120_n6144_affine_q3_bf16`: bits 3, dtype bf16, geometry k5120_n6144.
@@ -208,7 +222,14 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(13772800), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q3_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n6144_affine_q3_bf16.cu")),
+        header: TextRange { start: 80, end: 2890 },
+        body: TextRange { start: 3152, end: 5085 },
+        path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q3_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k5120_n6144_affine_q4_bf16`: bits 4, dtype bf16, geometry k5120_n6144.
@@ -275,7 +296,14 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(17704960), bytes_written: Dim::Fixed(12288), flops: Some(Dim::Fixed(62914560)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q4_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n6144_affine_q4_bf16.cu")),
+        header: TextRange { start: 80, end: 2436 },
+        body: TextRange { start: 2698, end: 4631 },
+        path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q4_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k6144_n5120_affine_q3_bf16`: bits 3, dtype bf16, geometry k6144_n5120.
@@ -342,7 +370,14 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
     cost: Cost { bytes_read: Dim::Fixed(13774848), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q3_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k6144_n5120_affine_q3_bf16.cu")),
+        header: TextRange { start: 80, end: 2890 },
+        body: TextRange { start: 3152, end: 5085 },
+        path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q3_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k6144_n5120_affine_q4_bf16`: bits 4, dtype bf16, geometry k6144_n5120.
@@ -409,7 +444,14 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 26112,
     cost: Cost { bytes_read: Dim::Fixed(17707008), bytes_written: Dim::Fixed(10240), flops: Some(Dim::Fixed(62914560)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q4_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k6144_n5120_affine_q4_bf16.cu")),
+        header: TextRange { start: 80, end: 2436 },
+        body: TextRange { start: 2698, end: 4631 },
+        path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q4_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `head_affine_q3_bf16`: bits 3, dtype bf16, geometry head.
@@ -476,7 +518,14 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(556247040), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_head_affine_q3_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/head_affine_q3_bf16.cu")),
+        header: TextRange { start: 80, end: 2883 },
+        body: TextRange { start: 3138, end: 5066 },
+        path: Cow::Borrowed("generated/cuda/affine/head_affine_q3_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `head_affine_q4_bf16`: bits 4, dtype bf16, geometry head.
@@ -543,7 +592,14 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 21760,
     cost: Cost { bytes_read: Dim::Fixed(715171840), bytes_written: Dim::Fixed(496640), flops: Some(Dim::Fixed(2542796800)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_head_affine_q4_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/head_affine_q4_bf16.cu")),
+        header: TextRange { start: 80, end: 2429 },
+        body: TextRange { start: 2684, end: 4612 },
+        path: Cow::Borrowed("generated/cuda/affine/head_affine_q4_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k1024_n12288_affine_q3_bf16`: bits 3, dtype bf16, geometry k1024_n12288.
@@ -610,7 +666,14 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(5507072), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q3_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k1024_n12288_affine_q3_bf16.cu")),
+        header: TextRange { start: 80, end: 2891 },
+        body: TextRange { start: 3154, end: 5086 },
+        path: Cow::Borrowed("generated/cuda/affine/k1024_n12288_affine_q3_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `k1024_n12288_affine_q4_bf16`: bits 4, dtype bf16, geometry k1024_n12288.
@@ -677,7 +740,14 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(7079936), bytes_written: Dim::Fixed(24576), flops: Some(Dim::Fixed(25165824)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q4_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/k1024_n12288_affine_q4_bf16.cu")),
+        header: TextRange { start: 80, end: 2437 },
+        body: TextRange { start: 2700, end: 4632 },
+        path: Cow::Borrowed("generated/cuda/affine/k1024_n12288_affine_q4_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_affine_q3_bf16`: bits 3, dtype bf16, geometry small.
@@ -744,7 +814,14 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
     cost: Cost { bytes_read: Dim::Fixed(29696), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_affine_q3_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q3_bf16.cu")),
+        header: TextRange { start: 80, end: 2884 },
+        body: TextRange { start: 3140, end: 5058 },
+        path: Cow::Borrowed("generated/cuda/affine/small_affine_q3_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_affine_q4_bf16`: bits 4, dtype bf16, geometry small.
@@ -811,7 +888,14 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 2176,
     cost: Cost { bytes_read: Dim::Fixed(37888), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(131072)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_affine_q4_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q4_bf16.cu")),
+        header: TextRange { start: 80, end: 2430 },
+        body: TextRange { start: 2686, end: 4604 },
+        path: Cow::Borrowed("generated/cuda/affine/small_affine_q4_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

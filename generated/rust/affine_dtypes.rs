@@ -74,7 +74,14 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(116736), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f16.cu")),
+        header: TextRange { start: 80, end: 2870 },
+        body: TextRange { start: 3098, end: 4993 },
+        path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_affine_q3_f32`: bits 3, dtype f32, geometry small2.
@@ -141,7 +148,14 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(135168), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f32.cu")),
+        header: TextRange { start: 80, end: 2867 },
+        body: TextRange { start: 3091, end: 4982 },
+        path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_affine_q4_f16`: bits 4, dtype f16, geometry small2.
@@ -208,7 +222,14 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(149504), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f16.cu")),
+        header: TextRange { start: 80, end: 2416 },
+        body: TextRange { start: 2644, end: 4539 },
+        path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_affine_q4_f32`: bits 4, dtype f32, geometry small2.
@@ -275,7 +296,14 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     threadgroup: [32, 16, 1],
     threadgroup_memory_bytes: 4352,
     cost: Cost { bytes_read: Dim::Fixed(167936), bytes_written: Dim::Fixed(1024), flops: Some(Dim::Fixed(524288)) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f32.cu")),
+        header: TextRange { start: 80, end: 2413 },
+        body: TextRange { start: 2637, end: 4528 },
+        path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

@@ -61,7 +61,14 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 287 },
+        body: TextRange { start: 492, end: 3297 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -113,7 +120,14 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_down.cu")),
+        header: TextRange { start: 80, end: 284 },
+        body: TextRange { start: 488, end: 2215 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -167,7 +181,14 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(12599296), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 474, end: 3190 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -219,7 +240,14 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(6316032), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_down.cu")),
+        header: TextRange { start: 80, end: 283 },
+        body: TextRange { start: 470, end: 2172 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -273,7 +301,14 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 287 },
+        body: TextRange { start: 492, end: 2808 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down.
@@ -325,7 +360,14 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_down.cu")),
+        header: TextRange { start: 80, end: 284 },
+        body: TextRange { start: 488, end: 1866 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
@@ -379,7 +421,14 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul, Op::Const(25182208), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 474, end: 2709 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `glm52_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part down.
@@ -431,7 +480,14 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(12607488), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_down.cu")),
+        header: TextRange { start: 80, end: 283 },
+        body: TextRange { start: 470, end: 1831 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -485,7 +541,14 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 290 },
+        body: TextRange { start: 498, end: 3300 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -537,7 +600,14 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_down.cu")),
+        header: TextRange { start: 80, end: 287 },
+        body: TextRange { start: 494, end: 2218 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -591,7 +661,14 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(1579008), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 289 },
+        body: TextRange { start: 480, end: 3193 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -643,7 +720,14 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(794624), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_down.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 476, end: 2175 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -697,7 +781,14 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 290 },
+        body: TextRange { start: 498, end: 2811 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -749,7 +840,14 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_down.cu")),
+        header: TextRange { start: 80, end: 287 },
+        body: TextRange { start: 494, end: 1869 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
@@ -803,7 +901,14 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Const(3151872), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 289 },
+        body: TextRange { start: 480, end: 2712 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen3moe_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down.
@@ -855,7 +960,14 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Const(1581056), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_down.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 476, end: 1834 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q4_bf16_r4_gate_up`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -909,7 +1021,14 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 490, end: 3266 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q4_bf16_r4_down`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -961,7 +1080,14 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_down.cu")),
+        header: TextRange { start: 80, end: 283 },
+        body: TextRange { start: 486, end: 2187 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1015,7 +1141,14 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 285 },
+        body: TextRange { start: 472, end: 3159 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q4_f32_r4_down`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1067,7 +1200,14 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(17408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_down.cu")),
+        header: TextRange { start: 80, end: 282 },
+        body: TextRange { start: 468, end: 2144 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q8_bf16_r4_gate_up`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1121,7 +1261,14 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 490, end: 2778 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q8_bf16_r4_down`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1173,7 +1320,14 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_down.cu")),
+        header: TextRange { start: 80, end: 283 },
+        body: TextRange { start: 486, end: 1839 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
@@ -1227,7 +1381,14 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(66560), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_gate_up.cu")),
+        header: TextRange { start: 80, end: 285 },
+        body: TextRange { start: 472, end: 2679 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_gate_up.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `tiny_expert_q8_f32_r4_down`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part down.
@@ -1279,7 +1440,14 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     threadgroup: [128, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(33792), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_down.cu")),
+        header: TextRange { start: 80, end: 282 },
+        body: TextRange { start: 468, end: 1804 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

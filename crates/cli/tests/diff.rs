@@ -126,6 +126,13 @@ fn a_template_code_edit_is_one_section_for_every_geometry() {
 #[test]
 fn a_cuda_body_added_then_edited_is_reported_like_a_metal_one() {
     let dir = project();
+    let bodies = |kernel: &str| {
+        let o = kernelgen(dir.path(), &["list"]);
+        let t = text(&o);
+        assert!(o.status.success() && t.lines().next().is_some_and(|h| h.contains("BODIES")), "{t}");
+        t.lines().find(|l| l.starts_with(&format!("{kernel} "))).unwrap_or_else(|| panic!("{kernel}: {t}")).split_whitespace().nth(2).unwrap().to_string()
+    };
+    assert_eq!(bodies("head128_rmsfix_bf16"), "metal");
     let cuda = dir.path().join("families/rmsfix.cuda.tera");
     fs::write(&cuda, "  // {{ kernel }}: one block per row of {{ D }}\n  out[blockIdx.x] = x[blockIdx.x];\n").unwrap();
     let (code, out) = diff(dir.path(), &[]);
@@ -150,12 +157,8 @@ fn a_cuda_body_added_then_edited_is_reported_like_a_metal_one() {
     let (_, md) = diff(dir.path(), &["--format", "markdown"]);
     check_markdown(&md);
     assert!(md.contains("### CUDA diff: 2 kernels whose code changed, 1 distinct edit") && md.contains("```diff\n--- a/generated/cuda/rms/head128_rmsfix_bf16.cu"), "{md}");
-    let o = kernelgen(dir.path(), &["list"]);
-    let t = text(&o);
-    assert!(o.status.success() && t.lines().next().is_some_and(|h| h.contains("BODIES")), "{t}");
-    let bodies = |kernel: &str| t.lines().find(|l| l.starts_with(&format!("{kernel} "))).unwrap_or_else(|| panic!("{kernel}: {t}")).split_whitespace().nth(2).unwrap().to_string();
     assert_eq!(bodies("head128_rmsfix_bf16"), "metal,cuda");
-    assert_eq!(bodies("small_affine_q4_bf16"), "metal");
+    assert_eq!(bodies("small_affine_q4_bf16"), "metal,cuda", "the bundled affine family has a CUDA body");
 }
 
 #[test]

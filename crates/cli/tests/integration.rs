@@ -16,6 +16,7 @@ mod kill;
 mod lint;
 mod safety;
 mod tutorial;
+mod verify_cuda;
 mod verify_families;
 mod verify_memory;
 mod verify_random;

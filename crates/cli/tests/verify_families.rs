@@ -210,3 +210,17 @@ fn a_kernel_that_never_ends_fails_at_the_timeout() {
     assert!(hang.contains("ran past the time limit of 1 s") && hang.contains("(0, 0, 0)"), "{hang}");
     assert!(text.contains("verify: 1 passed, 4 failed"), "{text}");
 }
+
+/// `--backend mlx` from a kernelgen built without MLX: an error saying how to get one, before
+/// anything runs; with the emulator's `--sanitize`, an error either way.
+#[test]
+fn the_mlx_backend_needs_the_mlx_feature() {
+    let dir = project("");
+    let (code, out) = verify(dir.path(), &["--backend", "mlx"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--backend mlx needs a kernelgen built with the feature `mlx`"), "{out}");
+    assert!(!out.contains("KERNEL"), "nothing ran: {out}");
+    let (code, out) = verify(dir.path(), &["--backend", "mlx", "--sanitize"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--sanitize builds the emulator's kernels"), "{out}");
+}

@@ -74,7 +74,16 @@ fn cuda_sources_are_what_mlx_assembles() {
         assert_eq!(c.shared_memory_bytes, 0);
         assert!(generated.files[path] == *c.source && generated.files["manifest.json"].contains(&format!("\"path\": \"{}\"", c.path)));
     }
-    let metal_only = generate(vec![source("tests/fixtures/fixture.toml", std::fs::read_to_string("tests/fixtures/fixture.toml").unwrap())]).unwrap();
+    // The same family without its CUDA template is Metal-only (the bundled families all
+    // gain CUDA templates, so the Metal-only case is built here).
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["rowscale.toml", "rowscale.metal.tera"] {
+        std::fs::copy(format!("tests/fixtures/families/{file}"), dir.path().join(file)).unwrap();
+    }
+    let families = read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"));
+    let text = std::fs::read_to_string("tests/fixtures/rowscale.toml").unwrap();
+    let metal_only = Config::new().generate(Input { specs: vec![source("tests/fixtures/rowscale.toml", text)], families }).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(metal_only.kernels.len(), 2);
     assert!(metal_only.kernels.iter().all(|rk| rk.def.cuda.is_none() && rk.cuda_file().is_none()));
     assert!(!metal_only.files.keys().any(|p| p.starts_with("cuda/")) && !metal_only.files["manifest.json"].contains("\"cuda\""));
 }

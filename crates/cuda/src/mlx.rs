@@ -27,6 +27,10 @@ pub const NAMESPACE_OPEN: &str = "namespace mlx::core::cu {\n\nnamespace cg = co
 /// What follows the body: the function's and the namespace's ends.
 pub const CLOSING: &str = "\n}\n\n} // namespace mlx::core::cu\n";
 
+/// MLX's `MAX_NDIM` (mlx/backend/cuda/device/config.h): the length of the `Shape` (int32) and
+/// `Strides` (int64) arrays a kernel's `_shape` and `_strides` parameters hold.
+pub const MAX_NDIM: usize = 10;
+
 /// The suffixes of the parameters MLX adds after an input `x` whose name with the suffix the
 /// body holds (`x_shape`), with their declarations' types.
 pub const SHAPE_PARAMETERS: [(&str, &str); 3] =

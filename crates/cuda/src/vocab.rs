@@ -2,7 +2,9 @@
 //! kernelgen's stages read, in one place (the twin of `kernelgen_msl::vocab`, of the same
 //! shape: the thread builtins, the reserved words, the type names). The generator checks the
 //! names of a CUDA kernel's parameters against [`reserved`] (buffer types are
-//! [`Dtype::cuda_name`], beside Metal's, on the contract's one dtype table); the emulator's CUDA mode will bind [`Builtin`]s to its threads' values.
+//! [`Dtype::cuda_name`], beside Metal's, on the contract's one dtype table); the emulator's CUDA
+//! mode reads a source with the rest: the headers it may include ([`INCLUDES`]), the macros
+//! nvrtc predefines, and the names those headers give a body.
 
 #[cfg(test)]
 use kernelgen_contract::Dtype;
@@ -94,7 +96,32 @@ pub const SCALAR_TYPE_NAMES: [&str; 14] =
 
 /// The other type names of CUDA and its half-precision headers a body sees (`cuda_fp16.h`,
 /// `cuda_bf16.h`).
-pub const OTHER_TYPE_NAMES: [&str; 9] = ["dim3", "half", "half2", "nv_bfloat16", "nv_bfloat162", "__half", "__half2", "__nv_bfloat16", "__nv_bfloat162"];
+pub const OTHER_TYPE_NAMES: [&str; 11] =
+    ["dim3", "half", "half2", "nv_bfloat16", "nv_bfloat162", "__half", "__half2", "__nv_bfloat16", "__nv_bfloat162", "__half_raw", "__nv_bfloat16_raw"];
+
+/// The headers a kernel source MLX assembles may include, as written after `#include`: MLX's two
+/// ([`DEFAULT_HEADER`](crate::mlx::DEFAULT_HEADER) includes them) and CUDA's half-precision ones.
+pub const INCLUDES: [&str; 4] = ["\"mlx/backend/cuda/device/utils.cuh\"", "<cooperative_groups.h>", "<cuda_fp16.h>", "<cuda_bf16.h>"];
+
+/// The path of an [`INCLUDES`] entry, without its quotes or angle brackets.
+pub fn include_path(include: &str) -> &str {
+    include.trim_matches(['"', '<', '>'])
+}
+
+/// The macros nvrtc predefines for MLX's compile on an H200 (sm_90), which a source's
+/// conditionals may test.
+pub const PREDEFINED_MACROS: [(&str, &str); 3] = [("__CUDACC__", "1"), ("__CUDACC_RTC__", "1"), ("__CUDA_ARCH__", "900")];
+
+/// The types [`INCLUDES`] give a body beyond CUDA's own ([`is_type_name`]): MLX's (`Shape`,
+/// `AlignedVector`, ...), cooperative groups' (`thread_block`, ...) and `cuda::std`'s.
+pub const HEADER_TYPE_NAMES: [&str; 9] = ["Shape", "Strides", "AlignedVector", "Limits", "thread_block", "thread_block_tile", "grid_group", "numeric_limits", "array"];
+
+/// The templates [`INCLUDES`] give a body (a `<` after one opens its arguments): MLX's,
+/// cooperative groups' and `cuda::std`'s.
+pub const HEADER_TEMPLATES: [&str; 13] = [
+    "AlignedVector", "Limits", "load_vector", "store_vector", "unsafe_load_vector", "unsafe_store_vector", "is_aligned", "elem_to_loc", "elem_to_loc_nd",
+    "thread_block_tile", "tiled_partition", "numeric_limits", "array",
+];
 
 /// Whether `s` names a CUDA scalar or vector type (`uint`, `float4`, `dim3`, `nv_bfloat162`),
 /// or is a `<name>_t` typedef (`int32_t`).
@@ -165,6 +192,16 @@ mod tests {
             assert_eq!(reserved(s), None, "{s}");
         }
         assert!(KEYWORDS.iter().all(|k| reserved(k).is_some()));
+    }
+
+    /// MLX's default header includes only headers a source may include.
+    #[test]
+    fn the_default_header_includes_what_a_source_may() {
+        let included: Vec<&str> = crate::mlx::DEFAULT_HEADER.lines().filter_map(|l| l.strip_prefix("#include ")).collect();
+        assert_eq!(included.len(), 2);
+        assert!(included.iter().all(|i| INCLUDES.contains(i)), "{included:?}");
+        assert_eq!(include_path(INCLUDES[0]), "mlx/backend/cuda/device/utils.cuh");
+        assert_eq!(include_path(INCLUDES[1]), "cooperative_groups.h");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub(crate) struct Builder {
     /// Headers of the preprocessing pass: every `<metal_*>` header is empty there,
     /// so the shim (and its keyword macros) stay out of the preprocessed text.
     pre_dir: PathBuf,
-    /// The same for a CUDA source: MLX's headers (`translate_cuda::STAND_IN_HEADERS`) empty.
+    /// The same for a CUDA source: MLX's headers (`translate_cuda::stand_in_headers`) empty.
     pre_cuda_dir: PathBuf,
     key_prefix: Vec<u8>,
     build: Build,
@@ -277,7 +277,7 @@ impl Builder {
             write_atomic(&pre_dir.join(name), b"#pragma once\n")?;
         }
         let pre_cuda_dir = cache.subdir(Path::new(&shim_name).join("pre-cuda")).map_err(cache_error)?;
-        for path in crate::translate_cuda::STAND_IN_HEADERS {
+        for path in crate::translate_cuda::stand_in_headers() {
             let file = pre_cuda_dir.join(path);
             if let Some(dir) = file.parent() {
                 std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;

@@ -17,21 +17,24 @@
 
 use std::collections::HashSet;
 
+use kernelgen_cuda::vocab;
 use kernelgen_msl::lex::{self, Kind, Token, matching};
 
 use crate::translate::{Edit, LineMap, PrepError, Prepared, apply_edits, code_tokens, nesting, prep_err};
 use crate::{AddressSpace, Binding, KernelSignature, Param};
 
-/// The headers a CUDA source may include, as written after `#include`; each resolves to the
-/// emulator's stand-in.
-pub(crate) const ALLOWED_INCLUDES: [&str; 4] = ["\"mlx/backend/cuda/device/utils.cuh\"", "<cooperative_groups.h>", "<cuda_fp16.h>", "<cuda_bf16.h>"];
+/// The headers a CUDA source may include, as written after `#include` (kernelgen-cuda's
+/// vocabulary); each resolves to the emulator's stand-in.
+pub(crate) use kernelgen_cuda::vocab::INCLUDES as ALLOWED_INCLUDES;
 
 /// The same headers as paths: empty files in the preprocessing pass's include folder.
-pub(crate) const STAND_IN_HEADERS: [&str; 4] = ["mlx/backend/cuda/device/utils.cuh", "cooperative_groups.h", "cuda_fp16.h", "cuda_bf16.h"];
+pub(crate) fn stand_in_headers() -> impl Iterator<Item = &'static str> {
+    ALLOWED_INCLUDES.iter().map(|i| kernelgen_cuda::vocab::include_path(i))
+}
 
 /// Macros nvrtc predefines for MLX's compile on an H200 (sm_90), which a source's conditionals
 /// may test.
-pub(crate) const PREDEFINED: [(&str, &str); 3] = [("__CUDACC__", "1"), ("__CUDACC_RTC__", "1"), ("__CUDA_ARCH__", "900")];
+pub(crate) use kernelgen_cuda::vocab::PREDEFINED_MACROS as PREDEFINED;
 
 /// Names a CUDA source may not use, with why: what reaches the host, and the emulator's own.
 fn refused_name(s: &str) -> Option<&'static str> {
@@ -87,34 +90,17 @@ pub(crate) fn check_directives(source: &str) -> Vec<PrepError> {
     problems
 }
 
-/// Type names a source sees without declaring them: C++'s, the fixed-width integers, CUDA's
-/// (kernelgen-cuda's vocabulary) and the stand-in's (MLX's, cooperative groups', cuda::std's).
+/// Type names a source sees without declaring them: C++'s (the rest are CUDA's scalars or
+/// `_t` typedefs) and CUDA's and its headers' (kernelgen-cuda's vocabulary).
 fn is_known_type(s: &str) -> bool {
-    const WORDS: [&str; 24] = [
-        "void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "wchar_t", "char16_t", "char32_t", "size_t",
-        "ptrdiff_t", "intptr_t", "uintptr_t", "Shape", "Strides", "AlignedVector", "Limits", "thread_block", "thread_block_tile", "numeric_limits",
-    ];
-    const MORE: [&str; 5] = ["array", "__half_raw", "__nv_bfloat16_raw", "grid_group", "nullptr_t"];
-    WORDS.contains(&s) || MORE.contains(&s) || kernelgen_cuda_vocab::is_type_name(s)
+    matches!(s, "void" | "signed" | "unsigned") || vocab::is_type_name(s) || vocab::HEADER_TYPE_NAMES.contains(&s)
 }
 
-/// Until kernelgen-cuda's vocabulary is a dependency: CUDA's type names as it spells them.
-mod kernelgen_cuda_vocab {
-    const SCALAR_TYPE_NAMES: [&str; 14] =
-        ["bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "longlong", "ulonglong", "float", "double", "size_t"];
-    const OTHER_TYPE_NAMES: [&str; 9] = ["dim3", "half", "half2", "nv_bfloat16", "nv_bfloat162", "__half", "__half2", "__nv_bfloat16", "__nv_bfloat162"];
-    pub(super) fn is_type_name(s: &str) -> bool {
-        let scalar = |x: &str| SCALAR_TYPE_NAMES.contains(&x);
-        let vector = s.strip_suffix(['1', '2', '3', '4']).is_some_and(scalar);
-        scalar(s) || vector || s.ends_with("_t") || OTHER_TYPE_NAMES.contains(&s)
-    }
+/// Templates a source sees without declaring them (a `<` after one opens its arguments): C++'s
+/// casts and its headers' (kernelgen-cuda's vocabulary).
+fn is_known_template(s: &str) -> bool {
+    matches!(s, "static_cast" | "const_cast" | "reinterpret_cast") || vocab::HEADER_TEMPLATES.contains(&s)
 }
-
-/// Templates a source sees without declaring them (a `<` after one opens its arguments).
-const KNOWN_TEMPLATES: [&str; 16] = [
-    "AlignedVector", "Limits", "numeric_limits", "array", "thread_block_tile", "tiled_partition", "load_vector", "store_vector",
-    "unsafe_load_vector", "unsafe_store_vector", "is_aligned", "elem_to_loc", "elem_to_loc_nd", "static_cast", "const_cast", "reinterpret_cast",
-];
 
 /// Keywords after which `(` starts an expression (so may be a cast).
 const EXPRESSION_KEYWORDS: [&str; 6] = ["return", "case", "else", "do", "co_return", "co_yield"];
@@ -200,7 +186,7 @@ impl Declared {
     }
 
     fn is_template(&self, s: &str) -> bool {
-        KNOWN_TEMPLATES.contains(&s) || self.templates.contains(s)
+        is_known_template(s) || self.templates.contains(s)
     }
 }
 

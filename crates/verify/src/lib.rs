@@ -15,24 +15,36 @@
 //! and says what each output must be ([`Expected`]); [`mod@compare`] checks them. [`run()`] verifies
 //! many kernels on several threads and returns a [`Report`] in their order, which `kernelgen
 //! verify` prints. The values stage runs on any backend whose arrays can be made from host
-//! bytes and read back ([`VerifyBackend`]); the property stage is the emulator's.
+//! bytes and read back ([`VerifyBackend`]); the property stage is the emulator's. With the
+//! feature `mlx`, MLX is such a backend (`mlx`): the kernels then run on the GPU MLX has (the
+//! Metal bodies on a Mac, the CUDA bodies on MLX's CUDA build), held to the f64 models'
+//! bounds (the replay models follow the emulator's arithmetic, not a GPU's).
 //!
-//! For a test of one's own kernel with a Rust reference function, [`check`] does both stages.
+//! A kernel with a CUDA body (its family has a CUDA template) has both bodies verified, each
+//! the same way on the same case ([`bodies`]): the CUDA one in the emulator's CUDA mode, through
+//! an [`EmuBackend`] made by [`EmuBackend::with_language`]. A report has one outcome per body.
+//!
+//! For a test of one's own kernel with a Rust reference function, [`check`] does both stages
+//! (on the CUDA body, given `emu.with_language(Language::Cuda)`).
 
 #![warn(missing_docs)]
 
+pub mod bodies;
 pub mod bundled;
 pub mod case;
 pub mod compare;
 pub mod error;
+#[cfg(feature = "mlx")]
+pub mod mlx;
 pub mod properties;
 pub mod python;
 pub mod reference;
 pub mod run;
 
 pub use case::{Case, random_case};
-pub use compare::{Compared, Expected, values};
+pub use compare::{Compared, Expected, Replay, values};
 pub use error::{Error, Finding, Mismatch};
+pub use kernelgen_emu::Language;
 pub use kernelgen_reference::Agreement;
 pub use reference::{Declaration, Kernel, Reference};
 pub use run::{Options, Outcome, Report, Values, VerifyBackend, run, verify_kernel};
@@ -42,7 +54,8 @@ use kernelgen_emu::EmuBackend;
 
 /// A test of one's own kernel: random inputs at `sizes` (every run-time size, by name), every
 /// property, then `reference` (given the case, returning each output's values in contract
-/// order) compared within `tolerance` (integer outputs exactly).
+/// order) compared within `tolerance` (integer outputs exactly). `emu` launches the body of its
+/// language: the kernel's CUDA body for `emu.with_language(Language::Cuda)`.
 ///
 /// ```no_run
 /// # use kernelgen_emu::EmuBackend;

@@ -3,8 +3,9 @@
 //! ([`VerifyBackend`]). In the emulator every kernel first has its properties checked (the
 //! forward run's outputs are then compared); elsewhere the kernel is launched once.
 
+use crate::bodies;
 use crate::case::Case;
-use crate::compare::{Compared, Expected, compare};
+use crate::compare::{Compared, Expected, Replay, compare};
 use crate::error::{Error, Finding, Mismatch};
 use crate::properties::{check_properties_in, every_order};
 use crate::reference::{Kernel, Resolved, family_at, family_case, resolve};
@@ -14,7 +15,7 @@ use kernelgen::launch::LaunchError;
 use kernelgen_codegen::family::ReferenceDef;
 use kernelgen_codegen::render::RenderedKernel;
 use kernelgen_emu::host::LARGE_INPUT_BYTES;
-use kernelgen_emu::{EmuBackend, HostArray, RunOrder};
+use kernelgen_emu::{EmuBackend, HostArray, Language, RunOrder};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
@@ -30,6 +31,19 @@ pub trait VerifyBackend: Backend + Sync {
     fn emulator(&self) -> Option<&EmuBackend> {
         None
     }
+    /// Whether the Rust references' replay models bind this backend's bits (the emulator's);
+    /// elsewhere outputs are held to the f64 models' bounds.
+    fn replay(&self) -> Replay {
+        Replay::Skipped
+    }
+    /// The body this backend runs: the emulator's language, else the one its GPU runs.
+    fn body(&self) -> Language {
+        Language::Metal
+    }
+    /// How many kernels may be verified at once on this backend.
+    fn jobs(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
 }
 
 impl VerifyBackend for EmuBackend {
@@ -43,6 +57,14 @@ impl VerifyBackend for EmuBackend {
 
     fn emulator(&self) -> Option<&EmuBackend> {
         Some(self)
+    }
+
+    fn replay(&self) -> Replay {
+        Replay::BitForBit
+    }
+
+    fn body(&self) -> Language {
+        self.language()
     }
 }
 
@@ -59,13 +81,16 @@ pub struct Options {
 /// How a kernel's values were checked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
-    /// A Rust reference: bit for bit against the replay model, within the f64 model's bound
-    /// (both in ulps of each output's largest exact value; the largest over the outputs).
+    /// A Rust reference: within the f64 model's bound (both in ulps of each output's largest
+    /// exact value; the largest over the outputs), and bit for bit against the replay model
+    /// where `replay` says so (the emulator).
     Model {
         /// The largest error.
         max_ulp: f64,
         /// The largest bound.
         bound: f64,
+        /// Whether the replay model was compared bit for bit.
+        replay: Replay,
     },
     /// A numpy reference, within the family's tolerance.
     Tolerance {
@@ -85,6 +110,8 @@ pub enum Values {
 pub struct Outcome {
     /// The kernel's name.
     pub kernel: String,
+    /// The body verified: Metal, or the kernel's CUDA body ([`crate::bodies`]).
+    pub body: Language,
     /// The run-time sizes it ran at, `M=2,T=3` (`-` for none, or where it failed before).
     pub sizes: String,
     /// Its values, or why it failed.
@@ -141,7 +168,7 @@ pub fn run_case<B: VerifyBackend>(backend: &B, def: &KernelDef, case: &Case, see
 }
 
 /// Compares a kernel's outputs (contract order) with what a reference says of each, by name.
-pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(String, Expected)]) -> Result<Values, Error> {
+pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(String, Expected)], replay: Replay) -> Result<Values, Error> {
     if let Some((name, _)) = expected.iter().find(|(name, _)| !def.outputs.iter().any(|b| b.name.as_ref() == name.as_str())) {
         return Err(Mismatch::Unknown { output: name.clone() }.into());
     }
@@ -151,14 +178,14 @@ pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(Stri
         if let Expected::Values { tolerance: t, .. } = &want.1 {
             tolerance = Some(*t);
         }
-        match compare(&b.name, got, &want.1)? {
+        match compare(&b.name, got, &want.1, replay)? {
             Compared::Model { max_ulp: u, bound: m } => (max_ulp, bound) = (max_ulp.max(u), bound.max(m)),
             Compared::Values(a) => max_ulp = max_ulp.max(a.max_ulp),
         }
     }
     Ok(match tolerance {
         Some(tolerance) => Values::Tolerance { max_ulp, tolerance },
-        None => Values::Model { max_ulp, bound },
+        None => Values::Model { max_ulp, bound, replay },
     })
 }
 
@@ -190,10 +217,11 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
             None if r.kernel.family.verify.reference.is_none() => Ok(Values::None),
             _ if options.no_reference => Ok(Values::Skipped),
             None => Ok(Values::None),
-            Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?),
+            Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?, backend.replay()),
         }
     })();
-    Outcome { kernel: r.kernel.name.clone(), sizes, result, seconds: start.elapsed().as_secs_f64() }
+    let body = backend.body();
+    Outcome { kernel: r.kernel.name.clone(), body, sizes, result, seconds: start.elapsed().as_secs_f64() }
 }
 
 /// A wrong `threadgroup_memory`, located in the family file.
@@ -214,12 +242,16 @@ fn declared_at(e: Error, r: &RenderedKernel) -> Error {
 
 /// Verifies `kernels` on `backend`, several at once (each launch's threadgroups on the
 /// emulator's workers too), taken in the order given; a large one ([`is_large`]) runs alone.
+/// In the emulator a kernel with a CUDA body has it verified too, as a job of its own right
+/// after its Metal body's ([`crate::bodies`]): one outcome per body.
 /// `on_outcome` sees each outcome in that order as soon as it and those before it are done
 /// (what a table printed as the run goes needs); the report holds them all.
 pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: &Options, mut on_outcome: impl FnMut(&Outcome)) -> Report {
-    let outcomes = Outcomes::new(kernels.len());
-    let large: Vec<bool> = kernels.iter().map(|r| is_large(&r.def)).collect();
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(kernels.len());
+    let cuda = bodies::cuda_backend(backend);
+    let bodies = bodies::bodies(kernels, cuda.as_ref());
+    let outcomes = Outcomes::new(bodies.len());
+    let large: Vec<bool> = bodies.iter().map(|b| is_large(&kernels[b.kernel].def)).collect();
+    let jobs = backend.jobs().clamp(1, bodies.len().max(1));
     let mut report = Report::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -227,8 +259,10 @@ pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: 
                 while let Some(i) = outcomes.take(|i| large[i]) {
                     // A panic (a kernelgen bug) fails this kernel: the report waits for every
                     // outcome, so a worker that died with its kernel would hang the run.
-                    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_kernel(backend, kernels[i], options))).unwrap_or_else(|p| Outcome {
-                        kernel: kernels[i].kernel.name.clone(),
+                    let (body, r) = (bodies[i], kernels[bodies[i].kernel]);
+                    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bodies::verify_body(backend, cuda.as_ref(), r, body, options))).unwrap_or_else(|p| Outcome {
+                        kernel: r.kernel.name.clone(),
+                        body: body.language,
                         sizes: "-".into(),
                         result: Err(Error::Panicked(panic_text(p.as_ref()))),
                         seconds: 0.0,
@@ -237,7 +271,7 @@ pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: 
                 }
             });
         }
-        for i in 0..kernels.len() {
+        for i in 0..bodies.len() {
             let o = outcomes.wait(i);
             on_outcome(&o);
             report.outcomes.push(o);

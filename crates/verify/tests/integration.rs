@@ -4,4 +4,5 @@
 
 mod backends;
 mod check;
+mod cuda;
 mod declarations;

@@ -463,14 +463,45 @@ fn file_inside(dir: &std::path::Path, relative: &str) -> Result<std::path::PathB
     Ok(path)
 }
 
-/// kernelgen's own families, compiled in: `(family file, template)` by name.
-const BUNDLED: &[(&str, &str, &str)] = &[
-    ("expert", include_str!("../../families/expert.toml"), include_str!("../../families/expert.metal.tera")),
-    ("affine", include_str!("../../families/affine.toml"), include_str!("../../families/affine.metal.tera")),
-    ("delta", include_str!("../../families/delta.toml"), include_str!("../../families/delta.metal.tera")),
-    ("delta_state", include_str!("../../families/delta_state.toml"), include_str!("../../families/delta_state.metal.tera")),
-    ("silu_rms_heads", include_str!("../../families/silu_rms_heads.toml"), include_str!("../../families/silu_rms_heads.metal.tera")),
-    ("gated_rms_norm", include_str!("../../families/gated_rms_norm.toml"), include_str!("../../families/gated_rms_norm.metal.tera")),
+/// kernelgen's own families, compiled in: `(name, family file, Metal template, CUDA template)`,
+/// the CUDA template `None` for a family that is still Metal-only.
+const BUNDLED: &[(&str, &str, &str, Option<&str>)] = &[
+    (
+        "expert",
+        include_str!("../../families/expert.toml"),
+        include_str!("../../families/expert.metal.tera"),
+        Some(include_str!("../../families/expert.cuda.tera")),
+    ),
+    (
+        "affine",
+        include_str!("../../families/affine.toml"),
+        include_str!("../../families/affine.metal.tera"),
+        Some(include_str!("../../families/affine.cuda.tera")),
+    ),
+    (
+        "delta",
+        include_str!("../../families/delta.toml"),
+        include_str!("../../families/delta.metal.tera"),
+        Some(include_str!("../../families/delta.cuda.tera")),
+    ),
+    (
+        "delta_state",
+        include_str!("../../families/delta_state.toml"),
+        include_str!("../../families/delta_state.metal.tera"),
+        Some(include_str!("../../families/delta_state.cuda.tera")),
+    ),
+    (
+        "silu_rms_heads",
+        include_str!("../../families/silu_rms_heads.toml"),
+        include_str!("../../families/silu_rms_heads.metal.tera"),
+        Some(include_str!("../../families/silu_rms_heads.cuda.tera")),
+    ),
+    (
+        "gated_rms_norm",
+        include_str!("../../families/gated_rms_norm.toml"),
+        include_str!("../../families/gated_rms_norm.metal.tera"),
+        Some(include_str!("../../families/gated_rms_norm.cuda.tera")),
+    ),
 ];
 
 /// Where the bundled families live in kernelgen's repository (what generated
@@ -481,14 +512,18 @@ pub const BUNDLED_DIR: &str = "crates/codegen/families";
 pub fn bundled() -> Result<Vec<Arc<FamilyDef>>, crate::diag::Diagnostics> {
     let mut out = Vec::new();
     let mut problems = crate::diag::Diagnostics::default();
-    for (name, text, template) in BUNDLED {
+    for (name, text, metal, cuda) in BUNDLED {
         let source = Arc::new(SpecSource {
             display: format!("{BUNDLED_DIR}/{name}.toml"),
             origin: format!("{BUNDLED_DIR}/{name}.toml"),
             stem: name.to_string(),
             text: text.to_string(),
         });
-        let template = |t: &str| if t == format!("{name}.metal.tera") { file::TemplateFile::Text(template.to_string()) } else { file::TemplateFile::Missing };
+        let template = |t: &str| match cuda {
+            _ if t == format!("{name}.metal.tera") => file::TemplateFile::Text(metal.to_string()),
+            Some(cuda) if t == format!("{name}.cuda.tera") => file::TemplateFile::Text(cuda.to_string()),
+            _ => file::TemplateFile::Missing,
+        };
         match file::read(source, None, template) {
             Ok(def) => out.push(Arc::new(def)),
             Err(d) => problems.extend(d),
@@ -571,8 +606,9 @@ mod tests {
     fn bundled_families_read_cleanly() {
         let defs = bundled().unwrap_or_else(|d| panic!("{d}"));
         assert_eq!(defs.len(), BUNDLED.len());
-        for (d, (name, _, _)) in defs.iter().zip(BUNDLED) {
+        for (d, (name, _, _, cuda)) in defs.iter().zip(BUNDLED) {
             assert_eq!(d.name, *name, "each bundled family file is named after its family");
+            assert_eq!(d.cuda.is_some(), cuda.is_some(), "{name}: a bundled CUDA template is read as the family's");
         }
     }
 }

@@ -1,0 +1,61 @@
+//! A kernel's CUDA body through the library: `check` given the emulator in CUDA mode
+//! (`EmuBackend::with_language`) runs `def.cuda` on the same case, with every property and the
+//! same reference as the Metal body (the generator's fixture family `rowscale`, which has both);
+//! a planted bug in the CUDA body fails it, and a Metal-only kernel is refused in CUDA mode.
+
+use kernelgen::contract::{KernelDef, Tolerance};
+use kernelgen_codegen::spec::SpecSource;
+use kernelgen_codegen::{Config, Input, read_families};
+use kernelgen_emu::EmuBackend;
+use kernelgen_verify::{Case, Language, check, values};
+use std::path::PathBuf;
+
+/// The rowscale fixture's kernel of `dtype`, with both bodies.
+fn rowscale(dtype: &str) -> KernelDef {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../codegen/tests/fixtures");
+    let spec = fixtures.join("rowscale.toml");
+    let input = Input {
+        specs: vec![SpecSource { display: "rowscale.toml".into(), origin: "specs/rowscale.toml".into(), stem: "rowscale".into(), text: std::fs::read_to_string(&spec).unwrap() }],
+        families: read_families(&[fixtures.join("families")]).unwrap_or_else(|e| panic!("{e}")),
+    };
+    let generated = Config::new().generate(input).unwrap_or_else(|e| panic!("{e}"));
+    let name = format!("fixture_rowscale_{dtype}");
+    generated.kernels.into_iter().find(|r| r.kernel.name == name).unwrap_or_else(|| panic!("no kernel {name}")).def
+}
+
+/// y = x * s[0] in the output's dtype, and each row's sum of it (in f64: both bodies sum in f32).
+fn reference(case: &Case) -> Vec<Vec<f64>> {
+    let (x, s) = (values(&case.arrays["x"]), values(&case.arrays["s"])[0]);
+    let y: Vec<f64> = x.iter().map(|v| v * s).collect();
+    let sums = y.chunks(64).map(|row| row.iter().sum()).collect();
+    vec![y, sums]
+}
+
+#[test]
+fn a_cuda_body_is_checked_like_the_metal_one() {
+    let emu = EmuBackend::with_defaults().expect("emulator");
+    let cuda = emu.with_language(Language::Cuda);
+    let tolerance = Tolerance::AbsRel { abs: 1e-5, rel: 1e-2 };
+    for dtype in ["f32", "bf16"] {
+        let def = rowscale(dtype);
+        assert!(def.cuda.is_some(), "the fixture has a CUDA body");
+        for backend in [&emu, &cuda] {
+            let agreement = check(backend, &def, &[("R", 5)], 11, tolerance, reference).unwrap_or_else(|e| panic!("{dtype} {:?}: {e}", backend.language()));
+            assert_eq!((agreement[0].elements, agreement[1].elements), (5 * 64, 5));
+        }
+    }
+
+    // a mask leaving out half the calling lanes: the CUDA body fails at its line, the Metal one is untouched
+    let mut def = rowscale("f32");
+    let path = def.cuda.as_ref().unwrap().path.to_string();
+    let cu = def.cuda.as_mut().unwrap();
+    cu.source = cu.source.replacen("__shfl_xor_sync(0xffffffffu", "__shfl_xor_sync(0xffffu", 1).into();
+    let line = cu.source.lines().position(|l| l.contains("0xffffu")).unwrap() + 1;
+    let e = check(&cuda, &def, &[("R", 5)], 11, tolerance, reference).unwrap_err().to_string();
+    assert!(e.contains(&format!("{path}:{line}:")) && e.contains("mask 0x0000ffff"), "{e}");
+    check(&emu, &def, &[("R", 5)], 11, tolerance, reference).unwrap_or_else(|e| panic!("{e}"));
+
+    // a Metal-only kernel has no CUDA body to run
+    let e = check(&cuda, &kernelgen::kernels::gated_rms_norm_dtypes::HEAD128X_GATED_RMS_NORM_F32, &[("R", 1)], 1, tolerance, |_| vec![]).unwrap_err().to_string();
+    assert!(e.contains("`head128x_gated_rms_norm_f32`") && e.contains("no CUDA body"), "{e}");
+}
