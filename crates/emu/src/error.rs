@@ -291,13 +291,22 @@ impl fmt::Display for EmuError {
                 ids(*threadgroup_position_in_grid),
                 line_of(metal_line).trim_start_matches("at ")
             ),
-            EmuError::Race { kernel, threadgroup_position_in_grid, at, same_simdgroup, first, second } => write!(
-                f,
-                "kernel `{kernel}`: data race on {at} in threadgroup {}: {first}, then {second}, with no barrier between them that orders threadgroup memory \
-                 (threadgroup_barrier(mem_flags::mem_threadgroup){}); a GPU may run them in either order",
-                ids(*threadgroup_position_in_grid),
-                if *same_simdgroup { ", or simdgroup_barrier(mem_flags::mem_threadgroup) within a SIMD-group" } else { "" }
-            ),
+            EmuError::Race { kernel, threadgroup_position_in_grid, at, same_simdgroup, first, second } => {
+                // the barriers by the source's language: a CUDA body's accesses are in its .cu file
+                let cuda = [first, second].iter().any(|a| a.metal_line.as_ref().is_some_and(|(file, _)| file.ends_with(".cu")));
+                let barriers = match (cuda, *same_simdgroup) {
+                    (false, false) => "threadgroup_barrier(mem_flags::mem_threadgroup)",
+                    (false, true) => "threadgroup_barrier(mem_flags::mem_threadgroup), or simdgroup_barrier(mem_flags::mem_threadgroup) within a SIMD-group",
+                    (true, false) => "__syncthreads()",
+                    (true, true) => "__syncthreads(), or __syncwarp() within a warp",
+                };
+                write!(
+                    f,
+                    "kernel `{kernel}`: data race on {at} in threadgroup {}: {first}, then {second}, with no barrier between them that orders threadgroup memory \
+                     ({barriers}); a GPU may run them in either order",
+                    ids(*threadgroup_position_in_grid),
+                )
+            }
             EmuError::UninitializedRead { kernel, threadgroup_position_in_grid, at, read } => write!(
                 f,
                 "kernel `{kernel}`: thread {} reads {at} {}, which no thread of its threadgroup {} has written",
