@@ -115,3 +115,4 @@ bench: deps
 
 -include mlx/mlx.mk
 -include apple/apple.mk
+-include gpu/gpu.mk

@@ -1,9 +1,11 @@
-//! The MLX backend on a machine without Metal (Linux, the CPU build of MLX),
-//! run by `make test-mlx`, beyond the conformance suite every backend runs
-//! (`tests/mlx_conformance.rs`: the checks, the catalog, laziness):
-//! - the eager mode reports MLX's error at the launch, as the source of the `LaunchError`;
+//! The MLX backend, run by `make test-mlx` (Linux, the CPU build of MLX: no GPU) and by
+//! `make test-gpu` (MLX's CUDA build on an NVIDIA GPU), beyond the conformance suite every
+//! backend runs (`tests/mlx_conformance.rs`: the checks, the catalog, laziness):
+//! - the eager mode reports MLX's error at the launch, as the source of the `LaunchError`
+//!   (on a GPU it evaluates the outputs at the launch);
 //! - a kernel defined by hand reaches MLX from many threads at once, never a panic, and
-//!   evaluates nothing;
+//!   evaluates nothing; with a CUDA body it runs on CUDA, without one it is refused there,
+//!   naming the kernel and its family, before anything is built;
 //! - the kernel cache is per name and refuses a second source for a name;
 //! - a packed slot becomes an MLX array without a copy where MLX has Metal.
 #![cfg(feature = "mlx")]
@@ -15,9 +17,9 @@ mod conformance;
 #[path = "conformance/mlx.rs"]
 mod mlx;
 
-use kernelgen::backend::mlx::{MlxBackend, MlxError};
+use kernelgen::backend::mlx::{gpu, source_for, Gpu, MlxBackend, MlxError};
 use kernelgen::backend::{launch, launch_vec};
-use kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Source, TextRange};
+use kernelgen::contract::{BufferDef, Cost, CudaSource, Dim, Dtype, KernelDef, Op, Source, TextRange};
 use kernelgen::kernels::experts::Glm52ExpertQ4Bf16R4;
 use kernelgen::launch::LaunchError;
 use mlx::evaluated;
@@ -38,12 +40,29 @@ fn mlx_failure(e: &LaunchError) -> &MlxError {
     }
 }
 
-/// The eager mode for debugging launches the same way (MLX fails in `apply`
-/// here, before there is anything to evaluate).
+/// Asserts that a launch of a kernel defined here (a Metal body only) came back as it must
+/// where it cannot run: MLX's "No Metal back-end" without a GPU, the missing CUDA body on
+/// CUDA.
+fn refused_here(e: &LaunchError, def: &KernelDef) {
+    match gpu() {
+        Gpu::Cuda if def.cuda.is_none() => assert!(matches!(mlx_failure(e), MlxError::NoCudaBody { kernel, .. } if kernel == def.name.as_ref()), "{e}"),
+        Gpu::Cuda => panic!("{}: refused on CUDA with a CUDA body: {e}", def.name),
+        Gpu::None => assert!(mlx_failure(e).is_no_metal(), "{e}"),
+        Gpu::Metal => panic!("{}: refused on Metal: {e}", def.name),
+    }
+}
+
+/// The eager mode for debugging launches the same way: without a GPU, MLX fails in
+/// `apply`, before there is anything to evaluate; on a GPU the outputs come back evaluated.
 #[test]
 fn eager_launches_report_mlx_errors_at_the_launch() {
     let x = lazy(&[1, 6144], mlx_rs::Dtype::Bfloat16);
     let slot = lazy(&[18923520], mlx_rs::Dtype::Uint8);
+    if gpu() != Gpu::None {
+        let mid = Glm52ExpertQ4Bf16R4::gate_up(&MlxBackend::eager(), &x, &slot).unwrap_or_else(|e| panic!("{e}"));
+        assert!(evaluated(&mid), "an eager launch evaluates its outputs");
+        return;
+    }
     let e = Glm52ExpertQ4Bf16R4::gate_up(&MlxBackend::eager(), &x, &slot).unwrap_err();
     let failure = mlx_failure(&e);
     assert!(failure.is_no_metal() && matches!(failure, MlxError::Apply(_)), "{failure}");
@@ -92,6 +111,68 @@ fn scale2(name: &'static str, metal: &'static str) -> KernelDef {
 
 const SOURCE: &str = "inline float twice(float v) { return 2.0f * v; }\nuint i = thread_position_in_grid.x;\ny[i] = twice(x[i]);\n";
 
+/// The same kernel with a CUDA body (header: the first line), as MLX's CUDA build runs it:
+/// blocks of 32 threads over M rounded up, so the last block guards its extra threads.
+fn scale2_with_cuda(name: &'static str, factor: &'static str) -> KernelDef {
+    let cuda: &'static str = Box::leak(
+        format!("__device__ inline float twice(float v) {{ return {factor} * v; }}\nconst int i = blockIdx.x * blockDim.x + threadIdx.x;\nif (i < x_shape[0]) {{\n  y[i] = twice(x[i]);\n}}\n").into_boxed_str(),
+    );
+    let header_end = cuda.find('\n').unwrap() as u32 + 1;
+    KernelDef {
+        cuda: Some(CudaSource {
+            mlx_name: text("custom_kernel_mlx_test_scale2_cuda"),
+            source: text(cuda),
+            header: TextRange { start: 0, end: header_end },
+            body: TextRange { start: header_end, end: cuda.len() as u32 },
+            path: text(""),
+            shared_memory_bytes: 0,
+        }),
+        ..scale2(name, SOURCE)
+    }
+}
+
+/// A Metal-only kernel on CUDA: refused before anything is built, the kernel, its family
+/// and the missing template named (decided without a GPU: the rule is `source_for`'s).
+#[test]
+fn a_metal_only_kernel_is_refused_on_cuda_naming_it() {
+    let def = scale2("mlx_test_metal_only", SOURCE);
+    let e = source_for(&def, Gpu::Cuda).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "kernel `mlx_test_metal_only` has no CUDA body, and MLX here runs CUDA: family `test_elementwise` has only a Metal template (a CUDA one is `test_elementwise.cuda.tera` beside its family file)"
+    );
+    assert_eq!(source_for(&def, Gpu::Metal).unwrap(), (def.header(), def.body()));
+    let with = scale2_with_cuda("mlx_test_with_cuda", "2.0f");
+    let cuda = with.cuda.as_ref().unwrap();
+    assert_eq!(source_for(&with, Gpu::Cuda).unwrap(), (cuda.header(), cuda.body()));
+    assert_eq!(source_for(&with, Gpu::None).unwrap(), (with.header(), with.body()));
+    // On CUDA the launch itself says so, and comes back without building anything.
+    if gpu() == Gpu::Cuda {
+        let x = lazy(&[64], mlx_rs::Dtype::Float32);
+        let e = launch_vec(&MlxBackend::new(), &def, &[&x], &[]).unwrap_err();
+        assert!(e.to_string().contains("kernel `mlx_test_metal_only`"), "{e}");
+        refused_here(&e, &def);
+    }
+}
+
+/// A kernel with a CUDA body runs where MLX runs CUDA: y = 2x over a size that leaves the
+/// last block partly outside the grid; lazily, evaluated by the read.
+#[test]
+fn a_cuda_body_runs_on_cuda() {
+    if gpu() != Gpu::Cuda {
+        return eprintln!("skipped: MLX here does not run CUDA ({:?})", gpu());
+    }
+    let def = scale2_with_cuda("mlx_test_scale2_cuda", "2.0f");
+    let n = 1000;
+    let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 100.0).collect();
+    let x = Array::from_slice(&values, &[n]);
+    let y = launch_vec(&MlxBackend::new(), &def, &[&x], &[]).unwrap_or_else(|e| panic!("{e}")).remove(0);
+    assert!(!evaluated(&y), "a launch is lazy");
+    y.eval().unwrap();
+    let want: Vec<f32> = values.iter().map(|v| 2.0 * v).collect();
+    assert_eq!(y.as_slice::<f32>(), want.as_slice());
+}
+
 #[test]
 fn valid_launches_reach_mlx_from_many_threads_without_a_panic() {
     let def = scale2("mlx_test_scale2", SOURCE);
@@ -102,8 +183,10 @@ fn valid_launches_reach_mlx_from_many_threads_without_a_panic() {
             s.spawn(move || {
                 for n in [64, 5 + t, 256] {
                     let x = lazy(&[n], mlx_rs::Dtype::Float32);
-                    let e = launch::<_, 1>(&MlxBackend::new(), def, &[&x], &[]).unwrap_err();
-                    assert!(mlx_failure(&e).is_no_metal(), "{e}");
+                    match launch::<_, 1>(&MlxBackend::new(), def, &[&x], &[]) {
+                        Ok([y]) => assert!(gpu() == Gpu::Metal && !evaluated(&y), "ran without Metal"),
+                        Err(e) => refused_here(&e, def),
+                    }
                     assert!(!evaluated(&x));
                 }
             });
@@ -111,19 +194,26 @@ fn valid_launches_reach_mlx_from_many_threads_without_a_panic() {
     });
 }
 
+/// The cache is per name: a second source under a name already built is refused, and the
+/// first still launches (on CUDA with a CUDA body, which the kernel must have there).
 #[test]
 fn a_second_source_under_one_name_is_refused() {
-    let first = scale2("mlx_test_scale2_conflict", SOURCE);
+    let name = "mlx_test_scale2_conflict";
+    let cuda = gpu() == Gpu::Cuda;
+    let (first, second) = if cuda {
+        (scale2_with_cuda(name, "2.0f"), scale2_with_cuda(name, "3.0f"))
+    } else {
+        (scale2(name, SOURCE), scale2(name, "inline float twice(float v) { return 3.0f * v; }\nuint i = thread_position_in_grid.x;\ny[i] = twice(x[i]);\n"))
+    };
     let x = lazy(&[64], mlx_rs::Dtype::Float32);
-    let e = launch_vec(&MlxBackend::new(), &first, &[&x], &[]).unwrap_err();
-    assert!(mlx_failure(&e).is_no_metal(), "{e}");
-    let other = "inline float twice(float v) { return 3.0f * v; }\nuint i = thread_position_in_grid.x;\ny[i] = twice(x[i]);\n";
-    let second = scale2("mlx_test_scale2_conflict", other);
+    let launches = |def: &KernelDef| match launch_vec(&MlxBackend::new(), def, &[&x], &[]) {
+        Ok(_) => assert!(gpu() != Gpu::None, "ran without a GPU"),
+        Err(e) => refused_here(&e, def),
+    };
+    launches(&first);
     let e = launch_vec(&MlxBackend::new(), &second, &[&x], &[]).unwrap_err();
-    assert!(matches!(mlx_failure(&e), MlxError::NameConflict(n) if n == "mlx_test_scale2_conflict"), "{e}");
-    // The first definition still launches (and reaches MLX).
-    let e = launch_vec(&MlxBackend::new(), &first, &[&x], &[]).unwrap_err();
-    assert!(mlx_failure(&e).is_no_metal(), "{e}");
+    assert!(matches!(mlx_failure(&e), MlxError::NameConflict(n) if n == name), "{e}");
+    launches(&first);
 }
 
 /// A generated packer's bytes become an MLX array (without a copy where MLX

@@ -110,7 +110,14 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16576), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_bf16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta/qwen35_delta_bf16_f32.cu")),
+        header: TextRange { start: 80, end: 273 },
+        body: TextRange { start: 621, end: 3424 },
+        path: Cow::Borrowed("generated/cuda/delta/qwen35_delta_bf16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen35_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry qwen35.
@@ -222,7 +229,14 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16577), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097152), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(3670016), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_masked_bf16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta/qwen35_delta_masked_bf16_f32.cu")),
+        header: TextRange { start: 80, end: 280 },
+        body: TextRange { start: 657, end: 3744 },
+        path: Cow::Borrowed("generated/cuda/delta/qwen35_delta_masked_bf16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_delta_bf16_f32`: masked false, dtype bf16, state_dtype f32, geometry small.
@@ -325,7 +339,14 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_delta_bf16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta/small_delta_bf16_f32.cu")),
+        header: TextRange { start: 80, end: 272 },
+        body: TextRange { start: 619, end: 3386 },
+        path: Cow::Borrowed("generated/cuda/delta/small_delta_bf16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_delta_masked_bf16_f32`: masked true, dtype bf16, state_dtype f32, geometry small.
@@ -437,7 +458,14 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(537), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16384), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(28672), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_delta_masked_bf16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta/small_delta_masked_bf16_f32.cu")),
+        header: TextRange { start: 80, end: 279 },
+        body: TextRange { start: 655, end: 3706 },
+        path: Cow::Borrowed("generated/cuda/delta/small_delta_masked_bf16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

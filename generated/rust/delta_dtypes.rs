@@ -110,7 +110,14 @@ pub static SMALL2_DELTA_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(332), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_delta_f16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_dtypes/small2_delta_f16_f32.cu")),
+        header: TextRange { start: 80, end: 279 },
+        body: TextRange { start: 591, end: 3311 },
+        path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_f16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_delta_f32_f32`: masked false, dtype f32, state_dtype f32, geometry small2.
@@ -213,7 +220,14 @@ pub static SMALL2_DELTA_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(656), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(128), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_delta_f32_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_dtypes/small2_delta_f32_f32.cu")),
+        header: TextRange { start: 80, end: 279 },
+        body: TextRange { start: 586, end: 3300 },
+        path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_f32_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_delta_masked_f16_f32`: masked true, dtype f16, state_dtype f32, geometry small2.
@@ -325,7 +339,14 @@ pub static SMALL2_DELTA_MASKED_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(333), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_delta_masked_f16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_dtypes/small2_delta_masked_f16_f32.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 627, end: 3624 },
+        path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_masked_f16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_delta_masked_f32_f32`: masked true, dtype f32, state_dtype f32, geometry small2.
@@ -437,7 +458,14 @@ pub static SMALL2_DELTA_MASKED_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(657), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(128), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add]), flops: Some(Dim::expr(&[Op::Const(14336), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_delta_masked_f32_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_dtypes/small2_delta_masked_f32_f32.cu")),
+        header: TextRange { start: 80, end: 286 },
+        body: TextRange { start: 622, end: 3612 },
+        path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_masked_f32_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

@@ -101,7 +101,14 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_bf16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_state/qwen35_delta_state_bf16_f32.cu")),
+        header: TextRange { start: 80, end: 297 },
+        body: TextRange { start: 629, end: 2856 },
+        path: Cow::Borrowed("generated/cuda/delta_state/qwen35_delta_state_bf16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen35_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry qwen35.
@@ -195,7 +202,14 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(12480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_f16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_state/qwen35_delta_state_f16_f32.cu")),
+        header: TextRange { start: 80, end: 296 },
+        body: TextRange { start: 606, end: 2804 },
+        path: Cow::Borrowed("generated/cuda/delta_state/qwen35_delta_state_f16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `qwen35_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry qwen35.
@@ -289,7 +303,14 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(24832), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(2097156), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2097152), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(2621440), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen35_delta_state_f32_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_state/qwen35_delta_state_f32_f32.cu")),
+        header: TextRange { start: 80, end: 296 },
+        body: TextRange { start: 603, end: 2797 },
+        path: Cow::Borrowed("generated/cuda/delta_state/qwen35_delta_state_f32_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_delta_state_bf16_f32`: dtype bf16, state_dtype f32, geometry small.
@@ -383,7 +404,14 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_bf16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_state/small_delta_state_bf16_f32.cu")),
+        header: TextRange { start: 80, end: 296 },
+        body: TextRange { start: 627, end: 2827 },
+        path: Cow::Borrowed("generated/cuda/delta_state/small_delta_state_bf16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_delta_state_f16_f32`: dtype f16, state_dtype f32, geometry small.
@@ -477,7 +505,14 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(408), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_f16_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_state/small_delta_state_f16_f32.cu")),
+        header: TextRange { start: 80, end: 295 },
+        body: TextRange { start: 604, end: 2775 },
+        path: Cow::Borrowed("generated/cuda/delta_state/small_delta_state_f16_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_delta_state_f32_f32`: dtype f32, state_dtype f32, geometry small.
@@ -571,7 +606,14 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
     threadgroup: [32, 4, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(16388), Op::Size(0), Op::Mul, Op::Add, Op::Const(4), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(20480), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_delta_state_f32_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/delta_state/small_delta_state_f32_f32.cu")),
+        header: TextRange { start: 80, end: 295 },
+        body: TextRange { start: 601, end: 2768 },
+        path: Cow::Borrowed("generated/cuda/delta_state/small_delta_state_f32_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

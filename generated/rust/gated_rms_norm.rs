@@ -65,7 +65,14 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_head128_gated_rms_norm_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm/head128_gated_rms_norm_bf16.cu")),
+        header: TextRange { start: 80, end: 306 },
+        body: TextRange { start: 546, end: 2228 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm/head128_gated_rms_norm_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `wide4096_gated_rms_norm_bf16`: dtype bf16, geometry wide4096.
@@ -123,7 +130,14 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     threadgroup: [1024, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Const(8192), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_wide4096_gated_rms_norm_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm/wide4096_gated_rms_norm_bf16.cu")),
+        header: TextRange { start: 80, end: 307 },
+        body: TextRange { start: 548, end: 2727 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm/wide4096_gated_rms_norm_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `odd200_gated_rms_norm_bf16`: dtype bf16, geometry odd200.
@@ -181,7 +195,14 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
     threadgroup: [64, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(800), Op::Size(0), Op::Mul, Op::Const(400), Op::Add]), bytes_written: Dim::expr(&[Op::Const(400), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_odd200_gated_rms_norm_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm/odd200_gated_rms_norm_bf16.cu")),
+        header: TextRange { start: 80, end: 305 },
+        body: TextRange { start: 544, end: 2705 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm/odd200_gated_rms_norm_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

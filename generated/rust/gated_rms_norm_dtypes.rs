@@ -65,7 +65,14 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.cu")),
+        header: TextRange { start: 80, end: 313 },
+        body: TextRange { start: 525, end: 2186 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `head128x_gated_rms_norm_f32`: dtype f32, geometry head128x.
@@ -123,7 +130,14 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.cu")),
+        header: TextRange { start: 80, end: 313 },
+        body: TextRange { start: 521, end: 2179 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `odd1000_gated_rms_norm_f16`: dtype f16, geometry odd1000.
@@ -181,7 +195,14 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul, Op::Const(2000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(2000), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.cu")),
+        header: TextRange { start: 80, end: 312 },
+        body: TextRange { start: 523, end: 2676 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `odd1000_gated_rms_norm_f32`: dtype f32, geometry odd1000.
@@ -239,7 +260,14 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     threadgroup: [256, 1, 1],
     threadgroup_memory_bytes: 132,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(8000), Op::Size(0), Op::Mul, Op::Const(4000), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4000), Op::Size(0), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.cu")),
+        header: TextRange { start: 80, end: 312 },
+        body: TextRange { start: 519, end: 2669 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

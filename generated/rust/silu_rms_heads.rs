@@ -83,7 +83,14 @@ pub static QWEN35_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16384), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen35_silu_rms_heads_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/silu_rms_heads/qwen35_silu_rms_heads_bf16.cu")),
+        header: TextRange { start: 80, end: 305 },
+        body: TextRange { start: 588, end: 2663 },
+        path: Cow::Borrowed("generated/cuda/silu_rms_heads/qwen35_silu_rms_heads_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small_silu_rms_heads_bf16`: dtype bf16, geometry small.
@@ -159,7 +166,14 @@ pub static SMALL_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(432), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(96), Op::Add]), bytes_written: Dim::expr(&[Op::Const(432), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small_silu_rms_heads_bf16"),
+        source: Cow::Borrowed(include_str!("../cuda/silu_rms_heads/small_silu_rms_heads_bf16.cu")),
+        header: TextRange { start: 80, end: 304 },
+        body: TextRange { start: 586, end: 2631 },
+        path: Cow::Borrowed("generated/cuda/silu_rms_heads/small_silu_rms_heads_bf16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

@@ -83,7 +83,14 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(540), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_silu_rms_heads_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.cu")),
+        header: TextRange { start: 80, end: 311 },
+        body: TextRange { start: 551, end: 2563 },
+        path: Cow::Borrowed("generated/cuda/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// `small2_silu_rms_heads_f32`: dtype f32, geometry small2.
@@ -159,7 +166,14 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
     threadgroup: [32, 1, 1],
     threadgroup_memory_bytes: 0,
     cost: Cost { bytes_read: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(1024), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1080), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: None },
-    cuda: None,
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_small2_silu_rms_heads_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.cu")),
+        header: TextRange { start: 80, end: 311 },
+        body: TextRange { start: 545, end: 2552 },
+        path: Cow::Borrowed("generated/cuda/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.cu"),
+        shared_memory_bytes: 0,
+    }),
 };
 
 /// Every kernel of this spec.

@@ -11,9 +11,14 @@
 //! where MLX raises them: at evaluation. [`MlxBackend::eager`] evaluates every
 //! launch's outputs right away, for debugging.
 //!
-//! On Apple silicon the kernels run on the GPU. In an MLX without Metal (the
-//! CPU build on Linux) MLX refuses custom kernels with "[metal_kernel] No
-//! Metal back-end.", which comes back as the source of the
+//! The body launched is the one for the GPU this process's MLX runs ([`gpu`]):
+//! the Metal body on Apple silicon; the CUDA body (`KernelDef::cuda`, through
+//! mlx-c's `mlx_fast_cuda_kernel_*`, which mlx-rs does not wrap) where MLX is
+//! its CUDA build, on NVIDIA GPUs. A kernel whose family has no CUDA template
+//! is refused there, naming the kernel, before anything is built
+//! ([`MlxError::NoCudaBody`]). In an MLX with neither (the CPU build on Linux)
+//! MLX refuses custom kernels with "[metal_kernel] No Metal back-end.", which
+//! comes back as the source of the
 //! [`LaunchError::Backend`](crate::launch::LaunchError) ([`MlxError::is_no_metal`]).
 //!
 //! Strided arrays are accepted: kernels are built with `ensure_row_contiguous`,
@@ -70,6 +75,23 @@ pub enum MlxError {
     Unsupported(Dtype),
     /// A buffer of more bytes than an MLX array's dimension holds (2^31 - 1).
     TooLarge(usize),
+    /// Moving an array between the host and MLX failed.
+    Host(Exception),
+    /// MLX runs CUDA here, and the kernel's family has no CUDA template.
+    NoCudaBody {
+        /// The kernel launched.
+        kernel: String,
+        /// Its family.
+        family: String,
+    },
+    /// A call of mlx-c's CUDA custom-kernel API failed: MLX's message went to mlx-rs's
+    /// error handler, which keeps it to itself.
+    Cuda {
+        /// The mlx-c function.
+        call: &'static str,
+        /// What it returned.
+        status: i32,
+    },
 }
 
 impl std::fmt::Display for MlxError {
@@ -78,9 +100,15 @@ impl std::fmt::Display for MlxError {
             MlxError::Build(e) => write!(f, "MLX failed to build the kernel: {e}"),
             MlxError::Apply(e) => write!(f, "MLX failed to launch the kernel: {e}"),
             MlxError::Eval(e) => write!(f, "MLX failed to evaluate the kernel's outputs: {e}"),
+            MlxError::Host(e) => write!(f, "MLX failed to move an array between the host and MLX: {e}"),
             MlxError::NameConflict(name) => write!(f, "a kernel named `{name}` was already built from another source in this process"),
             MlxError::Unsupported(d) => write!(f, "no MLX dtype for {d}"),
             MlxError::TooLarge(n) => write!(f, "a buffer of {n} bytes: an MLX array's dimension holds at most {} elements", i32::MAX),
+            MlxError::NoCudaBody { kernel, family } => write!(
+                f,
+                "kernel `{kernel}` has no CUDA body, and MLX here runs CUDA: family `{family}` has only a Metal template (a CUDA one is `{family}.cuda.tera` beside its family file)"
+            ),
+            MlxError::Cuda { call, status } => write!(f, "MLX's `{call}` failed (status {status})"),
         }
     }
 }
@@ -95,8 +123,8 @@ impl MlxError {
     /// MLX's own error, when MLX raised one.
     pub fn exception(&self) -> Option<&Exception> {
         match self {
-            MlxError::Build(e) | MlxError::Apply(e) | MlxError::Eval(e) => Some(e),
-            MlxError::NameConflict(_) | MlxError::Unsupported(_) | MlxError::TooLarge(_) => None,
+            MlxError::Build(e) | MlxError::Apply(e) | MlxError::Eval(e) | MlxError::Host(e) => Some(e),
+            MlxError::NameConflict(_) | MlxError::Unsupported(_) | MlxError::TooLarge(_) | MlxError::NoCudaBody { .. } | MlxError::Cuda { .. } => None,
         }
     }
 
@@ -105,6 +133,39 @@ impl MlxError {
     pub fn is_no_metal(&self) -> bool {
         self.exception().is_some_and(|e| e.what().contains("No Metal back-end"))
     }
+}
+
+/// The GPU language this process's MLX runs custom kernels in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gpu {
+    /// Metal (Apple silicon): kernels launch their `.metal` body.
+    Metal,
+    /// CUDA (MLX's CUDA build, NVIDIA GPUs): kernels launch their `.cu` body.
+    Cuda,
+    /// Neither (MLX's CPU build): MLX refuses custom kernels.
+    None,
+}
+
+/// The GPU language of this process's MLX, asked once.
+pub fn gpu() -> Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    *GPU.get_or_init(|| {
+        install_error_handler();
+        let (mut metal, mut cuda) = (false, false);
+        // SAFETY: each call writes one bool through a valid pointer.
+        let (m, c) = unsafe { (mlx_sys::mlx_metal_is_available(&mut metal), mlx_sys::mlx_cuda_is_available(&mut cuda)) };
+        match (m == 0 && metal, c == 0 && cuda) {
+            (true, _) => Gpu::Metal,
+            (false, true) => Gpu::Cuda,
+            (false, false) => Gpu::None,
+        }
+    })
+}
+
+/// mlx-rs's error handler, before any call of mlx-c's own: mlx-c's default handler ends the
+/// process. mlx-rs installs it on its first fallible operation; this is a cheap one.
+fn install_error_handler() {
+    let _ = Device::try_default();
 }
 
 /// kernelgen's dtype as MLX's (`None` for one this version does not know).
@@ -140,9 +201,25 @@ pub fn from_mlx_dtype(dtype: mlx_rs::Dtype) -> Option<Dtype> {
     })
 }
 
-/// A built kernel and the source it was built from.
+/// A kernel MLX built, in the language MLX runs.
+enum Kernel {
+    Metal(MetalKernel),
+    Cuda(CudaKernel),
+}
+
+/// mlx-c's handle of a CUDA custom kernel (mlx-rs wraps only Metal's).
+struct CudaKernel(mlx_sys::mlx_fast_cuda_kernel);
+
+impl Drop for CudaKernel {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `mlx_fast_cuda_kernel_new` and is freed once, here.
+        unsafe { mlx_sys::mlx_fast_cuda_kernel_free(self.0) }
+    }
+}
+
+/// A built kernel and the source it was built from (the body of the language it runs).
 struct Built {
-    kernel: MetalKernel,
+    kernel: Kernel,
     header: String,
     body: String,
     inputs: Vec<String>,
@@ -150,14 +227,15 @@ struct Built {
 }
 
 impl Built {
-    fn is_from(&self, def: &KernelDef) -> bool {
-        self.header == def.header() && self.body == def.body() && self.inputs == def.input_names() && self.outputs == def.output_names()
+    fn is_from(&self, def: &KernelDef, header: &str, body: &str) -> bool {
+        self.header == header && self.body == body && self.inputs == def.input_names() && self.outputs == def.output_names()
     }
 }
 
-// SAFETY: a `MetalKernel` owns a heap object of mlx-c's (a name, sources and a
-// C++ closure) with no tie to the thread that made it; the cache only touches
-// it while holding its mutex, so it is never used from two threads at once.
+// SAFETY: a `MetalKernel` and an `mlx_fast_cuda_kernel` each own a heap object of
+// mlx-c's (a name, sources and a C++ closure) with no tie to the thread that made
+// it; the cache only touches it while holding its mutex, so it is never used from
+// two threads at once.
 unsafe impl Send for Built {}
 
 fn cache() -> &'static Mutex<HashMap<String, Built>> {
@@ -224,26 +302,22 @@ impl Backend for MlxBackend {
             let dtype = to_mlx_dtype(o.dtype).ok_or_else(|| MlxError::Unsupported(o.dtype))?;
             outputs.push(MetalKernelOutput { shape: o.shape.iter().map(|&d| i32_of(d)).collect(), dtype });
         }
-        let [gx, gy, gz] = plan.grid().map(|g| i32_of(g.into()));
-        let [tx, ty, tz] = plan.threadgroup().map(|t| i32_of(t.into()));
+        let grid = plan.grid().map(|g| i32_of(g.into()));
+        let threadgroup = plan.threadgroup().map(|t| i32_of(t.into()));
 
+        // A Metal-only kernel is refused on CUDA before anything is built or launched.
+        let cuda = gpu() == Gpu::Cuda;
+        let (header, body) = source_for(def, gpu())?;
         let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let built = match cache.get(def.name.as_ref()) {
-            Some(b) if b.is_from(def) => b,
+            Some(b) if b.is_from(def, header, body) => b,
             Some(_) => return Err(MlxError::NameConflict(def.name.to_string())),
             None => {
-                let kernel = MetalKernel::new(
-                    &def.name,
-                    &def.input_names(),
-                    &def.output_names(),
-                    def.body(),
-                    MetalKernelOptions { header: def.header().to_string(), ensure_row_contiguous: KernelDef::ENSURE_ROW_CONTIGUOUS, atomic_outputs: false },
-                )
-                .map_err(MlxError::Build)?;
+                let kernel = if cuda { Kernel::Cuda(build_cuda(def)?) } else { Kernel::Metal(build_metal(def)?) };
                 let built = Built {
                     kernel,
-                    header: def.header().to_string(),
-                    body: def.body().to_string(),
+                    header: header.to_string(),
+                    body: body.to_string(),
                     inputs: def.input_names().iter().map(|s| s.to_string()).collect(),
                     outputs: def.output_names().iter().map(|s| s.to_string()).collect(),
                 };
@@ -251,31 +325,140 @@ impl Backend for MlxBackend {
             }
         };
 
-        // SAFETY: `MetalKernel::apply` requires that, for these inputs, outputs
-        // and launch configuration, the kernel stays inside its buffers, never
-        // writes an input, writes every output element (no init_value is set)
-        // with values valid for its dtype, and has no data races. The kernel is
-        // generated from the same spec as `def`, and `kernelgen verify` (the
-        // emulator with guard regions, poisoned outputs and every run order)
-        // establishes these for every launch that satisfies `def`'s contract.
-        // `launch` is `check`'s for exactly these arrays (a `Checked` is made
-        // nowhere else): every dtype, shape, byte length and bounded value was
-        // checked, the made inputs hold the run-time sizes and checked host
-        // values, the outputs get `def`'s shapes and dtypes, the grid and
-        // threadgroup are `def`'s at the checked sizes, and
-        // `ensure_row_contiguous` makes every input row-contiguous, as the
-        // body assumes.
-        let launch = || unsafe { built.kernel.apply(&inputs, &outputs, (gx, gy, gz), (tx, ty, tz), MetalKernelApplyOptions::default()) };
-        let result = match fallback_stream().map_err(MlxError::Apply)? {
-            None => launch(),
-            Some(stream) => mlx_rs::with_stream(&stream, launch),
+        // SAFETY (both languages): MLX's custom-kernel `apply` requires that, for these
+        // inputs, outputs and launch configuration, the kernel stays inside its buffers,
+        // never writes an input, writes every output element (no init_value is set) with
+        // values valid for its dtype, and has no data races. The kernel is generated from the
+        // same spec as `def`, and `kernelgen verify` (the emulator with guard regions,
+        // poisoned outputs and every run order, for the Metal body and the CUDA body alike)
+        // establishes these for every launch that satisfies `def`'s contract. `launch` is
+        // `check`'s for exactly these arrays (a `Checked` is made nowhere else): every dtype,
+        // shape, byte length and bounded value was checked, the made inputs hold the run-time
+        // sizes and checked host values, the outputs get `def`'s shapes and dtypes, the grid
+        // and threadgroup are `def`'s at the checked sizes, and `ensure_row_contiguous` makes
+        // every input row-contiguous, as the body assumes.
+        let result = match &built.kernel {
+            Kernel::Metal(kernel) => {
+                let ([gx, gy, gz], [tx, ty, tz]) = (grid, threadgroup);
+                let launch = || unsafe { kernel.apply(&inputs, &outputs, (gx, gy, gz), (tx, ty, tz), MetalKernelApplyOptions::default()) };
+                match fallback_stream().map_err(MlxError::Apply)? {
+                    None => launch(),
+                    Some(stream) => mlx_rs::with_stream(&stream, launch),
+                }
+                .map_err(MlxError::Apply)
+            }
+            Kernel::Cuda(kernel) => unsafe { apply_cuda(kernel, &inputs, &outputs, grid, threadgroup) },
         };
         drop(cache);
-        let outputs = result.map_err(MlxError::Apply)?;
+        let outputs = result?;
         if self.eager {
             mlx_rs::transforms::eval(outputs.iter()).map_err(MlxError::Eval)?;
         }
         Ok(outputs)
+    }
+}
+
+/// The header and body MLX builds `def` from where its GPU is `gpu`: the CUDA body on
+/// CUDA ([`MlxError::NoCudaBody`] where the family has none), else the Metal body.
+pub fn source_for(def: &KernelDef, gpu: Gpu) -> Result<(&str, &str), MlxError> {
+    match (gpu, &def.cuda) {
+        (Gpu::Cuda, Some(c)) => Ok((c.header(), c.body())),
+        (Gpu::Cuda, None) => Err(MlxError::NoCudaBody { kernel: def.name.to_string(), family: def.family.to_string() }),
+        (Gpu::Metal | Gpu::None, _) => Ok((def.header(), def.body())),
+    }
+}
+
+fn build_metal(def: &KernelDef) -> Result<MetalKernel, MlxError> {
+    let options = MetalKernelOptions { header: def.header().to_string(), ensure_row_contiguous: KernelDef::ENSURE_ROW_CONTIGUOUS, atomic_outputs: false };
+    MetalKernel::new(&def.name, &def.input_names(), &def.output_names(), def.body(), options).map_err(MlxError::Build)
+}
+
+/// mlx-c's vector of strings, freed when dropped.
+struct CStrings(mlx_sys::mlx_vector_string);
+
+impl CStrings {
+    fn new(names: &[&str]) -> Self {
+        let owned: Vec<std::ffi::CString> = names.iter().map(|n| c_string(n)).collect();
+        let mut pointers: Vec<*const std::ffi::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        // SAFETY: `pointers` holds `owned.len()` valid C strings; mlx-c copies them.
+        CStrings(unsafe { mlx_sys::mlx_vector_string_new_data(pointers.as_mut_ptr(), pointers.len()) })
+    }
+}
+
+impl Drop for CStrings {
+    fn drop(&mut self) {
+        // SAFETY: made by `mlx_vector_string_new_data`, freed once.
+        unsafe { mlx_sys::mlx_vector_string_free(self.0) };
+    }
+}
+
+/// A generated name or source as a C string (they never hold a NUL: the generator writes
+/// ASCII text and identifiers).
+fn c_string(text: &str) -> std::ffi::CString {
+    std::ffi::CString::new(text).expect("generated names and sources hold no NUL byte")
+}
+
+fn status(call: &'static str, status: i32) -> Result<(), MlxError> {
+    if status == 0 { Ok(()) } else { Err(MlxError::Cuda { call, status }) }
+}
+
+/// Builds the kernel's CUDA body with mlx-c (`mlx_fast_cuda_kernel_new`: MLX assembles the
+/// source, as `generated/cuda/` holds it, and compiles it at the first evaluation).
+fn build_cuda(def: &KernelDef) -> Result<CudaKernel, MlxError> {
+    let Some(cuda) = &def.cuda else { unreachable!("run refuses a kernel without a CUDA body first") };
+    install_error_handler();
+    let (inputs, outputs) = (CStrings::new(&def.input_names()), CStrings::new(&def.output_names()));
+    let (name, body, header) = (c_string(&def.name), c_string(cuda.body()), c_string(cuda.header()));
+    let shared_memory = i32::try_from(cuda.shared_memory_bytes).map_err(|_| MlxError::Cuda { call: "mlx_fast_cuda_kernel_new (shared memory over i32)", status: -1 })?;
+    // SAFETY: every pointer is a live C string or vector for the call; mlx-c copies them.
+    let kernel = unsafe { mlx_sys::mlx_fast_cuda_kernel_new(name.as_ptr(), inputs.0, outputs.0, body.as_ptr(), header.as_ptr(), KernelDef::ENSURE_ROW_CONTIGUOUS, shared_memory) };
+    if kernel.ctx.is_null() {
+        return Err(MlxError::Cuda { call: "mlx_fast_cuda_kernel_new", status: -1 });
+    }
+    Ok(CudaKernel(kernel))
+}
+
+/// Adds the CUDA kernel to MLX's graph on the thread's default stream (else the GPU's):
+/// lazily, as `MetalKernel::apply` does.
+///
+/// # Safety
+/// As `MetalKernel::apply`: see the launch's SAFETY comment in `run`.
+unsafe fn apply_cuda(kernel: &CudaKernel, inputs: &[&Array], outputs: &[MetalKernelOutput], grid: [i32; 3], threadgroup: [i32; 3]) -> Result<Vec<Array>, MlxError> {
+    struct Config(mlx_sys::mlx_fast_cuda_kernel_config);
+    impl Drop for Config {
+        fn drop(&mut self) {
+            // SAFETY: made by `mlx_fast_cuda_kernel_config_new`, freed once.
+            unsafe { mlx_sys::mlx_fast_cuda_kernel_config_free(self.0) }
+        }
+    }
+    struct Arrays(mlx_sys::mlx_vector_array);
+    impl Drop for Arrays {
+        fn drop(&mut self) {
+            // SAFETY: made by `mlx_vector_array_new*`, freed once.
+            unsafe { mlx_sys::mlx_vector_array_free(self.0) };
+        }
+    }
+    install_error_handler();
+    // SAFETY: every handle passed is live for its call; shapes point to `len` ints.
+    unsafe {
+        let config = Config(mlx_sys::mlx_fast_cuda_kernel_config_new());
+        for o in outputs {
+            status("mlx_fast_cuda_kernel_config_add_output_arg", mlx_sys::mlx_fast_cuda_kernel_config_add_output_arg(config.0, o.shape.as_ptr(), o.shape.len(), o.dtype.into()))?;
+        }
+        let ([gx, gy, gz], [tx, ty, tz]) = (grid, threadgroup);
+        status("mlx_fast_cuda_kernel_config_set_grid", mlx_sys::mlx_fast_cuda_kernel_config_set_grid(config.0, gx, gy, gz))?;
+        status("mlx_fast_cuda_kernel_config_set_thread_group", mlx_sys::mlx_fast_cuda_kernel_config_set_thread_group(config.0, tx, ty, tz))?;
+        let handles: Vec<mlx_sys::mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
+        let ins = Arrays(mlx_sys::mlx_vector_array_new_data(handles.as_ptr(), handles.len()));
+        let mut outs = Arrays(mlx_sys::mlx_vector_array_new());
+        let stream = mlx_rs::thread_local_default_stream().unwrap_or_else(Stream::gpu);
+        status("mlx_fast_cuda_kernel_apply", mlx_sys::mlx_fast_cuda_kernel_apply(&mut outs.0, kernel.0, ins.0, config.0, stream.as_ptr()))?;
+        (0..mlx_sys::mlx_vector_array_size(outs.0))
+            .map(|i| {
+                let mut a = mlx_sys::mlx_array_new();
+                status("mlx_vector_array_get", mlx_sys::mlx_vector_array_get(&mut a, outs.0, i)).map(|()| Array::from_ptr(a))
+            })
+            .collect()
     }
 }
 

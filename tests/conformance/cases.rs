@@ -198,9 +198,9 @@ struct DeltaData {
     state: Vec<f32>,
 }
 
-fn delta_data(def: &KernelDef) -> DeltaData {
+fn delta_data(def: &KernelDef, seed: u64) -> DeltaData {
     let geom = DeltaGeometry { b: 2, t: 3, hk: dim(def, "k", 2), dk: dim(def, "k", 3), hv: dim(def, "v", 2), dv: dim(def, "v", 3) };
-    let mut rng = SplitMix64::new(17);
+    let mut rng = SplitMix64::new(seed);
     let scale = 1.7 / (geom.dk as f32).sqrt();
     let q = random(&mut rng, geom.qk_len(), scale);
     let k = random(&mut rng, geom.qk_len(), scale);
@@ -213,8 +213,18 @@ fn delta_data(def: &KernelDef) -> DeltaData {
 
 /// The gated DeltaNet step, bf16 with an f32 state; masked: batch 0 skips its middle step.
 pub fn delta_step(masked: bool) -> Case {
+    delta_step_from(masked, 17, None)
+}
+
+/// The DeltaNet step on inputs drawn from `seed`, from `state` where one is given (a state
+/// an earlier step computed) instead of a random one.
+pub fn delta_step_from(masked: bool, seed: u64, state: Option<Vec<f32>>) -> Case {
     let def = if masked { &delta::SMALL_DELTA_MASKED_BF16_F32 } else { &delta::SMALL_DELTA_BF16_F32 };
-    let d = delta_data(def);
+    let mut d = delta_data(def, seed);
+    if let Some(state) = state {
+        assert_eq!(state.len(), d.state.len(), "{}: the state given", def.name);
+        d.state = state;
+    }
     let (b, t) = (d.geom.b, d.geom.t);
     let mask: Vec<bool> = (0..b * t).map(|i| !(i / t == 0 && i % t == 1)).collect();
     let inp = DeltaInputs { q: &d.q, k: &d.k, v: &d.v, g: &d.g, beta: &d.beta, state: &d.state, mask: masked.then_some(&mask[..]) };
@@ -237,7 +247,7 @@ pub fn delta_step(masked: bool) -> Case {
 /// The DeltaNet prefix state: batch 0 keeps every step, batch 1 one.
 pub fn delta_prefix_state() -> Case {
     let def = &delta_state::SMALL_DELTA_STATE_BF16_F32;
-    let d = delta_data(def);
+    let d = delta_data(def, 17);
     let lengths = [d.geom.t as i32, 1];
     let inp = DeltaStateInputs { k: &d.k, v: &d.v, g: &d.g, beta: &d.beta, state: &d.state, lengths: &lengths };
     let replay = kernelgen_reference::delta::delta_state_replay(&d.geom, &inp);

@@ -1,10 +1,10 @@
 //! MLX's harness: lazy MLX arrays, read back by evaluating them. Kernels run where MLX has
-//! Metal; MLX's CPU build (Linux) refuses them with "No Metal back-end", which every valid
-//! launch of the suite must then come back with. `KERNELGEN_MLX_EXECUTES=1` (or `0`)
-//! overrides what MLX reports, for a GPU backend MLX has and this check does not know yet.
+//! a GPU (Metal, or its CUDA build: [`gpu`]); MLX's CPU build (Linux) refuses them with "No
+//! Metal back-end", which every valid launch of the suite must then come back with.
+//! `KERNELGEN_MLX_EXECUTES=1` (or `0`) overrides what MLX reports.
 
 use crate::conformance::{chain_says, Harness};
-use kernelgen::backend::mlx::{to_mlx_dtype, MlxBackend};
+use kernelgen::backend::mlx::{gpu, to_mlx_dtype, Gpu, MlxBackend};
 use kernelgen::launch::BackendError;
 use kernelgen::Dtype;
 use mlx_rs::Array;
@@ -39,13 +39,6 @@ pub fn evaluated(a: &Array) -> bool {
     res
 }
 
-/// Whether MLX runs Metal kernels here.
-fn has_metal() -> bool {
-    let mut res = false;
-    // SAFETY: mlx-c writes one bool.
-    let status = unsafe { mlx_sys::mlx_metal_is_available(&mut res) };
-    status == 0 && res
-}
 
 impl Harness for Mlx {
     type Backend = MlxBackend;
@@ -77,7 +70,7 @@ impl Harness for Mlx {
         match std::env::var("KERNELGEN_MLX_EXECUTES").as_deref() {
             Ok("1") => true,
             Ok("0") => false,
-            _ => has_metal(),
+            _ => gpu() != Gpu::None,
         }
     }
 

@@ -591,6 +591,52 @@ pub fn a_chain_of_launches_evaluates_once_at_the_end<H: Harness>(h: &H) {
     compare(h, down.def, &down.outputs[0], &out_bytes);
 }
 
+/// Two DeltaNet steps, the second from the first's `state_out`, nothing evaluated in
+/// between; reading the second's outputs evaluates the chain once, and both steps match the
+/// references (the second's on the state the backend computed).
+pub fn a_delta_step_chain_evaluates_once_at_the_end<H: Harness>(h: &H) {
+    let first = cases::delta_step(false);
+    let state_in = first.inputs.iter().position(|d| d.name == "state_in").expect("a state input");
+    let arrays = |case: &Case| -> Vec<Array<H>> { case.inputs.iter().map(|d| h.array(d.dtype, &d.shape, &d.bytes)).collect() };
+    let lazy = |a: &Array<H>, what: &str| {
+        if let Some(done) = h.evaluated(a) {
+            assert!(!done, "{what} is evaluated");
+        }
+    };
+    let (one, launches) = launch(h, first.def, &arrays(&first), &first.host);
+    assert_eq!(launches, 1);
+    let one = match one {
+        Ok(one) => one,
+        Err(e) => return assert_unavailable(h, &e, "the first step"),
+    };
+    one.iter().for_each(|a| lazy(a, "the first step's output after its launch"));
+    // The second step's own inputs (another seed), its state the first step's output,
+    // unevaluated.
+    let (y1, state1) = (&one[0], &one[1]);
+    let placeholder = cases::delta_step_from(false, 31, None);
+    let second_arrays = arrays(&placeholder);
+    let refs: Vec<&Array<H>> = second_arrays.iter().enumerate().map(|(i, a)| if i == state_in { state1 } else { a }).collect();
+    let counting = Counting::new(h.backend());
+    let host: Vec<&[i32]> = placeholder.host.iter().map(Vec::as_slice).collect();
+    let two = backend::launch_vec(&counting, first.def, &refs, &host).unwrap_or_else(|e| panic!("the second step, after the first launched: {e}"));
+    assert_eq!(counting.launches(), 1);
+    lazy(y1, "the first step's `y` after the second launch");
+    lazy(state1, "the first step's `state_out` after the second launch");
+    two.iter().for_each(|a| lazy(a, "the second step's output after its launch"));
+    let y2 = match h.read(&two[0]) {
+        Ok(bytes) => bytes,
+        Err(e) => return assert_unavailable(h, &*e, "reading the second step's `y`"),
+    };
+    assert_executes(h, "the DeltaNet chain");
+    let state1_bytes = h.read(state1).expect("the first step's state was computed with the second step");
+    compare(h, first.def, &first.outputs[1], &state1_bytes);
+    compare(h, first.def, &first.outputs[0], &h.read(y1).expect("computed with the chain"));
+    let second = cases::delta_step_from(false, 31, Some(cases::elements::<f32>(&state1_bytes)));
+    assert_contract_outputs(h, second.def, &second.sizes, &two);
+    compare(h, second.def, &second.outputs[0], &y2);
+    compare(h, second.def, &second.outputs[1], &h.read(&two[1]).expect("computed with `y`"));
+}
+
 /// Expands to one `#[test]` per conformance test, each run on the harness `$harness`
 /// (an expression) makes.
 macro_rules! conformance_tests {
@@ -617,6 +663,7 @@ macro_rules! conformance_tests {
             silu_rms_heads_match_the_reference,
             gated_rms_norm_matches_the_reference,
             a_chain_of_launches_evaluates_once_at_the_end,
+            a_delta_step_chain_evaluates_once_at_the_end,
         );
     };
     (@each $harness:expr; $($test:ident,)*) => {

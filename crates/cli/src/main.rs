@@ -169,6 +169,11 @@ enum Command {
         /// Check the properties only: call no reference, even where the family names one.
         #[arg(long)]
         no_reference: bool,
+        /// Where the kernels run: `emu`, the emulator (every property, then the values), or
+        /// `mlx`, the GPU MLX has (Metal bodies on a Mac, CUDA bodies on MLX's CUDA build;
+        /// the values only; a kernelgen built with the feature `mlx`).
+        #[arg(long, value_enum, default_value_t = verify::Target::Emu)]
+        backend: verify::Target,
         #[command(flatten)]
         emulator: EmuRunArgs,
     },
@@ -263,9 +268,9 @@ fn main() -> ExitCode {
         Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
         Command::List { specs, cost } => codegen_cmds::list(&specs, &cost),
         Command::Diff(args) => diff_cmd::diff(&args),
-        Command::Verify { specs, filter, sanitize, seed, no_reference, emulator } => {
+        Command::Verify { specs, filter, sanitize, seed, no_reference, backend, emulator } => {
             emulator.apply();
-            verify::verify(&specs, filter.as_deref(), sanitize, &kernelgen_verify::Options { seed, no_reference })
+            verify::verify(&specs, filter.as_deref(), backend, sanitize, &kernelgen_verify::Options { seed, no_reference })
         }
         Command::Run { kernel, inputs, sizes, out, specs, emulator } => {
             emulator.apply();

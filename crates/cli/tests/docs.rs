@@ -102,7 +102,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 /// Every target the Makefile and the lanes' `.mk` files define.
 fn make_targets(root: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for file in ["Makefile", "mlx/mlx.mk", "apple/apple.mk"] {
+    for file in ["Makefile", "mlx/mlx.mk", "apple/apple.mk", "gpu/gpu.mk"] {
         let text = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         for line in text.lines() {
             let Some((names, rest)) = line.split_once(':') else { continue };

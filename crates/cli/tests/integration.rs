@@ -20,6 +20,7 @@ mod verify_cuda;
 mod verify_families;
 mod verify_memory;
 mod verify_random;
+mod verify_threadgroup;
 mod workers;
 
 /// Every crate whose tests are one binary (a `tests/integration.rs`: the CLI's, the

@@ -57,8 +57,10 @@ fn both_bodies_are_verified_and_every_planted_cuda_bug_is_caught() {
     let cuda = text.lines().find(|l| l.starts_with("w64_warpsum_none [cuda] ")).unwrap_or_else(|| panic!("no CUDA row:\n{text}"));
     assert!(cuda.contains("R=3") && cuda.contains("numpy") && cuda.contains("exact"), "the same case and reference: {cuda}");
 
+    // the threadgroup-memory check names the array, both accesses' lines and the barrier
     let barrier = cuda_failure(&text, "missing_syncthreads");
-    assert!(barrier.contains("output `sums` depends on uninitialized threadgroup memory") && barrier.contains("missing barrier"), "{barrier}");
+    assert!(barrier.contains("data race on element") && barrier.contains("threadgroup array `partial`") && barrier.contains("(__syncthreads())"), "{barrier}");
+    assert!(barrier.matches("generated/cuda/warpsum/w64_warpsum_missing_syncthreads.cu:").count() >= 3, "the declaration and both accesses: {barrier}");
     let off_by_one = cuda_failure(&text, "off_by_one");
     assert!(off_by_one.contains("`x` at offset 768, past the end of the 768-byte buffer"), "{off_by_one}");
     assert!(off_by_one.contains(&cu_line(dir.path(), "off_by_one", "+ i + 1]")), "names the .cu line: {off_by_one}");

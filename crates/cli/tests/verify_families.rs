@@ -9,19 +9,25 @@ fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/planted")
 }
 
-/// A copy of the fixture in a temporary folder, its family file's `[verify]`
-/// section replaced by `verify` (the family file without one when empty).
-pub(crate) fn project(verify: &str) -> tempfile::TempDir {
+/// A copy of the files of `subs` (folders of `from`) in a temporary folder.
+pub(crate) fn copy_project(from: &Path, subs: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    for sub in ["families", "families/refs", "kernels"] {
+    for sub in subs {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-        for e in std::fs::read_dir(fixture().join(sub)).unwrap() {
+        for e in std::fs::read_dir(from.join(sub)).unwrap() {
             let e = e.unwrap();
             if e.file_type().unwrap().is_file() {
                 std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
             }
         }
     }
+    dir
+}
+
+/// A copy of the fixture in a temporary folder, its family file's `[verify]`
+/// section replaced by `verify` (the family file without one when empty).
+pub(crate) fn project(verify: &str) -> tempfile::TempDir {
+    let dir = copy_project(&fixture(), &["families", "families/refs", "kernels"]);
     let family = dir.path().join("families/planted.toml");
     let text = std::fs::read_to_string(&family).unwrap();
     let head = &text[..text.find("\n[verify]").expect("the fixture has a [verify] section")];
@@ -56,7 +62,9 @@ fn every_planted_bug_is_caught_without_a_reference() {
     assert!(off_by_one.contains("`x` at offset 512, past the end of the 512-byte buffer"), "{off_by_one}");
     assert!(off_by_one.contains("w64_planted_off_by_one.metal:"), "names the .metal line: {off_by_one}");
     let barrier = failure(&text, "missing_barrier");
-    assert!(barrier.contains("depends on uninitialized threadgroup memory") && barrier.contains("missing barrier"), "{barrier}");
+    let metal = "generated/metal/planted/w64_planted_missing_barrier.metal";
+    assert!(barrier.contains("data race on element 1 of threadgroup array `staged`"), "names the array: {barrier}");
+    assert!(barrier.contains(&format!("reads it at {metal}:16, then thread (1, 0, 0) writes it at {metal}:15")), "names both lines: {barrier}");
     let unwritten = failure(&text, "unwritten");
     assert!(unwritten.contains("2 elements of output `out` are never written (the first at index 63)"), "{unwritten}");
     let uninit = failure(&text, "uninit_threadgroup");
@@ -167,21 +175,12 @@ fn no_reference_checks_the_properties_only() {
 }
 
 /// The tutorial's family (examples/softcap_argmax) with its barrier deleted, no reference:
-/// an argmax ignores NaN, so NaN poison alone would hide the read; the other poison bytes
-/// show it in every kernel with more than one SIMD-group.
+/// an argmax ignores NaN, so NaN poison alone would hide the read; the threadgroup-memory
+/// check finds the race in every kernel with more than one SIMD-group.
 #[test]
 fn a_deleted_barrier_is_caught_in_a_kernel_that_ignores_nan() {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/softcap_argmax");
-    let dir = tempfile::tempdir().unwrap();
-    for sub in ["families", "kernels"] {
-        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-        for e in std::fs::read_dir(example.join(sub)).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_file() {
-                std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
-            }
-        }
-    }
+    let dir = copy_project(&example, &["families", "kernels"]);
     let template = dir.path().join("families/softcap_argmax.metal.tera");
     let text = std::fs::read_to_string(&template).unwrap();
     let barrier = "  threadgroup_barrier(metal::mem_flags::mem_threadgroup);\n";
@@ -191,7 +190,8 @@ fn a_deleted_barrier_is_caught_in_a_kernel_that_ignores_nan() {
     assert_eq!(code, 1, "{text}");
     let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAILED ")).collect();
     assert_eq!(failed.len(), 6, "{text}");
-    assert!(failed.iter().all(|l| l.contains("uninitialized threadgroup memory") && !l.contains("tiny_")), "{text}");
+    // the read of what another SIMD-group writes, found by the threadgroup-memory check
+    assert!(failed.iter().all(|l| l.contains("data race on element") && l.contains("threadgroup array `group_best`") && !l.contains("tiny_")), "{text}");
 }
 
 /// A kernel that never ends fails verify at `--timeout`, naming the kernel and the
@@ -209,4 +209,18 @@ fn a_kernel_that_never_ends_fails_at_the_timeout() {
     let hang = failure(&text, "unwritten");
     assert!(hang.contains("ran past the time limit of 1 s") && hang.contains("(0, 0, 0)"), "{hang}");
     assert!(text.contains("verify: 1 passed, 4 failed"), "{text}");
+}
+
+/// `--backend mlx` from a kernelgen built without MLX: an error saying how to get one, before
+/// anything runs; with the emulator's `--sanitize`, an error either way.
+#[test]
+fn the_mlx_backend_needs_the_mlx_feature() {
+    let dir = project("");
+    let (code, out) = verify(dir.path(), &["--backend", "mlx"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--backend mlx needs a kernelgen built with the feature `mlx`"), "{out}");
+    assert!(!out.contains("KERNEL"), "nothing ran: {out}");
+    let (code, out) = verify(dir.path(), &["--backend", "mlx", "--sanitize"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--sanitize builds the emulator's kernels"), "{out}");
 }

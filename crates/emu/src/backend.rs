@@ -13,7 +13,7 @@
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
-use crate::{DeviceBuffer, Dispatch, EmuError, EmuOptions, Emulator, HostArray, Language, LoadOptions, POISON, Placement, Program, RunOrder};
+use crate::{DeviceBuffer, Dispatch, DispatchStats, EmuError, EmuOptions, Emulator, HostArray, Language, LoadOptions, MemoryCheck, POISON, Placement, Program, RunOrder};
 use kernelgen::backend::{Backend, Checked};
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::{ArgInfo, Input};
@@ -37,6 +37,8 @@ pub struct RunConfig {
     pub threadgroup_poison: u8,
     /// Where the buffers' data sits in their pages (see [`Placement`]).
     pub placement: Placement,
+    /// The threadgroup-memory check, if any ([`Dispatch::memory_check`]).
+    pub memory_check: Option<MemoryCheck>,
 }
 
 /// Runs generated kernels in the emulator: each kernel's Metal body, or, for a backend made
@@ -159,7 +161,7 @@ impl Backend for EmuBackend {
 
     fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<HostArray>, EmuError> {
         let opts = self.emulator.options();
-        let config = RunConfig { order: opts.order, output_poison: OUTPUT_POISON, threadgroup_poison: POISON, placement: opts.placement };
+        let config = RunConfig { order: opts.order, output_poison: OUTPUT_POISON, threadgroup_poison: POISON, placement: opts.placement, memory_check: None };
         self.run_with(launch, config)
     }
 }
@@ -167,6 +169,12 @@ impl Backend for EmuBackend {
 impl EmuBackend {
     /// [`Backend::run`] in another run order or with other poison bytes.
     pub fn run_with(&self, launch: &Checked<'_, Self>, config: RunConfig) -> Result<Vec<HostArray>, EmuError> {
+        self.run_with_stats(launch, config).map(|(outputs, _)| outputs)
+    }
+
+    /// [`EmuBackend::run_with`], and the dispatch's counters (the threadgroup memory its
+    /// threadgroups allocated among them).
+    pub fn run_with_stats(&self, launch: &Checked<'_, Self>, config: RunConfig) -> Result<(Vec<HostArray>, DispatchStats), EmuError> {
         let (plan, arrays) = (launch.plan(), launch.arrays());
         let def = plan.def();
         let program = self.program(def)?;
@@ -215,7 +223,7 @@ impl EmuBackend {
         for (b, o) in def.outputs.iter().zip(plan.outputs()) {
             outputs.push(DeviceBuffer::try_filled_placed(o.bytes as usize, b.align as usize, config.output_poison, at_start)?);
         }
-        {
+        let stats = {
             let mut bufs: Vec<Buf<'_>> = Vec::with_capacity(copies.len() + outputs.len());
             for ((copy, shared), shape) in copies.iter_mut().zip(&in_place).zip(&mut shapes) {
                 bufs.push(match (copy, shared) {
@@ -231,12 +239,13 @@ impl EmuBackend {
                 .order(config.order)
                 .placement(config.placement)
                 .threadgroup_poison(config.threadgroup_poison)
+                .memory_check(config.memory_check)
                 .shared_memory(shared_memory);
-            program.run_bufs(&dispatch, &mut bufs)?;
-        }
+            program.run_bufs(&dispatch, &mut bufs)?
+        };
         drop(copies);
         // a large output moves into the array as it is (guarded, bound in place by the next launch)
-        Ok(plan
+        let outputs = plan
             .outputs()
             .iter()
             .zip(outputs)
@@ -250,7 +259,8 @@ impl EmuBackend {
                 };
                 HostArray::with_data(o.dtype, o.shape.clone(), data)
             })
-            .collect())
+            .collect();
+        Ok((outputs, stats))
     }
 }
 

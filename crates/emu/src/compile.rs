@@ -39,9 +39,10 @@ pub(crate) const METAL_HEADERS: [&str; 16] = [
 ];
 
 /// Macros every Metal compile predefines (a user `define` of the same name replaces
-/// the value): `__METAL__`, and `__METAL_VERSION__` of Metal 3.1, the language of
-/// macOS 14, the oldest system MLX 0.32's wheels support.
-pub(crate) const PREDEFINED: [(&str, &str); 2] = [("__METAL__", "1"), ("__METAL_VERSION__", "310")];
+/// the value): `__METAL__`, `__METAL_VERSION__` of Metal 3.1, the language of macOS 14, the
+/// oldest system MLX 0.32's wheels support, and `__HAVE_BFLOAT__` (bfloat is Metal 3.1's), as
+/// the Metal check's prelude defines it.
+pub(crate) const PREDEFINED: [(&str, &str); 3] = [("__METAL__", "1"), ("__METAL_VERSION__", "310"), ("__HAVE_BFLOAT__", "1")];
 
 pub(crate) struct Builder {
     /// Objects are named by this cache's secret (a `.so` planted under a name anyone could
@@ -55,7 +56,29 @@ pub(crate) struct Builder {
     /// The same for a CUDA source: MLX's headers (`translate_cuda::stand_in_headers`) empty.
     pre_cuda_dir: PathBuf,
     key_prefix: Vec<u8>,
-    sanitize: bool,
+    build: Build,
+}
+
+/// What a kernel object is built for: a plain run, a run under AddressSanitizer and UBSan
+/// (their runtimes preloaded), or the threadgroup-memory check (`-fsanitize=thread`'s
+/// instrumentation, every hook the shim's own: no sanitizer runtime; see runtime/racecheck.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Build {
+    Plain,
+    Sanitize,
+    Racecheck,
+}
+
+impl Build {
+    /// The sanitizer runtimes are linked: their entry points and libraries are allowed.
+    pub(crate) fn sanitizer_runtime(self) -> bool {
+        self == Build::Sanitize
+    }
+
+    /// The instrumentation adds GCC's sanitizer module constructor (`_sub_I_00099_*`).
+    pub(crate) fn instrumented(self) -> bool {
+        self != Build::Plain
+    }
 }
 
 pub(crate) struct Built {
@@ -128,13 +151,13 @@ const LINK_FLAGS: [&str; 5] = ["-shared", "-nostdlib", "-Wl,-z,defs", "-Wl,-Bsym
 
 /// The libraries a kernel object links: the sanitizer runtimes in sanitize mode, libm, libc
 /// (for memcpy and friends) and libgcc's static helpers.
-fn link_libraries(sanitize: bool) -> Vec<&'static str> {
-    let mut l = if sanitize { vec!["-lasan", "-lubsan"] } else { Vec::new() };
+fn link_libraries(build: Build) -> Vec<&'static str> {
+    let mut l = if build.sanitizer_runtime() { vec!["-lasan", "-lubsan"] } else { Vec::new() };
     l.extend(["-lm", "-lc", "-lgcc"]);
     l
 }
 
-pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
+pub(crate) fn base_flags(build: Build) -> Vec<String> {
     let mut f: Vec<String> = [
         "-std=c++17",
         "-O3",
@@ -165,13 +188,14 @@ pub(crate) fn base_flags(sanitize: bool) -> Vec<String> {
             f.push("-mf16c".into());
         }
     }
-    if sanitize {
-        f.extend(
-            ["-fsanitize=address,undefined", "-fsanitize-recover=address,undefined", "-fno-omit-frame-pointer"]
-                .iter()
-                .map(|s| s.to_string()),
-        );
-    }
+    let extra: &[&str] = match build {
+        Build::Plain => &[],
+        Build::Sanitize => &["-fsanitize=address,undefined", "-fsanitize-recover=address,undefined", "-fno-omit-frame-pointer"],
+        // every load and store through a pointer calls the shim's `__tsan_*` hooks (no
+        // function entry and exit hooks: nothing reads them)
+        Build::Racecheck => &["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"],
+    };
+    f.extend(extra.iter().map(|s| s.to_string()));
     f
 }
 
@@ -228,13 +252,13 @@ fn precompile(dir: &Path, header: &str, flags: &[String]) {
 }
 
 impl Builder {
-    pub fn new(cache_dir: Option<PathBuf>, sanitize: bool) -> Result<Builder, EmuError> {
+    pub fn new(cache_dir: Option<PathBuf>, build: Build) -> Result<Builder, EmuError> {
         let cache = PrivateDir::open(&match cache_dir {
             Some(d) => d,
             None => default_cache_dir()?,
         })
         .map_err(cache_error)?;
-        let flags = base_flags(sanitize);
+        let flags = base_flags(build);
         let cid = compiler_id()?;
         let mut h = Sha256::new();
         h.update(b"kgemu-shim-v1\0");
@@ -265,7 +289,7 @@ impl Builder {
         key_prefix.extend_from_slice(b"kgemu-object-v2\0");
         key_prefix.extend_from_slice(shim_hash.as_bytes());
         key_prefix.extend_from_slice(LINK_FLAGS.join(" ").as_bytes());
-        Ok(Builder { cache, flags, shim_dir, pre_dir, pre_cuda_dir, key_prefix, sanitize })
+        Ok(Builder { cache, flags, shim_dir, pre_dir, pre_cuda_dir, key_prefix, build })
     }
 
     /// Runs the g++ preprocessor over `source` (named `file_name`), with `include_dirs`
@@ -377,7 +401,7 @@ impl Builder {
             .arg(&cpp_path)
             .arg("-o")
             .arg(&tmp)
-            .args(link_libraries(self.sanitize))
+            .args(link_libraries(self.build))
             .output()
             .map_err(io(format!("cannot run {}", compiler())))?;
         if !out.status.success() {
@@ -411,7 +435,7 @@ impl Builder {
     /// emulator's runtime: see `elf.rs`.
     fn vet(&self, path: &Path, file_name: &str) -> Result<(), EmuError> {
         let bytes = std::fs::read(path).map_err(io(format!("cannot read {}", path.display())))?;
-        let reasons = crate::elf::refusals(&bytes, self.sanitize);
+        let reasons = crate::elf::refusals(&bytes, self.build);
         if reasons.is_empty() {
             return Ok(());
         }

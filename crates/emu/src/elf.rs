@@ -9,15 +9,18 @@
 //!   `memset`; in sanitize mode also the sanitizers' entry points and `dlsym`, which the shim's
 //!   report wrappers call), by an undefined symbol or a relocation;
 //! - has anything the loader runs: `DT_INIT`, `DT_FINI`, `DT_INIT_ARRAY`, `DT_FINI_ARRAY`,
-//!   `DT_PREINIT_ARRAY` (in sanitize mode only the sanitizer's own module constructor and
-//!   destructor, `_sub_I_00099_*` and `_sub_D_00099_*`), an IFUNC resolver, or a dynamic tag
-//!   this reader does not know;
+//!   `DT_PREINIT_ARRAY` (in sanitize mode, and in the threadgroup-memory check's objects, only
+//!   GCC's sanitizer module constructor and destructor, `_sub_I_00099_*` and `_sub_D_00099_*`:
+//!   the check's calls the shim's own `__tsan_init`, which does nothing), an IFUNC resolver, or
+//!   a dynamic tag this reader does not know;
 //! - needs a library other than libm and libc (the sanitizer runtimes in sanitize mode), or an
 //!   executable stack.
 //!
 //! The object is linked without the C runtime's start files (`-nostdlib`, so the toolchain
 //! adds no constructor of its own) and with `-z defs` (every symbol resolved at link time), so
 //! a kernel the compiler accepted fails here only when it reaches for the host.
+
+use crate::compile::Build;
 
 /// What an emulated kernel object may refer to: the math the shim's builtins become calls to
 /// (libm), the copies g++ emits for aggregates, and their fortified and stack-protector
@@ -97,8 +100,8 @@ const R_X86_64_RELATIVE: u32 = 8;
 
 /// Reasons `bytes` (a kernel object built with or without the sanitizers) must not be loaded;
 /// empty when it may.
-pub(crate) fn refusals(bytes: &[u8], sanitize: bool) -> Vec<String> {
-    match Elf::parse(bytes).and_then(|elf| elf.refusals(sanitize)) {
+pub(crate) fn refusals(bytes: &[u8], build: Build) -> Vec<String> {
+    match Elf::parse(bytes).and_then(|elf| elf.refusals(build.sanitizer_runtime(), build.instrumented())) {
         Ok(r) => r,
         Err(e) => vec![format!("it is not an object this reader can vouch for ({e})")],
     }
@@ -310,7 +313,10 @@ impl<'a> Elf<'a> {
             .collect()
     }
 
-    fn refusals(&self, sanitize: bool) -> Result<Vec<String>, String> {
+    /// `sanitize`: the sanitizer runtimes are linked; `instrumented`: GCC's sanitizer module
+    /// constructor is allowed (the sanitizers', or the threadgroup check's, whose
+    /// `__tsan_init` is the shim's own and does nothing).
+    fn refusals(&self, sanitize: bool, instrumented: bool) -> Result<Vec<String>, String> {
         let mut out = Vec::new();
         let symbols = self.dyn_symbols()?;
         let relocs = self.relocations()?;
@@ -367,7 +373,7 @@ impl<'a> Elf<'a> {
                     };
                     let size = self.tag(size_tag).unwrap_or(0);
                     for f in self.array_functions(val, size, &relocs)? {
-                        if !(sanitize && sanitizer_constructor(&f)) {
+                        if !(instrumented && sanitizer_constructor(&f)) {
                             let what = if tag == DT_FINI_ARRAY { "destructor" } else { "constructor" };
                             out.push(format!("it has a {what} (`{f}`), which the loader would run"));
                         }
@@ -380,7 +386,7 @@ impl<'a> Elf<'a> {
             }
         }
         // Sections the loader does not read, but which only a constructor fills.
-        if !sanitize
+        if !instrumented
             && self.sections.iter().any(|s| matches!(s.kind, SHT_INIT_ARRAY | SHT_FINI_ARRAY | SHT_PREINIT_ARRAY) && s.size > 0)
             && !out.iter().any(|m| m.contains("constructor") || m.contains("destructor"))
         {

@@ -40,6 +40,42 @@ fn line_of(l: &Option<(String, u32)>) -> String {
     }
 }
 
+/// One access of a threadgroup-memory check's report: the thread, whether it writes, its line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TgAccess {
+    /// The thread's `thread_position_in_grid`.
+    pub thread_position_in_grid: [u32; 3],
+    /// A write (else a read).
+    pub write: bool,
+    /// The `.metal` file and line of the access, when known.
+    pub metal_line: Option<(String, u32)>,
+}
+
+impl fmt::Display for TgAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "thread {} {} it {}", ids(self.thread_position_in_grid), if self.write { "writes" } else { "reads" }, line_of(&self.metal_line))
+    }
+}
+
+/// Where in threadgroup memory a threadgroup-memory check's report is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TgElement {
+    /// The array's declared name.
+    pub array: String,
+    /// The element (the byte's, by the array's element size).
+    pub element: usize,
+    /// The byte, from the array's start.
+    pub byte: usize,
+    /// Where the array is declared.
+    pub declared: (String, u32),
+}
+
+impl fmt::Display for TgElement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "element {} of threadgroup array `{}` (declared at {}:{})", self.element, self.array, self.declared.0, self.declared.1)
+    }
+}
+
 /// Everything that can go wrong. `Display` gives a one-paragraph report.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -134,6 +170,36 @@ pub enum EmuError {
         /// The threadgroup after which it was found.
         threadgroup_position_in_grid: [u32; 3],
     },
+    /// Two threads of a threadgroup access one byte of threadgroup memory, at least one of them
+    /// writing, with no barrier that orders threadgroup memory between them (found by the
+    /// threadgroup-memory check, [`MemoryCheck`](crate::MemoryCheck)): a data race, whose
+    /// outcome on a GPU depends on timing.
+    Race {
+        /// The kernel dispatched.
+        kernel: String,
+        /// The threadgroup concerned.
+        threadgroup_position_in_grid: [u32; 3],
+        /// The element both access.
+        at: TgElement,
+        /// The two threads are of one SIMD-group (a `simdgroup_barrier` would order them too).
+        same_simdgroup: bool,
+        /// The earlier access.
+        first: TgAccess,
+        /// The later one.
+        second: TgAccess,
+    },
+    /// A thread reads threadgroup memory that no thread of its threadgroup has written (found by
+    /// [`MemoryCheck::UninitializedReads`](crate::MemoryCheck::UninitializedReads)).
+    UninitializedRead {
+        /// The kernel dispatched.
+        kernel: String,
+        /// The threadgroup concerned.
+        threadgroup_position_in_grid: [u32; 3],
+        /// The element read.
+        at: TgElement,
+        /// The read.
+        read: TgAccess,
+    },
     /// Bad dispatch: unknown kernel, bad grid or threadgroup, wrong buffer count, limits.
     Launch {
         /// The kernel named in the dispatch.
@@ -224,6 +290,29 @@ impl fmt::Display for EmuError {
                 "kernel `{kernel}` corrupted memory in threadgroup {} ({}): {what}",
                 ids(*threadgroup_position_in_grid),
                 line_of(metal_line).trim_start_matches("at ")
+            ),
+            EmuError::Race { kernel, threadgroup_position_in_grid, at, same_simdgroup, first, second } => {
+                // the barriers by the source's language: a CUDA body's accesses are in its .cu file
+                let cuda = [first, second].iter().any(|a| a.metal_line.as_ref().is_some_and(|(file, _)| file.ends_with(".cu")));
+                let barriers = match (cuda, *same_simdgroup) {
+                    (false, false) => "threadgroup_barrier(mem_flags::mem_threadgroup)",
+                    (false, true) => "threadgroup_barrier(mem_flags::mem_threadgroup), or simdgroup_barrier(mem_flags::mem_threadgroup) within a SIMD-group",
+                    (true, false) => "__syncthreads()",
+                    (true, true) => "__syncthreads(), or __syncwarp() within a warp",
+                };
+                write!(
+                    f,
+                    "kernel `{kernel}`: data race on {at} in threadgroup {}: {first}, then {second}, with no barrier between them that orders threadgroup memory \
+                     ({barriers}); a GPU may run them in either order",
+                    ids(*threadgroup_position_in_grid),
+                )
+            }
+            EmuError::UninitializedRead { kernel, threadgroup_position_in_grid, at, read } => write!(
+                f,
+                "kernel `{kernel}`: thread {} reads {at} {}, which no thread of its threadgroup {} has written",
+                ids(read.thread_position_in_grid),
+                line_of(&read.metal_line),
+                ids(*threadgroup_position_in_grid)
             ),
             EmuError::Launch { kernel, message } => write!(f, "cannot dispatch kernel `{kernel}`: {message}"),
             EmuError::Timeout { kernel, limit, threadgroups, finished, total } => {

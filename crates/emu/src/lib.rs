@@ -88,14 +88,15 @@ mod translate_cuda;
 
 pub use backend::{EmuBackend, RunConfig};
 pub use buffer::{DeviceBuffer, POISON};
-pub use error::{EmuError, Waiter};
+pub use error::{EmuError, TgAccess, TgElement, Waiter};
 pub use host::{GUARDED_MIN_BYTES, HostArray, HostData};
 pub(crate) use options::workers_or_default;
 pub use options::{
-    EmuOptions, FunctionConstant, Language, LoadOptions, Placement, RunOrder, default_timeout, default_workers, parse_timeout, set_default_timeout,
+    EmuOptions, FunctionConstant, Language, LoadOptions, MemoryCheck, Placement, RunOrder, default_timeout, default_workers, parse_timeout,
+    set_default_timeout,
     set_default_workers,
 };
-pub use program::{Dispatch, DispatchStats, Emulator, Program};
+pub use program::{Dispatch, DispatchStats, Emulator, Program, ThreadgroupArray};
 pub use sanitize::{SANITIZED_MARKER, reexec_with_sanitizer_if_needed, sanitizer_active, sanitizer_env};
 pub use signature::{AddressSpace, Attribute, Binding, FunctionConstantDecl, KernelSignature, Param};
 /// One problem the Metal check found: `file:line:col: message`.

@@ -140,6 +140,22 @@ pub enum RunOrder {
     Shuffle(u64),
 }
 
+/// What a dispatch checks of threadgroup memory beyond what every dispatch does (its guards and
+/// canaries): [`Dispatch::memory_check`](crate::Dispatch::memory_check). The kernel runs as an
+/// object built for the check (once per program, cached as the others), every access to
+/// threadgroup memory seen: slower, the same results, of a grid's 8 threadgroups at each end
+/// when it has more than 16. docs/emulator.md, "The threadgroup-memory check".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryCheck {
+    /// Data races ([`EmuError::Race`]) and accesses outside a threadgroup array (a fault with
+    /// the access's line, before it happens).
+    Races,
+    /// Those, and a read of threadgroup memory no thread of the threadgroup has written
+    /// ([`EmuError::UninitializedRead`]).
+    UninitializedReads,
+}
+
 /// The language of a source: how [`Emulator::load_with`] reads it, and whose launch model its
 /// dispatches follow (docs/emulator.md, "CUDA").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -169,7 +185,7 @@ pub struct LoadOptions {
     /// to the emulator's standard library.
     pub include_dirs: Vec<PathBuf>,
     /// Predefined macros, `-DNAME` (`None`) or `-DNAME=VALUE`, after the ones every
-    /// Metal compile has (`__METAL__`, `__METAL_VERSION__` = 310); a define of the same
+    /// Metal compile has (`__METAL__`, `__METAL_VERSION__` = 310, `__HAVE_BFLOAT__`); a define of the same
     /// name replaces those.
     pub defines: Vec<(String, Option<String>)>,
     /// Values of `[[function_constant(index)]]` declarations, by index, as MLX sets them

@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{
-    DeviceBuffer, EmuError, EmuOptions, FunctionConstantDecl, KernelSignature, Language, LoadOptions, POISON, Placement, RunOrder, compile,
-    default_timeout, runtime, sanitizer_active, translate, translate_cuda, workers_or_default,
+    DeviceBuffer, EmuError, EmuOptions, FunctionConstantDecl, KernelSignature, Language, LoadOptions, MemoryCheck, POISON, Placement, RunOrder,
+    compile, default_timeout, runtime, sanitizer_active, translate, translate_cuda, workers_or_default,
 };
 
 /// Compiles and caches kernel objects.
@@ -17,6 +17,26 @@ pub struct Emulator {
     builder: compile::Builder,
     /// The Metal check of every load (`None` when [`EmuOptions::metal_check`] is off).
     checker: Option<kernelgen_msl::Checker>,
+    /// Builds the objects of the threadgroup-memory check, made at the first that needs one.
+    racecheck: Arc<RacecheckBuilder>,
+}
+
+/// The builder of the threadgroup-memory check's objects (its own flags and shim), made once.
+struct RacecheckBuilder {
+    cache_dir: PathBuf,
+    builder: Mutex<Option<Arc<compile::Builder>>>,
+}
+
+impl RacecheckBuilder {
+    fn get(&self) -> Result<Arc<compile::Builder>, EmuError> {
+        let mut b = self.builder.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = &*b {
+            return Ok(b.clone());
+        }
+        let made = Arc::new(compile::Builder::new(Some(self.cache_dir.clone()), compile::Build::Racecheck)?);
+        *b = Some(made.clone());
+        Ok(made)
+    }
 }
 
 impl Emulator {
@@ -32,9 +52,11 @@ impl Emulator {
                     .into(),
             });
         }
-        let builder = compile::Builder::new(opts.cache_dir.clone(), opts.sanitize)?;
+        let build = if opts.sanitize { compile::Build::Sanitize } else { compile::Build::Plain };
+        let builder = compile::Builder::new(opts.cache_dir.clone(), build)?;
         let checker = if opts.metal_check { Some(checker_in(builder.cache_dir())?) } else { None };
-        Ok(Emulator { opts, builder, checker })
+        let racecheck = Arc::new(RacecheckBuilder { cache_dir: builder.cache_dir().to_path_buf(), builder: Mutex::new(None) });
+        Ok(Emulator { opts, builder, checker, racecheck })
     }
 
     /// The Metal check every load runs, on its own (what `kernelgen lint` uses): results
@@ -147,6 +169,10 @@ impl Emulator {
                 compiled: built.compiled,
                 function_constants: prepared.function_constants,
                 language,
+                cpp: prepared.cpp,
+                symbols: prepared.symbols,
+                racecheck_builder: self.racecheck.clone(),
+                racecheck: Mutex::new(None),
             }),
         })
     }
@@ -176,8 +202,30 @@ pub struct DispatchStats {
     /// Worker threads that ran threadgroups (fewer than asked for when the grid has fewer
     /// threadgroups or the process's pool of helper threads is exhausted).
     pub workers: usize,
+    /// The threadgroup arrays of the threadgroup that allocated the most threadgroup memory:
+    /// those it reached (each declaration once), in allocation order.
+    pub threadgroup_arrays: Vec<ThreadgroupArray>,
     /// Wall-clock time of the dispatch.
     pub elapsed: Duration,
+}
+
+impl DispatchStats {
+    /// The most threadgroup memory one threadgroup allocated, in bytes (without the
+    /// emulator's guards).
+    pub fn threadgroup_memory(&self) -> usize {
+        self.threadgroup_arrays.iter().map(|a| a.bytes).sum()
+    }
+}
+
+/// A threadgroup array a threadgroup allocated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadgroupArray {
+    /// Its name in the source.
+    pub name: String,
+    /// Its size.
+    pub bytes: usize,
+    /// The `.metal` line of its declaration.
+    pub line: u32,
 }
 
 /// One dispatch of a kernel: the grid (in threads, as MLX counts it), the threadgroup, and
@@ -206,6 +254,7 @@ pub struct Dispatch<'k> {
     placement: Option<Placement>,
     timeout: Option<Duration>,
     threadgroup_poison: u8,
+    memory_check: Option<MemoryCheck>,
     shared_memory: u32,
 }
 
@@ -213,7 +262,18 @@ impl<'k> Dispatch<'k> {
     /// `kernel` (a name of [`Program::kernels`]) over `grid` threads in threadgroups of
     /// `threadgroup`, run as the emulator's options say.
     pub fn new(kernel: &'k str, grid: [u32; 3], threadgroup: [u32; 3]) -> Self {
-        Dispatch { kernel, grid, threadgroup, order: None, workers: None, placement: None, timeout: None, threadgroup_poison: POISON, shared_memory: 0 }
+        Dispatch {
+            kernel,
+            grid,
+            threadgroup,
+            order: None,
+            workers: None,
+            placement: None,
+            timeout: None,
+            threadgroup_poison: POISON,
+            memory_check: None,
+            shared_memory: 0,
+        }
     }
 
     /// The order the fibers of a threadgroup run in, and threadgroups are assigned to workers
@@ -245,6 +305,14 @@ impl<'k> Dispatch<'k> {
         Dispatch { threadgroup_poison: byte, ..self }
     }
 
+    /// Run with the threadgroup-memory check ([`MemoryCheck`]; `None`, the default: without):
+    /// every access to threadgroup memory is checked for races and bounds, in the threadgroups
+    /// the check runs (a grid of more than 16 runs the 8 at each end only). Not under sanitize:
+    /// such a dispatch runs the check's own object, without AddressSanitizer.
+    pub fn memory_check(self, check: Option<MemoryCheck>) -> Self {
+        Dispatch { memory_check: check, ..self }
+    }
+
     /// A CUDA launch's dynamic shared memory, in bytes (MLX's `shared_memory`): what every
     /// `extern __shared__` array of a block is (default 0).
     pub fn shared_memory(self, bytes: u32) -> Self {
@@ -262,6 +330,26 @@ struct ProgramInner {
     compiled: bool,
     function_constants: Vec<FunctionConstantDecl>,
     language: Language,
+    /// The prepared C++, and its entry symbols, for the threadgroup-memory check's object.
+    cpp: String,
+    symbols: Vec<String>,
+    racecheck_builder: Arc<RacecheckBuilder>,
+    racecheck: Mutex<Option<Arc<runtime::Object>>>,
+}
+
+impl ProgramInner {
+    /// The object built for the threadgroup-memory check, built (or taken from the cache) at
+    /// the first dispatch that needs it.
+    fn racecheck_object(&self) -> Result<Arc<runtime::Object>, EmuError> {
+        let mut object = self.racecheck.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(o) = &*object {
+            return Ok(o.clone());
+        }
+        let built = self.racecheck_builder.get()?.build(&self.cpp, &self.file_name, self.language)?;
+        let loaded = Arc::new(runtime::Object::load(&built.so_path, &self.symbols, &self.file_name)?);
+        *object = Some(loaded.clone());
+        Ok(loaded)
+    }
 }
 
 /// A loaded `.metal` (or `.cu`) file.
@@ -351,8 +439,16 @@ impl Program {
                 buffers.len()
             )));
         }
+        let racecheck;
+        let (object, sanitize) = match dispatch.memory_check {
+            None => (&self.inner.object, opts.sanitize),
+            Some(_) => {
+                racecheck = self.inner.racecheck_object()?;
+                (&*racecheck, false)
+            }
+        };
         runtime::dispatch(runtime::DispatchArgs {
-            object: &self.inner.object,
+            object,
             entry: idx,
             kernel: sig,
             file_name: &self.inner.file_name,
@@ -361,11 +457,12 @@ impl Program {
             threadgroup,
             order: dispatch.order.unwrap_or(opts.order),
             threadgroup_poison: dispatch.threadgroup_poison,
-            sanitize: opts.sanitize,
+            sanitize,
             guard_pages: opts.guard_pages,
             workers: workers_or_default(dispatch.workers.unwrap_or(opts.workers)),
             placement: dispatch.placement.unwrap_or(opts.placement),
             time_limit: dispatch.timeout.or(opts.timeout).unwrap_or_else(default_timeout),
+            memory_check: dispatch.memory_check,
             language: self.inner.language,
             shared_memory: dispatch.shared_memory,
         })

@@ -764,7 +764,7 @@ fn shared_decl(r: &Reader<'_>, i: usize, site: &mut u32, dynamic_site: &mut Opti
             *site += 1;
             *site - 1
         });
-        format!("{ty}* {name} = static_cast<{ty}*>(::kgemu::rt.tg_dynamic({s}u, {align}u > alignof({ty}) ? {align}u : alignof({ty}), __LINE__, \"{name}\"));")
+        format!("{ty}* {name} = static_cast<{ty}*>(::kgemu::rt.tg_dynamic({s}u, {align}u > alignof({ty}) ? {align}u : alignof({ty}), sizeof({ty}), __LINE__, \"{name}\"));")
     } else {
         let s = *site;
         *site += 1;

@@ -100,18 +100,20 @@ fn a_read_across_regions_of_a_packed_buffer_hits_the_poisoned_gap() {
 }
 
 #[test]
-fn a_write_past_a_threadgroup_array_corrupts_its_redzone() {
+fn a_write_past_a_threadgroup_array_faults_at_the_write() {
     let p = program();
     let mut out = DeviceBuffer::zeroed(40 * 4);
     let e = p.dispatch("tg_overflow", &mut [&mut out], [40, 1, 1], [40, 1, 1]).unwrap_err();
     match &e {
-        EmuError::Corruption { kernel, what, metal_line, threadgroup_position_in_grid } => {
+        EmuError::Fault { kernel, what, metal_line, thread_position_in_grid, threadgroup_position_in_grid } => {
             assert_eq!(kernel, "tg_overflow");
-            assert!(what.contains("threadgroup array `a`"), "{what}");
-            assert_eq!(metal_line.as_ref().unwrap().1, line_of(SRC, "@tg-decl"));
+            assert!(what.contains("invalid write") && what.contains("byte 128 of threadgroup array `a`, past its end"), "{what}");
+            assert!(what.contains(&format!("declared at {FILE}:{}", line_of(SRC, "@tg-decl"))), "{what}");
+            assert_eq!(metal_line.as_ref().unwrap().1, line_of(SRC, "@tg-write"));
+            assert_eq!(*thread_position_in_grid, [32, 0, 0], "the first thread past the end");
             assert_eq!(*threadgroup_position_in_grid, [0, 0, 0]);
         }
-        other => panic!("expected corruption, got {other}"),
+        other => panic!("expected a fault, got {other}"),
     }
 }
 

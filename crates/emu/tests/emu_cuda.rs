@@ -2,7 +2,8 @@
 //! references (elementwise, a warp-shuffle reduction bit for bit in its order, a shared-memory
 //! reduction across warps, half and bfloat conversions against the `half` crate), CUDA's
 //! launch model (whole blocks), warp operations with masks and widths as CUDA documents them,
-//! and the planted bugs the emulator must catch.
+//! the planted bugs the emulator must catch, and shared memory as threadgroup memory (guards,
+//! limits beyond Metal's, the threadgroup-memory check with CUDA's barriers).
 
 use crate::common;
 
@@ -317,6 +318,114 @@ fn half_and_bfloat_conversions_and_math_match_rust() {
         for (k, w) in want.iter().enumerate() {
             let g = math[8 * i + k];
             assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "math[{k}]({v}): {g} != {w}");
+        }
+    }
+}
+
+const SHARED: &str = include_str!("emu/cuda/shared.cu");
+const SHARED_FILE: &str = "shared.cu";
+const RACES: Option<MemoryCheck> = Some(MemoryCheck::Races);
+
+fn shared_at(marker: &str) -> Option<(String, u32)> {
+    Some((SHARED_FILE.to_string(), line_of(SHARED, marker)))
+}
+
+/// `__shared__` arrays are threadgroup arrays: the threadgroup-memory check sees every access,
+/// and __syncthreads orders them as threadgroup_barrier(mem_threadgroup) does.
+#[test]
+fn the_memory_check_passes_the_row_sum_and_names_the_missing_syncthreads() {
+    let p = load_cuda(ROW_SUM, "row_sum.cu");
+    let (rows, cols) = (6, 1000);
+    let (bits, values) = bf16_rows(rows, cols, 13);
+    let want: Vec<u32> = values.chunks(cols).map(|r| row_sum_reference(r).to_bits()).collect();
+    let (mut x, mut out) = (u16_buf(&bits), f32_buf(&vec![0.0; rows]));
+    let d = Dispatch::new("custom_kernel_row_sum", [256 * rows as u32, 1, 1], [256, 1, 1]).memory_check(Some(MemoryCheck::UninitializedReads));
+    let stats = p.run(&d, &mut [&mut x, &mut out]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f32s(&out).iter().map(|v| v.to_bits()).collect::<Vec<u32>>(), want);
+    assert_eq!(stats.threadgroup_arrays, vec![ThreadgroupArray { name: "partial".into(), bytes: 32, line: line_of(ROW_SUM, "__shared__ float partial[8];") }]);
+
+    let p = bug_program();
+    let x: Vec<f32> = (0..512).map(|i| (i % 5) as f32).collect();
+    let (mut xb, mut out) = (f32_buf(&x), f32_buf(&[0.0; 2]));
+    let e = p.run(&Dispatch::new("missing_syncthreads", [512, 1, 1], [256, 1, 1]).memory_check(RACES), &mut [&mut xb, &mut out]).unwrap_err();
+    match &e {
+        EmuError::Race { at: element, same_simdgroup, first, second, .. } => {
+            assert_eq!(element.array, "partial", "{e}");
+            assert_eq!(element.declared, (BUGS_FILE.to_string(), line_of(BUGS, "__shared__ float partial[8];")), "{e}");
+            let (write, read) = if first.write { (first, second) } else { (second, first) };
+            assert!(write.write && !read.write, "a write and a read: {e}");
+            assert_eq!(write.metal_line, Some((BUGS_FILE.to_string(), line_of(BUGS, "@warp-sum"))), "{e}");
+            assert_eq!(read.metal_line, Some((BUGS_FILE.to_string(), line_of(BUGS, "@no-barrier"))), "{e}");
+            assert!(write.thread_position_in_grid[0] % 32 == 0 && write.thread_position_in_grid[0] % 256 >= 32, "lane 0 of warps 1..7 writes: {e}");
+            assert!(read.thread_position_in_grid[0] % 256 < 8 && !same_simdgroup, "lanes 0..7 of warp 0 read: {e}");
+        }
+        other => panic!("expected a race, got {other}"),
+    }
+}
+
+/// __syncwarp orders shared memory among its lanes; a shuffle does not, though every run order
+/// hides the race.
+#[test]
+fn syncwarp_orders_shared_memory_and_a_shuffle_does_not() {
+    let p = load_cuda(SHARED, SHARED_FILE);
+    let x: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let want: Vec<f32> = (0..32).map(|i| 2.0 * (31 - i) as f32).collect();
+    for kernel in ["warp_exchange_synced", "warp_exchange_shuffled"] {
+        for order in [RunOrder::Forward, RunOrder::Reverse, RunOrder::Shuffle(3)] {
+            let (mut xb, mut out) = (f32_buf(&x), f32_buf(&[0.0; 32]));
+            p.run(&Dispatch::new(kernel, [32, 1, 1], [32, 1, 1]).order(order), &mut [&mut xb, &mut out]).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+            assert_eq!(f32s(&out), want, "{kernel} {order:?}");
+        }
+    }
+    let (mut xb, mut out) = (f32_buf(&x), f32_buf(&[0.0; 32]));
+    p.run(&Dispatch::new("warp_exchange_synced", [32, 1, 1], [32, 1, 1]).memory_check(RACES), &mut [&mut xb, &mut out]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f32s(&out), want);
+    let e = p.run(&Dispatch::new("warp_exchange_shuffled", [32, 1, 1], [32, 1, 1]).memory_check(RACES), &mut [&mut xb, &mut out]).unwrap_err();
+    match &e {
+        EmuError::Race { at: element, same_simdgroup, first, second, .. } => {
+            assert_eq!(element.array, "s", "{e}");
+            assert!(*same_simdgroup, "{e}");
+            assert_eq!((first.write, first.metal_line.clone()), (true, shared_at("@shfl-write")), "{e}");
+            assert_eq!((second.write, second.metal_line.clone()), (false, shared_at("@shfl-read")), "{e}");
+            assert_eq!(first.thread_position_in_grid[0], 31 - second.thread_position_in_grid[0], "a lane reads its mirror's slot: {e}");
+        }
+        other => panic!("expected a race, got {other}"),
+    }
+}
+
+/// A CUDA block may have more shared memory than Metal's 32 KiB: 40000 bytes of a static
+/// array, and 160000 of dynamic memory (above 48000 bytes: an H200's 227 KiB a block), with
+/// their guards, in both placements, with and without the check.
+#[test]
+fn shared_memory_beyond_metals_32_kib_runs_with_and_without_the_check() {
+    let p = load_cuda(SHARED, SHARED_FILE);
+    let count = 40_000;
+    let x: Vec<f32> = (0..count).map(|i| i as f32 * 0.5).collect();
+    let want: Vec<f32> = (0..10_000).map(|i| x[9999 - i]).chain((0..count).map(|i| x[count - 1 - i] + 1.0)).collect();
+    for check in [None, Some(MemoryCheck::UninitializedReads)] {
+        let (mut xb, mut n, mut out) = (f32_buf(&x), u32_buf(&[count as u32]), f32_buf(&vec![0.0; 10_000 + count]));
+        let d = Dispatch::new("large_shared", [256, 1, 1], [256, 1, 1]).shared_memory(count as u32 * 4).memory_check(check);
+        let stats = p.run(&d, &mut [&mut xb, &mut n, &mut out]).unwrap_or_else(|e| panic!("{check:?}: {e}"));
+        assert!(f32s(&out) == want, "{check:?}: the arrays reversed");
+        assert_eq!(stats.threadgroup_memory(), 40_000 + count * 4);
+    }
+}
+
+#[test]
+fn a_read_past_the_dynamic_shared_memory_faults_naming_it() {
+    let p = load_cuda(SHARED, SHARED_FILE);
+    let x: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    for check in [None, RACES] {
+        let (mut xb, mut out) = (f32_buf(&x), f32_buf(&[0.0; 256]));
+        let d = Dispatch::new("dynamic_past_end", [256, 1, 1], [256, 1, 1]).shared_memory(256 * 4).memory_check(check);
+        match p.run(&d, &mut [&mut xb, &mut out]).unwrap_err() {
+            EmuError::Fault { what, metal_line, thread_position_in_grid, .. } => {
+                let past = format!("byte 1024 of threadgroup array `dyn`, past its end (1024 bytes, declared at {SHARED_FILE}:{})", line_of(SHARED, "@dyn-decl"));
+                assert!(what.contains("invalid read") && what.contains(&past), "{check:?}: {what}");
+                assert_eq!(metal_line, shared_at("@dyn-past-end"), "{check:?}: {what}");
+                assert_eq!(thread_position_in_grid, [255, 0, 0], "{check:?}: {what}");
+            }
+            other => panic!("expected a fault ({check:?}), got {other}"),
         }
     }
 }

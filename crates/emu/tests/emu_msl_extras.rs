@@ -55,7 +55,11 @@ template <typename T>
 fn program(scale: Option<i64>) -> Result<Program, EmuError> {
     let dir = std::env::temp_dir().join(format!("kgemu-extras-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("extras.h"), HEADER).unwrap();
+    // the tests of this file load it at once: the header replaced whole (renamed into place),
+    // never seen half-written by another's g++
+    let tmp = dir.join(format!("extras.h.{:?}", std::thread::current().id()));
+    std::fs::write(&tmp, HEADER).unwrap();
+    std::fs::rename(&tmp, dir.join("extras.h")).unwrap();
     let opts = LoadOptions {
         include_dirs: vec![dir.clone()],
         defines: vec![("FACTOR".into(), Some("2.0f".into()))],
@@ -126,4 +130,15 @@ fn simdgroup_multiply_accumulate_in_mlx_lane_layout() {
         }
     }
     assert_eq!(f32s(&d), want, "C + A.B in k order, one fma per k");
+}
+
+/// `__HAVE_BFLOAT__` is predefined, as the Metal check's prelude defines it (MLX's bf16.h tests
+/// it), and the check lets a conditional test it.
+#[test]
+fn have_bfloat_is_predefined_as_the_check_defines_it() {
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n#if defined(__HAVE_BFLOAT__)\n  y[i] = float(bfloat(1.5f));\n#else\n  y[i] = 0.0f;\n#endif\n}\n";
+    let p = load(src, "have_bfloat.metal");
+    let mut y = DeviceBuffer::zeroed(4 * 4);
+    p.dispatch("k", &mut [&mut y], [4, 1, 1], [4, 1, 1]).unwrap();
+    assert_eq!(f32s(&y), vec![1.5; 4]);
 }

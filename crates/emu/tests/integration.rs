@@ -15,6 +15,7 @@ mod emu_parallel;
 mod emu_safety;
 mod emu_sanitize;
 mod emu_semantics;
+mod emu_threadgroup;
 mod emu_timeout;
 mod launch_emu;
 mod mlx_kernels;

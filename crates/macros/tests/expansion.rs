@@ -44,11 +44,11 @@ fn stem(path: &Path) -> String {
 fn generated(stem: &str) -> TokenStream {
     let path = root().join(format!("generated/rust/{stem}.rs"));
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    while let Some(at) = text.find("include_str!(\"../metal/").or_else(|| text.find("include_str!(\"../cuda/")) {
+    while let Some(at) = ["include_str!(\"../metal/", "include_str!(\"../cuda/"].iter().filter_map(|i| text.find(i)).min() {
         let end = at + text[at..].find(")").unwrap() + 1;
         let relative = &text[at + "include_str!(\"".len()..end - "\")".len()];
-        let metal = std::fs::read_to_string(path.parent().unwrap().join(relative)).unwrap();
-        text.replace_range(at..end, &kernelgen_codegen::render::rust::raw_string(&metal));
+        let source = std::fs::read_to_string(path.parent().unwrap().join(relative)).unwrap();
+        text.replace_range(at..end, &kernelgen_codegen::render::rust::raw_string(&source));
     }
     text.parse().unwrap_or_else(|e| panic!("{} does not lex: {e}", path.display()))
 }

@@ -659,9 +659,10 @@ fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str
 }
 
 /// Macros a conditional may test besides the source's own: the ones a Metal compile and
-/// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__` and `__METAL__` as
-/// the check does; both compile C++17), and the feature macro MLX's headers test.
-const SHARED_MACROS: [&str; 6] = ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__cplusplus"];
+/// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__`, `__METAL__` and
+/// `__HAVE_BFLOAT__` as the check does; both compile C++17), and the feature macro MLX's
+/// headers test.
+const SHARED_MACROS: [&str; 7] = ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__HAVE_BFLOAT__", "__cplusplus"];
 const SHARED_FEATURE_MACROS: [&str; 1] = ["__cpp_variable_templates"];
 
 /// A name the implementation reserves (`__x`, `_X`): the compilers' own macros are such.
@@ -766,7 +767,7 @@ pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &Has
                     format!(
                         "#{keyword} depends on {why}: the emulator, which compiles this source with g++, would take a \
                          branch the Metal check did not see; test only macros the source or -D defines, \
-                         __METAL_VERSION__, __METAL__ or __cplusplus (kernelgen's Metal check)"
+                         __METAL_VERSION__, __METAL__, __HAVE_BFLOAT__ or __cplusplus (kernelgen's Metal check)"
                     ),
                 ));
             }

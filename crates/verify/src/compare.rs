@@ -62,10 +62,25 @@ pub fn values(a: &HostArray) -> Vec<f64> {
     }
 }
 
-/// Compares output `name` with what it must be.
-pub fn compare(name: &str, got: &HostArray, want: &Expected) -> Result<Compared, Error> {
+/// Whether a Rust reference's replay model binds a backend's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replay {
+    /// Bit for bit: the backend computes as the emulator does (the replay models follow its
+    /// arithmetic).
+    BitForBit,
+    /// Not compared: a GPU's math functions, contractions and reductions may round
+    /// differently, and the f64 model's bound is what every correct backend meets.
+    Skipped,
+}
+
+/// Compares output `name` with what it must be (with a Rust reference's replay model as
+/// `replay` says).
+pub fn compare(name: &str, got: &HostArray, want: &Expected, replay: Replay) -> Result<Compared, Error> {
     match want {
-        Expected::Model { replay, exact, exact_at } => compare_model(name, got, replay, exact, exact_at.as_deref()).map(|(max_ulp, bound)| Compared::Model { max_ulp, bound }),
+        Expected::Model { replay: bits, exact, exact_at } => {
+            let bits = (replay == Replay::BitForBit).then_some(bits);
+            compare_model(name, got, bits, exact, exact_at.as_deref()).map(|(max_ulp, bound)| Compared::Model { max_ulp, bound })
+        }
         Expected::Values { values, tolerance } => compare_values(name, got, values, *tolerance).map(Compared::Values),
     }
 }
@@ -117,11 +132,11 @@ pub(crate) fn elements<T: Element>(a: &HostArray) -> Vec<T> {
         .collect()
 }
 
-/// Compares one output with a Rust reference's models: `(max error, bound)`, both in ulps of
-/// the output's largest exact magnitude (per-element ulps blow up where a dot product cancels
-/// to near zero; the check itself is per element).
-fn compare_model(name: &str, got: &HostArray, replay: &HostArray, exact: &Exact, exact_at: Option<&[usize]>) -> Result<(f64, f64), Error> {
-    fn typed<T: Element>(name: &str, got: &HostArray, replay: &HostArray, exact: &Exact, exact_at: Option<&[usize]>) -> Result<(f64, f64), Error> {
+/// Compares one output with a Rust reference's models (the replay where one is given):
+/// `(max error, bound)`, both in ulps of the output's largest exact magnitude (per-element
+/// ulps blow up where a dot product cancels to near zero; the check itself is per element).
+fn compare_model(name: &str, got: &HostArray, replay: Option<&HostArray>, exact: &Exact, exact_at: Option<&[usize]>) -> Result<(f64, f64), Error> {
+    fn typed<T: Element>(name: &str, got: &HostArray, replay: Option<&HostArray>, exact: &Exact, exact_at: Option<&[usize]>) -> Result<(f64, f64), Error> {
         let g: Vec<T> = elements(got);
         let sampled: Vec<T>;
         let (checked, index): (&[T], &dyn Fn(usize) -> usize) = match exact_at {
@@ -132,7 +147,7 @@ fn compare_model(name: &str, got: &HostArray, replay: &HostArray, exact: &Exact,
             }
         };
         exact.check::<T>(checked).map_err(|v| Mismatch::Bound { output: name.to_string(), violation: Violation { index: index(v.index), ..v } })?;
-        let r: Vec<T> = elements(replay);
+        let r: Vec<T> = replay.map(elements).unwrap_or_default();
         if let Some(index) = g.iter().zip(&r).position(|(a, b)| a.to_bits() != b.to_bits()) {
             let differing = g.iter().zip(&r).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
             return Err(Mismatch::Replay { output: name.to_string(), index, got: g[index].to_f32(), replay: r[index].to_f32(), differing }.into());
@@ -143,7 +158,7 @@ fn compare_model(name: &str, got: &HostArray, replay: &HostArray, exact: &Exact,
         let tol = exact.tol.iter().fold(0.0f64, |m, t| m.max(*t));
         Ok((err / unit, tol / unit))
     }
-    if got.shape != replay.shape || got.dtype != replay.dtype {
+    if let Some(replay) = replay.filter(|r| got.shape != r.shape || got.dtype != r.dtype) {
         return Err(Mismatch::Shape { output: name.to_string(), got: (got.dtype, got.shape.clone()), want: (replay.dtype, replay.shape.clone()) }.into());
     }
     match got.dtype {
@@ -170,15 +185,17 @@ mod tests {
         let got = host(vec![4], &[1.0f32, 2.0, 3.0, 4.5]);
         // elements 1 and 3 sampled: 3 is 0.5 off a bound of 0.1
         let exact = Exact { value: vec![2.0, 4.0], tol: vec![0.1, 0.1] };
-        let err = compare("y", &got, &model(&[1.0, 2.0, 3.0, 4.5], exact, Some(vec![1, 3]))).unwrap_err().to_string();
+        let err = compare("y", &got, &model(&[1.0, 2.0, 3.0, 4.5], exact, Some(vec![1, 3])), Replay::BitForBit).unwrap_err().to_string();
         assert!(err.contains("element 3:"), "{err}");
         // within the bound at the sampled elements: passes, whatever the others are
         let exact = Exact { value: vec![2.0, 4.45], tol: vec![0.1, 0.1] };
-        assert!(matches!(compare("y", &got, &model(&[1.0, 2.0, 3.0, 4.5], exact, Some(vec![1, 3]))), Ok(Compared::Model { .. })));
+        assert!(matches!(compare("y", &got, &model(&[1.0, 2.0, 3.0, 4.5], exact, Some(vec![1, 3])), Replay::BitForBit), Ok(Compared::Model { .. })));
         // the replay still covers every element
         let exact = Exact { value: vec![2.0, 4.45], tol: vec![0.1, 0.1] };
-        let err = compare("y", &got, &model(&[1.5, 2.0, 3.0, 4.5], exact, Some(vec![1, 3]))).unwrap_err().to_string();
+        let err = compare("y", &got, &model(&[1.5, 2.0, 3.0, 4.5], exact.clone(), Some(vec![1, 3])), Replay::BitForBit).unwrap_err().to_string();
         assert!(err.contains("differs from the replay model at element 0"), "{err}");
+        // a backend the replay does not bind (a GPU): the f64 model alone
+        assert!(matches!(compare("y", &got, &model(&[1.5, 2.0, 3.0, 4.5], exact, Some(vec![1, 3])), Replay::Skipped), Ok(Compared::Model { .. })));
     }
 
     /// Within a tolerance: the agreement counts the elements and measures the largest error and

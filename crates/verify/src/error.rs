@@ -213,6 +213,23 @@ pub enum Finding {
         output: String,
         /// The first element that changes with the poison.
         first: usize,
+        /// The first read of threadgroup memory no thread had written, as the emulator's
+        /// threadgroup-memory check reports it (its array, element, thread and line), when it
+        /// found one.
+        read: Option<String>,
+    },
+    /// The threadgroup memory the contract declares (the family's `threadgroup_memory`) is not
+    /// what the kernel's threadgroup arrays take.
+    ThreadgroupMemory {
+        /// Where the family file declares it (`path:line:col` of `threadgroup_memory`, or of
+        /// its `[[kernel]]` table when it leaves the default of 0), when known.
+        at: Option<String>,
+        /// The contract's bytes.
+        declared: u32,
+        /// The bytes of the arrays one threadgroup allocated.
+        allocated: usize,
+        /// Those arrays: each one's name, bytes and declaration.
+        arrays: Vec<String>,
     },
     /// An output depends on its own initial contents: read before written.
     ReadsOutput {
@@ -236,7 +253,21 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Finding::Unwritten { output, count, first } => write!(f, "{count} elements of output `{output}` are never written (the first at index {first})"),
-            Finding::UninitializedThreadgroup { output, first } => write!(f, "output `{output}` depends on uninitialized threadgroup memory (element {first} changes with the memory's initial bytes): a read before any thread wrote it, or a missing barrier"),
+            Finding::UninitializedThreadgroup { output, first, read: None } => write!(f, "output `{output}` depends on uninitialized threadgroup memory (element {first} changes with the memory's initial bytes): a read before any thread wrote it, or a missing barrier"),
+            Finding::UninitializedThreadgroup { output, first, read: Some(read) } => {
+                write!(f, "output `{output}` depends on uninitialized threadgroup memory (element {first} changes with the memory's initial bytes): {read}")
+            }
+            Finding::ThreadgroupMemory { at, declared, allocated, arrays } => {
+                if let Some(at) = at {
+                    write!(f, "{at}: threadgroup_memory: ")?;
+                }
+                write!(
+                    f,
+                    "the family declares {declared} bytes of threadgroup memory, but the kernel's threadgroup arrays take {allocated} bytes{}: \
+                     declare what the template allocates (the launch contract and MLX's occupancy read this number)",
+                    if arrays.is_empty() { String::new() } else { format!(" ({})", arrays.join("; ")) }
+                )
+            }
             Finding::ReadsOutput { output, first } => write!(f, "output `{output}` is read before it is written (element {first} changes with the buffer's initial bytes)"),
             Finding::OrderDependent { output, first, order } => write!(f, "output `{output}` differs in {order} run order (element {first}): a race or a missing barrier"),
         }

@@ -15,7 +15,10 @@
 //! and says what each output must be ([`Expected`]); [`mod@compare`] checks them. [`run()`] verifies
 //! many kernels on several threads and returns a [`Report`] in their order, which `kernelgen
 //! verify` prints. The values stage runs on any backend whose arrays can be made from host
-//! bytes and read back ([`VerifyBackend`]); the property stage is the emulator's.
+//! bytes and read back ([`VerifyBackend`]); the property stage is the emulator's. With the
+//! feature `mlx`, MLX is such a backend (`mlx`): the kernels then run on the GPU MLX has (the
+//! Metal bodies on a Mac, the CUDA bodies on MLX's CUDA build), held to the f64 models'
+//! bounds (the replay models follow the emulator's arithmetic, not a GPU's).
 //!
 //! A kernel with a CUDA body (its family has a CUDA template) has both bodies verified, each
 //! the same way on the same case ([`bodies`]): the CUDA one in the emulator's CUDA mode, through
@@ -31,13 +34,15 @@ pub mod bundled;
 pub mod case;
 pub mod compare;
 pub mod error;
+#[cfg(feature = "mlx")]
+pub mod mlx;
 pub mod properties;
 pub mod python;
 pub mod reference;
 pub mod run;
 
 pub use case::{Case, random_case};
-pub use compare::{Compared, Expected, values};
+pub use compare::{Compared, Expected, Replay, values};
 pub use error::{Error, Finding, Mismatch};
 pub use kernelgen_emu::Language;
 pub use kernelgen_reference::Agreement;

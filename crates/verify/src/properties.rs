@@ -9,24 +9,36 @@
 //! - the same bits in every run order of threads and threadgroups (forward, reverse, and a
 //!   seeded shuffle): a race or a missing barrier shows as a difference.
 //!
-//! A passing kernel costs four launches: forward with poison `0xFF`, forward again with other
-//! poison bytes, reverse, and shuffled; only when they disagree do more runs find which
-//! property failed. No poison can catch a read whose value never matters to the outputs for
-//! any of the three poison bytes (`0xFF`, `0x00`, `0x5A`); the sanitizer run (`--sanitize`)
-//! does not track threadgroup reads either.
+//! - no data race on threadgroup memory and no access outside a threadgroup array: the first
+//!   run is the emulator's threadgroup-memory check ([`MemoryCheck::Races`]), which sees every
+//!   access of the threadgroups it runs (every one of a grid of at most 16, else the 8 at each
+//!   end) and MSL's barrier semantics, so a race that every run order hides (SIMD-group
+//!   collectives between the racing accesses) is found, named with its array, lines and threads;
+//! - the threadgroup memory the contract declares is what the kernel's arrays take.
+//!
+//! A passing kernel costs five launches: the check's, forward with poison `0xFF`, forward
+//! again with other poison bytes, reverse, and shuffled; only when they disagree do more runs
+//! find which property failed (a read of uninitialized threadgroup memory is then named by the
+//! check: [`MemoryCheck::UninitializedReads`]). No poison can catch a read whose value never
+//! matters to the outputs for any of the three poison bytes (`0xFF`, `0x00`, `0x5A`).
 
 use crate::case::Case;
 use crate::error::{Error, Finding};
 use kernelgen::backend;
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::LaunchError;
-use kernelgen_emu::{EmuBackend, HostArray, Placement, RunConfig, RunOrder};
+use kernelgen_emu::{DispatchStats, EmuBackend, EmuError, HostArray, MemoryCheck, Placement, RunConfig, RunOrder};
 
 /// One launch of `case` in the emulator with `config`.
 pub fn launch(emu: &EmuBackend, def: &KernelDef, case: &Case, config: RunConfig) -> Result<Vec<HostArray>, Error> {
+    launch_stats(emu, def, case, config).map(|(outputs, _)| outputs)
+}
+
+/// [`launch`], and the dispatch's counters.
+fn launch_stats(emu: &EmuBackend, def: &KernelDef, case: &Case, config: RunConfig) -> Result<(Vec<HostArray>, DispatchStats), Error> {
     let bound = case.bind(def)?;
     let checked = backend::check(emu, def, &bound.arrays, &bound.host, &bound.sizes)?;
-    emu.run_with(&checked, config).map_err(|e| LaunchError::backend(def, e).into())
+    emu.run_with_stats(&checked, config).map_err(|e| LaunchError::backend(def, e).into())
 }
 
 fn elements(a: &HostArray) -> Vec<&[u8]> {
@@ -53,7 +65,8 @@ pub fn check_properties(emu: &EmuBackend, def: &KernelDef, case: &Case, shuffle_
 /// large to run often. A forward run with other poison catches most reads of uninitialized
 /// memory (in forward order a thread reads before later threads write), the other orders races.
 pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, orders: &[RunOrder]) -> Result<Vec<HostArray>, Error> {
-    let run = |order, output_poison, threadgroup_poison, placement| launch(emu, def, case, RunConfig { order, output_poison, threadgroup_poison, placement });
+    let config = |order, output_poison, threadgroup_poison, placement| RunConfig { order, output_poison, threadgroup_poison, placement, memory_check: None };
+    let run = |order, output_poison, threadgroup_poison, placement| launch(emu, def, case, config(order, output_poison, threadgroup_poison, placement));
     // Every later run differs from the first in its order and its poison bytes: outputs
     // start as 0xFF (NaN, -1) or 0x00, threadgroup memory as 0xFF, 0x00 or 0x5A (a large
     // positive number in every float and integer type: a kernel that drops NaNs, like an
@@ -62,7 +75,16 @@ pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, order
     // every access just before a buffer or just past it faults in one of them, for the time
     // of one run each (in sanitize mode ASan sees both sides in every run).
     const THREADGROUP_POISONS: [u8; 2] = [0x00, 0x5A];
-    let forward = run(RunOrder::Forward, 0xFF, 0xFF, Placement::End)?;
+    // The first run is the threadgroup-memory check's (of the threadgroups it runs): races,
+    // threadgroup bounds, and the threadgroup memory the kernel allocates.
+    let first_config = config(RunOrder::Forward, 0xFF, 0xFF, Placement::End);
+    let (_, stats) = launch_stats(emu, def, case, RunConfig { memory_check: Some(MemoryCheck::Races), ..first_config })?;
+    let allocated = stats.threadgroup_memory();
+    if allocated != def.threadgroup_memory_bytes as usize {
+        let arrays = stats.threadgroup_arrays.iter().map(|a| format!("`{}`, {} bytes, declared at {}:{}", a.name, a.bytes, def.metal_path, a.line)).collect();
+        return Err(Finding::ThreadgroupMemory { at: None, declared: def.threadgroup_memory_bytes, allocated, arrays }.into());
+    }
+    let forward = launch(emu, def, case, first_config)?;
     let mut others = Vec::new();
     for (k, &order) in orders.iter().enumerate() {
         let (output, threadgroup, placement) = if k % 2 == 0 { (0x00, 0x5A, Placement::Start) } else { (0xFF, 0x00, Placement::End) };
@@ -86,7 +108,17 @@ pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, order
         let changed = run(RunOrder::Forward, 0xFF, poison, Placement::End)?;
         for (i, name) in names.iter().enumerate() {
             if let Some(first) = first_difference(&forward[i], &changed[i]) {
-                return Err(Finding::UninitializedThreadgroup { output: name.clone(), first }.into());
+                // the check names the first read of what no thread wrote (it may be another
+                // than the one this element depends on, and none if the memory was written by
+                // a copy the check does not see)
+                let read = match launch(emu, def, case, RunConfig { memory_check: Some(MemoryCheck::UninitializedReads), ..first_config }) {
+                    Err(Error::Launch(LaunchError::Backend { source, .. })) => match source.downcast_ref::<EmuError>() {
+                        Some(e @ EmuError::UninitializedRead { .. }) => Some(e.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                return Err(Finding::UninitializedThreadgroup { output: name.clone(), first, read }.into());
             }
         }
     }

@@ -165,15 +165,18 @@ impl Resolved {
     }
 }
 
+/// `path:line:col` of byte `offset` of `family`'s file.
+pub(crate) fn family_at(family: &FamilyDef, offset: usize) -> String {
+    let (line, col) = line_col(&family.source.text, offset);
+    format!("{}:{line}:{col}", family.source.display)
+}
+
 /// The reference `family` names in its `[verify]` section: a Rust reference by its name, or a
 /// Python file checked on disk; an unknown name or a file that cannot be used is an error at
 /// the family file's line.
 pub fn resolve(family: &FamilyDef) -> Result<Resolved, Error> {
     let Some(named) = &family.verify.reference else { return Ok(Resolved::None) };
-    let at = || {
-        let (line, col) = line_col(&family.source.text, named.span.start);
-        format!("{}:{line}:{col}", family.source.display)
-    };
+    let at = || family_at(family, named.span.start);
     match &named.value {
         ReferenceDef::Rust(name) => bundled::find(name).map(Resolved::Rust).ok_or_else(|| Error::NoReference {
             at: at(),

@@ -5,10 +5,10 @@
 
 use crate::bodies;
 use crate::case::Case;
-use crate::compare::{Compared, Expected, compare};
-use crate::error::{Error, Mismatch};
+use crate::compare::{Compared, Expected, Replay, compare};
+use crate::error::{Error, Finding, Mismatch};
 use crate::properties::{check_properties_in, every_order};
-use crate::reference::{Kernel, Resolved, family_case, resolve};
+use crate::reference::{Kernel, Resolved, family_at, family_case, resolve};
 use kernelgen::backend::{self, Backend};
 use kernelgen::contract::{KernelDef, Tolerance};
 use kernelgen::launch::LaunchError;
@@ -31,6 +31,19 @@ pub trait VerifyBackend: Backend + Sync {
     fn emulator(&self) -> Option<&EmuBackend> {
         None
     }
+    /// Whether the Rust references' replay models bind this backend's bits (the emulator's);
+    /// elsewhere outputs are held to the f64 models' bounds.
+    fn replay(&self) -> Replay {
+        Replay::Skipped
+    }
+    /// The body this backend runs: the emulator's language, else the one its GPU runs.
+    fn body(&self) -> Language {
+        Language::Metal
+    }
+    /// How many kernels may be verified at once on this backend.
+    fn jobs(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
 }
 
 impl VerifyBackend for EmuBackend {
@@ -44,6 +57,14 @@ impl VerifyBackend for EmuBackend {
 
     fn emulator(&self) -> Option<&EmuBackend> {
         Some(self)
+    }
+
+    fn replay(&self) -> Replay {
+        Replay::BitForBit
+    }
+
+    fn body(&self) -> Language {
+        self.language()
     }
 }
 
@@ -60,13 +81,16 @@ pub struct Options {
 /// How a kernel's values were checked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
-    /// A Rust reference: bit for bit against the replay model, within the f64 model's bound
-    /// (both in ulps of each output's largest exact value; the largest over the outputs).
+    /// A Rust reference: within the f64 model's bound (both in ulps of each output's largest
+    /// exact value; the largest over the outputs), and bit for bit against the replay model
+    /// where `replay` says so (the emulator).
     Model {
         /// The largest error.
         max_ulp: f64,
         /// The largest bound.
         bound: f64,
+        /// Whether the replay model was compared bit for bit.
+        replay: Replay,
     },
     /// A numpy reference, within the family's tolerance.
     Tolerance {
@@ -144,7 +168,7 @@ pub fn run_case<B: VerifyBackend>(backend: &B, def: &KernelDef, case: &Case, see
 }
 
 /// Compares a kernel's outputs (contract order) with what a reference says of each, by name.
-pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(String, Expected)]) -> Result<Values, Error> {
+pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(String, Expected)], replay: Replay) -> Result<Values, Error> {
     if let Some((name, _)) = expected.iter().find(|(name, _)| !def.outputs.iter().any(|b| b.name.as_ref() == name.as_str())) {
         return Err(Mismatch::Unknown { output: name.clone() }.into());
     }
@@ -154,14 +178,14 @@ pub fn compare_outputs(def: &KernelDef, outputs: &[HostArray], expected: &[(Stri
         if let Expected::Values { tolerance: t, .. } = &want.1 {
             tolerance = Some(*t);
         }
-        match compare(&b.name, got, &want.1)? {
+        match compare(&b.name, got, &want.1, replay)? {
             Compared::Model { max_ulp: u, bound: m } => (max_ulp, bound) = (max_ulp.max(u), bound.max(m)),
             Compared::Values(a) => max_ulp = max_ulp.max(a.max_ulp),
         }
     }
     Ok(match tolerance {
         Some(tolerance) => Values::Tolerance { max_ulp, tolerance },
-        None => Values::Model { max_ulp, bound },
+        None => Values::Model { max_ulp, bound, replay },
     })
 }
 
@@ -188,16 +212,32 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
             None => family_case(&kernel, options.seed)?,
         };
         sizes = case.sizes_text(&r.def);
-        let outputs = run_case(backend, &r.def, &case, options.seed)?;
+        let outputs = run_case(backend, &r.def, &case, options.seed).map_err(|e| declared_at(e, r))?;
         match reference {
             None if r.kernel.family.verify.reference.is_none() => Ok(Values::None),
             _ if options.no_reference => Ok(Values::Skipped),
             None => Ok(Values::None),
-            Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?),
+            Some(reference) => compare_outputs(&r.def, &outputs, &reference.expected(&kernel, &case, options.seed)?, backend.replay()),
         }
     })();
-    let body = backend.emulator().map_or(Language::Metal, EmuBackend::language);
+    let body = backend.body();
     Outcome { kernel: r.kernel.name.clone(), body, sizes, result, seconds: start.elapsed().as_secs_f64() }
+}
+
+/// A wrong `threadgroup_memory`, located in the family file.
+fn declared_at(e: Error, r: &RenderedKernel) -> Error {
+    match e {
+        Error::Property(Finding::ThreadgroupMemory { at: None, declared, allocated, arrays }) => {
+            let family = &r.kernel.family;
+            let at = family.parts.iter().find(|p| p.part == r.kernel.plan.part).map(|part| {
+                // the key's value, or the kernel's table where the default (0) applies
+                let span = if part.threadgroup_memory.span.is_empty() { &part.span } else { &part.threadgroup_memory.span };
+                family_at(family, span.start)
+            });
+            Finding::ThreadgroupMemory { at, declared, allocated, arrays }.into()
+        }
+        e => e,
+    }
 }
 
 /// Verifies `kernels` on `backend`, several at once (each launch's threadgroups on the
@@ -211,7 +251,7 @@ pub fn run<B: VerifyBackend>(backend: &B, kernels: &[&RenderedKernel], options: 
     let bodies = bodies::bodies(kernels, cuda.as_ref());
     let outcomes = Outcomes::new(bodies.len());
     let large: Vec<bool> = bodies.iter().map(|b| is_large(&kernels[b.kernel].def)).collect();
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(bodies.len());
+    let jobs = backend.jobs().clamp(1, bodies.len().max(1));
     let mut report = Report::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {

@@ -55,7 +55,8 @@ fn a_cuda_body_is_checked_like_the_metal_one() {
     assert!(e.contains(&format!("{path}:{line}:")) && e.contains("mask 0x0000ffff"), "{e}");
     check(&emu, &def, &[("R", 5)], 11, tolerance, reference).unwrap_or_else(|e| panic!("{e}"));
 
-    // a Metal-only kernel has no CUDA body to run
-    let e = check(&cuda, &kernelgen::kernels::gated_rms_norm_dtypes::HEAD128X_GATED_RMS_NORM_F32, &[("R", 1)], 1, tolerance, |_| vec![]).unwrap_err().to_string();
-    assert!(e.contains("`head128x_gated_rms_norm_f32`") && e.contains("no CUDA body"), "{e}");
+    // a Metal-only kernel (the fixture without its CUDA body) has no CUDA body to run
+    let metal_only = KernelDef { cuda: None, ..rowscale("f32") };
+    let e = check(&cuda, &metal_only, &[("R", 1)], 1, tolerance, |_| vec![]).unwrap_err().to_string();
+    assert!(e.contains(&format!("`{}`", metal_only.name)) && e.contains("no CUDA body"), "{e}");
 }

@@ -478,10 +478,30 @@ const BUNDLED: &[(&str, &str, &str, Option<&str>)] = &[
         include_str!("../../families/affine.metal.tera"),
         Some(include_str!("../../families/affine.cuda.tera")),
     ),
-    ("delta", include_str!("../../families/delta.toml"), include_str!("../../families/delta.metal.tera"), None),
-    ("delta_state", include_str!("../../families/delta_state.toml"), include_str!("../../families/delta_state.metal.tera"), None),
-    ("silu_rms_heads", include_str!("../../families/silu_rms_heads.toml"), include_str!("../../families/silu_rms_heads.metal.tera"), None),
-    ("gated_rms_norm", include_str!("../../families/gated_rms_norm.toml"), include_str!("../../families/gated_rms_norm.metal.tera"), None),
+    (
+        "delta",
+        include_str!("../../families/delta.toml"),
+        include_str!("../../families/delta.metal.tera"),
+        Some(include_str!("../../families/delta.cuda.tera")),
+    ),
+    (
+        "delta_state",
+        include_str!("../../families/delta_state.toml"),
+        include_str!("../../families/delta_state.metal.tera"),
+        Some(include_str!("../../families/delta_state.cuda.tera")),
+    ),
+    (
+        "silu_rms_heads",
+        include_str!("../../families/silu_rms_heads.toml"),
+        include_str!("../../families/silu_rms_heads.metal.tera"),
+        Some(include_str!("../../families/silu_rms_heads.cuda.tera")),
+    ),
+    (
+        "gated_rms_norm",
+        include_str!("../../families/gated_rms_norm.toml"),
+        include_str!("../../families/gated_rms_norm.metal.tera"),
+        Some(include_str!("../../families/gated_rms_norm.cuda.tera")),
+    ),
 ];
 
 /// Where the bundled families live in kernelgen's repository (what generated

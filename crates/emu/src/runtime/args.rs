@@ -22,6 +22,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub placement: Placement,
     /// How long the dispatch may run.
     pub time_limit: std::time::Duration,
+    /// The threadgroup-memory check (`object` is built for it).
+    pub memory_check: Option<crate::MemoryCheck>,
     /// Whose launch model: Metal's threadgroups clamped to the grid (partial at its edge), or
     /// CUDA's whole blocks.
     pub language: Language,

@@ -19,7 +19,8 @@ use super::sched::{CURRENT, Fiber, MAX_THREADS, NO_STACK, Pending, SIMD, Sched, 
 use super::signals::{ensure_altstack, install_handlers};
 use super::switch::{STACKS, STACK_COLORS, Stack};
 use super::watchdog::{self, Watch};
-use super::tg_memory::{ARENA, Arena, CANARY, TG_LIMIT, TG_REDZONE};
+use super::racecheck::{self, Found};
+use super::tg_memory::{self, ARENA, Arena, TG_LIMIT};
 use super::warp;
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -108,6 +109,9 @@ struct Shared<'m> {
     /// (position in `tg_order`, failure): the failure of the earliest threadgroup.
     error: std::sync::Mutex<Option<(usize, Failure)>>,
     switches: std::sync::atomic::AtomicU64,
+    /// The most threadgroup memory one threadgroup allocated, and its arrays.
+    threadgroup_memory: std::sync::atomic::AtomicUsize,
+    threadgroup_arrays: std::sync::Mutex<(usize, Vec<crate::ThreadgroupArray>)>,
     workers: usize,
 }
 
@@ -236,14 +240,20 @@ fn run_start_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [
             (Buf::Shared(d), None) => Buf::Shared(d),
         })
         .collect();
-    let result = run(a, shape, &mut placed);
+    let result = run_placed(a, shape, &mut placed, true);
     drop(placed);
     place(buffers, copies, false);
     result
 }
 
-/// One run of the dispatch on `buffers` as they are placed.
+/// One run of the dispatch on `buffers` as they are placed, threadgroup arrays end-placed.
 fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> Result<DispatchStats, Failure> {
+    run_placed(a, shape, buffers, false)
+}
+
+/// One run of the dispatch on `buffers` as they are placed; threadgroup arrays flush with the
+/// guard before them when `tg_at_start` (with buffers start-placed), else after.
+fn run_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>], tg_at_start: bool) -> Result<DispatchStats, Failure> {
     let Shape { tg, tgs, n_tg, asan, watch } = *shape;
     let grid = a.grid;
     let buf_ptrs: Vec<*mut u8> = buffers.iter().map(|b| b.get().data_ptr()).collect();
@@ -257,6 +267,8 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
     meta.stack_size = if a.sanitize { 1024 * 1024 } else { 256 * 1024 };
     meta.order = a.order;
     meta.tg_poison = a.threadgroup_poison;
+    meta.tg_at_start = tg_at_start;
+    meta.check = a.memory_check;
     meta.whole_blocks = a.language == Language::Cuda;
     meta.tg_limit = match a.language {
         Language::Metal => (TG_LIMIT, "Apple's 32 KiB"),
@@ -277,6 +289,11 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
 
     let mut tg_order = Vec::new();
     order_into(&mut tg_order, n_tg as usize, a.order, 0x5EED);
+    if a.memory_check.is_some() {
+        // the check's run is of the threadgroups it sees
+        tg_order.retain(|&lin| racecheck::checks(lin as u64, tgs));
+    }
+    let n_tg = tg_order.len() as u64;
     let workers = a.workers.max(1).min(n_tg.min(usize::MAX as u64) as usize);
     let shared = Shared {
         workers,
@@ -289,11 +306,14 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
         stop: std::sync::atomic::AtomicBool::new(false),
         error: std::sync::Mutex::new(None),
         switches: std::sync::atomic::AtomicU64::new(0),
+        threadgroup_memory: std::sync::atomic::AtomicUsize::new(0),
+        threadgroup_arrays: std::sync::Mutex::new((0, Vec::new())),
     };
     let used = pool::run(workers, &|| work(&shared));
-    // the grid's threads; CUDA's whole blocks run past its edge
+    // the grid's threads; CUDA's whole blocks run past its edge (the dispatch's, as the grid's
+    // size, whether or not the check ran them all)
     let threads = if a.language == Language::Cuda {
-        n_tg * tg.iter().map(|&t| t as u64).product::<u64>()
+        shape.n_tg * tg.iter().map(|&t| t as u64).product::<u64>()
     } else {
         grid.iter().map(|&g| g as u64).product()
     };
@@ -316,7 +336,8 @@ fn run(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_>]) -> 
     if let Some((_, f)) = error {
         return Err(f);
     }
-    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, elapsed: Default::default() })
+    let threadgroup_arrays = shared.threadgroup_arrays.into_inner().unwrap_or_else(|p| p.into_inner()).1;
+    Ok(DispatchStats { threads, threadgroups: n_tg, switches, workers: used, threadgroup_arrays, elapsed: Default::default() })
 }
 
 /// One worker: its own scheduler, fiber stacks, threadgroup memory and signal stack; takes
@@ -370,7 +391,7 @@ fn work(shared: &Shared<'_>) {
             fakes: Vec::new(),
             switches: 0,
             arena,
-            arena_used: 0,
+            tg_at_start: m.tg_at_start,
             tg_data: 0,
             sites: Vec::new(),
             site_list: Vec::new(),
@@ -379,6 +400,10 @@ fn work(shared: &Shared<'_>) {
             expired: shared.watch.expired_flag(),
             code: m.code.clone(),
             timed_out: false,
+            check: m.check,
+            shadow: Default::default(),
+            found: None,
+            tg_barrier_flags: 0,
             warp_waits: 0,
             tg_limit: m.tg_limit,
             dynamic_shared: m.dynamic_shared,
@@ -459,6 +484,14 @@ fn work(shared: &Shared<'_>) {
                     }
                 }
                 shared.finished.fetch_add(1, Ordering::Relaxed);
+                let tg_data = unsafe { (*s).tg_data };
+                if tg_data > shared.threadgroup_memory.fetch_max(tg_data, Ordering::Relaxed) {
+                    let mut most = shared.threadgroup_arrays.lock().unwrap_or_else(|p| p.into_inner());
+                    if tg_data > most.0 {
+                        let sites = unsafe { &(*s).site_list };
+                        *most = (tg_data, sites.iter().map(|t| crate::ThreadgroupArray { name: t.name.clone(), bytes: t.size, line: t.line }).collect());
+                    }
+                }
             }
             if m.asan.is_some() {
                 // stacks abandoned by a fault may keep stale ASan poison
@@ -477,7 +510,7 @@ pub(super) struct Meta {
     pub(super) file_name: String,
     pub(super) so_path: PathBuf,
     /// The kernel object's code (see `Sched::code`).
-    code: std::ops::Range<usize>,
+    pub(super) code: std::ops::Range<usize>,
     buffer_names: Vec<String>,
     pub(super) buffers: Vec<*const DeviceBuffer>,
     tg: [u32; 3],
@@ -489,6 +522,8 @@ pub(super) struct Meta {
     stack_size: usize,
     pub(super) order: RunOrder,
     pub(super) tg_poison: u8,
+    tg_at_start: bool,
+    check: Option<crate::MemoryCheck>,
     /// Every threadgroup has the dispatch's size (CUDA's blocks), none cut at the grid's edge.
     whole_blocks: bool,
     tg_limit: (usize, &'static str),
@@ -534,6 +569,8 @@ fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
         stack_size: 0,
         order: RunOrder::Forward,
         tg_poison: POISON,
+        tg_at_start: false,
+        check: a.memory_check,
         whole_blocks: false,
         tg_limit: (TG_LIMIT, "Apple's 32 KiB"),
         dynamic_shared: 0,
@@ -561,7 +598,7 @@ unsafe fn run_threadgroup(
     stacks: &[Stack],
     order: &mut Vec<u32>,
     run_order: RunOrder,
-    salt: u64,
+    lin: u64,
 ) -> Result<(), Stop> {
     unsafe {
         let tg = ctx.tg;
@@ -626,7 +663,7 @@ unsafe fn run_threadgroup(
         }
         (*s).sgs.clear();
         for g in 0..n_sg {
-            (*s).sgs.push(SgCount { live: (n - g * SIMD).min(SIMD) as u32, blocked: 0 });
+            (*s).sgs.push(SgCount { live: (n - g * SIMD).min(SIMD) as u32, blocked: 0, barrier_flags: 0 });
         }
         (*s).ready = n;
         (*s).live = n;
@@ -637,20 +674,36 @@ unsafe fn run_threadgroup(
         (*s).free_stacks.clear();
         (*s).free_stacks.extend((0..n.min(stacks.len()) as u32).rev());
         // threadgroup memory: fresh for each threadgroup
-        (*s).arena_used = 0;
         (*s).tg_data = 0;
         (*s).sites.iter_mut().for_each(|x| *x = None);
         (*s).site_list.clear();
+        (*s).found = None;
+        (*s).check = ctx.a.check;
+        if (*s).check.is_some() {
+            racecheck::threadgroup_started(s, n_sg);
+        }
 
-        order_into(order, n, run_order, salt.wrapping_add(1));
+        order_into(order, n, run_order, lin.wrapping_add(1));
         (*s).order = order.as_ptr();
         (*s).order_len = order.len();
         (*s).round_pos = 0;
         // the fibers hand over to each other; control comes back when none is ready
         (*s).timed_out = false;
         run_fibers(s);
+        let result = threadgroup_result(s, ctx, tgid);
+        tg_memory::release_sites(s);
+        result
+    }
+}
+
+/// How the threadgroup that just ran on `s` ended.
+unsafe fn threadgroup_result(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3]) -> Result<(), Stop> {
+    unsafe {
         if (*s).timed_out {
             return Err(Stop::TimedOut);
+        }
+        if let Some(found) = (*s).found {
+            return Err(Stop::Error(found_error(s, ctx, tgid, found)));
         }
         if (*s).fault.is_some() || (*s).report.is_some() || (*s).abort.is_some() {
             return Err(Stop::Error(fault_error(s, ctx, tgid)));
@@ -675,27 +728,61 @@ unsafe fn run_threadgroup(
                     second: waiter(second),
                 }));
             }
+            Some(Pending::Overrun { array, offset, line }) => {
+                let what = format!(
+                    "a write ran outside threadgroup array `{}`: {} was overwritten; found at the threadgroup_barrier at {file_name}:{line} (the writing thread and line are not known: `kernelgen verify` finds them)",
+                    (*s).site_list[array].name,
+                    (*s).site_list[array].describe(offset, file_name),
+                );
+                let metal_line = Some((file_name.to_string(), line));
+                return Err(Stop::Error(EmuError::Corruption { kernel: ctx.a.kernel.clone(), what, metal_line, threadgroup_position_in_grid: tgid }));
+            }
             None => {}
         }
         debug_assert!((*s).live == 0, "fibers left without an error");
-        // threadgroup arrays must not have been written past their end
-        for site in &(*s).site_list {
-            let rz = (*s).arena.add(site.offset + site.size);
-            sanitize::asan_unpoison(rz as usize, TG_REDZONE);
-            let bytes = std::slice::from_raw_parts(rz, TG_REDZONE);
-            if let Some(k) = bytes.iter().position(|&c| c != CANARY) {
-                return Err(Stop::Error(EmuError::Corruption {
-                    kernel: ctx.a.kernel.clone(),
-                    what: format!(
-                        "a write ran past the end of threadgroup array `{}` ({} bytes): byte {} after its end was overwritten",
-                        site.name, site.size, k
-                    ),
-                    metal_line: Some((ctx.a.file_name.clone(), site.line)),
-                    threadgroup_position_in_grid: tgid,
-                }));
-            }
+        // threadgroup arrays must not have been written outside
+        if let Some((array, offset)) = tg_memory::overwritten(s) {
+            let site = &(*s).site_list[array];
+            let what = format!("a write ran outside threadgroup array `{}`: {} was overwritten; found after the threadgroup ran", site.name, site.describe(offset, file_name));
+            let metal_line = Some((file_name.to_string(), site.line));
+            return Err(Stop::Error(EmuError::Corruption { kernel: ctx.a.kernel.clone(), what, metal_line, threadgroup_position_in_grid: tgid }));
         }
         Ok(())
+    }
+}
+
+/// The error of what the threadgroup-memory check found.
+unsafe fn found_error(s: *mut Sched, ctx: &Ctx<'_>, tgid: [u32; 3], found: Found) -> EmuError {
+    unsafe {
+        let file_name = &ctx.a.file_name;
+        let access = |a: &racecheck::Access| crate::TgAccess {
+            thread_position_in_grid: {
+                let p = (*s).infos[a.thread as usize].thread_position_in_grid;
+                [p[0], p[1], p[2]]
+            },
+            write: a.write,
+            metal_line: super::faults::metal_line(&ctx.a.so_path, ctx.a.code.start + a.pc as usize, file_name),
+        };
+        let array = |k: usize, byte: usize| {
+            let site = &(*s).site_list[k];
+            crate::TgElement { array: site.name.clone(), element: byte / site.element, byte, declared: (file_name.clone(), site.line) }
+        };
+        match found {
+            Found::Race { array: k, byte, first, second } => EmuError::Race {
+                kernel: ctx.a.kernel.clone(),
+                threadgroup_position_in_grid: tgid,
+                at: array(k, byte),
+                same_simdgroup: first.thread as usize / super::sched::SIMD == second.thread as usize / super::sched::SIMD,
+                first: access(&first),
+                second: access(&second),
+            },
+            Found::Uninitialized { array: k, byte, read } => EmuError::UninitializedRead {
+                kernel: ctx.a.kernel.clone(),
+                threadgroup_position_in_grid: tgid,
+                at: array(k, byte),
+                read: access(&read),
+            },
+        }
     }
 }
 

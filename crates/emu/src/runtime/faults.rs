@@ -14,7 +14,7 @@ use super::insn;
 use super::object::op_name;
 use super::sched::{Sched, State, cur_sched};
 use super::switch::STACK_GUARD;
-use super::tg_memory::{TG_ARENA, TG_REDZONE};
+use super::tg_memory::{in_arena, locate};
 
 /// A sanitizer's report, recorded by its callback for the scheduler to turn into an error.
 pub(super) struct SanReport {
@@ -162,25 +162,11 @@ unsafe fn describe_addr(s: *mut Sched, ctx: &Ctx<'_>, addr: usize) -> String {
                 return format!("buffer({i}){} at {d}", ctx.a.buffer_name(i));
             }
         }
-        let arena = (*s).arena as usize;
-        if addr >= arena && addr < arena + TG_ARENA {
-            let off = addr - arena;
-            for site in &(*s).site_list {
-                if off >= site.offset && off < site.offset + site.size {
-                    return format!("threadgroup array `{}` at byte {}", site.name, off - site.offset);
-                }
-                if off >= site.offset + site.size && off < site.offset + site.size + TG_REDZONE {
-                    return format!(
-                        "byte {} of threadgroup array `{}`, past its end ({} bytes, declared at {}:{})",
-                        off - site.offset,
-                        site.name,
-                        site.size,
-                        ctx.a.file_name,
-                        site.line
-                    );
-                }
-            }
-            return "threadgroup memory outside every declared array".into();
+        if in_arena((*s).arena, addr) {
+            return match locate(&(*s).site_list, (*s).arena, addr) {
+                Some((k, offset)) => (*s).site_list[k].describe(offset, &ctx.a.file_name),
+                None => "threadgroup memory outside every declared array".into(),
+            };
         }
         for (lo, _) in &(*s).stack_ranges {
             if addr >= lo - STACK_GUARD && addr < *lo {

@@ -6,7 +6,8 @@
 //! One job per file: `args` (what a dispatch is given), `object` (a loaded kernel object and the ABI with the shim),
 //! `dispatch` (a dispatch's threadgroups on the workers, each threadgroup's set-up),
 //! `pool` (the helper threads), `sched` (the fibers of one threadgroup: run order,
-//! collectives, barriers), `switch` (the context switch and fiber stacks), `tg_memory`,
+//! collectives, barriers), `switch` (the context switch and fiber stacks), `tg_memory` (threadgroup
+//! arrays between guards), `racecheck` (the threadgroup-memory check: races, bounds),
 //! `warp` (CUDA's warp operations and what else a CUDA kernel asks), `watchdog` (the time limit), `signals` (faults in a GPU thread), `insn` (the access of an instruction that faulted
 //! without an address) and `faults` (every error recorded, in words).
 //!
@@ -22,6 +23,7 @@ mod object;
 mod pool;
 mod sched;
 mod signals;
+mod racecheck;
 mod switch;
 mod tg_memory;
 mod warp;

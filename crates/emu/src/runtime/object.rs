@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use crate::EmuError;
 
 use super::faults::{rt_asan_note, rt_ubsan_note};
+use super::racecheck::rt_tg_access;
 use super::sched::{rt_barrier, rt_collective};
-use super::tg_memory::rt_tg_alloc;
+use super::tg_memory::{region, rt_tg_alloc};
 use super::warp::{rt_cuda_ub, rt_live_lanes, rt_tg_dynamic, rt_thread_info, rt_warp};
 
 /// The shim ABI this runtime implements (`kgemu_init` answers the one it was built with).
-const ABI_VERSION: u32 = 5;
+const ABI_VERSION: u32 = 6;
 
 /// Mirrors `kgemu::ThreadInfo` in the shim.
 #[repr(C, align(16))]
@@ -50,31 +51,43 @@ pub(super) struct Rt {
     thread_info_size: u32,
     collective: unsafe extern "C" fn(*mut c_void, CollFn, u32, u32),
     barrier: unsafe extern "C" fn(u32, u32),
-    tg_alloc: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
+    tg_alloc: unsafe extern "C" fn(u32, u64, u64, u64, u32, *const c_char) -> *mut c_void,
     asan_note: unsafe extern "C" fn(usize, u64, u32, usize),
     ubsan_note: unsafe extern "C" fn(*const c_char, *const c_char, u32, u32, usize, *const c_char, usize, u32),
+    tg_access: unsafe extern "C" fn(usize, u64, u32, usize),
+    tg_base: usize,
+    tg_span: usize,
     // CUDA's (`warp`)
     thread_info: unsafe extern "C" fn() -> *const ThreadInfo,
     warp: unsafe extern "C" fn(*mut c_void, CollFn, u32, u32),
     live_lanes: unsafe extern "C" fn() -> u32,
-    tg_dynamic: unsafe extern "C" fn(u32, u64, u32, *const c_char) -> *mut c_void,
+    tg_dynamic: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
     cuda_ub: unsafe extern "C" fn(u32, u32, u32, u32, u32),
 }
 
-static RT: Rt = Rt {
-    abi: ABI_VERSION,
-    thread_info_size: std::mem::size_of::<ThreadInfo>() as u32,
-    collective: rt_collective,
-    barrier: rt_barrier,
-    tg_alloc: rt_tg_alloc,
-    asan_note: rt_asan_note,
-    ubsan_note: rt_ubsan_note,
-    thread_info: rt_thread_info,
-    warp: rt_warp,
-    live_lanes: rt_live_lanes,
-    tg_dynamic: rt_tg_dynamic,
-    cuda_ub: rt_cuda_ub,
-};
+/// The table every object gets: the threadgroup memory region is reserved first (its bounds
+/// are in the table, for the threadgroup-memory check's hooks).
+fn rt() -> Result<&'static Rt, EmuError> {
+    static RT: std::sync::OnceLock<Rt> = std::sync::OnceLock::new();
+    let region = region()?;
+    Ok(RT.get_or_init(|| Rt {
+        abi: ABI_VERSION,
+        thread_info_size: std::mem::size_of::<ThreadInfo>() as u32,
+        collective: rt_collective,
+        barrier: rt_barrier,
+        tg_alloc: rt_tg_alloc,
+        asan_note: rt_asan_note,
+        ubsan_note: rt_ubsan_note,
+        tg_access: rt_tg_access,
+        tg_base: region.base(),
+        tg_span: region.span(),
+        thread_info: rt_thread_info,
+        warp: rt_warp,
+        live_lanes: rt_live_lanes,
+        tg_dynamic: rt_tg_dynamic,
+        cuda_ub: rt_cuda_ub,
+    }))
+}
 
 /// Names of the collective operation ids (`kgemu::Op` in the shim).
 pub(super) fn op_name(op: u32) -> &'static str {
@@ -118,6 +131,7 @@ unsafe impl Sync for Object {}
 
 impl Object {
     pub fn load(path: &Path, symbols: &[String], file_name: &str) -> Result<Object, EmuError> {
+        let rt = rt()?;
         let lib = unsafe {
             libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
         }
@@ -129,7 +143,7 @@ impl Object {
         unsafe {
             let init: libloading::os::unix::Symbol<unsafe extern "C" fn(*const Rt) -> u32> =
                 lib.get(b"kgemu_init\0").map_err(|e| bad(format!("object has no kgemu_init: {e}")))?;
-            if init(&RT) != ABI_VERSION {
+            if init(rt) != ABI_VERSION {
                 return Err(bad("the compiled object was built against a different shim ABI".into()));
             }
             let mut entries = Vec::new();

@@ -11,9 +11,10 @@ use crate::sanitize::AsanFns;
 
 use super::faults::SanReport;
 use super::object::{CollFn, ThreadFn, ThreadInfo};
+use super::racecheck::{self, Found, Shadow};
 use super::signals::RawFault;
 use super::switch::{STACK_COLORS, Stack, kgemu_rt_switch, kgemu_rt_trampoline};
-use super::tg_memory::TgSite;
+use super::tg_memory::{self, TgSite};
 use super::warp;
 
 /// Lanes per SIMD-group.
@@ -60,6 +61,8 @@ pub(super) const NO_STACK: u32 = u32::MAX;
 pub(super) struct SgCount {
     pub(super) live: u32,
     pub(super) blocked: u32,
+    /// The memory flags of the simdgroup barrier its lanes wait at.
+    pub(super) barrier_flags: u32,
 }
 
 /// A scheduling error found by a fiber, turned into an [`EmuError`] by the scheduler.
@@ -67,6 +70,9 @@ pub(super) struct SgCount {
 pub(super) enum Pending {
     Divergence { sg: u32, first: usize, second: usize },
     Barrier { first: usize, second: usize },
+    /// The canaries of threadgroup array `array` were overwritten (`offset` from its start),
+    /// found when its threads passed the threadgroup barrier at `line`.
+    Overrun { array: usize, offset: isize, line: u32 },
 }
 
 pub(super) struct Sched {
@@ -105,7 +111,8 @@ pub(super) struct Sched {
     pub(super) fakes: Vec<*mut c_void>,
     pub(super) switches: u64,
     pub(super) arena: *mut u8,
-    pub(super) arena_used: usize,
+    /// Threadgroup arrays lie flush with the guard before them (a start-placed run), else after.
+    pub(super) tg_at_start: bool,
     pub(super) tg_data: usize,
     pub(super) sites: Vec<Option<usize>>, // site id -> index into site_list
     pub(super) site_list: Vec<TgSite>,
@@ -120,6 +127,13 @@ pub(super) struct Sched {
     pub(super) code: std::ops::Range<usize>,
     /// The GPU thread on the CPU was stopped at the time limit.
     pub(super) timed_out: bool,
+    /// The threadgroup-memory check of this dispatch (its object is built for it), if any.
+    pub(super) check: Option<crate::MemoryCheck>,
+    pub(super) shadow: Shadow,
+    /// What the check found (it stops the threadgroup).
+    pub(super) found: Option<Found>,
+    /// The memory flags of the threadgroup barrier the threads wait at.
+    pub(super) tg_barrier_flags: u32,
     /// Fibers waiting at a CUDA warp operation (`State::Warp`).
     pub(super) warp_waits: usize,
     /// The threadgroup memory a threadgroup may declare, in bytes, and whose limit it is
@@ -367,6 +381,7 @@ unsafe fn sg_release(s: *mut Sched, sg: usize, c: SgCount) {
             }
             (*s).ready += c.live as usize;
             (*(*s).sgs.as_mut_ptr().add(sg)).blocked = 0;
+            racecheck::simdgroup_barrier(s, sg, c.barrier_flags);
         }
         // else: every live lane waits at a threadgroup barrier
     }
@@ -403,6 +418,14 @@ unsafe fn tg_release(s: *mut Sched) {
                 }
             }
         }
+        // threadgroup arrays written past, found at the barrier (its line, not the writer's)
+        if let Some((array, offset)) = tg_memory::overwritten(s) {
+            let line = (*fiber(s, first.unwrap_or(0))).line;
+            (*s).pending = Some(Pending::Overrun { array, offset, line });
+            (*s).stop = true;
+            return;
+        }
+        racecheck::threadgroup_barrier(s, (*s).tg_barrier_flags);
         for i in 0..n {
             let f = fiber(s, i);
             if (*f).state == State::Barrier(1) {
@@ -490,17 +513,23 @@ pub(super) unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: 
     }
 }
 
+/// `kind`: 1 for a threadgroup barrier, 2 for a simdgroup barrier, its memory flags from bit 8.
 pub(super) unsafe extern "C" fn rt_barrier(kind: u32, line: u32) {
     unsafe {
         let s = cur_sched();
         let i = (*s).cur;
         let fib = fiber(s, i);
+        let (flags, kind) = (kind >> 8, kind & 0xff);
         (*fib).state = State::Barrier(kind as u8);
         (*fib).line = line;
         let sg = i / SIMD;
-        (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        let count = (*s).sgs.as_mut_ptr().add(sg);
+        (*count).blocked += 1;
         if kind == 1 {
             (*s).tg_blocked += 1;
+            (*s).tg_barrier_flags = flags;
+        } else {
+            (*count).barrier_flags = flags;
         }
         sg_settled(s, sg);
         if kind == 1 {

@@ -19,11 +19,14 @@ use std::ptr::null_mut;
 
 use super::faults::SanReport;
 use super::object::{CollFn, ThreadInfo};
+use super::racecheck;
 use super::sched::{Pending, SIMD, Sched, State, abandon_fiber, cur_sched, fiber, sg_settled, yield_fiber};
 use super::tg_memory::rt_tg_alloc;
 
 /// Operation ids of the masked operations (`kgemu::cu::Op` in the shim), above Metal's.
 pub(super) const FIRST_OP: u32 = 64;
+/// `__syncwarp`'s id.
+const SYNCWARP: u32 = FIRST_OP + 7;
 const NAMES: [&str; 8] = ["__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"];
 
 /// The shared memory a CUDA block may have, and whose limit that is: 48 KiB of static and
@@ -31,8 +34,11 @@ const NAMES: [&str; 8] = ["__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "
 /// dynamic part is more than 48000 bytes (MLX 0.32's `cuda_kernel` raises the kernel's limit
 /// then).
 pub(super) fn shared_limit(dynamic: u32) -> (usize, &'static str) {
-    if dynamic > 48_000 { (227 * 1024, "an H200's 227 KiB a block") } else { (48 * 1024, "CUDA's 48 KiB a block") }
+    if dynamic > 48_000 { (MAX_SHARED, "an H200's 227 KiB a block") } else { (48 * 1024, "CUDA's 48 KiB a block") }
 }
+
+/// The most shared memory a CUDA block may have (an H200's, with the larger dynamic part).
+pub(super) const MAX_SHARED: usize = 227 * 1024;
 
 /// The name of a masked operation's id.
 pub(super) fn op_name(op: u32) -> &'static str {
@@ -88,6 +94,12 @@ unsafe fn try_release(s: *mut Sched, i: usize) -> bool {
         }
         let op: CollFn = (*fiber(s, i)).coll.expect("a warp operation's function");
         op(lanes.as_ptr(), group);
+        if (*fiber(s, i)).op == SYNCWARP {
+            // CUDA: __syncwarp orders memory among its lanes (the check orders the whole warp's,
+            // so a race between a lane of a partial mask and one outside it goes unseen);
+            // shuffles and votes order nothing
+            racecheck::simdgroup_barrier(s, sg, racecheck::MEM_THREADGROUP);
+        }
         let n = members.clone().count();
         (*s).warp_waits -= n;
         for j in members {
@@ -169,10 +181,10 @@ pub(super) unsafe extern "C" fn rt_live_lanes() -> u32 {
 
 /// `extern __shared__`: every declaration is the launch's one block of dynamic shared memory
 /// (site `site`), through the threadgroup allocation every `__shared__` array takes.
-pub(super) unsafe extern "C" fn rt_tg_dynamic(site: u32, align: u64, line: u32, name: *const c_char) -> *mut c_void {
+pub(super) unsafe extern "C" fn rt_tg_dynamic(site: u32, align: u64, element: u64, line: u32, name: *const c_char) -> *mut c_void {
     unsafe {
         let s = cur_sched();
-        rt_tg_alloc(site, (*s).dynamic_shared as u64, align, line, name)
+        rt_tg_alloc(site, (*s).dynamic_shared as u64, align, element, line, name)
     }
 }
 

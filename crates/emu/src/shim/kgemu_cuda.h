@@ -343,6 +343,9 @@ KG_INLINE int warp_size() { return 32; }
 namespace kgemu {
 namespace cu {
 enum Op : uint32_t { OP_SHFL = 64, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ANY, OP_ALL, OP_SYNCWARP };
+// __syncthreads: a barrier of the block (kind 1) that orders shared and global memory, Metal's
+// mem_threadgroup | mem_device in the flags from bit 8 (the threadgroup-memory check reads them).
+constexpr uint32_t SYNCTHREADS = 1u | ((uint32_t)metal::mem_device | (uint32_t)metal::mem_threadgroup) << 8;
 // Mirrors what runtime/warp.rs reads: the mask first.
 template <class T> struct WarpLane { uint32_t mask; uint32_t arg; int32_t width; uint32_t pad; T v; };
 template <class T> KG_INLINE WarpLane<T>* wl(void* const* l, int i) { return (WarpLane<T>*)l[i]; }
@@ -423,7 +426,7 @@ KG_INLINE void __syncwarp(unsigned mask = 0xffffffffu, KG_LINE) {
 // in divergent code; code that relies on that races here, as it may on a GPU).
 KG_INLINE unsigned __activemask() { return kgemu::rt.live_lanes(); }
 KG_INLINE unsigned __lanemask_lt() { return (1u << kgemu::cu::lane_id()) - 1u; }
-KG_INLINE void __syncthreads(KG_LINE) { kgemu::rt.barrier(1, kg_line); }
+KG_INLINE void __syncthreads(KG_LINE) { kgemu::rt.barrier(kgemu::cu::SYNCTHREADS, kg_line); }
 // Fibers of a block run one at a time on one CPU thread and device memory is ordinary memory:
 // a fence needs no more than the compiler's.
 KG_INLINE void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -682,7 +685,7 @@ template <class T> constexpr bool always_false = false;
 }  // namespace kgemu
 namespace cooperative_groups {
 struct thread_block {
-  KG_INLINE void sync(KG_LINE) const { kgemu::rt.barrier(1, kg_line); }
+  KG_INLINE void sync(KG_LINE) const { kgemu::rt.barrier(kgemu::cu::SYNCTHREADS, kg_line); }
   KG_INLINE unsigned thread_rank() const { return kgemu::cu::ti()->thread_index_in_threadgroup; }
   KG_INLINE unsigned size() const { dim3 d = kgemu::cu::block_dim(); return d.x * d.y * d.z; }
   KG_INLINE unsigned num_threads() const { return size(); }
@@ -692,7 +695,7 @@ struct thread_block {
   KG_INLINE dim3 dim_threads() const { return kgemu::cu::block_dim(); }
 };
 KG_INLINE thread_block this_thread_block() { return thread_block{}; }
-KG_INLINE void sync(const thread_block&, KG_LINE) { kgemu::rt.barrier(1, kg_line); }
+KG_INLINE void sync(const thread_block&, KG_LINE) { kgemu::rt.barrier(kgemu::cu::SYNCTHREADS, kg_line); }
 template <unsigned N> struct thread_block_tile {
   static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a tile of a block has a power of two of lanes, at most 32");
   static constexpr unsigned num_threads() { return N; }
@@ -839,9 +842,9 @@ template <class To, class From> KG_INLINE To rcast(From&& v) {
   return reinterpret_cast<To>(v);
 }
 // `__shared__ T x[N];` (translate_cuda.rs): this block's array, through the threadgroup
-// allocation every Metal `threadgroup` array takes (poisoned, red-zoned, limited).
+// allocation every Metal `threadgroup` array takes (poisoned, guarded, canaries, limited).
 template <class T, size_t A> KG_INLINE T* shared(uint32_t site, uint32_t line, const char* name) {
-  return (T*)rt.tg_alloc(site, sizeof(T), A > alignof(T) ? A : alignof(T), line, name);
+  return (T*)rt.tg_alloc(site, sizeof(T), A > alignof(T) ? A : alignof(T), sizeof(typename element_of<T>::type), line, name);
 }
 // A kernel parameter from its buffer: a pointer is the buffer's data, a value is read from it.
 struct Arg {

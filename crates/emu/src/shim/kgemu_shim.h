@@ -22,7 +22,7 @@
 #include <dlfcn.h>
 #endif
 
-#define KGEMU_ABI_VERSION 5u
+#define KGEMU_ABI_VERSION 6u
 #define KG_INLINE inline __attribute__((always_inline))
 
 namespace kgemu {
@@ -868,15 +868,21 @@ struct Rt {
   uint32_t thread_info_size;
   void (*collective)(void* lane, CollFn fn, uint32_t op, uint32_t line);
   void (*barrier)(uint32_t kind, uint32_t line);
-  void* (*tg_alloc)(uint32_t site, uint64_t size, uint64_t align, uint32_t line, const char* name);
+  void* (*tg_alloc)(uint32_t site, uint64_t size, uint64_t align, uint64_t element, uint32_t line, const char* name);
   void (*asan_note)(uintptr_t addr, uint64_t size, uint32_t is_write, uintptr_t pc);
   void (*ubsan_note)(const char* what, const char* file, uint32_t line, uint32_t col, uintptr_t pc,
                      const char* type_name, uintptr_t ptr, uint32_t align);
+  // The threadgroup-memory check's hook (objects built with -fsanitize=thread only): an
+  // access of `size` bytes at `addr`, a write if `is_write`, from the instruction before `pc`.
+  void (*tg_access)(uintptr_t addr, uint64_t size, uint32_t is_write, uintptr_t pc);
+  // Every worker's threadgroup memory lies in [tg_base, tg_base + tg_span).
+  uintptr_t tg_base;
+  uintptr_t tg_span;
   // CUDA's (kgemu_cuda.h; crates/emu/src/runtime/warp.rs)
   const ThreadInfo* (*thread_info)();
   void (*warp)(void* lane, CollFn fn, uint32_t op, uint32_t line);
   uint32_t (*live_lanes)();
-  void* (*tg_dynamic)(uint32_t site, uint64_t align, uint32_t line, const char* name);
+  void* (*tg_dynamic)(uint32_t site, uint64_t align, uint64_t element, uint32_t line, const char* name);
   void (*cuda_ub)(uint32_t kind, uint32_t op, uint32_t a, uint32_t b, uint32_t line);
 };
 
@@ -1084,8 +1090,10 @@ template <class T> KG_INLINE T collective(T x, uint32_t arg, CollFn fn, uint32_t
   return lane.v;
 }
 
+template <class T> struct element_of { typedef T type; };
+template <class T, unsigned long N> struct element_of<T[N]> { typedef typename element_of<T>::type type; };
 template <class T> KG_INLINE T* tg_alloc(uint32_t site, uint32_t line, const char* name) {
-  return (T*)rt.tg_alloc(site, sizeof(T), alignof(T), line, name);
+  return (T*)rt.tg_alloc(site, sizeof(T), alignof(T), sizeof(typename element_of<T>::type), line, name);
 }
 
 // Kernel entry glue: buffers bind by index, attributes convert to the declared type.
@@ -1242,13 +1250,13 @@ KG_INLINE bool simd_is_first(KG_LINE) {
 KG_INLINE uint64_t simd_ballot(bool x, KG_LINE) {
   return kgemu::collective<uint64_t>(x ? 1u : 0u, 0, kgemu::op_ballot, kgemu::OP_BALLOT, kg_line);
 }
+// The barrier's kind (1: threadgroup, 2: SIMD-group) and, from bit 8, its memory flags: only a
+// barrier with mem_threadgroup orders threadgroup memory (the threadgroup-memory check).
 KG_INLINE void threadgroup_barrier(uint flags = mem_none, KG_LINE) {
-  (void)flags;
-  kgemu::rt.barrier(1, kg_line);
+  kgemu::rt.barrier(1u | (flags << 8), kg_line);
 }
 KG_INLINE void simdgroup_barrier(uint flags = mem_none, KG_LINE) {
-  (void)flags;
-  kgemu::rt.barrier(2, kg_line);
+  kgemu::rt.barrier(2u | (flags << 8), kg_line);
 }
 #undef KG_LINE
 }  // namespace metal
@@ -1478,6 +1486,68 @@ KG_UB_WRAP1(load_invalid_value, "load of an invalid value")
 KG_UB_WRAP1(vla_bound_not_positive, "variable-length array bound not positive")
 #undef KG_UB_WRAP1
 #undef KG_UB_WRAP2
+#endif
+
+// ---------------------------------------------------------------- threadgroup-memory check
+// Built with -fsanitize=thread (compile.rs, Build::Racecheck), g++ calls a hook before every
+// load and store through a pointer, and turns every atomic operation into a call. No
+// ThreadSanitizer runtime is linked: the hooks are these. An access to threadgroup memory (one
+// compare against the runtime's region) goes to the runtime's race and bounds check
+// (runtime/racecheck.rs) with the caller's address, for its source line (a CUDA source's
+// `__shared__` arrays are threadgroup arrays too); atomics are done as the plain build does
+// them, unrecorded (atomic operations do not race).
+#if defined(__SANITIZE_THREAD__)
+namespace kgemu {
+KG_INLINE void tg_note(const volatile void* a, uint64_t n, uint32_t w, uintptr_t pc) {
+  if ((uintptr_t)a - rt.tg_base < rt.tg_span) rt.tg_access((uintptr_t)a, n, w, pc);
+}
+}  // namespace kgemu
+#define KG_TSAN extern "C" __attribute__((visibility("hidden"), noinline, no_sanitize_thread))
+#define KG_TSAN_PC ((uintptr_t)__builtin_return_address(0))
+#define KG_TSAN_RW(n)                                                                              \
+  KG_TSAN void __tsan_read##n(void* a) { kgemu::tg_note(a, n, 0, KG_TSAN_PC); }                    \
+  KG_TSAN void __tsan_write##n(void* a) { kgemu::tg_note(a, n, 1, KG_TSAN_PC); }                   \
+  KG_TSAN void __tsan_unaligned_read##n(void* a) { kgemu::tg_note(a, n, 0, KG_TSAN_PC); }          \
+  KG_TSAN void __tsan_unaligned_write##n(void* a) { kgemu::tg_note(a, n, 1, KG_TSAN_PC); }         \
+  KG_TSAN void __tsan_volatile_read##n(void* a) { kgemu::tg_note(a, n, 0, KG_TSAN_PC); }           \
+  KG_TSAN void __tsan_volatile_write##n(void* a) { kgemu::tg_note(a, n, 1, KG_TSAN_PC); }
+KG_TSAN_RW(1) KG_TSAN_RW(2) KG_TSAN_RW(4) KG_TSAN_RW(8) KG_TSAN_RW(16)
+#undef KG_TSAN_RW
+KG_TSAN void __tsan_read_range(void* a, unsigned long n) { kgemu::tg_note(a, n, 0, KG_TSAN_PC); }
+KG_TSAN void __tsan_write_range(void* a, unsigned long n) { kgemu::tg_note(a, n, 1, KG_TSAN_PC); }
+KG_TSAN void __tsan_init() {}
+KG_TSAN void __tsan_func_entry(void*) {}
+KG_TSAN void __tsan_func_exit() {}
+KG_TSAN void __tsan_vptr_update(void**, void*) {}
+KG_TSAN void __tsan_vptr_read(void**) {}
+// The memory order is ignored: fibers of a threadgroup share an OS thread, and device atomics
+// are relaxed in Metal; sequentially consistent is never weaker.
+#define KG_TSAN_ATOMIC(n, T)                                                                       \
+  KG_TSAN T __tsan_atomic##n##_load(const volatile T* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); } \
+  KG_TSAN void __tsan_atomic##n##_store(volatile T* a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_exchange(volatile T* a, T v, int) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_fetch_add(volatile T* a, T v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_fetch_sub(volatile T* a, T v, int) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_fetch_and(volatile T* a, T v, int) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_fetch_or(volatile T* a, T v, int) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_fetch_xor(volatile T* a, T v, int) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN T __tsan_atomic##n##_fetch_nand(volatile T* a, T v, int) { return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
+  KG_TSAN bool __tsan_atomic##n##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {    \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+  }                                                                                                \
+  KG_TSAN bool __tsan_atomic##n##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {      \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+  }                                                                                                \
+  KG_TSAN T __tsan_atomic##n##_compare_exchange_val(volatile T* a, T c, T v, int, int) {           \
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);               \
+    return c;                                                                                      \
+  }
+KG_TSAN_ATOMIC(8, uint8_t) KG_TSAN_ATOMIC(16, uint16_t) KG_TSAN_ATOMIC(32, uint32_t) KG_TSAN_ATOMIC(64, uint64_t)
+#undef KG_TSAN_ATOMIC
+KG_TSAN void __tsan_atomic_thread_fence(int) {}
+KG_TSAN void __tsan_atomic_signal_fence(int) {}
+#undef KG_TSAN_PC
+#undef KG_TSAN
 #endif
 
 // What follows is Metal's alone: a CUDA source (kgemu_cuda.h) sees none of it.

@@ -21,7 +21,7 @@ __global__ void missing_syncthreads(
     acc += __shfl_xor_sync(0xffffffff, acc, offset);
   }
   if (lane == 0) {
-    partial[warp] = acc;
+    partial[warp] = acc; // @warp-sum
   }
   if (warp == 0) {
     float v = lane < 8 ? partial[lane] : 0.0f; // @no-barrier
