@@ -65,8 +65,10 @@ check-apple-mlx: apple-setup
 check-apple-linux: apple-setup
 	$(APPLE_CHECK) --target $(APPLE_LINUX_TARGET) $(call apple_packages,$(APPLE_PACKAGES))
 
+# The CLI with the feature `mlx` too: `kernelgen verify --backend mlx` runs on a Mac's own GPU.
 check-apple-cli: apple-setup
 	$(APPLE_CHECK) --target $(APPLE_DARWIN_TARGET) $(call apple_packages,$(APPLE_CLI_PACKAGES))
+	$(APPLE_CHECK) --target $(APPLE_DARWIN_TARGET) -p kernelgen-cli --features kernelgen-cli/mlx
 
 check-apple-downstream: apple-setup
 	cd $(APPLE_LANE_ROOT) && status=0; for crate in $(APPLE_DOWNSTREAM); do \
