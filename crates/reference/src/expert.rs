@@ -27,7 +27,7 @@
 //! `gamma(L + 6) * |scale| * sum(|q * x|)` of exact (`L` fma roundings, 5
 //! simd_sum levels, the scale product). `down` then adds the final rounding to
 //! `T` (half an ulp of `T`). `gate_up` propagates the gate and up errors
-//! through `T(gate)`, `T(up)` (half an ulp of `T` each), `expf` (1 ulp of f32),
+//! through `T(gate)`, `T(up)` (half an ulp of `T` each), `expf` (2 ulp of f32: CUDA's bound; glibc's is 1),
 //! `1 + e` and `1 / d` (half an f32 ulp each), `T(sigmoid)`, the two products
 //! (rounded to f32 and then to `T`), so the per-element bound is roughly
 //! `|up| * 1.1 * (e_gate + ulp_T(gate)/2) + |silu| * (e_up + ulp_T(up)/2)

@@ -22,7 +22,7 @@
 //! `1 + 4 ceil(D / (4 THREADS)) + 5 (+ 5 when THREADS > 32)` f32 roundings
 //! (a relative `gamma` of that); the mean, `+ eps`, the square root and the
 //! reciprocal add one f32 rounding each; `T(x * inv)` and the product with
-//! the weight one rounding to `T` each; the f32 sigmoid `expf` (1 ulp) and 3
+//! the weight one rounding to `T` each; the f32 sigmoid `expf` (2 ulp, CUDA's bound) and 3
 //! roundings; the two products one f32 rounding each; the output half an ulp
 //! of `T`. All of it is relative to the output: at most about
 //! `2.5 ulp of T + (D/256 + 20) f32 roundings` (so under 3 ulp for bf16 and

@@ -285,7 +285,7 @@ pub fn max_ulp_distance<T: Element>(a: &[T], b: &[T]) -> u64 {
 ///
 /// `tol[i]` bounds `|kernel[i] - value[i]|` (absolute, rigorous to the
 /// assumptions documented by the family: round-to-nearest-even everywhere,
-/// `expf` within 1 ulp, no overflow). In units of the output dtype's ulp it is
+/// `expf` within 2 ulp, no overflow). In units of the output dtype's ulp it is
 /// [`Exact::ulp_bound`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exact {
@@ -528,11 +528,13 @@ impl Tracked {
         self.round_f32().round_to::<T>()
     }
 
-    /// A libm f32 function here (glibc's `expf`): within 1 ulp of f32.
+    /// An f32 math function (`expf`) on any backend kernelgen targets: within 2 ulp of f32,
+    /// CUDA's documented maximum for `expf` (glibc's, which the emulator calls, is within 1),
+    /// so the f64 models bound the GPU's bodies too.
     pub fn libm_f32(self) -> Self {
         Tracked {
             v: self.v,
-            e: self.e + ulp::<f32>(self.hi()) + UNDERFLOW,
+            e: self.e + 2.0 * ulp::<f32>(self.hi()) + UNDERFLOW,
         }
     }
 }
