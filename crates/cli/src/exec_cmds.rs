@@ -170,6 +170,8 @@ pub struct EmuArgs<'a> {
     pub function_constants: &'a [String],
     /// A CUDA launch's dynamic shared memory, in bytes.
     pub shared_memory: Option<u32>,
+    /// `INDEX=BYTES` of a Metal kernel's `[[threadgroup(INDEX)]]` parameters.
+    pub threadgroup_memory: &'a [String],
 }
 
 pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
@@ -194,6 +196,11 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
         let claimed = outputs.iter().map(|(_, _, _, b)| *b).sum::<u64>() + given.iter().map(|(_, a)| a.data.len() as u64).sum::<u64>();
         let bytes = output_bytes(&format!("--output {i}={spec}"), dtype, &shape, claimed)?;
         outputs.push((index(i, "--output")?, dtype, shape, bytes));
+    }
+    let mut threadgroup_memory: Vec<(u32, u32)> = Vec::new();
+    for (i, bytes) in once(pairs(a.threadgroup_memory, "--threadgroup-memory")?, "--threadgroup-memory")? {
+        let bytes = bytes.parse().map_err(|_| Error::msg(format!("--threadgroup-memory {i}={bytes}: the size must be an integer number of bytes")))?;
+        threadgroup_memory.push((index(i, "--threadgroup-memory")?, bytes));
     }
     let source = std::fs::read_to_string(a.file).map_err(|e| Error::io(a.file.display(), e))?;
     let language = Language::of_file(&a.file.to_string_lossy());
@@ -265,7 +272,9 @@ pub fn emu(a: EmuArgs) -> Result<ExitCode, Error> {
         buffers.push(DeviceBuffer::try_from_bytes_on(&bytes, 16, 1).map_err(|e| Error::emu(label, e))?);
     }
     let mut refs: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
-    let dispatch = Dispatch::new(&sig.name, grid, threadgroup).shared_memory(a.shared_memory.unwrap_or(0));
+    let dispatch = threadgroup_memory
+        .iter()
+        .fold(Dispatch::new(&sig.name, grid, threadgroup).shared_memory(a.shared_memory.unwrap_or(0)), |d, &(i, bytes)| d.threadgroup_memory(i, bytes));
     let stats = program.run(&dispatch, &mut refs)?;
     create_out(a.out)?;
     for (i, dtype, shape, _) in &outputs {

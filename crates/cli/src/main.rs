@@ -256,6 +256,10 @@ enum Command {
         /// `extern __shared__` array has).
         #[arg(long = "shared-memory", value_name = "BYTES")]
         shared_memory: Option<u32>,
+        /// The size in bytes of a .metal kernel's [[threadgroup(INDEX)]] parameter (Metal's
+        /// setThreadgroupMemoryLength:atIndex:; repeatable, one for every index it declares).
+        #[arg(long = "threadgroup-memory", value_name = "INDEX=BYTES")]
+        threadgroup_memory: Vec<String>,
         #[command(flatten)]
         emulator: EmuRunArgs,
     },
@@ -277,7 +281,7 @@ fn main() -> ExitCode {
             exec_cmds::run(&specs, &kernel, &inputs, &sizes, &out)
         }
         Command::Lint { files, include_dirs, defines } => lint_cmd::lint(&files, &include_dirs, &defines),
-        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, shared_memory, emulator } => {
+        Command::Emu { file, kernel, grid, threadgroup, buffers, outputs, out, sanitize, include_dirs, defines, function_constants, shared_memory, threadgroup_memory, emulator } => {
             emulator.apply();
             exec_cmds::emu(exec_cmds::EmuArgs {
                 file: &file,
@@ -292,6 +296,7 @@ fn main() -> ExitCode {
                 defines: &defines,
                 function_constants: &function_constants,
                 shared_memory,
+                threadgroup_memory: &threadgroup_memory,
             })
         }
     };

@@ -1,6 +1,7 @@
 //! `kernelgen emu FILE.cu`: a CUDA kernel as MLX's cuda_kernel assembles one, run in whole
 //! blocks with its .npy inputs typed by CUDA's names, its dynamic shared memory from
-//! `--shared-memory`; the Metal-only options refused for it, and its front end's refusals.
+//! `--shared-memory`; the Metal-only options refused for it, and its front end's refusals; a Metal
+//! kernel's `--threadgroup-memory`.
 
 use std::path::Path;
 use std::process::Command;
@@ -103,5 +104,60 @@ fn metal_options_and_what_a_kernel_may_not_do_are_refused_for_a_cu_file() {
         assert_eq!(code, 2, "{file} {extra:?}: {text}");
         assert!(text.contains(words), "{file} {extra:?}: expected `{words}`: {text}");
         assert!(!dir.path().join("o").exists());
+    }
+}
+
+/// A Metal kernel's `[[threadgroup(0)]]` parameter takes its size from `--threadgroup-memory`.
+#[test]
+fn a_metal_threadgroup_parameter_takes_its_size_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n\
+        kernel void rev(device float* y [[buffer(0)]], threadgroup float* t [[threadgroup(0)]], uint i [[thread_index_in_threadgroup]]) {\n\
+          t[i] = float(i);\n  threadgroup_barrier(mem_flags::mem_threadgroup);\n  y[i] = t[3 - i];\n}\n";
+    std::fs::write(dir.path().join("rev.metal"), src).unwrap();
+    let base = [
+        "emu",
+        "rev.metal",
+        "--grid",
+        "4,1,1",
+        "--threadgroup",
+        "4,1,1",
+        "--output",
+        "0=float32:4",
+    ];
+    let (code, text) = kernelgen(
+        dir.path(),
+        &[&base[..], &["--out", "o", "--threadgroup-memory", "0=16"]].concat(),
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        read_f32_npy(&dir.path().join("o/y.npy")),
+        [3.0, 2.0, 1.0, 0.0]
+    );
+    for (extra, want) in [
+        (&[][..], "`t` [[threadgroup(0)]] needs a size"),
+        (
+            &[
+                "--threadgroup-memory",
+                "0=16",
+                "--threadgroup-memory",
+                "0=32",
+            ][..],
+            "given twice",
+        ),
+        (
+            &[
+                "--threadgroup-memory",
+                "0=16",
+                "--threadgroup-memory",
+                "1=16",
+            ][..],
+            "index 1, which the kernel does not declare",
+        ),
+    ] {
+        let (code, text) = kernelgen(dir.path(), &[&base[..], &["--out", "o2"], extra].concat());
+        assert_eq!(code, 2, "{text}");
+        assert!(text.contains(want), "{want}: {text}");
+        assert!(!dir.path().join("o2").exists(), "no output written");
     }
 }

@@ -72,6 +72,7 @@
 pub mod backend;
 mod buffer;
 mod compile;
+mod conditional;
 mod elf;
 mod error;
 pub mod host;

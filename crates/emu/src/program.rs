@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{
-    DeviceBuffer, EmuError, EmuOptions, FunctionConstantDecl, KernelSignature, Language, LoadOptions, MemoryCheck, POISON, Placement, RunOrder,
-    compile, default_timeout, runtime, sanitizer_active, translate, translate_cuda, workers_or_default,
+    Binding, DeviceBuffer, EmuError, EmuOptions, FunctionConstantDecl, KernelSignature, Language, LoadOptions, MemoryCheck, POISON, Placement, RunOrder,
+    compile, default_timeout, runtime, sanitizer_active, translate, translate::MAX_THREADGROUP_PARAMS, translate_cuda, workers_or_default,
 };
 
 /// Compiles and caches kernel objects.
@@ -256,6 +256,9 @@ pub struct Dispatch<'k> {
     threadgroup_poison: u8,
     memory_check: Option<MemoryCheck>,
     shared_memory: u32,
+    /// Bytes per `[[threadgroup(i)]]` index; an index past the table is kept to be refused.
+    threadgroup_memory: [Option<u32>; MAX_THREADGROUP_PARAMS as usize],
+    threadgroup_index_past: Option<u32>,
 }
 
 impl<'k> Dispatch<'k> {
@@ -273,6 +276,8 @@ impl<'k> Dispatch<'k> {
             threadgroup_poison: POISON,
             memory_check: None,
             shared_memory: 0,
+            threadgroup_memory: [None; MAX_THREADGROUP_PARAMS as usize],
+            threadgroup_index_past: None,
         }
     }
 
@@ -317,6 +322,17 @@ impl<'k> Dispatch<'k> {
     /// `extern __shared__` array of a block is (default 0).
     pub fn shared_memory(self, bytes: u32) -> Self {
         Dispatch { shared_memory: bytes, ..self }
+    }
+
+    /// The size in bytes of the kernel's `[[threadgroup(index)]]` parameter (Metal's
+    /// `setThreadgroupMemoryLength:atIndex:`): a threadgroup array of that size, guarded and
+    /// checked as the others. Every index the kernel declares needs one, and only those.
+    pub fn threadgroup_memory(mut self, index: u32, bytes: u32) -> Self {
+        match self.threadgroup_memory.get_mut(index as usize) {
+            Some(slot) => *slot = Some(bytes),
+            None => self.threadgroup_index_past = Some(index),
+        }
+        self
     }
 }
 
@@ -430,6 +446,7 @@ impl Program {
         if dispatch.shared_memory > 0 && self.inner.language != Language::Cuda {
             return Err(launch("dynamic shared memory is CUDA's; a Metal kernel declares its threadgroup memory".into()));
         }
+        let threadgroup_memory = threadgroup_params(sig, dispatch).map_err(launch)?;
         let want = sig.buffer_count();
         if buffers.len() != want {
             return Err(launch(format!(
@@ -465,6 +482,40 @@ impl Program {
             memory_check: dispatch.memory_check,
             language: self.inner.language,
             shared_memory: dispatch.shared_memory,
+            threadgroup_memory,
         })
     }
+}
+
+/// The bytes of each `[[threadgroup(i)]]` parameter of `sig`, by index, from the sizes the
+/// dispatch gives: one for every index the kernel declares and none for another, each a
+/// positive multiple of 16 bytes (as Metal requires).
+fn threadgroup_params(sig: &KernelSignature, dispatch: &Dispatch<'_>) -> Result<Vec<usize>, String> {
+    let declared = |i: u32| sig.params.iter().find(|p| p.binding == Binding::Threadgroup(i));
+    let undeclared = |i: u32| format!("threadgroup memory is given for index {i}, which the kernel does not declare ([[threadgroup({i})]])");
+    if let Some(i) = dispatch.threadgroup_index_past {
+        return Err(undeclared(i));
+    }
+    let mut sizes = Vec::new();
+    for (i, bytes) in dispatch.threadgroup_memory.iter().enumerate() {
+        let i = i as u32;
+        match (declared(i), *bytes) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(undeclared(i)),
+            (Some(p), None) => {
+                return Err(format!(
+                    "parameter `{}` [[threadgroup({i})]] needs a size: give one for index {i} (`Dispatch::threadgroup_memory`, `--threadgroup-memory {i}=BYTES`)",
+                    p.name
+                ));
+            }
+            (Some(p), Some(b)) if b == 0 || b % 16 != 0 => {
+                return Err(format!("parameter `{}` [[threadgroup({i})]]: {b} bytes; Metal takes a positive multiple of 16", p.name));
+            }
+            (Some(_), Some(b)) => {
+                sizes.resize(i as usize + 1, 0);
+                sizes[i as usize] = b as usize;
+            }
+        }
+    }
+    Ok(sizes)
 }

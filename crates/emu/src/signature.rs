@@ -3,7 +3,7 @@
 
 use crate::FunctionConstant;
 #[cfg(doc)]
-use crate::Program;
+use crate::{Dispatch, Program};
 
 /// Metal thread attributes a kernel parameter can carry (Metal's vocabulary, shared with the
 /// generator and the Metal check).
@@ -17,6 +17,9 @@ pub enum Binding {
     Buffer(u32),
     /// A thread attribute (`[[thread_position_in_grid]]`, ...).
     Attribute(Attribute),
+    /// `[[threadgroup(i)]]`: threadgroup memory of the size [`Dispatch::threadgroup_memory`]
+    /// gives index `i`.
+    Threadgroup(u32),
 }
 
 /// Metal address spaces.

@@ -184,6 +184,8 @@ struct ParsedParam {
     /// False for a `[[buffer(i), function_constant(c)]]` parameter whose constant is
     /// false: the argument does not exist (the entry passes a null pointer).
     present: bool,
+    /// Its line in the translated text.
+    line: u32,
 }
 
 struct Instantiation {
@@ -354,7 +356,10 @@ fn translate_inner(
     if !opts.preprocessed {
         out.push_str(&format!("#line 1 \"{}\"\n", escape_c(file_name)));
     }
-    apply_edits(&mut out, source, &mut edits);
+    let mut body = String::with_capacity(source.len() + 4096);
+    apply_edits(&mut body, source, &mut edits);
+    // Metal's `?:` typing (`cond ? half : float` is a float).
+    out.push_str(&crate::conditional::rewrite(&body));
 
     // Entry points.
     out.push_str("#line 1 \"<kgemu-entry>\"\n");
@@ -365,7 +370,7 @@ fn translate_inner(
             continue;
         }
         let sym = format!("kgemu_thread_{}", symbols.len());
-        out.push_str(&entry(&sym, &k.name, &k.params));
+        out.push_str(&entry(&sym, &k.name, &k.params, tg_site, to_orig));
         symbols.push(sym);
         sigs.push(KernelSignature {
             name: k.name.clone(),
@@ -406,7 +411,7 @@ fn translate_inner(
         let subst: Vec<(String, String)> = tparams.iter().map(|(_, n)| n.clone()).zip(args.iter().cloned()).collect();
         let callee = format!("{}<{}>", inst.function, inst.args);
         let sym = format!("kgemu_thread_{}", symbols.len());
-        out.push_str(&entry(&sym, &callee, &k.params));
+        out.push_str(&entry(&sym, &callee, &k.params, tg_site, to_orig));
         symbols.push(sym);
         sigs.push(KernelSignature {
             name: inst.host_name.clone(),
@@ -802,6 +807,14 @@ fn parse_param(toks: &[Token], src: &str, a: usize, b: usize, kernel: &str, fcs:
             prep_err(line, format!("parameter `{name}` of kernel `{kernel}`: buffer index must be an integer literal"))
         })?;
         Binding::Buffer(idx)
+    } else if aname == "threadgroup" {
+        let idx = arg.as_deref().and_then(parse_int).filter(|&i| i < MAX_THREADGROUP_PARAMS).ok_or_else(|| {
+            prep_err(
+                line,
+                format!("parameter `{name}` of kernel `{kernel}`: threadgroup index must be an integer literal below {MAX_THREADGROUP_PARAMS}"),
+            )
+        })?;
+        Binding::Threadgroup(idx)
     } else if let Some(at) = Attribute::from_name(&aname) {
         Binding::Attribute(at)
     } else {
@@ -844,10 +857,14 @@ fn parse_param(toks: &[Token], src: &str, a: usize, b: usize, kernel: &str, fcs:
             file: None,
         });
     }
-    if address_space == AddressSpace::Threadgroup {
-        return Err(prep_err(line, format!("threadgroup parameter `{name}` of kernel `{kernel}` is not supported")));
+    let threadgroup_binding = matches!(binding, Binding::Threadgroup(_));
+    if threadgroup_binding != (address_space == AddressSpace::Threadgroup) || threadgroup_binding && !is_pointer && !is_reference {
+        return Err(prep_err(
+            line,
+            format!("parameter `{name}` of kernel `{kernel}`: a threadgroup pointer or reference takes [[threadgroup(n)]], and only it"),
+        ));
     }
-    Ok(ParsedParam { name, binding, type_tokens, address_space, is_const, is_reference, is_pointer, present })
+    Ok(ParsedParam { name, binding, type_tokens, address_space, is_const, is_reference, is_pointer, present, line })
 }
 
 fn parse_int(s: &str) -> Option<u32> {
@@ -913,10 +930,20 @@ pub(crate) fn split_top_level(s: &str) -> Vec<String> {
     out
 }
 
-fn entry(sym: &str, callee: &str, params: &[ParsedParam]) -> String {
+/// `[[threadgroup(i)]]` kernel parameters take `i` below this (Metal's 31 argument table
+/// entries, rounded up).
+pub(crate) const MAX_THREADGROUP_PARAMS: u32 = 32;
+
+/// The entry point of one kernel (or instantiation): `sites` is the first threadgroup
+/// allocation site after the source's own declarations (a `[[threadgroup(i)]]` parameter is
+/// site `sites + i`), `to_orig` maps a line to the `.metal` file's.
+fn entry(sym: &str, callee: &str, params: &[ParsedParam], sites: u32, to_orig: &dyn Fn(u32) -> (Option<String>, u32)) -> String {
     let args: Vec<String> = params
         .iter()
         .map(|p| match p.binding {
+            Binding::Threadgroup(i) => {
+                format!("kgemu::TgParam{{{i}u, {}u, {}u, \"{}\"}}", sites + i, to_orig(p.line).1, p.name)
+            }
             Binding::Buffer(_) if !p.present && p.is_reference && !p.is_pointer => "kgemu::BufRef{nullptr}".to_string(),
             Binding::Buffer(_) if !p.present => "kgemu::BufPtr{nullptr}".to_string(),
             Binding::Buffer(i) if p.is_reference && !p.is_pointer => format!("kgemu::BufRef{{kg_b[{i}]}}"),

@@ -184,3 +184,97 @@ int main() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn conditionals_take_metals_types() {
+    let p = program();
+    let n = 8usize;
+    // floats a half cannot hold: a float result keeps them, a half one rounds them
+    let f: Vec<f32> = (0..n)
+        .map(|i| 1.0 + (i as f32 + 1.0) * 2f32.powi(-20) + i as f32)
+        .collect();
+    let h: Vec<f16> = (0..n)
+        .map(|i| f16::from_f32(0.5 + i as f32 * 0.25))
+        .collect();
+    let mut hb = u16_buf(&h.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    let mut fb = f32_buf(&f);
+    let mut wide = DeviceBuffer::zeroed(n * 3 * 4);
+    let mut narrow = DeviceBuffer::zeroed(n * 2 * 2);
+    p.dispatch(
+        "mixed_conditionals",
+        &mut [&mut hb, &mut fb, &mut wide, &mut narrow],
+        [n as u32, 1, 1],
+        [n as u32, 1, 1],
+    )
+    .unwrap();
+    let (wide, narrow) = (f32s(&wide), u16s(&narrow));
+    for i in 0..n {
+        let odd = i % 2 == 1;
+        let (x, y) = (h[i].to_f32(), f[i]);
+        assert_eq!(wide[i * 3], if odd { x } else { y }, "half ?: float at {i}");
+        assert_eq!(
+            wide[i * 3 + 1],
+            if odd {
+                y
+            } else {
+                f16::from_f32(x * x).to_f32()
+            },
+            "float ?: half at {i}"
+        );
+        assert_eq!(
+            wide[i * 3 + 2],
+            if odd { y } else { -y },
+            "lvalue conditional at {i}"
+        );
+        assert_eq!(
+            narrow[i * 2],
+            if odd { 0 } else { h[i].to_bits() },
+            "int ?: half at {i}"
+        );
+        assert_eq!(
+            narrow[i * 2 + 1],
+            if odd { h[i] } else { f16::from_f32(y) }.to_bits(),
+            "half ?: half at {i}"
+        );
+    }
+}
+
+/// A half vector with a float scalar is a half vector (MSL 3.1: the scalar converts to the
+/// element type), in `?:` and in arithmetic. The Metal check of this branch refuses these
+/// (main's accepts them), so the emulator runs it unchecked.
+#[test]
+fn vector_scalar_operations_convert_the_scalar_to_the_element_type() {
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n\
+        kernel void k(device half4* v [[buffer(0)]], constant float& s [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n\
+          half4 a = v[i];\n\
+          half4 b = (i & 1) != 0 ? a : s;\n\
+          b *= s;\n\
+          v[i] = b * s;\n\
+        }\n";
+    let p = unchecked_emulator().load(src, "vec_scalar.metal").unwrap();
+    let n = 4usize;
+    let v: Vec<f16> = (0..n * 4)
+        .map(|k| f16::from_f32(1.0 + k as f32 * 0.125))
+        .collect();
+    let s = 1.0f32 + 2f32.powi(-20) + 0.3;
+    let mut vb = u16_buf(&v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    let mut sb = f32_buf(&[s]);
+    p.dispatch(
+        "k",
+        &mut [&mut vb, &mut sb],
+        [n as u32, 1, 1],
+        [n as u32, 1, 1],
+    )
+    .unwrap();
+    let got = u16s(&vb);
+    let rh = |x: f32| f16::from_f32(x);
+    let hs = rh(s);
+    for i in 0..n {
+        for k in 0..4 {
+            let a = v[i * 4 + k];
+            let b = if i % 2 == 1 { a } else { hs };
+            let want = rh(rh(b.to_f32() * hs.to_f32()).to_f32() * hs.to_f32());
+            assert_eq!(got[i * 4 + k], want.to_bits(), "element {i}.{k}");
+        }
+    }
+}

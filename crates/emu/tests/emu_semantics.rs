@@ -328,10 +328,16 @@ fn compile_errors_point_at_the_metal_line() {
         }
         other => panic!("expected the Metal check to fail, got {:?}", other.map(|_| ())),
     }
-    // a construct the emulator rejects before compiling
-    let src = "kernel void k(device float* x [[buffer(0)]], threadgroup float* t [[threadgroup(0)]]) {}\n";
-    let e = emulator().load(src, "tgparam.metal").err().expect("rejected");
+    // a construct the emulator rejects before compiling (the Metal check off: a threadgroup
+    // index past the argument table)
+    let src = "kernel void k(device float* x [[buffer(0)]], threadgroup float* t [[threadgroup(40)]]) {}\n";
+    let e = unchecked_emulator().load(src, "tgparam.metal").err().expect("rejected");
     assert!(matches!(e, EmuError::Compile { .. }) && e.to_string().contains("tgparam.metal:1"), "{e}");
+    // `[[threadgroup(0)]]` parameters load, and say so in the signature
+    let src = "kernel void k(device float* x [[buffer(0)]], threadgroup float* t [[threadgroup(0)]]) {}\n";
+    let p = emulator().load(src, "tgparam.metal").unwrap();
+    assert_eq!(p.kernels()[0].params[1].binding, Binding::Threadgroup(0));
+    assert_eq!(p.kernels()[0].buffer_count(), 1);
 }
 
 #[test]

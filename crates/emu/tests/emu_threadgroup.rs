@@ -207,3 +207,150 @@ fn a_read_of_what_no_thread_wrote_is_reported_on_request() {
     }
     assert!(text.contains("which no thread of its threadgroup (0, 0, 0) has written"), "{text}");
 }
+
+/// `[[threadgroup(i)]]` kernel parameters (ggml's and candle's reductions): the dispatch gives
+/// each index its size, and each is a threadgroup array as the declared ones are.
+const PARAMS: &str = "#include <metal_stdlib>\nusing namespace metal;\n\
+kernel void tg_sum(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],\n\
+                   threadgroup float* shared [[threadgroup(0)]], threadgroup uint& count [[threadgroup(1)]],\n\
+                   uint t [[thread_index_in_threadgroup]], uint g [[threadgroup_position_in_grid]],\n\
+                   uint n [[threads_per_threadgroup]]) {\n\
+  if (t == 0) count = 0;\n\
+  shared[t] = x[g * n + t];\n\
+  threadgroup_barrier(mem_flags::mem_threadgroup);\n\
+  atomic_fetch_add_explicit((threadgroup atomic_uint*)&count, 1u, memory_order_relaxed);\n\
+  threadgroup_barrier(mem_flags::mem_threadgroup);\n\
+  if (t == 0) {\n\
+    float s = 0.0f;\n\
+    for (uint i = 0; i < n; ++i) s += shared[i];\n\
+    out[g] = s + float(count) * 1000.0f;\n\
+  }\n\
+}\n\
+kernel void tg_past_end(device float* out [[buffer(0)]], threadgroup float* shared [[threadgroup(0)]],\n\
+                        uint t [[thread_index_in_threadgroup]], uint n [[threads_per_threadgroup]]) {\n\
+  shared[t] = 1.0f;\n\
+  threadgroup_barrier(mem_flags::mem_threadgroup);\n\
+  out[t] = shared[t + 1]; // @param-past-end\n\
+}\n\
+kernel void tg_no_barrier(device float* out [[buffer(0)]], threadgroup float* shared [[threadgroup(0)]],\n\
+                          uint t [[thread_index_in_threadgroup]], uint n [[threads_per_threadgroup]]) {\n\
+  shared[t] = float(t); // @param-write\n\
+  out[t] = shared[(t + 1) % n]; // @param-read\n\
+}\n";
+
+#[test]
+fn threadgroup_parameters_take_the_dispatchs_sizes() {
+    let p = load(PARAMS, "params.metal");
+    let x: Vec<f32> = (0..128).map(|i| i as f32 * 0.5).collect();
+    let mut xb = f32_buf(&x);
+    let mut out = DeviceBuffer::zeroed(4 * 4);
+    let d = Dispatch::new("tg_sum", [128, 1, 1], [32, 1, 1])
+        .threadgroup_memory(0, 32 * 4)
+        .threadgroup_memory(1, 16);
+    for check in [None, RACES] {
+        run(&p, d.memory_check(check), &mut [&mut xb, &mut out]).unwrap();
+        for (g, got) in f32s(&out).into_iter().enumerate() {
+            let want: f32 = x[g * 32..g * 32 + 32].iter().sum::<f32>() + 32_000.0;
+            assert_eq!(got, want, "threadgroup {g} ({check:?})");
+        }
+    }
+    // the launch names a size for exactly the indices the kernel declares, as Metal takes them
+    let launch = |d: Dispatch<'_>| match run(
+        &p,
+        d,
+        &mut [&mut f32_buf(&x), &mut DeviceBuffer::zeroed(16)],
+    ) {
+        Err(e @ EmuError::Launch { .. }) => e.to_string(),
+        other => panic!("expected a launch error, got {:?}", other.map(|_| ())),
+    };
+    let base = Dispatch::new("tg_sum", [128, 1, 1], [32, 1, 1]);
+    let m = launch(base.threadgroup_memory(0, 128));
+    assert!(
+        m.contains("`count` [[threadgroup(1)]] needs a size")
+            && m.contains("--threadgroup-memory 1=BYTES"),
+        "{m}"
+    );
+    let m = launch(
+        base.threadgroup_memory(0, 128)
+            .threadgroup_memory(1, 16)
+            .threadgroup_memory(2, 16),
+    );
+    assert!(
+        m.contains("index 2, which the kernel does not declare"),
+        "{m}"
+    );
+    let m = launch(
+        base.threadgroup_memory(0, 128)
+            .threadgroup_memory(1, 16)
+            .threadgroup_memory(40, 16),
+    );
+    assert!(
+        m.contains("index 40, which the kernel does not declare"),
+        "{m}"
+    );
+    let m = launch(base.threadgroup_memory(0, 100).threadgroup_memory(1, 16));
+    assert!(
+        m.contains("`shared` [[threadgroup(0)]]: 100 bytes; Metal takes a positive multiple of 16"),
+        "{m}"
+    );
+    // the total stays within Apple's 32 KiB
+    match run(
+        &p,
+        base.threadgroup_memory(0, 32768).threadgroup_memory(1, 16),
+        &mut [&mut f32_buf(&x), &mut DeviceBuffer::zeroed(16)],
+    ) {
+        Err(e) => assert!(
+            e.to_string()
+                .contains("threadgroup memory exceeds Apple's 32 KiB"),
+            "{e}"
+        ),
+        Ok(_) => panic!("32 KiB and 16 bytes of threadgroup memory ran"),
+    }
+}
+
+#[test]
+fn threadgroup_parameters_are_guarded_and_race_checked() {
+    let p = load(PARAMS, "params.metal");
+    let line = |m: &str| Some(("params.metal".to_string(), line_of(PARAMS, m)));
+    for check in [None, RACES] {
+        let mut out = DeviceBuffer::zeroed(32 * 4);
+        let d = Dispatch::new("tg_past_end", [32, 1, 1], [32, 1, 1])
+            .threadgroup_memory(0, 32 * 4)
+            .memory_check(check);
+        match run(&p, d, &mut [&mut out]).unwrap_err() {
+            EmuError::Fault {
+                what,
+                metal_line,
+                thread_position_in_grid,
+                ..
+            } => {
+                assert!(
+                    what.contains(
+                        "byte 128 of threadgroup array `shared`, past its end (128 bytes"
+                    ),
+                    "{what}"
+                );
+                assert_eq!(metal_line, line("@param-past-end"), "{what}");
+                assert_eq!(thread_position_in_grid, [31, 0, 0]);
+            }
+            e => panic!("expected a fault ({check:?}), got {e}"),
+        }
+    }
+    let mut out = DeviceBuffer::zeroed(32 * 4);
+    let d = Dispatch::new("tg_no_barrier", [32, 1, 1], [32, 1, 1])
+        .threadgroup_memory(0, 32 * 4)
+        .memory_check(RACES);
+    match run(&p, d, &mut [&mut out]).unwrap_err() {
+        e @ EmuError::Race { .. } => {
+            let m = e.to_string();
+            assert!(m.contains("`shared`"), "{m}");
+            for marker in ["@param-write", "@param-read"] {
+                assert!(
+                    m.contains(&format!("params.metal:{}", line_of(PARAMS, marker))),
+                    "{marker}: {m}"
+                );
+            }
+        }
+        e => panic!("expected a race, got {e}"),
+    }
+}

@@ -29,6 +29,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub language: Language,
     /// A CUDA launch's dynamic shared memory (`extern __shared__`), in bytes.
     pub shared_memory: u32,
+    /// The bytes of each `[[threadgroup(i)]]` parameter, by index `i`.
+    pub threadgroup_memory: Vec<usize>,
 }
 
 /// A buffer bound to a dispatch: one the kernel may write, one it may only read (its pages

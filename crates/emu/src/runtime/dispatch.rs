@@ -275,6 +275,7 @@ fn run_placed(a: &DispatchArgs<'_, '_>, shape: &Shape<'_>, buffers: &mut [Buf<'_
         Language::Cuda => warp::shared_limit(a.shared_memory),
     };
     meta.dynamic_shared = a.shared_memory as usize;
+    meta.tg_params = a.threadgroup_memory.clone();
     for b in buffers.iter_mut() {
         match b {
             Buf::Mut(b) => b.arm(a.sanitize, a.guard_pages),
@@ -407,6 +408,7 @@ fn work(shared: &Shared<'_>) {
             warp_waits: 0,
             tg_limit: m.tg_limit,
             dynamic_shared: m.dynamic_shared,
+            tg_params: m.tg_params.clone(),
         });
         let s: *mut Sched = &mut *sched;
         if m.asan.is_some() {
@@ -528,6 +530,7 @@ pub(super) struct Meta {
     whole_blocks: bool,
     tg_limit: (usize, &'static str),
     dynamic_shared: usize,
+    tg_params: Vec<usize>,
 }
 
 // The raw pointers are to the dispatch's buffers, which outlive every worker; workers only
@@ -574,6 +577,7 @@ fn a_meta(a: &DispatchArgs<'_, '_>, buffers: &[Buf<'_>]) -> Meta {
         whole_blocks: false,
         tg_limit: (TG_LIMIT, "Apple's 32 KiB"),
         dynamic_shared: 0,
+        tg_params: Vec::new(),
     }
 }
 

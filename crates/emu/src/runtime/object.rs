@@ -9,11 +9,11 @@ use crate::EmuError;
 use super::faults::{rt_asan_note, rt_ubsan_note};
 use super::racecheck::rt_tg_access;
 use super::sched::{rt_barrier, rt_collective};
-use super::tg_memory::{region, rt_tg_alloc};
+use super::tg_memory::{region, rt_tg_alloc, rt_tg_param};
 use super::warp::{rt_cuda_ub, rt_live_lanes, rt_tg_dynamic, rt_thread_info, rt_warp};
 
 /// The shim ABI this runtime implements (`kgemu_init` answers the one it was built with).
-const ABI_VERSION: u32 = 6;
+const ABI_VERSION: u32 = 7;
 
 /// Mirrors `kgemu::ThreadInfo` in the shim.
 #[repr(C, align(16))]
@@ -63,6 +63,7 @@ pub(super) struct Rt {
     live_lanes: unsafe extern "C" fn() -> u32,
     tg_dynamic: unsafe extern "C" fn(u32, u64, u64, u32, *const c_char) -> *mut c_void,
     cuda_ub: unsafe extern "C" fn(u32, u32, u32, u32, u32),
+    tg_param: unsafe extern "C" fn(u32, u32, u64, u64, u32, *const c_char) -> *mut c_void,
 }
 
 /// The table every object gets: the threadgroup memory region is reserved first (its bounds
@@ -86,6 +87,7 @@ fn rt() -> Result<&'static Rt, EmuError> {
         live_lanes: rt_live_lanes,
         tg_dynamic: rt_tg_dynamic,
         cuda_ub: rt_cuda_ub,
+        tg_param: rt_tg_param,
     }))
 }
 

@@ -141,6 +141,8 @@ pub(super) struct Sched {
     pub(super) tg_limit: (usize, &'static str),
     /// The bytes of a CUDA launch's dynamic shared memory (`extern __shared__`).
     pub(super) dynamic_shared: usize,
+    /// The bytes of each `[[threadgroup(i)]]` parameter, by index.
+    pub(super) tg_params: Vec<usize>,
 }
 
 #[inline(always)]

@@ -267,3 +267,13 @@ pub(super) unsafe extern "C" fn rt_tg_alloc(site: u32, size: u64, align: u64, el
         start as *mut c_void
     }
 }
+
+/// A `[[threadgroup(index)]]` kernel parameter: a threadgroup array of the dispatch's size for
+/// `index` (the launch checked that it gave one for every index the kernel declares).
+pub(super) unsafe extern "C" fn rt_tg_param(index: u32, site: u32, align: u64, element: u64, line: u32, name: *const c_char) -> *mut c_void {
+    unsafe {
+        let s = cur_sched();
+        let size = (*s).tg_params.get(index as usize).copied().unwrap_or(0);
+        rt_tg_alloc(site, size as u64, align, element, line, name)
+    }
+}

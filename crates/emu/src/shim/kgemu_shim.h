@@ -22,7 +22,7 @@
 #include <dlfcn.h>
 #endif
 
-#define KGEMU_ABI_VERSION 6u
+#define KGEMU_ABI_VERSION 7u
 #define KG_INLINE inline __attribute__((always_inline))
 
 namespace kgemu {
@@ -482,6 +482,55 @@ KG_VEC_NAMES(ulong, ulong)
 KG_VEC_NAMES(bool, bool)
 #undef KG_VEC_NAMES
 
+// ---------------------------------------------------------------- ?: (conditional.rs)
+// `c ? a : b` is rewritten to `c ? (cond_to<decltype((b))>{}, (a)) : (cond_to<decltype((a))>{}, (b))`:
+// each operand converted to Metal's common type where the usual arithmetic conversions give
+// another type than C++'s conditional (which finds `half` vs `float` ambiguous), else unchanged.
+}  // namespace metal
+namespace kgemu {
+template <class T> struct cond_low { static constexpr bool value = false; };  // half, bfloat
+template <> struct cond_low<metal::half> { static constexpr bool value = true; };
+template <> struct cond_low<metal::bfloat> { static constexpr bool value = true; };
+template <class T> struct cond_wide { static constexpr bool value = false; };  // float, double
+template <> struct cond_wide<float> { static constexpr bool value = true; };
+template <> struct cond_wide<double> { static constexpr bool value = true; };
+// void: C++'s own rule gives Metal's type.
+template <class A, class B, class = void> struct cond_common { typedef void type; };
+// half or bfloat with float: float; with an integer: the half or bfloat
+template <class L, class B>
+struct cond_common<L, B, typename enable_if<cond_low<L>::value && cond_wide<B>::value>::type> { typedef float type; };
+template <class A, class L>
+struct cond_common<A, L, typename enable_if<cond_low<L>::value && cond_wide<A>::value>::type> { typedef float type; };
+template <class L, class B>
+struct cond_common<L, B, typename enable_if<cond_low<L>::value && metal::is_integral<B>::value>::type> { typedef L type; };
+template <class A, class L>
+struct cond_common<A, L, typename enable_if<cond_low<L>::value && metal::is_integral<A>::value>::type> { typedef L type; };
+// a vector with a scalar of another type: the vector (the scalar converts to its element type)
+template <class T, int N, class S>
+struct cond_common<metal::vec<T, N>, S, typename enable_if<(metal::is_arithmetic<S>::value || is_same<S, double>::value) && !is_same<S, T>::value>::type> {
+  typedef metal::vec<T, N> type;
+};
+template <class S, class T, int N>
+struct cond_common<S, metal::vec<T, N>, typename enable_if<(metal::is_arithmetic<S>::value || is_same<S, double>::value) && !is_same<S, T>::value>::type> {
+  typedef metal::vec<T, N> type;
+};
+template <class T> using cond_decay = typename metal::remove_cv<typename metal::remove_reference<T>::type>::type;
+template <class T> struct cond_lvalue { static constexpr bool value = false; };
+template <class T> struct cond_lvalue<T&> { static constexpr bool value = true; };
+template <class Other> struct cond_to {};
+template <class Other, class X> KG_INLINE constexpr decltype(auto) operator,(cond_to<Other>, X&& x) {
+  typedef cond_decay<X> A;
+  typedef typename cond_common<A, cond_decay<Other>>::type R;
+  if constexpr (!is_same<R, void>::value && !is_same<R, A>::value) {
+    return R(static_cast<X&&>(x));
+  } else if constexpr (cond_lvalue<X>::value) {
+    return static_cast<X&&>(x);  // an lvalue stays one: `(c ? a : b) = v`
+  } else {
+    return A(static_cast<X&&>(x));  // a value, not a reference to a temporary
+  }
+}
+}  // namespace kgemu
+namespace metal {
 template <int N> KG_INLINE bool all(const vec<bool, N>& v) {
   for (int i = 0; i < N; ++i) if (!v.c_[i]) return false;
   return true;
@@ -884,6 +933,9 @@ struct Rt {
   uint32_t (*live_lanes)();
   void* (*tg_dynamic)(uint32_t site, uint64_t align, uint64_t element, uint32_t line, const char* name);
   void (*cuda_ub)(uint32_t kind, uint32_t op, uint32_t a, uint32_t b, uint32_t line);
+  // A `[[threadgroup(index)]]` kernel parameter: the dispatch's size for `index`, allocated
+  // as a threadgroup array at `site`.
+  void* (*tg_param)(uint32_t index, uint32_t site, uint64_t align, uint64_t element, uint32_t line, const char* name);
 };
 
 __attribute__((visibility("hidden"))) inline Rt rt;
@@ -1099,6 +1151,15 @@ template <class T> KG_INLINE T* tg_alloc(uint32_t site, uint32_t line, const cha
 // Kernel entry glue: buffers bind by index, attributes convert to the declared type.
 struct BufPtr { void* p; template <class T> KG_INLINE operator T*() const { return (T*)p; } };
 struct BufRef { void* p; template <class T> KG_INLINE operator T&() const { return *(T*)p; } };
+// `[[threadgroup(index)]]`: allocated (once per threadgroup) when the entry converts it.
+struct TgParam {
+  uint32_t index, site, line;
+  const char* name;
+  template <class T> KG_INLINE operator T*() const {
+    return (T*)rt.tg_param(index, site, alignof(T), sizeof(typename element_of<T>::type), line, name);
+  }
+  template <class T> KG_INLINE operator T&() const { return *operator T*(); }
+};
 struct Attr3 {
   uint3 v;
   KG_INLINE operator metal::uint3() const { return v; }

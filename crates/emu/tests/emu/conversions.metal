@@ -36,3 +36,21 @@ template <typename T>
 }
 template [[host_name("ops_half")]] [[kernel]] decltype(ops<half>) ops<half>;
 template [[host_name("ops_bfloat")]] [[kernel]] decltype(ops<bfloat16_t>) ops<bfloat16_t>;
+// Metal's usual arithmetic conversions where C++'s differ: `?:` with half and float is a
+// float (candle affine.metal:113), with half and int a half.
+[[kernel]] void mixed_conditionals(const device half* h [[buffer(0)]], const device float* f [[buffer(1)]],
+                                   device float* wide [[buffer(2)]], device half* narrow [[buffer(3)]],
+                                   uint i [[thread_position_in_grid]]) {
+  const bool odd = (i & 1) != 0;
+  const half x = h[i];
+  const float y = f[i];
+  auto r = odd ? x : y;
+  wide[i * 3 + 0] = r;
+  wide[i * 3 + 1] = odd ? y : x * x;
+  narrow[i * 2 + 0] = odd ? 0 : x;
+  // an lvalue stays one, and the same types keep their type
+  float s = 0.0f, t = 0.0f;
+  (odd ? s : t) = y;
+  wide[i * 3 + 2] = s - t;
+  narrow[i * 2 + 1] = odd ? x : half(y);
+}
