@@ -60,6 +60,8 @@ rm -rf "$BUNDLE.tmp/mlx-cuda"/*.dist-info
 # its symbol table is two fifths of the file; the dynamic symbols stay
 strip --strip-all "$BUNDLE.tmp/mlx-cuda/mlx/lib/libmlx.so"
 echo "$MLX_VERSION" > "$BUNDLE.tmp/mlx-cuda/VERSION"
+# what the binaries were built from, for the run's record
+git -C "$ROOT" describe --always --dirty > "$BUNDLE.tmp/COMMIT" 2>/dev/null || echo unknown > "$BUNDLE.tmp/COMMIT"
 
 rm -rf "$BUNDLE"
 mv "$BUNDLE.tmp" "$BUNDLE"

@@ -28,7 +28,7 @@ export LD_LIBRARY_PATH="$BUNDLE/mlx-cuda/mlx/lib${cuda_libs:+:$cuda_libs}${LD_LI
 
 echo "---- the machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-echo "MLX $(cat "$BUNDLE/mlx-cuda/VERSION") (mlx-cuda-13), kernelgen $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
+echo "MLX $(cat "$BUNDLE/mlx-cuda/VERSION") (mlx-cuda-13), kernelgen built from $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '(unknown)')"
 
 status=0
 for t in "$BUNDLE"/tests/*; do
