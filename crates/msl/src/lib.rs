@@ -44,7 +44,7 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 8";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 9";
 
 /// This crate's code, part of every content key.
 const CODE: [&str; 12] = [
@@ -306,13 +306,7 @@ impl Checker {
         let mut problems = ws.refused.clone();
         for f in ws.files.values() {
             let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
-            rules::tokens(
-                &f.display,
-                &f.original,
-                &|name| sources::is_foreign_angle_include(name, &dirs),
-                reject_fc,
-                &mut problems,
-            );
+            rules::tokens(&f.display, &f.original, reject_fc, &mut problems);
         }
         // A define of `__METAL_VERSION__` checks against that version (its own precompiled
         // prelude: a PCH fixes the macros it was built with); `__METAL__` is always defined.
@@ -338,7 +332,7 @@ impl Checker {
             &other
         };
         let texts: Vec<(&str, &str)> = ws.files.values().map(|f| (f.display.as_str(), f.original.as_str())).collect();
-        rules::conditionals(&texts, defines, &prelude.macros, &mut problems);
+        rules::conditionals(&texts, defines, &prelude.macros, prelude::gpp_macros(), &mut problems);
         let mut cmd = self.clang.command();
         cmd.args(clang::Clang::base_flags(version))
             .arg("-fsyntax-only")

@@ -70,6 +70,47 @@ pub struct Prelude {
     pub macros: std::collections::HashSet<String>,
 }
 
+/// The flag sets kernelgen's emulator compiles with (crates/emu's compile.rs: C++17, -O3, the
+/// x86 FMA and F16C extensions, AddressSanitizer and UBSan when sanitizing): each changes what
+/// g++ predefines, so the macros of every one of them count.
+const GPP_FLAG_SETS: [&[&str]; 3] = [
+    &["-std=c++17", "-O3"],
+    &["-std=c++17", "-O3", "-mfma", "-mf16c"],
+    &["-std=c++17", "-O3", "-fsanitize=address,undefined"],
+];
+
+/// Every macro g++ predefines with one of the emulator's flag sets ([`GPP_FLAG_SETS`]), asked
+/// of g++ once a process; `None` without g++ (then no emulator runs, and the rule on
+/// conditionals takes every reserved name as one g++ may define).
+pub fn gpp_macros() -> Option<&'static std::collections::HashSet<String>> {
+    static MACROS: std::sync::OnceLock<Option<std::collections::HashSet<String>>> = std::sync::OnceLock::new();
+    MACROS
+        .get_or_init(|| {
+            let mut all = std::collections::HashSet::new();
+            let mut any = false;
+            for flags in GPP_FLAG_SETS {
+                let Ok(out) = std::process::Command::new("g++")
+                    .env_remove("LD_PRELOAD")
+                    .args(["-x", "c++"])
+                    .args(flags)
+                    .args(["-dM", "-E", "-"])
+                    .stdin(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .output()
+                else {
+                    continue;
+                };
+                // a flag set this g++ does not take (-mfma off x86) defines nothing of its own
+                if out.status.success() {
+                    any = true;
+                    all.extend(defined_names(&String::from_utf8_lossy(&out.stdout)));
+                }
+            }
+            any.then_some(all)
+        })
+        .as_ref()
+}
+
 /// The file beside the PCH listing [`Prelude::macros`] (one name a line).
 const MACROS_FILE: &str = "macros";
 

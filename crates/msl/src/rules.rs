@@ -17,7 +17,6 @@ fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Probl
 pub fn tokens(
     file: &str,
     src: &str,
-    foreign_include: &dyn Fn(&str) -> bool,
     reject_function_constants: bool,
     out: &mut Vec<Problem>,
 ) {
@@ -26,16 +25,7 @@ pub fn tokens(
         let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
         let next = toks.get(i + 1).map_or("", |n| n.text.as_str());
         let p = |m: &str| problem(file, t.line, t.col, m);
-        if t.kind == Kind::Directive {
-            if let Some(name) = angle_include(&t.text)
-                && foreign_include(&name)
-            {
-                out.push(p(&format!(
-                        "the C++ standard library is not available in MSL (section 1.5): #include <{name}> is not a Metal header"
-                    )));
-            }
-            continue;
-        }
+        // (an #include of a foreign <header> is clang's #error where it is live: sources.rs)
         if t.kind != Kind::Ident {
             continue;
         }
@@ -71,12 +61,6 @@ pub fn tokens(
         };
         out.push(p(msg));
     }
-}
-
-fn angle_include(directive: &str) -> Option<String> {
-    let rest = directive.trim_start_matches('#').trim_start().strip_prefix("include")?.trim_start();
-    let r = rest.strip_prefix('<')?;
-    Some(r.split('>').next()?.to_string())
 }
 
 /// One `[[...]]` attribute: its name, its argument text, and position.
@@ -689,8 +673,10 @@ fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str
 
 /// Macros a conditional may test besides the source's own: the ones a Metal compile and
 /// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__` and `__METAL__` as
-/// the check does; both compile C++17), and the feature macro MLX's headers test.
-const SHARED_MACROS: [&str; 6] = ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__cplusplus"];
+/// the check does, and `__HAVE_BFLOAT__` from Metal 3.1 on, as Metal does: candle's and
+/// mistral.rs's kernels test it; both compile C++17), and the feature macro MLX's headers test.
+const SHARED_MACROS: [&str; 7] =
+    ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__HAVE_BFLOAT__", "__cplusplus"];
 const SHARED_FEATURE_MACROS: [&str; 1] = ["__cpp_variable_templates"];
 
 /// A name the implementation reserves (`__x`, `_X`): the compilers' own macros are such.
@@ -727,8 +713,17 @@ fn pp_identifiers(expr: &str) -> Vec<String> {
 /// `__clang__`, `__aarch64__`, the OpenCL ones or the prelude's) differ from the check's clang,
 /// so a conditional on one of those, directly or through the source's macros (or built by `##`
 /// in one), would compile a branch the check never saw. Each such `#if`, `#ifdef`, `#ifndef` or
-/// `#elif` is a problem at its line; `env` holds the check's own macros.
-pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &HashSet<String>, out: &mut Vec<Problem>) {
+/// `#elif` is a problem at its line; `env` holds the check's own macros, `gpp` g++'s (with the
+/// emulator's flags; `None` when unknown: then every reserved name is taken as one g++ may
+/// define). A reserved name neither compiler defines (`__CUDACC__` in ggml's headers) is
+/// undefined for both alike.
+pub fn conditionals(
+    files: &[(&str, &str)],
+    defines: &[crate::Define],
+    env: &HashSet<String>,
+    gpp: Option<&HashSet<String>>,
+    out: &mut Vec<Problem>,
+) {
     // every definition of every macro the source (or -D) defines: its body's identifiers,
     // and whether it pastes or stringifies
     let mut macros: HashMap<String, Vec<(Vec<String>, bool)>> = HashMap::new();
@@ -772,7 +767,9 @@ pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &Has
                 if !seen.insert(id.clone()) || SHARED_MACROS.contains(&id.as_str()) || SHARED_FEATURE_MACROS.contains(&id.as_str()) {
                     continue;
                 }
-                if reserved(&id) || env.contains(&id) {
+                // `__has_include(...)` and the like are operators each compiler answers its own way
+                let builtin = id.starts_with("__has_") || id.starts_with("__is_") || id == "__building_module";
+                if env.contains(&id) || (reserved(&id) && (builtin || gpp.is_none_or(|g| g.contains(&id)))) {
                     why = Some(format!("'{id}', which kernelgen's emulator (g++) and Metal's compiler do not define alike"));
                     break;
                 }

@@ -12,7 +12,10 @@
 // ---- Metal's predefined macros. __METAL_VERSION__ comes from the command line (-D).
 #define __METAL__ 1
 #define __METAL_MACOS__ 1
+// bfloat is Metal 3.1's (MSL 2.1)
+#if __METAL_VERSION__ >= 310
 #define __HAVE_BFLOAT__ 1
+#endif
 #define __HAVE_SIMDGROUP_MATRIX__ 1
 #define METAL_FUNC inline __attribute__((__always_inline__))
 #define METAL_INTERNAL
@@ -70,7 +73,9 @@ typedef long intptr_t;
 typedef unsigned long uintptr_t;
 // MLX's preamble (utils.h, bf16.h) names these; redeclaring a typedef to the same type is fine.
 typedef half float16_t;
+#if __METAL_VERSION__ >= 310
 typedef bfloat bfloat16_t;
+#endif
 
 #define KGMSL_VEC(T)                                         \
   typedef T T##2 __attribute__((ext_vector_type(2)));        \
