@@ -41,8 +41,17 @@ pub fn is_metal_header(name: &str) -> bool {
 }
 
 /// Header names that Metal's `#include <...>` accepts; each resolves to the one prelude.
-pub const METAL_HEADERS: [&str; 16] = [
+pub const METAL_HEADERS: [&str; 25] = [
     "metal_stdlib",
+    "metal_limits",
+    "metal_quadgroup",
+    "metal_array",
+    "metal_uniform",
+    "metal_utility",
+    "metal_initializer_list",
+    "metal_texture",
+    "metal_graphics",
+    "metal_imageblocks",
     "metal_math",
     "metal_simdgroup",
     "metal_simdgroup_matrix",

@@ -96,12 +96,22 @@ KGMSL_VEC(bfloat)
 typedef char bool2 __attribute__((ext_vector_type(2)));
 typedef char bool3 __attribute__((ext_vector_type(3)));
 typedef char bool4 __attribute__((ext_vector_type(4)));
-typedef float packed_float2 __attribute__((ext_vector_type(2), aligned(4)));
-typedef float packed_float3 __attribute__((ext_vector_type(3), aligned(4)));
-typedef float packed_float4 __attribute__((ext_vector_type(4), aligned(4)));
-typedef half packed_half2 __attribute__((ext_vector_type(2), aligned(2)));
-typedef half packed_half3 __attribute__((ext_vector_type(3), aligned(2)));
-typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
+// Packed vectors (MSL 2.2.3): aligned as their element, for every scalar type Metal packs.
+#define KGMSL_PACKED(T)                                                                 \
+  typedef T packed_##T##2 __attribute__((ext_vector_type(2), aligned(sizeof(T))));      \
+  typedef T packed_##T##3 __attribute__((ext_vector_type(3), aligned(sizeof(T))));      \
+  typedef T packed_##T##4 __attribute__((ext_vector_type(4), aligned(sizeof(T))));
+KGMSL_PACKED(char)
+KGMSL_PACKED(uchar)
+KGMSL_PACKED(short)
+KGMSL_PACKED(ushort)
+KGMSL_PACKED(int)
+KGMSL_PACKED(uint)
+KGMSL_PACKED(long)
+KGMSL_PACKED(ulong)
+KGMSL_PACKED(float)
+KGMSL_PACKED(half)
+KGMSL_PACKED(bfloat)
 
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
@@ -110,6 +120,7 @@ typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
 #define FLT_MIN 0x1.0p-126f
 #define FLT_EPSILON 0x1.0p-23f
 #define HALF_MAX 65504.0h
+#define MAXHALF 65504.0h
 #define HALF_MIN 0x1.0p-14h
 #define HALF_EPSILON 0x1.0p-10h
 #define M_PI_F 3.14159265358979323846264338327950288f
@@ -130,6 +141,15 @@ typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
 #define INT_MAX 2147483647
 #define INT_MIN (-2147483647 - 1)
 #define UINT_MAX 4294967295u
+// assert (MSL 6.x, <metal_assert> through <metal_stdlib>): the condition is checked as an
+// expression; what a failed one does at run time is the runtime's.
+#define assert(condition) ((void)(bool)(condition))
+// Memory coherence of a device object (MSL 4.8, Metal 3.2): `volatile coherent(device) uint*`
+// is a device pointer (coherent memory is device memory: `coherent(system) device` repeats
+// the space, which is fine); what coherence guarantees is not modelled.
+#if __METAL_VERSION__ >= 320
+#define coherent(scope) __global
+#endif
 
 // One-argument vector constructors (see rewrite.rs): `half2(float2_value)` converts element by
 // element in Metal (a functional cast between vector types of different sizes is an error in
@@ -302,6 +322,43 @@ template <typename T, size_t N> struct array {
   const device T& operator[](size_t i) const device { return __elems[i]; }
   constexpr const constant T& operator[](size_t i) const constant { return __elems[i]; }
 };
+
+// ---- Matrices (MSL 2.3): `matrix<T, Cols, Rows>` of half or float (floatCxR, halfCxR),
+// column-major: `m[i]` is a column. What the operations compute is not modelled, only types.
+template <typename T, int Cols, int Rows> struct matrix;
+template <typename M> struct __kg_is_matrix : false_type {};
+template <typename T, int C, int R> struct __kg_is_matrix<matrix<T, C, R>> : true_type {};
+template <typename T, int Cols, int Rows> struct matrix {
+  vec<T, Rows> columns[Cols];
+  matrix() thread = default;
+  explicit constexpr matrix(T diagonal) thread;
+  template <typename... C, typename = enable_if_t<sizeof...(C) + 1 == Cols>>
+  constexpr matrix(vec<T, Rows> first, C... rest) thread;
+  // from a matrix of another element type, by value (deduces from any address space)
+  template <typename M, typename = enable_if_t<__kg_is_matrix<M>::value>> explicit constexpr matrix(M other) thread;
+  thread vec<T, Rows>& operator[](int i) thread { return columns[i]; }
+  const thread vec<T, Rows>& operator[](int i) const thread { return columns[i]; }
+  device vec<T, Rows>& operator[](int i) device { return columns[i]; }
+  const device vec<T, Rows>& operator[](int i) const device { return columns[i]; }
+  threadgroup vec<T, Rows>& operator[](int i) threadgroup { return columns[i]; }
+  const threadgroup vec<T, Rows>& operator[](int i) const threadgroup { return columns[i]; }
+  const constant vec<T, Rows>& operator[](int i) const constant { return columns[i]; }
+};
+template <typename T, int C, int R> matrix<T, C, R> operator+(matrix<T, C, R>, matrix<T, C, R>);
+template <typename T, int C, int R> matrix<T, C, R> operator-(matrix<T, C, R>, matrix<T, C, R>);
+template <typename T, int C, int R> matrix<T, C, R> operator*(matrix<T, C, R>, T);
+template <typename T, int C, int R> matrix<T, C, R> operator*(T, matrix<T, C, R>);
+template <typename T, int C, int R> vec<T, R> operator*(matrix<T, C, R>, vec<T, C>);
+template <typename T, int C, int R> vec<T, C> operator*(vec<T, R>, matrix<T, C, R>);
+template <typename T, int C, int K, int R> matrix<T, C, R> operator*(matrix<T, K, R>, matrix<T, C, K>);
+template <typename T, int C, int R> matrix<T, R, C> transpose(matrix<T, C, R>);
+template <typename T, int N> T determinant(matrix<T, N, N>);
+#define KGMSL_MATRIX(T)                                                                          \
+  typedef matrix<T, 2, 2> T##2x2; typedef matrix<T, 2, 3> T##2x3; typedef matrix<T, 2, 4> T##2x4; \
+  typedef matrix<T, 3, 2> T##3x2; typedef matrix<T, 3, 3> T##3x3; typedef matrix<T, 3, 4> T##3x4; \
+  typedef matrix<T, 4, 2> T##4x2; typedef matrix<T, 4, 3> T##4x3; typedef matrix<T, 4, 4> T##4x4;
+KGMSL_MATRIX(float)
+KGMSL_MATRIX(half)
 
 // ---- numeric_limits (constexpr: MLX initialises program-scope constants from it).
 template <typename T> struct numeric_limits {
@@ -541,7 +598,12 @@ template <typename T, int Cols, int Rows> struct simdgroup_matrix {
   thread vec<T, 2>& thread_elements() thread;
   const thread vec<T, 2>& thread_elements() const thread;
 };
-template <typename T, int C, int R> simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T);
+template <typename T, int C, int R = C> simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T);
+// `a * b` multiplies (MSL 6.7: as simdgroup_multiply), `a + b` adds.
+template <typename T, int M, int N, int K>
+simdgroup_matrix<T, N, M> operator*(const simdgroup_matrix<T, K, M>&, const simdgroup_matrix<T, N, K>&);
+template <typename T, int C, int R>
+simdgroup_matrix<T, C, R> operator+(const simdgroup_matrix<T, C, R>&, const simdgroup_matrix<T, C, R>&);
 #define KGMSL_SGM_AS(AS)                                                                                  \
   template <typename T, typename U, int C, int R>                                                         \
   void simdgroup_load(simdgroup_matrix<T, C, R>&, const AS U*, size_t = C, ulong2 = 0, bool = false); \
@@ -610,6 +672,11 @@ KGMSL_USE_VEC(char) KGMSL_USE_VEC(uchar) KGMSL_USE_VEC(short) KGMSL_USE_VEC(usho
 KGMSL_USE_VEC(uint) KGMSL_USE_VEC(long) KGMSL_USE_VEC(ulong) KGMSL_USE_VEC(float) KGMSL_USE_VEC(half)
 KGMSL_USE_VEC(bfloat) KGMSL_USE_VEC(bool)
 }
+// Matrices are global names too (declared in namespace metal above).
+#define KGMSL_USE_MATRIX(T)                                                                      \
+  using metal::T##2x2; using metal::T##2x3; using metal::T##2x4; using metal::T##3x2;            \
+  using metal::T##3x3; using metal::T##3x4; using metal::T##4x2; using metal::T##4x3; using metal::T##4x4;
+KGMSL_USE_MATRIX(float) KGMSL_USE_MATRIX(half)
 
 // ---- Compiler builtins that Metal's own headers are written with (MLX's bf16_math.h calls them).
 #define KGMSL_BUILTIN1(name) template <typename T> T __metal_##name(T, bool = false);
