@@ -52,6 +52,10 @@
 #define pipe __kgmsl_id_pipe
 #define vec_step __kgmsl_id_vec_step
 #define __kernel __kgmsl_id___kernel
+// Metal's `kernel` keyword is not OpenCL's (which forbids templates, and parameter types
+// such as atomics, in a kernel): the rules find kernels in the source's tokens, `kernel void f`
+// as `[[kernel]] void f` (where it leaves `[[]]`, an empty attribute list).
+#define kernel
 
 // ---- Scalars. `half` is OpenCL's native half; `bfloat` a distinct native 16-bit float.
 typedef _Float16 bfloat;
