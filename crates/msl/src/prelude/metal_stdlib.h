@@ -35,7 +35,9 @@
 // conversion (Metal has none), except into the implicit copy and move members, which Metal
 // gives every address space.
 #define device __global
-#define constant __constant
+// `constant` objects are read-only (MSL 4.2): const, so a `const constant T` binds to `constant T&`
+// (MLX, mistral.rs) and a table to `constant T*` (ggml); `const constant` repeats it, fine.
+#define constant const __constant
 #define threadgroup __local
 #define thread __generic
 #define threadgroup_imageblock __local
@@ -649,7 +651,8 @@ template <typename T> constexpr bool is_function_constant_defined(const T&) { re
 #if __METAL_VERSION__ >= 320
 class os_log {
 public:
-  constexpr os_log(const constant char* subsystem, const constant char* category) constant : __subsystem(subsystem), __category(category) {}
+  // (a constructor takes no const: the space alone)
+  constexpr os_log(const constant char* subsystem, const constant char* category) __constant : __subsystem(subsystem), __category(category) {}
 #define KGMSL_OS_LOG_CALL(name)                                                 \
   template <typename... Args> void name(const constant char* format, Args...) const constant; \
   template <typename... Args> void name(const constant char* format, Args...) const thread;
