@@ -423,8 +423,8 @@ pub fn ast(
     let mut edges: HashMap<String, Vec<(String, String, crate::ast::Loc)>> = HashMap::new();
     for fact in &ast.facts {
         match fact {
-            Fact::Lambda(l) if metal_version < 400 => {
-                push(l, "lambda expressions are not supported in MSL (section 1.5)".into());
+            Fact::Lambda(l) if metal_version < LAMBDAS_FROM => {
+                push(l, format!("lambda expressions are not supported in MSL before Metal 3.2 (section 1.5; {})", at_version(metal_version)));
             }
             Fact::Call { from, to, to_name, loc } => {
                 edges.entry(ast.canonical(from)).or_default().push((ast.canonical(to), to_name.clone(), loc.clone()));
@@ -443,10 +443,14 @@ pub fn ast(
                     );
                 }
             }
-            Fact::FunctionPointer(l, ty) => {
+            Fact::FunctionPointer(l, ty) if metal_version < FUNCTION_POINTERS_FROM => {
                 push(
                     l,
-                    format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
+                    format!(
+                        "function pointers are not supported in MSL before Metal 2.3 (section 1.5; {}): '{}'",
+                        at_version(metal_version),
+                        crate::diag::reword(ty)
+                    ),
                 );
             }
             // A reinterpreting cast into the thread space (`reinterpret_cast<thread ulong&>(p)`,
@@ -513,13 +517,14 @@ pub fn ast(
     }
     // Recursion: every call edge inside a cycle of the call graph.
     let mut reported = HashSet::new();
-    for (from, calls) in &edges {
+    for (from, calls) in edges.iter().filter(|_| metal_version < RECURSION_FROM) {
         for (to, name, loc) in calls {
             if reaches(&edges, to, from) && reported.insert((loc.line, loc.col, loc.file.to_string())) {
                 push(
                     loc,
                     format!(
-                        "recursive function calls are not supported in MSL (section 1.5): '{name}' is called recursively"
+                        "recursive function calls are not supported in MSL before Metal 2.4 (section 1.5; {}): '{name}' is called recursively",
+                        at_version(metal_version)
                     ),
                 );
             }
@@ -543,6 +548,17 @@ pub fn ast(
             });
         }
     }
+}
+
+/// The Metal versions from which section 1.5 allows what it once listed as unsupported:
+/// function pointers from Metal 2.3, recursive calls from 2.4 (in kernels, the only functions
+/// kernelgen checks), lambda expressions from 3.2.
+const FUNCTION_POINTERS_FROM: u32 = 230;
+const RECURSION_FROM: u32 = 240;
+const LAMBDAS_FROM: u32 = 320;
+
+fn at_version(metal_version: u32) -> String {
+    format!("this check is at __METAL_VERSION__ {metal_version}")
 }
 
 fn reaches(edges: &HashMap<String, Vec<(String, String, crate::ast::Loc)>>, start: &str, goal: &str) -> bool {

@@ -124,10 +124,11 @@ fn defines_select_code_and_the_metal_version() {
     assert!(c.check(src, "d.metal", &[]).is_ok());
     let p = c.check_with(src, "d.metal", &[], &defines).unwrap_err();
     assert!(!p.is_empty() && p.iter().all(|p| p.line == 8), "{p:?}");
-    // `__METAL_VERSION__`: lambdas are MSL 4 (400).
+    // `__METAL_VERSION__`: lambdas are Metal 3.2's (MSL section 1.5).
     let lambda = "#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]]) {\n  auto f = [](float v) { return v * 2.0f; };\n  y[0] = f(y[0]);\n}\n";
     let v = |v: &str| [("__METAL_VERSION__".to_string(), Some(v.to_string()))];
     assert!(c.check_with(lambda, "l.metal", &[], &v("310")).unwrap_err().iter().any(|p| p.line == 3));
+    assert!(c.check_with(lambda, "l.metal", &[], &v("320")).is_ok());
     assert!(c.check_with(lambda, "l.metal", &[], &v("400")).is_ok());
     let bad = c.check_with(lambda, "l.metal", &[], &v("four")).unwrap_err();
     assert!(bad[0].message.contains("__METAL_VERSION__"), "{bad:?}");
