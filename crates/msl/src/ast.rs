@@ -88,6 +88,19 @@ pub enum Fact {
     },
     /// A union and the desugared types of its fields.
     Union(Loc, String, Vec<String>),
+    /// An implicit conversion between bfloat (`_Float16` to clang) and another floating type
+    /// than float (`float` to `bfloat`, `bfloat` to `half`), with the types as written. Integer
+    /// conversions are left alone: real kernels (mistral.rs) multiply bfloat by int.
+    BfloatConversion { loc: Loc, from: String, to: String },
+    /// A `static` variable in the constant address space inside a function: (location, name).
+    StaticConstantLocal(Loc, String),
+    /// A variable at namespace scope: (location, name, desugared type).
+    GlobalVar(Loc, String, String),
+    /// A memory order other than relaxed passed to an atomic function: (location, function,
+    /// order).
+    MemoryOrder(Loc, String, String),
+    /// `atomic<T>` of an element type Metal has no atomics of: (location, the element type).
+    AtomicType(Loc, String),
 }
 
 /// A declaration of a function, or of an `extern` variable, in the user's files.
@@ -367,8 +380,32 @@ impl Walker<'_> {
                 }
             }
             "CallExpr" | "CXXMemberCallExpr" | "CXXOperatorCallExpr" if user => {
-                if let (Some(from), Some((to, name))) = (func, callee(n)) {
+                let called = callee(n);
+                if let Some((_, name)) = &called
+                    && name.starts_with("atomic_")
+                    && name.ends_with("_explicit")
+                {
+                    for order in memory_orders(n) {
+                        self.facts.push(Fact::MemoryOrder(begin.clone(), name.clone(), order));
+                    }
+                }
+                if let (Some(from), Some((to, name))) = (func, called) {
                     self.facts.push(Fact::Call { from: from.to_string(), to, to_name: name, loc: begin.clone() });
+                }
+            }
+            // (clang spells an explicit cast's conversion as an implicit cast under it)
+            "ImplicitCastExpr"
+                if user
+                    && !n.get("isPartOfExplicitCast").and_then(Value::as_bool).unwrap_or(false)
+                    && s(n, "castKind") == "FloatingCast" =>
+            {
+                let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
+                let (from_d, to_d) = (operand.map(desugared).unwrap_or_default(), desugared(n));
+                // bfloat to float is the one implicit conversion Metal gives bfloat
+                let to_float = is_bfloat(&from_d) && strip_quals(&to_d) == "float";
+                if is_bfloat(&from_d) != is_bfloat(&to_d) && !to_float {
+                    let from = operand.map(qual_type).unwrap_or_default();
+                    self.facts.push(Fact::BfloatConversion { loc: begin.clone(), from, to: qual_type(n) });
                 }
             }
             "CStyleCastExpr"
@@ -418,6 +455,13 @@ impl Walker<'_> {
                 }
                 if kind == "VarDecl" {
                     self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
+                    let ty = desugared(n);
+                    if func.is_some() && s(n, "storageClass") == "static" && ty.split(['*', '&', '<']).next().unwrap_or("").contains("__constant") {
+                        self.facts.push(Fact::StaticConstantLocal(loc.clone(), s(n, "name").to_string()));
+                    }
+                    if func.is_none() {
+                        self.facts.push(Fact::GlobalVar(loc.clone(), s(n, "name").to_string(), ty));
+                    }
                 }
             }
             _ => {}
@@ -444,7 +488,72 @@ impl Walker<'_> {
         if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }
+        // `atomic<T>` (desugared: `atomic<half>`, `metal::atomic<_Float16>`)
+        let mut rest = ty;
+        while let Some(at) = rest.find("atomic<") {
+            let word_start = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric() && rest.as_bytes()[at - 1] != b'_';
+            let args = &rest[at + "atomic<".len()..];
+            let element = args.split('>').next().unwrap_or("").trim();
+            let vector = element.contains("ext_vector_type") || element.ends_with(|c: char| c.is_ascii_digit()) && !element.ends_with("_t");
+            if word_start && (NOT_ATOMIC_ELEMENTS.contains(&element) || vector) {
+                self.facts.push(Fact::AtomicType(loc.clone(), element.to_string()));
+            }
+            rest = args;
+        }
     }
+}
+
+/// Element types Metal has no atomics of (it has int, uint, bool, float and 64-bit ulong: MSL
+/// 2.6), as clang spells them desugared or as typedefs; a vector is not one either.
+const NOT_ATOMIC_ELEMENTS: [&str; 19] = [
+    "half", "_Float16", "bfloat", "bfloat16_t", "float16_t", "char", "signed char", "unsigned char", "uchar", "short",
+    "unsigned short", "ushort", "int8_t", "uint8_t", "int16_t", "uint16_t", "double", "long long", "unsigned long long",
+];
+
+/// Whether a desugared type is bfloat or a vector of it (clang's `_Float16` here).
+fn is_bfloat(ty: &str) -> bool {
+    let t = strip_quals(ty);
+    t == "_Float16" || t.starts_with("_Float16 __attribute__((ext_vector_type")
+}
+
+/// A type's spelling without its leading cv-qualifiers and address space.
+fn strip_quals(ty: &str) -> &str {
+    let mut t = ty.trim();
+    loop {
+        let next = ["const ", "volatile ", "__private ", "__generic ", "__global ", "__constant ", "__local "]
+            .iter()
+            .find_map(|q| t.strip_prefix(q));
+        match next {
+            Some(rest) => t = rest.trim_start(),
+            None => return t,
+        }
+    }
+}
+
+/// The memory orders other than relaxed among a call's arguments (`memory_order_acquire`),
+/// named directly (through implicit casts).
+fn memory_orders(call: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for arg in call.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().skip(1) {
+        let mut cur = arg;
+        for _ in 0..4 {
+            if s(cur, "kind") == "DeclRefExpr" {
+                if let Some(d) = cur.get("referencedDecl")
+                    && s(d, "kind") == "EnumConstantDecl"
+                    && s(d, "name").starts_with("memory_order_")
+                    && s(d, "name") != "memory_order_relaxed"
+                {
+                    out.push(s(d, "name").to_string());
+                }
+                break;
+            }
+            match cur.get("inner").and_then(Value::as_array).and_then(|i| i.first()) {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+    }
+    out
 }
 
 /// A cast's [`Fact::PointerCast`]: its operand's and result's types.

@@ -76,6 +76,8 @@ impl Clang {
             // Metal accepts narrowing in vector and aggregate brace initialisers (`short2{a, b}`
             // with int values, as MLX's steel code writes).
             "-Wno-c++11-narrowing",
+            // a program-scope constant whose initializer runs at run time (MSL 4.2)
+            "-Werror=global-constructors",
         ]
         .iter()
         .map(|s| s.to_string())

@@ -90,6 +90,10 @@ pub fn reword(message: &str) -> String {
             "program scope variable must reside in constant address space",
             "program scope variable must reside in constant address space (MSL 4.2)",
         ),
+        (
+            "declaration requires a global constructor",
+            "a program-scope variable must be initialized with a constant expression: this initializer would run at run time (MSL 4.2)",
+        ),
         ("pointers to functions are not allowed", "function pointers are not supported in MSL (section 1.5)"),
         (
             "virtual functions are not supported in C++ for OpenCL",

@@ -44,7 +44,7 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 13";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 14";
 
 /// This crate's code, part of every content key.
 const CODE: [&str; 12] = [
@@ -454,6 +454,15 @@ impl Checker {
                 .collect();
             let refs: Vec<&ast::Function> = mapped.iter().collect();
             kernels.extend(rules::kernels(&f.display, &f.original, &refs, problems));
+            let globals: Vec<(u32, &str, &str)> = ast
+                .facts
+                .iter()
+                .filter_map(|fact| match fact {
+                    ast::Fact::GlobalVar(l, name, ty) if *l.file == *path => Some((l.line, name.as_str(), ty.as_str())),
+                    _ => None,
+                })
+                .collect();
+            rules::function_constant_types(&f.display, &f.original, &globals, problems);
             rules::deduced_thread_params(&f.display, &f.rewritten.deduced_thread_params, &refs, problems);
         }
         let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws

@@ -272,6 +272,7 @@ fn brace_step(toks: &[Token], i: usize, stack: &mut Vec<Brace>) {
 }
 
 fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &mut Vec<ThreadgroupDecl>) {
+    let uses_metal = uses_namespace_metal(toks);
     let mut stack: Vec<Brace> = Vec::new();
     for i in 0..toks.len() {
         let t = &toks[i];
@@ -287,9 +288,17 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
             continue;
         }
         // threadgroup <type tokens> name [dims]* ;
-        let Some(semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
+        let Some(mut semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
             continue;
         };
+        // a braced initializer after `=`: the declaration ends at the `;` after its braces
+        if toks[semi].is("{") && toks[i..semi].iter().any(|t| t.is("=")) {
+            let Some(close) = matching(toks, semi) else { continue };
+            match toks.get(close + 1) {
+                Some(t) if t.is(";") => semi = close + 1,
+                _ => continue,
+            }
+        }
         if !toks[semi].is(";") {
             continue;
         }
@@ -311,10 +320,10 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
         }
         // One plain declarator only before the dimensions (no initializer, pointer, reference
         // or second name); commas inside template arguments are fine.
-        let decl_end = first_bracket.unwrap_or(body.len());
-        if body[decl_end..].iter().any(|t| t.is("=")) {
-            continue;
-        }
+        // An initializer (`threadgroup float sums[32] = {0};`, MLX's layer_norm.metal) is
+        // blanked: Metal accepts it; what it sets is not the check's.
+        let assign = body.iter().position(|t| t.is("=") && !t.pp);
+        let decl_end = first_bracket.unwrap_or(body.len()).min(assign.unwrap_or(body.len()));
         let mut angle = 0i32;
         let mut plain = true;
         for t in &body[..decl_end] {
@@ -336,11 +345,17 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
         if name_idx == 0 {
             continue;
         }
-        let type_text = &src[t.offset..name.offset];
-        let dims_text = match first_bracket {
-            Some(k) => &src[body[k].offset..toks[semi].offset],
+        let type_text = qualified_opencl_names(&src[t.offset..name.offset], uses_metal);
+        let dims_end = assign.map_or(toks[semi].offset, |a| body[a].offset);
+        let dims_text = match first_bracket.filter(|&k| assign.is_none_or(|a| k < a)) {
+            Some(k) => &src[body[k].offset..dims_end],
             None => "",
         };
+        if let Some(a) = assign {
+            let from = body[a].offset;
+            let blank: String = src[from..toks[semi].offset].chars().map(|c| if c == '\n' { '\n' } else { ' ' }).collect();
+            edits.push(Edit { offset: from, delete: toks[semi].offset - from, insert: blank });
+        }
         let name_end = name.offset + name.text.len();
         edits.push(Edit { offset: name.offset, delete: 0, insert: "(&".into() });
         edits.push(Edit { offset: name_end, delete: 0, insert: ")".into() });
@@ -372,9 +387,47 @@ fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
 /// declares in namespace metal.
 const OPENCL_IMPLICIT: [&str; 4] = ["atomic_int", "atomic_uint", "atomic_float", "memory_order"];
 
-fn opencl_names(toks: &[Token], edits: &mut Vec<Edit>) {
-    let uses_metal = toks.windows(3).any(|w| w[0].is("using") && w[1].is("namespace") && w[2].is("metal"));
+fn uses_namespace_metal(toks: &[Token]) -> bool {
+    toks.windows(3).any(|w| w[0].is("using") && w[1].is("namespace") && w[2].is("metal"))
+}
+
+/// `text` (a type copied into inserted code) with [`OPENCL_IMPLICIT`]'s names qualified as
+/// [`opencl_names`] qualifies the source's.
+fn qualified_opencl_names(text: &str, uses_metal: bool) -> String {
     if !uses_metal {
+        return text.to_string();
+    }
+    let mut out = text.to_string();
+    for name in OPENCL_IMPLICIT {
+        let mut from = 0;
+        while let Some(at) = out[from..].find(name).map(|p| p + from) {
+            let before = out[..at].chars().next_back();
+            let after = out[at + name.len()..].chars().next();
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+            if !word(before) && !word(after) {
+                out.insert_str(at, "metal::");
+                from = at + "metal::".len() + name.len();
+            } else {
+                from = at + name.len();
+            }
+        }
+    }
+    out
+}
+
+/// `constant` qualifying a member function (after its parameter list) is the address space
+/// alone: the prelude's `constant` is `const __constant` (constant objects are read-only), and a
+/// constructor takes no const (MLX's complex.h: `complex_t(...) constant`).
+fn member_constant_qualifiers(toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 1..toks.len() {
+        if toks[i].is("constant") && toks[i].kind == Kind::Ident && toks[i - 1].is(")") {
+            edits.push(Edit { offset: toks[i].offset, delete: 0, insert: "__".into() });
+        }
+    }
+}
+
+fn opencl_names(toks: &[Token], edits: &mut Vec<Edit>) {
+    if !uses_namespace_metal(toks) {
         return;
     }
     for i in 0..toks.len() {
@@ -427,6 +480,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
     opencl_names(&toks, &mut edits);
+    member_constant_qualifiers(&toks, &mut edits);
     let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits, threadgroup_decls);

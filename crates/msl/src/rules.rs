@@ -48,6 +48,8 @@ pub fn tokens(
             "thread_local" => "thread_local is not supported in MSL (section 1.5)",
             "virtual" => "virtual functions are not supported in MSL (section 1.5)",
             "throw" | "try" | "catch" => "exceptions (throw, try, catch) are not supported in MSL (section 1.5)",
+            "long" if next == "long" => "long long is not a Metal type (MSL 2.1: long is Metal's 64-bit integer); use long",
+            "long" if prev == "long" => continue,
             "double" if prev == "long" => continue,
             "double" => "double is not supported in MSL (section 1.5); use float",
             "long" if next == "double" => "long double is not supported in MSL (section 1.5); use float",
@@ -269,6 +271,8 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         .collect();
     let mut marks: Vec<&Attr> = attrs.iter().filter(|a| a.name == "kernel").chain(&keywords).collect();
     marks.sort_by_key(|a| (a.line, a.col));
+    // kernels by name: a second kernel of a name with other parameters overloads it
+    let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
     for a in marks.into_iter().filter(|a| !toks[a.first].pp && !instantiation(a)) {
         // The kernel is the first function declared after the attribute (clang drops the
         // attribute, so the declaration starts after it).
@@ -286,10 +290,113 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         if !done.insert((f.loc.line, f.loc.col)) {
             continue;
         }
+        let params: Vec<String> = f.params.iter().map(|p| p.desugared.clone()).collect();
+        match by_name.get(&f.name) {
+            Some(first) if *first != params => out.push(problem(
+                file,
+                f.loc.line,
+                f.loc.col,
+                format!("kernel '{}' is overloaded: kernel functions cannot be overloaded (MSL 1.5); give it another name", f.name),
+            )),
+            Some(_) => {}
+            None => {
+                by_name.insert(f.name.clone(), params);
+            }
+        }
         check_kernel(file, &toks, &attrs, f, &instances, out);
     }
+    duplicate_host_names(file, &toks, &attrs, out);
     kernels
 }
+
+/// A `[[host_name("x")]]` naming a function another one in the same branch of the file's
+/// conditionals already names (MSL 5.1.11: a host name names one function of a library).
+fn duplicate_host_names(file: &str, toks: &[Token], attrs: &[Attr], out: &mut Vec<Problem>) {
+    // each token's branch: the chain of conditional groups it sits in (one id per #if, #elif,
+    // #else), so that the two branches of an #if may each name the same function
+    let mut branch: Vec<Vec<u32>> = Vec::with_capacity(toks.len());
+    let (mut stack, mut next) = (Vec::<u32>::new(), 0u32);
+    for t in toks {
+        if t.kind == Kind::Directive {
+            let d = crate::sources::logical_line(&t.text);
+            let word: String = d.trim_start_matches('#').trim_start().chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+            match word.as_str() {
+                "if" | "ifdef" | "ifndef" => {
+                    next += 1;
+                    stack.push(next);
+                }
+                "elif" | "else" | "elifdef" | "elifndef" => {
+                    next += 1;
+                    if let Some(top) = stack.last_mut() {
+                        *top = next;
+                    }
+                }
+                "endif" => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        branch.push(stack.clone());
+    }
+    let mut seen: Vec<(String, &Vec<u32>)> = Vec::new();
+    for a in attrs.iter().filter(|a| a.name == "host_name" && !toks[a.first].pp) {
+        let Some(name) = a.arg.as_deref().filter(|n| n.starts_with('"')) else { continue };
+        let here = &branch[a.first];
+        // one branch holds the other: both are compiled together
+        if seen.iter().any(|(n, b)| n == name && (here.starts_with(b) || b.starts_with(here))) {
+            out.push(problem(
+                file,
+                a.line,
+                a.col,
+                format!("[[host_name({name})]] names a second function: a host name names one function of a library (MSL 5.1.11)"),
+            ));
+        } else {
+            seen.push((name.to_string(), here));
+        }
+    }
+}
+
+/// Function constants are scalars or vectors (MSL 5.8): `[[function_constant(n)]]` on a
+/// variable whose type (from `globals`: line, name, desugared type, at namespace scope) is a
+/// structure or an array is a problem at the attribute.
+pub fn function_constant_types(file: &str, src: &str, globals: &[(u32, &str, &str)], out: &mut Vec<Problem>) {
+    let toks = tokenize(src);
+    for a in attributes(&toks).iter().filter(|a| a.name == "function_constant" && !toks[a.first].pp) {
+        // the declared name: the identifier before the attribute, `]` of an array's extent skipped
+        let mut j = a.first;
+        let mut array = false;
+        while j > 0 && toks[j - 1].is("]") {
+            array = true;
+            let Some(open) = (0..j - 1).rev().find(|&k| toks[k].is("[")) else { break };
+            j = open;
+        }
+        let Some(name) = j.checked_sub(1).map(|k| &toks[k]).filter(|t| t.kind == Kind::Ident) else { continue };
+        let Some((_, _, ty)) = globals.iter().find(|(line, n, _)| *line == name.line && *n == name.text) else { continue };
+        let element = plain_type(ty.split('[').next().unwrap_or(ty)).replace("__constant", "");
+        let element = element.trim();
+        let scalar = SCALAR_TYPES.contains(&element)
+            || element.split(" __attribute__((ext_vector_type(").next().is_some_and(|e| SCALAR_TYPES.contains(&e.trim()));
+        if array || ty.contains('[') || !scalar {
+            out.push(problem(
+                file,
+                a.line,
+                a.col,
+                format!(
+                    "function constant '{}' has type '{}': a function constant is a scalar or a vector (MSL 5.8)",
+                    name.text,
+                    crate::diag::reword(ty).replace("const constant ", "")
+                ),
+            ));
+        }
+    }
+}
+
+/// Metal's scalar types as clang spells them desugared.
+const SCALAR_TYPES: [&str; 14] = [
+    "bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",
+    "unsigned long", "half", "float", "_Float16", "bfloat",
+];
 
 /// `f`'s checks; `instances`, a template kernel's instantiations, give the types of the
 /// parameters whose type is a template parameter.
@@ -365,6 +472,11 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
                     )));
                 }
             }
+            "threadgroup" if space != Some("threadgroup") => out.push(aat(format!(
+                "[[threadgroup({})]] parameter '{}' must be a threadgroup pointer or reference (MSL 5.2.1)",
+                a.arg.clone().unwrap_or_default(),
+                p.name
+            ))),
             n if OTHER_PARAM_ATTRS.contains(&n) => {}
             "function_constant" => {}
             n => out.push(aat(format!("unknown kernel parameter attribute [[{n}]] on '{}' (MSL 5.2.1)", p.name))),
@@ -487,6 +599,32 @@ pub fn ast(
             {
                 push(loc, pointer_integer_message(cast_kind == "__builtin_bit_cast", from, to));
             }
+            Fact::BfloatConversion { loc, from, to, .. } => push(
+                loc,
+                format!(
+                    "implicit conversion from '{}' to '{}': between floating types, bfloat converts implicitly only to float; write the conversion (`{}(x)`) (MSL 2.1, 2.22)",
+                    crate::diag::reword(from),
+                    crate::diag::reword(to),
+                    crate::diag::reword(&plain_type(to))
+                ),
+            ),
+            Fact::StaticConstantLocal(l, name) => push(
+                l,
+                format!(
+                    "static constant variable '{name}' inside a function: constant variables are declared at program scope (MSL 4.2); move it out of the function"
+                ),
+            ),
+            Fact::MemoryOrder(l, function, order) => push(
+                l,
+                format!("{function} takes memory_order_relaxed only, not {order} (MSL 6.15.1: Metal's atomic functions are relaxed)"),
+            ),
+            Fact::AtomicType(l, element) => push(
+                l,
+                format!(
+                    "atomic<{}> is not a Metal atomic type: Metal has atomic<int>, atomic<uint>, atomic<bool>, atomic<float> and 64-bit atomic<ulong> (MSL 2.6)",
+                    crate::diag::reword(element)
+                ),
+            ),
             Fact::Union(l, name, fields) if fields.len() > 1 && fields.iter().any(|f| pointer_depth(f) > 0) => {
                 let name = if name.is_empty() { "an anonymous union".to_string() } else { format!("union '{name}'") };
                 push(

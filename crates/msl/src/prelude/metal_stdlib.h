@@ -577,6 +577,22 @@ typedef atomic<uint> atomic_uint;
 typedef atomic<bool> atomic_bool;
 typedef atomic<float> atomic_float;
 typedef atomic<ulong> atomic_ulong;
+// What Metal's atomic functions take (MSL 6.15): the bitwise ones (and, or, xor) integers only;
+// on a threadgroup atomic_float, no read-modify-write (Metal's float atomics are device memory's).
+// Each check is a default template argument, so a call that breaks it stops at a static_assert
+// saying why, where the call is.
+template <typename T> struct __kg_atomic_bitwise {
+  static_assert(is_integral<T>::value, "the bitwise atomic functions (fetch_and, fetch_or, fetch_xor) take atomic integers only, not atomic_float (MSL 6.15)");
+  typedef void type;
+};
+// (the threadgroup one is checked in the body of the threadgroup variants below: deduction
+// succeeds for a device pointer too, so a default template argument would fire for every call)
+#define KGMSL_ATOMIC_TG_FLOAT_RMW(name)                                                                    \
+  template <typename T, typename U> T name(volatile threadgroup atomic<T>*, U, memory_order) {             \
+    static_assert(!is_same<T, float>::value, "atomic_float supports atomic read-modify-write functions "  \
+                  "in device memory only, not threadgroup memory (MSL 6.15)");                             \
+    return T();                                                                                            \
+  }
 #define KGMSL_ATOMIC_AS(AS)                                                                                           \
   template <typename T, typename U> void atomic_store_explicit(volatile AS atomic<T>*, U, memory_order);             \
   template <typename T> T atomic_load_explicit(const volatile AS atomic<T>*, memory_order);                          \
@@ -585,19 +601,24 @@ typedef atomic<ulong> atomic_ulong;
                                                                                memory_order, memory_order);           \
   template <typename T, typename U> bool atomic_compare_exchange_strong_explicit(volatile AS atomic<T>*, thread T*, U,\
                                                                                  memory_order, memory_order);         \
-  template <typename T, typename U> T atomic_fetch_add_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_sub_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_and_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_or_explicit(volatile AS atomic<T>*, U, memory_order);              \
-  template <typename T, typename U> T atomic_fetch_xor_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_min_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_max_explicit(volatile AS atomic<T>*, U, memory_order);
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_add_explicit)             \
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_sub_explicit)             \
+  template <typename T, typename U, typename = typename __kg_atomic_bitwise<T>::type> T atomic_fetch_and_explicit(volatile AS atomic<T>*, U, memory_order);             \
+  template <typename T, typename U, typename = typename __kg_atomic_bitwise<T>::type> T atomic_fetch_or_explicit(volatile AS atomic<T>*, U, memory_order);              \
+  template <typename T, typename U, typename = typename __kg_atomic_bitwise<T>::type> T atomic_fetch_xor_explicit(volatile AS atomic<T>*, U, memory_order);             \
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_min_explicit)             \
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_max_explicit)
+#define KGMSL_ATOMIC_RMW_device(name) template <typename T, typename U> T name(volatile device atomic<T>*, U, memory_order);
+#define KGMSL_ATOMIC_RMW_threadgroup(name) KGMSL_ATOMIC_TG_FLOAT_RMW(name)
 KGMSL_ATOMIC_AS(device)
 KGMSL_ATOMIC_AS(threadgroup)
 void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device);
 
 // ---- SIMD-group matrices (the 8x8 float, half and bfloat ones MLX's steel uses).
 template <typename T, int Cols, int Rows> struct simdgroup_matrix {
+  static_assert(is_same<T, float>::value || is_same<T, half>::value || is_same<T, bfloat>::value,
+                "simdgroup_matrix holds float, half or bfloat elements only (MSL 6.7)");
+  static_assert(Cols == 8 && Rows == 8, "simdgroup_matrix is 8x8 only (MSL 6.7)");
   typedef T value_type;
   simdgroup_matrix() thread = default;
   explicit simdgroup_matrix(T) thread;
