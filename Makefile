@@ -71,7 +71,8 @@ test-build:
 ## the proc-macros' compile errors (trybuild builds their dependencies again), the tutorial
 ## run end to end (it builds and tests the tutorial's crate), the vocabulary head's verify
 ## under 1 GiB, every bundled kernel with several emulator workers in every run order against
-## one worker, and the Metal check of all 90 of MLX's kernel headers.
+## one worker, the Metal check of all 90 of MLX's kernel headers, and of the real-world corpus
+## (crates/msl/tests/real_world.rs: crates shipping .metal sources, fetched by make deps).
 ## One command over the workspace: `make test`'s build serves it as it is (`--package` alone would
 ## unify the crates' features differently and rebuild them).
 test-slow: deps

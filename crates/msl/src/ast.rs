@@ -403,7 +403,9 @@ impl Walker<'_> {
                 let (from_d, to_d) = (operand.map(desugared).unwrap_or_default(), desugared(n));
                 // bfloat to float is the one implicit conversion Metal gives bfloat
                 let to_float = is_bfloat(&from_d) && strip_quals(&to_d) == "float";
-                if is_bfloat(&from_d) != is_bfloat(&to_d) && !to_float {
+                // (a `double` is an unsuffixed literal in a template to clang: float in Metal)
+                let double = strip_quals(&from_d) == "double" || strip_quals(&to_d) == "double";
+                if is_bfloat(&from_d) != is_bfloat(&to_d) && !to_float && !double {
                     let from = operand.map(qual_type).unwrap_or_default();
                     self.facts.push(Fact::BfloatConversion { loc: begin.clone(), from, to: qual_type(n) });
                 }
