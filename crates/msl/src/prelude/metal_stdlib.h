@@ -450,14 +450,14 @@ constexpr T as_type(U x) {
   float sincos(float, thread float&); half sincos(half, thread half&);                   \
   int ilogb(float); int ilogb(half);
 KGMSL_MATH_SET
-// bfloat arguments convert to float (the only implicit conversion Metal gives bfloat), so
-// Metal's float overloads take them and return float. Templates model that without clashing
+// Metal 3.1's math functions take bfloat and return bfloat (MSL 6.5: T is half, float or
+// bfloat), so `bfloat y = exp(x)` needs no conversion. Templates model that without clashing
 // with MLX's bf16_math.h, whose non-template bfloat overloads win wherever they exist.
 template <typename T> struct __kg_bf_ret {};
-template <> struct __kg_bf_ret<bfloat> { typedef float type; };
-template <> struct __kg_bf_ret<bfloat2> { typedef float2 type; };
-template <> struct __kg_bf_ret<bfloat3> { typedef float3 type; };
-template <> struct __kg_bf_ret<bfloat4> { typedef float4 type; };
+template <> struct __kg_bf_ret<bfloat> { typedef bfloat type; };
+template <> struct __kg_bf_ret<bfloat2> { typedef bfloat2 type; };
+template <> struct __kg_bf_ret<bfloat3> { typedef bfloat3 type; };
+template <> struct __kg_bf_ret<bfloat4> { typedef bfloat4 type; };
 template <typename T> using __kg_bf_ret_t = typename __kg_bf_ret<T>::type;
 #define KGMSL_B1(name) template <typename T> __kg_bf_ret_t<T> name(T);
 #define KGMSL_B2(name) template <typename T> __kg_bf_ret_t<T> name(T, T);
