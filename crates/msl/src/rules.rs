@@ -290,8 +290,10 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         if !done.insert((f.loc.line, f.loc.col)) {
             continue;
         }
+        // (function templates may share a name: each instantiation has its own host name)
+        let template = a.first > 0 && (toks[a.first - 1].is(">") || toks[a.first - 1].is(">>"));
         let params: Vec<String> = f.params.iter().map(|p| p.desugared.clone()).collect();
-        match by_name.get(&f.name) {
+        match by_name.get(&f.name).filter(|_| !template) {
             Some(first) if *first != params => out.push(problem(
                 file,
                 f.loc.line,
@@ -299,9 +301,10 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
                 format!("kernel '{}' is overloaded: kernel functions cannot be overloaded (MSL 1.5); give it another name", f.name),
             )),
             Some(_) => {}
-            None => {
+            None if !template => {
                 by_name.insert(f.name.clone(), params);
             }
+            None => {}
         }
         check_kernel(file, &toks, &attrs, f, &instances, out);
     }

@@ -218,7 +218,8 @@ template <typename T> struct remove_pointer<T* const> { typedef T type; };
 template <typename T> using remove_pointer_t = typename remove_pointer<T>::type;
 template <typename T> struct remove_addrspace { typedef T type; };
 template <typename T> struct remove_addrspace<device T> { typedef T type; };
-template <typename T> struct remove_addrspace<constant T> { typedef T type; };
+// (`__constant`, not `constant`, which is `const __constant`: a deduced `__constant int` is not const)
+template <typename T> struct remove_addrspace<__constant T> { typedef T type; };
 template <typename T> struct remove_addrspace<threadgroup T> { typedef T type; };
 template <typename T> struct remove_addrspace<__private T> { typedef T type; };
 template <typename T> struct remove_addrspace<__generic T> { typedef T type; };
