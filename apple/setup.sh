@@ -20,11 +20,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-MLX_SYS_VERSION="0.7.0"
 # Fixed: apple/cargo-config.toml names target/apple (target dir, mlx-sys copy).
 LANE="$ROOT/target/apple"
 SYS_DIR="$LANE/mlx-sys"
-PATCH="$ROOT/mlx/mlx-sys.patch"
 # The Debian toolchain, by path: rustup's stays first on PATH.
 APPLE_CARGO="${APPLE_CARGO:-/usr/bin/cargo}"
 APPLE_RUSTC="${APPLE_RUSTC:-/usr/bin/rustc}"
@@ -34,6 +32,8 @@ APPLE_RUSTC="${APPLE_RUSTC:-/usr/bin/rustc}"
 APPLE_TARGETS="${APPLE_TARGETS:-aarch64-apple-darwin aarch64-unknown-linux-gnu}"
 
 say() { printf 'apple/setup.sh: %s\n' "$*" >&2; }
+# shellcheck source=mlx/mlx-sys.sh
+source "$ROOT/mlx/mlx-sys.sh"
 
 # 1. Debian packages.
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
@@ -81,28 +81,8 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$fetch_key" ]]; then
     echo "$fetch_key" > "$stamp"
 fi
 
-# 3. mlx-sys from cargo's registry cache, patched. The stamp holds the patch's
-#    hash, so a changed patch is applied to a fresh copy.
-patch_hash="$(sha256sum "$PATCH" | cut -d' ' -f1)"
-stamp="$SYS_DIR/.kernelgen-patch"
-if [[ ! -f $stamp || $(cat "$stamp") != "$patch_hash" ]]; then
-    cargo_home="${CARGO_HOME:-$HOME/.cargo}"
-    src=""
-    for dir in "$cargo_home"/registry/src/*/mlx-sys-"$MLX_SYS_VERSION"; do
-        [[ -f $dir/Cargo.toml ]] && src="$dir" && break
-    done
-    rm -rf "$SYS_DIR" "$SYS_DIR.tmp"
-    mkdir -p "$SYS_DIR.tmp"
-    if [[ -n $src ]]; then
-        cp -R "$src/." "$SYS_DIR.tmp/"
-    else
-        crate=("$cargo_home"/registry/cache/*/mlx-sys-"$MLX_SYS_VERSION".crate)
-        tar -xzf "${crate[0]}" -C "$SYS_DIR.tmp" --strip-components=1
-    fi
-    rm -f "$SYS_DIR.tmp/.cargo-ok"
-    say "patching mlx-sys $MLX_SYS_VERSION"
-    patch --quiet --forward -p1 -d "$SYS_DIR.tmp" < "$PATCH"
-    mv "$SYS_DIR.tmp" "$SYS_DIR"
-    echo "$patch_hash" > "$stamp"
+# 3. mlx-sys from cargo's registry cache, patched (mlx/mlx-sys.sh).
+if mlx_sys_stale "$SYS_DIR"; then
+    mlx_sys_patch "$SYS_DIR"
 fi
 say "ready: $LANE"

@@ -1,4 +1,4 @@
-# The `mlx` lane (issue 5): builds the runtime crate with the cargo feature
+# The `mlx` lane: builds the runtime crate with the cargo feature
 # `mlx` (mlx-rs 0.33) against the CPU build of MLX from the PyPI wheel
 # mlx-cpu, and runs the tests that need it (tests/mlx_*.rs).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares the `mlx` feature's build on Linux (issue 5): Debian's build tools,
+# Prepares the `mlx` feature's build on Linux: Debian's build tools,
 # the CPU build of MLX from the PyPI wheel mlx-cpu, and a patched copy of
 # mlx-sys taken from cargo's registry cache. Idempotent: each step is skipped
 # when its result is already in place. Everything goes under target/mlx/ (or
@@ -10,15 +10,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 MLX_CPU_VERSION="${MLX_CPU_VERSION:-0.32.2}"
-MLX_SYS_VERSION="0.7.0"
 LANE="${KERNELGEN_MLX_LANE_DIR:-$ROOT/target/mlx}"
 WHEEL_DIR="$LANE/mlx-cpu"
 SYS_DIR="$LANE/mlx-sys"
-PATCH="$ROOT/mlx/mlx-sys.patch"
 CARGO="${CARGO:-cargo}"
 PYTHON="${PYTHON:-python3}"
 
 say() { printf 'mlx/setup.sh: %s\n' "$*" >&2; }
+# shellcheck source=mlx/mlx-sys.sh
+source "$ROOT/mlx/mlx-sys.sh"
 
 # 1. Debian packages: cmake builds mlx-c, clang/libclang run bindgen.
 missing=()
@@ -52,33 +52,13 @@ if [[ ! -f $stamp ]]; then
 fi
 test -f "$WHEEL_DIR/mlx/lib/libmlx.so"
 
-# 3. mlx-sys from cargo's registry cache, patched. The stamp holds the patch's
-#    hash, so a changed patch is applied to a fresh copy.
-patch_hash="$(sha256sum "$PATCH" | cut -d' ' -f1)"
-stamp="$SYS_DIR/.kernelgen-patch"
-if [[ ! -f $stamp || $(cat "$stamp") != "$patch_hash" ]]; then
+# 3. mlx-sys from cargo's registry cache, patched (mlx/mlx-sys.sh).
+if mlx_sys_stale "$SYS_DIR"; then
     # Without the opt-in configuration this also puts Cargo.lock back on the
     # registry's mlx-sys if a previous patched build rewrote it. Only the
     # host's packages: the lock also names every other platform's.
     host="$(rustc -vV | sed -n 's/^host: //p')"
     "$CARGO" fetch --quiet --target "$host"
-    cargo_home="${CARGO_HOME:-$HOME/.cargo}"
-    src=""
-    for dir in "$cargo_home"/registry/src/*/mlx-sys-"$MLX_SYS_VERSION"; do
-        [[ -f $dir/Cargo.toml ]] && src="$dir" && break
-    done
-    rm -rf "$SYS_DIR" "$SYS_DIR.tmp"
-    mkdir -p "$SYS_DIR.tmp"
-    if [[ -n $src ]]; then
-        cp -R "$src/." "$SYS_DIR.tmp/"
-    else
-        crate=("$cargo_home"/registry/cache/*/mlx-sys-"$MLX_SYS_VERSION".crate)
-        tar -xzf "${crate[0]}" -C "$SYS_DIR.tmp" --strip-components=1
-    fi
-    rm -f "$SYS_DIR.tmp/.cargo-ok"
-    say "patching mlx-sys $MLX_SYS_VERSION"
-    patch --quiet --forward -p1 -d "$SYS_DIR.tmp" < "$PATCH"
-    mv "$SYS_DIR.tmp" "$SYS_DIR"
-    echo "$patch_hash" > "$stamp"
+    mlx_sys_patch "$SYS_DIR"
 fi
 say "ready: $LANE"

@@ -235,20 +235,82 @@ pub struct Output {
 }
 
 /// A checked launch: everything a backend binds and runs.
+///
+/// Only [`check`] makes one, and its fields are private, so a plan always
+/// holds what the checks computed for its kernel: a backend binds and runs it
+/// as it is (through [`Checked`](crate::backend::Checked), which also holds
+/// the arrays it was checked on). A plan cannot be written by hand:
+///
+/// ```compile_fail
+/// use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF;
+/// use kernelgen::launch::LaunchPlan;
+///
+/// // error[E0451]: fields `def`, `sizes`, ... of struct `LaunchPlan` are private
+/// let forged = LaunchPlan { def: &DEF, sizes: vec![1 << 20], grid: [1 << 20, 1, 1], threadgroup: [32, 1, 1], inputs: vec![], outputs: vec![] };
+/// ```
+///
+/// nor changed once made:
+///
+/// ```compile_fail
+/// # use kernelgen::Dtype;
+/// # use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF;
+/// # use kernelgen::launch::{self, ArgInfo};
+/// # let arg = |dtype: Dtype, shape: &[u64]| ArgInfo { dtype: Ok(dtype), shape: shape.to_vec(), bytes: shape.iter().product::<u64>() * dtype.size() as u64, row_contiguous: true, address: None };
+/// let mut plan = launch::check(&DEF, &[arg(Dtype::Bf16, &[3, 256]), arg(Dtype::U8, &[73728])], &[], &[]).unwrap();
+/// // error[E0616]: field `grid` of struct `LaunchPlan` is private
+/// plan.grid = [1 << 20, 1, 1];
+/// ```
+///
+/// and what it holds is read through its accessors:
+///
+/// ```
+/// # use kernelgen::Dtype;
+/// # use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF;
+/// # use kernelgen::launch::{self, ArgInfo};
+/// # let arg = |dtype: Dtype, shape: &[u64]| ArgInfo { dtype: Ok(dtype), shape: shape.to_vec(), bytes: shape.iter().product::<u64>() * dtype.size() as u64, row_contiguous: true, address: None };
+/// let plan = launch::check(&DEF, &[arg(Dtype::Bf16, &[3, 256]), arg(Dtype::U8, &[73728])], &[], &[]).unwrap();
+/// assert_eq!((plan.sizes(), plan.grid()), (&[3][..], [128, 32, 3]));
+/// ```
 #[derive(Clone, Debug)]
 pub struct LaunchPlan<'d> {
+    def: &'d KernelDef,
+    sizes: Vec<u64>,
+    grid: [u32; 3],
+    threadgroup: [u32; 3],
+    inputs: Vec<Input>,
+    outputs: Vec<Output>,
+}
+
+impl<'d> LaunchPlan<'d> {
     /// The kernel checked.
-    pub def: &'d KernelDef,
+    pub fn def(&self) -> &'d KernelDef {
+        self.def
+    }
+
     /// The run-time sizes, in [`KernelDef::sizes`] order.
-    pub sizes: Vec<u64>,
+    pub fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+
     /// Threads in the grid (MLX's `dispatchThreads` convention: threads, not threadgroups).
-    pub grid: [u32; 3],
+    pub fn grid(&self) -> [u32; 3] {
+        self.grid
+    }
+
     /// Threads in one threadgroup.
-    pub threadgroup: [u32; 3],
-    /// One per kernel input, in buffer order.
-    pub inputs: Vec<Input>,
-    /// One per kernel output, in buffer order after the inputs.
-    pub outputs: Vec<Output>,
+    pub fn threadgroup(&self) -> [u32; 3] {
+        self.threadgroup
+    }
+
+    /// Where each kernel input comes from, one per input, in buffer order.
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+
+    /// What the backend allocates, one per kernel output, in buffer order after the inputs.
+    pub fn outputs(&self) -> &[Output] {
+        &self.outputs
+    }
 }
 
 fn shown(shape: &[u64]) -> String {

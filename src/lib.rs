@@ -65,8 +65,8 @@
 //!
 //! // gate_up takes `x: bf16 [M, 256]` and the packed `slot: u8 [73728]`.
 //! let plan = launch::check(&GATE_UP, &[array(Dtype::Bf16, &[3, 256]), array(Dtype::U8, &[73728])], &[], &[])?;
-//! assert_eq!(plan.sizes, [3]); // M, read off the shape of `x`
-//! assert_eq!(plan.outputs[0].shape, [3, 128]); // `mid: bf16 [M, 128]`
+//! assert_eq!(plan.sizes(), [3]); // M, read off the shape of `x`
+//! assert_eq!(plan.outputs()[0].shape, [3, 128]); // `mid: bf16 [M, 128]`
 //!
 //! // Every problem of a launch is reported at once, and nothing would launch:
 //! // here `x` has the wrong dtype and width, and the slot is too short.

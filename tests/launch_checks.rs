@@ -1,20 +1,24 @@
-//! Every precondition of every generated launcher, violated once: each gives
-//! a `LaunchError` naming the kernel and the argument, and launches nothing;
-//! several violations of one launch are all reported. A recording backend
-//! stands in for a real one, so arguments can be fabricated with any dtype,
-//! shape, byte length, layout or address.
+//! The launch checks themselves, on a recording backend whose arrays are their
+//! descriptions, so arguments can be fabricated with any dtype, shape, byte length,
+//! layout or address: the conformance suite (`tests/conformance/`), which every backend
+//! runs, with the classes no real backend shows (byte lengths, strides, addresses)
+//! included, then what only fabricated arguments reach (sizes past the 32-bit limit, a
+//! product of dimensions past 2^64, dimensions a family may state but no bundled kernel
+//! has).
 
-use kernelgen::backend::{Backend, launch_vec};
-use kernelgen::contract::{BufferDef, KernelDef, Source};
-use kernelgen::launch::{ArgInfo, ErrorKind, LaunchError, LaunchPlan, MAX_ELEMENTS};
+#[macro_use]
+mod conformance;
+
+use conformance::{Harness, launch, rejected, valid};
+use kernelgen::backend::{Backend, Checked};
+use kernelgen::contract::Source;
+use kernelgen::launch::{ArgInfo, BackendError, ErrorKind, MAX_ELEMENTS};
 use kernelgen::{Dtype, kernels};
-use std::cell::Cell;
+use std::error::Error;
 
-/// Arrays are their descriptions; `run` only counts launches.
-#[derive(Default)]
-struct Recorder {
-    launches: Cell<usize>,
-}
+/// Arrays are their descriptions; `run` returns outputs of the plan's dtypes and shapes,
+/// which hold no values.
+struct Recorder;
 
 impl Backend for Recorder {
     type Array = ArgInfo;
@@ -24,197 +28,97 @@ impl Backend for Recorder {
         a.clone()
     }
 
-    unsafe fn run(&self, plan: &LaunchPlan<'_>, _: &[&ArgInfo]) -> Result<Vec<ArgInfo>, Self::Error> {
-        self.launches.set(self.launches.get() + 1);
-        Ok(plan
-            .outputs
-            .iter()
-            .map(|o| ArgInfo { dtype: Ok(o.dtype), shape: o.shape.clone(), bytes: o.bytes, row_contiguous: true, address: None })
-            .collect())
+    fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<ArgInfo>, Self::Error> {
+        Ok(launch.plan().outputs().iter().map(|o| ArgInfo { dtype: Ok(o.dtype), shape: o.shape.clone(), bytes: o.bytes, row_contiguous: true, address: None }).collect())
     }
 }
 
-/// A well-formed argument for `b` at `sizes`.
-fn arg(b: &BufferDef, sizes: &[u64]) -> ArgInfo {
-    let shape = b.shape_at(sizes).unwrap();
-    let elements: u64 = shape.iter().product();
-    ArgInfo { dtype: Ok(b.dtype), bytes: elements * b.dtype.size() as u64, shape, row_contiguous: true, address: Some(0x10000) }
-}
+/// Why a recorded output cannot be read.
+#[derive(Debug)]
+struct NoValues;
 
-/// Valid arrays and host integers for `def` with every run-time size set to
-/// `n` (bounded values at their bound).
-fn valid(def: &KernelDef, n: u64) -> (Vec<ArgInfo>, Vec<Vec<i32>>) {
-    let sizes = vec![n; def.sizes.len()];
-    let arrays = def.data_inputs().map(|b| arg(b, &sizes)).collect();
-    let host = def
-        .host_inputs()
-        .map(|b| {
-            let value = b.at_most.map_or(0, |i| sizes[i] as i32);
-            vec![value; b.elements(&sizes).unwrap() as usize]
-        })
-        .collect();
-    (arrays, host)
-}
-
-fn run(def: &KernelDef, arrays: &[ArgInfo], host: &[Vec<i32>]) -> (Result<Vec<ArgInfo>, LaunchError>, usize) {
-    let backend = Recorder::default();
-    let refs: Vec<&ArgInfo> = arrays.iter().collect();
-    let host: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
-    let result = launch_vec(&backend, def, &refs, &host);
-    (result, backend.launches.get())
-}
-
-/// Asserts a rejection with a violation of the given kind naming `argument`,
-/// with nothing launched; returns the error.
-fn rejected(def: &KernelDef, args: &(Vec<ArgInfo>, Vec<Vec<i32>>), kind: ErrorKind, argument: Option<&str>, what: &str) -> LaunchError {
-    let (result, launches) = run(def, &args.0, &args.1);
-    let e = result.err().unwrap_or_else(|| panic!("{}: {what} was accepted", def.name));
-    assert_eq!(launches, 0, "{}: {what} launched", def.name);
-    assert_eq!(e.kernel(), def.name, "{e}");
-    assert!(
-        e.violations().iter().any(|v| v.kind == kind && (argument.is_none() || v.argument.as_deref() == argument)),
-        "{}: {what}: expected a {kind:?} violation of {argument:?}, got: {e}",
-        def.name
-    );
-    let text = e.to_string();
-    assert!(text.contains(def.name.as_ref()), "{text}");
-    if let Some(a) = argument {
-        assert!(text.contains(&format!("`{a}`")), "{text}");
+impl std::fmt::Display for NoValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a recording backend runs no kernel")
     }
-    e
 }
 
-fn other_dtype(d: Dtype) -> Dtype {
-    if d == Dtype::F32 { Dtype::F16 } else { Dtype::F32 }
+impl Error for NoValues {}
+
+/// A dense, row-major argument at an aligned address.
+fn arg(dtype: Result<Dtype, String>, shape: &[u64], bytes: u64) -> ArgInfo {
+    ArgInfo { dtype, shape: shape.to_vec(), bytes, row_contiguous: true, address: Some(0x10000) }
 }
+
+fn dense(dtype: Dtype, shape: &[u64]) -> ArgInfo {
+    arg(Ok(dtype), shape, shape.iter().product::<u64>() * dtype.size() as u64)
+}
+
+impl Harness for Recorder {
+    type Backend = Recorder;
+
+    fn backend(&self) -> &Recorder {
+        self
+    }
+
+    fn array(&self, dtype: Dtype, shape: &[u64], bytes: &[u8]) -> ArgInfo {
+        arg(Ok(dtype), shape, bytes.len() as u64)
+    }
+
+    fn zeros(&self, dtype: Dtype, shape: &[u64]) -> ArgInfo {
+        dense(dtype, shape)
+    }
+
+    fn read(&self, _: &ArgInfo) -> Result<Vec<u8>, BackendError> {
+        Err(Box::new(NoValues))
+    }
+
+    fn can_execute(&self) -> bool {
+        false
+    }
+
+    fn is_unavailable(&self, error: &(dyn Error + 'static)) -> bool {
+        error.is::<NoValues>()
+    }
+
+    fn whole_catalog(&self) -> bool {
+        true
+    }
+
+    fn input_budget(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn with_bytes(&self, dtype: Dtype, shape: &[u64], bytes: usize) -> Option<ArgInfo> {
+        Some(arg(Ok(dtype), shape, bytes as u64))
+    }
+
+    fn strided(&self, dtype: Dtype, shape: &[u64], _: &[u8]) -> Option<ArgInfo> {
+        Some(ArgInfo { row_contiguous: false, ..dense(dtype, shape) })
+    }
+
+    fn misaligned(&self, dtype: Dtype, shape: &[u64], offset: usize) -> Option<ArgInfo> {
+        Some(ArgInfo { address: Some(0x10000 + offset), ..dense(dtype, shape) })
+    }
+
+    fn foreign(&self, shape: &[u64]) -> Option<(ArgInfo, &'static str)> {
+        Some((arg(Err("float64".into()), shape, shape.iter().product::<u64>() * 8), "float64"))
+    }
+}
+
+conformance_tests!(Recorder);
 
 #[test]
 fn the_catalog_is_not_empty() {
     assert!(kernels::CATALOG.len() >= 24);
 }
 
+/// Sizes whose buffers would pass the 32-bit indexing limit (no backend allocates such
+/// arrays to show it).
 #[test]
-fn valid_arguments_launch_once_with_contract_outputs() {
-    for def in kernels::CATALOG {
-        for n in [1, 3] {
-            let (arrays, host) = valid(def, n);
-            let (result, launches) = run(def, &arrays, &host);
-            let outputs = result.unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(launches, 1);
-            let sizes = vec![n; def.sizes.len()];
-            for (o, b) in outputs.iter().zip(def.outputs.iter()) {
-                assert_eq!(o.shape, b.shape_at(&sizes).unwrap(), "{}", def.name);
-            }
-        }
-    }
-}
-
-#[test]
-fn wrong_argument_count() {
-    for def in kernels::CATALOG {
-        let mut args = valid(def, 2);
-        args.0.pop();
-        rejected(def, &args, ErrorKind::ArgumentCount, None, "one array too few");
-        let mut args = valid(def, 2);
-        args.0.push(args.0[0].clone());
-        rejected(def, &args, ErrorKind::ArgumentCount, None, "one array too many");
-        let mut args = valid(def, 2);
-        args.1.push(vec![1]);
-        rejected(def, &args, ErrorKind::ArgumentCount, None, "one host argument too many");
-    }
-}
-
-fn each_input(mut f: impl FnMut(&'static KernelDef, usize, &'static BufferDef)) {
-    for def in kernels::CATALOG {
-        for (i, b) in def.data_inputs().enumerate() {
-            f(def, i, b);
-        }
-    }
-}
-
-#[test]
-fn wrong_dtype() {
-    each_input(|def, i, b| {
-        let mut args = valid(def, 2);
-        args.0[i].dtype = Ok(other_dtype(b.dtype));
-        rejected(def, &args, ErrorKind::Dtype, Some(&b.name), "a wrong dtype");
-        let mut args = valid(def, 2);
-        args.0[i].dtype = Err("float64".into());
-        let e = rejected(def, &args, ErrorKind::Dtype, Some(&b.name), "a dtype no contract has");
-        assert!(e.to_string().contains("float64"), "{e}");
-    });
-}
-
-#[test]
-fn wrong_rank() {
-    each_input(|def, i, b| {
-        let mut args = valid(def, 2);
-        args.0[i].shape.push(1);
-        rejected(def, &args, ErrorKind::Rank, Some(&b.name), "an extra dimension");
-        let mut args = valid(def, 2);
-        args.0[i].shape.remove(0);
-        rejected(def, &args, ErrorKind::Rank, Some(&b.name), "a missing dimension");
-    });
-}
-
-#[test]
-fn wrong_fixed_dimension() {
-    each_input(|def, i, b| {
-        for (axis, d) in b.shape.iter().enumerate() {
-            if d.as_fixed().is_none() {
-                continue;
-            }
-            let mut args = valid(def, 2);
-            args.0[i].shape[axis] += 1;
-            args.0[i].bytes = args.0[i].shape.iter().product::<u64>() * b.dtype.size() as u64;
-            let e = rejected(def, &args, ErrorKind::Dim, Some(&b.name), &format!("dimension {axis} of `{}` one too large", b.name));
-            // A fixed shape is shown once, not as an expression equal to itself.
-            if b.shape.iter().all(|d| d.as_fixed().is_some()) {
-                let v = e.violations().iter().find(|v| v.kind == ErrorKind::Dim).unwrap();
-                assert!(!v.expected.contains(" = "), "{v}");
-            }
-        }
-    });
-}
-
-#[test]
-fn run_time_sizes_that_disagree_between_arguments() {
-    // A size carried by two arguments must be the same in both.
-    let mut covered = 0;
-    for def in kernels::CATALOG {
-        for size in 0..def.sizes.len() {
-            let carriers: Vec<(usize, usize)> = def
-                .data_inputs()
-                .enumerate()
-                .flat_map(|(i, b)| {
-                    b.shape.iter().enumerate().filter(move |(_, d)| d.linear_in_one_size().is_some_and(|(s, _)| s == size)).map(move |(axis, _)| (i, axis))
-                })
-                .collect();
-            if let [_, .., (i, axis)] = carriers[..] {
-                covered += 1;
-                let mut args = valid(def, 2);
-                args.0[i].shape[axis] *= 2;
-                args.0[i].bytes *= 2;
-                let name = def.data_inputs().nth(i).unwrap().name.to_string();
-                let e = rejected(def, &args, ErrorKind::Dim, Some(&name), "a run-time size that disagrees");
-                // The message says where the size was read.
-                assert!(e.to_string().contains("from `"), "{e}");
-            }
-        }
-    }
-    assert!(covered > 0);
-}
-
-#[test]
-fn zero_and_oversized_run_time_sizes() {
-    for def in kernels::CATALOG {
-        if def.sizes.is_empty() {
-            continue;
-        }
-        let args = valid(def, 0);
-        rejected(def, &args, ErrorKind::Size, None, "a zero size");
-        // Sizes whose buffers would exceed the 32-bit indexing limit.
-        let mut args = valid(def, 2);
+fn oversized_run_time_sizes() {
+    for def in kernels::CATALOG.iter().filter(|d| !d.sizes.is_empty()) {
+        let mut args = valid(&Recorder, def, 2);
         for (a, b) in args.0.iter_mut().zip(def.data_inputs()) {
             for (axis, d) in b.shape.iter().enumerate() {
                 if let Some((_, c)) = d.linear_in_one_size() {
@@ -223,63 +127,11 @@ fn zero_and_oversized_run_time_sizes() {
             }
             a.bytes = a.shape.iter().map(|&x| x as u128).product::<u128>().min(u64::MAX as u128) as u64;
         }
-        let (result, launches) = run(def, &args.0, &args.1);
+        let (result, launches) = launch(&Recorder, def, &args.0, &args.1);
         let e = result.expect_err("an oversized launch was accepted");
         assert_eq!(launches, 0);
         assert!(e.has(ErrorKind::Size), "{}: {e}", def.name);
     }
-}
-
-#[test]
-fn wrong_byte_length() {
-    each_input(|def, i, b| {
-        for delta in [-1i64, 1] {
-            let mut args = valid(def, 2);
-            args.0[i].bytes = (args.0[i].bytes as i64 + delta) as u64;
-            rejected(def, &args, ErrorKind::ByteLength, Some(&b.name), "a byte length that disagrees with the shape");
-        }
-    });
-}
-
-#[test]
-fn strided_argument() {
-    each_input(|def, i, b| {
-        let mut args = valid(def, 2);
-        args.0[i].row_contiguous = false;
-        rejected(def, &args, ErrorKind::Layout, Some(&b.name), "a strided view");
-    });
-}
-
-#[test]
-fn misaligned_argument() {
-    each_input(|def, i, b| {
-        if b.align <= 1 {
-            return;
-        }
-        let mut args = valid(def, 2);
-        args.0[i].address = Some(0x10000 + b.align as usize / 2);
-        rejected(def, &args, ErrorKind::Alignment, Some(&b.name), "a misaligned address");
-    });
-}
-
-#[test]
-fn bounded_host_values_outside_their_range() {
-    let mut covered = 0;
-    for def in kernels::CATALOG {
-        for (i, b) in def.host_inputs().enumerate() {
-            let Some(size) = b.at_most else { continue };
-            covered += 1;
-            for bad in [4, -1] {
-                let mut args = valid(def, 3);
-                args.1[i][0] = bad;
-                rejected(def, &args, ErrorKind::Value, Some(&b.name), &format!("{bad}, outside 0..={}", def.sizes[size]));
-            }
-            let mut args = valid(def, 3);
-            args.1[i].push(1);
-            rejected(def, &args, ErrorKind::Dim, Some(&b.name), "one host value too many");
-        }
-    }
-    assert!(covered > 0, "no bundled kernel bounds a value (DeltaNet's prefix state should)");
 }
 
 #[test]
@@ -290,56 +142,15 @@ fn every_input_is_passed_filled_or_hosted() {
     }
 }
 
-/// Three wrong arguments of one launch are three violations in one error.
-#[test]
-fn every_violation_of_a_launch_is_reported() {
-    use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF;
-    let (mut arrays, host) = valid(&DEF, 2);
-    arrays[0].dtype = Ok(Dtype::F32); // x: a wrong dtype
-    arrays[1].shape = vec![100]; // slot: a wrong size
-    arrays[1].bytes = 100;
-    arrays[0].row_contiguous = false; // x: strided too
-    let (result, launches) = run(&DEF, &arrays, &host);
-    let e = result.expect_err("accepted");
-    assert_eq!(launches, 0);
-    let kinds: Vec<(ErrorKind, Option<&str>)> = e.violations().iter().map(|v| (v.kind, v.argument.as_deref())).collect();
-    assert_eq!(
-        kinds,
-        [(ErrorKind::Dtype, Some("x")), (ErrorKind::Layout, Some("x")), (ErrorKind::Dim, Some("slot"))],
-        "{e}"
-    );
-    let text = e.to_string();
-    assert!(text.contains("3 problems, nothing was launched"), "{text}");
-    // A fixed size is printed once.
-    assert!(text.contains("expected shape [73728], given shape [100]"), "{text}");
-}
-
-/// A packed slot of another geometry of the same spec is named in the error.
-#[test]
-fn a_slot_of_another_geometry_is_named() {
-    use kernelgen::kernels::experts::{self, QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP as OTHER, TINY_EXPERT_Q4_BF16_R4_GATE_UP as DEF};
-    let (mut arrays, host) = valid(&DEF, 2);
-    let slot = OTHER.inputs[1].shape[0].as_fixed().unwrap();
-    arrays[1].shape = vec![slot];
-    arrays[1].bytes = slot;
-    let (result, _) = run(&DEF, &arrays, &host);
-    let e = result.expect_err("accepted").with_hints_from(experts::KERNELS);
-    let v = &e.violations()[0];
-    assert_eq!(v.argument.as_deref(), Some("slot"));
-    let hint = v.hint.as_deref().unwrap_or_else(|| panic!("no hint: {e}"));
-    assert!(hint.contains(OTHER.name.as_ref()), "{hint}");
-    assert!(!hint.contains(DEF.name.as_ref()), "{hint}");
-}
-
 /// Dimensions each within bounds whose product passes 2^64 (B = 2^26 and T = 2^27 with
 /// 16 x 128 per step): a size violation, not an overflow panic inside the check.
 #[test]
 fn an_element_count_past_2_64_is_a_size_error() {
     let def = &kernels::delta::QWEN35_DELTA_BF16_F32;
-    let mut args = valid(def, 2);
+    let mut args = valid(&Recorder, def, 2);
     let q = def.data_inputs().position(|b| b.name == "q").unwrap();
     args.0[q].shape = vec![1 << 26, 1 << 27, 16, 128];
-    let e = rejected(def, &args, ErrorKind::Size, Some("q"), "2^64 elements");
+    let e = rejected(&Recorder, def, &args, ErrorKind::Size, Some("q"), "2^64 elements");
     assert!(e.to_string().contains(&(1u128 << 64).to_string()), "{e}");
 }
 
@@ -357,13 +168,13 @@ fn a_size_no_argument_gives_is_blamed_on_the_argument() {
     inputs[0].shape = shape.into();
     def.inputs = inputs.into();
     let x = def.inputs[0].name.to_string();
-    let mut args = valid(&def, 2);
+    let mut args = valid(&Recorder, &def, 2);
     args.0[0].shape[0] = 3;
-    let e = rejected(&def, &args, ErrorKind::Dim, Some(&x), "an odd 2*M");
+    let e = rejected(&Recorder, &def, &args, ErrorKind::Dim, Some(&x), "an odd 2*M");
     assert!(e.to_string().contains("dimension 0 a multiple of 2 (2*M)"), "{e}");
     assert!(!e.violations().iter().any(|v| v.argument.as_deref() == Some("M")), "{e}");
-    let mut args = valid(&def, 2);
+    let mut args = valid(&Recorder, &def, 2);
     args.0[0].shape.push(1);
-    let e = rejected(&def, &args, ErrorKind::Rank, Some(&x), "an extra dimension");
+    let e = rejected(&Recorder, &def, &args, ErrorKind::Rank, Some(&x), "an extra dimension");
     assert!(!e.violations().iter().any(|v| v.argument.as_deref() == Some("M")), "{e}");
 }

@@ -1,43 +1,30 @@
 //! The MLX backend on a machine without Metal (Linux, the CPU build of MLX),
-//! run by `make test-mlx`:
-//! - a launch never evaluates or synchronizes: its inputs (lazy MLX
-//!   expressions) are still unevaluated after a chain of launches;
-//! - a launch that satisfies the kernel's contract reaches MLX, and MLX's own
-//!   typed error ("No Metal back-end") comes back as the source of the
-//!   `LaunchError`, never a panic; calls that break the contract never reach MLX;
-//! - the kernel cache is per name and refuses a second source for a name.
+//! run by `make test-mlx`, beyond the conformance suite every backend runs
+//! (`tests/mlx_conformance.rs`: the checks, the catalog, laziness):
+//! - the eager mode reports MLX's error at the launch, as the source of the `LaunchError`;
+//! - a kernel defined by hand reaches MLX from many threads at once, never a panic, and
+//!   evaluates nothing;
+//! - the kernel cache is per name and refuses a second source for a name;
+//! - a packed slot becomes an MLX array without a copy where MLX has Metal.
 #![cfg(feature = "mlx")]
+
+// For the availability probe only.
+#[allow(dead_code, unused_macros)]
+mod conformance;
+#[allow(dead_code)]
+#[path = "conformance/mlx.rs"]
+mod mlx;
 
 use kernelgen::backend::mlx::{MlxBackend, MlxError};
 use kernelgen::backend::{launch, launch_vec};
 use kernelgen::contract::{BufferDef, Cost, Dim, Dtype, KernelDef, Op, Source, TextRange};
 use kernelgen::kernels::experts::Glm52ExpertQ4Bf16R4;
 use kernelgen::launch::LaunchError;
+use mlx::evaluated;
 use mlx_rs::Array;
 use std::borrow::Cow;
-use std::ffi::{c_int, c_void};
 
-/// mlx-c's handle of an array (`mlx_array`: one pointer), to ask MLX whether
-/// an array has been evaluated without evaluating it.
-#[repr(C)]
-struct Handle {
-    ctx: *mut c_void,
-}
-
-unsafe extern "C" {
-    fn _mlx_array_is_available(res: *mut bool, arr: Handle) -> c_int;
-}
-
-/// Whether MLX has computed `a` (false for a lazy expression nobody evaluated).
-fn evaluated(a: &Array) -> bool {
-    let mut res = false;
-    // SAFETY: `a` is a live array; mlx-c only reads its status.
-    let status = unsafe { _mlx_array_is_available(&mut res, Handle { ctx: a.as_ptr().ctx }) };
-    assert_eq!(status, 0, "mlx-c failed to report availability");
-    res
-}
-
-/// A lazy bf16 array of `shape`: `zeros + 1`, not evaluated.
+/// A lazy array of `shape`: `zeros + 1`, not evaluated.
 fn lazy(shape: &[i32], dtype: mlx_rs::Dtype) -> Array {
     let zeros = mlx_rs::ops::zeros::<f32>(shape).unwrap();
     let ones = mlx_rs::ops::add(&zeros, &Array::from_f32(1.0)).unwrap();
@@ -49,45 +36,6 @@ fn mlx_failure(e: &LaunchError) -> &MlxError {
         LaunchError::Backend { source, .. } => source.downcast_ref::<MlxError>().unwrap_or_else(|| panic!("not MLX's error: {e}")),
         other => panic!("expected a backend error, got {other}"),
     }
-}
-
-/// The chain: gate_up, then down on its output, no evaluation in
-/// between. With Metal, both launches return unevaluated arrays and one
-/// evaluation at the end runs both. The CPU build of MLX refuses a custom
-/// kernel inside `apply` ("No Metal back-end"), so there `gate_up` returns
-/// that error and `down` is launched on a lazy stand-in for `mid` of the same
-/// shape; either way, neither launch evaluated anything.
-#[test]
-fn a_chain_of_launches_evaluates_nothing() {
-    let mlx = MlxBackend::new();
-    let m = 3;
-    let x = lazy(&[m, 6144], mlx_rs::Dtype::Bfloat16);
-    let slot_bytes = kernelgen::kernels::experts::GLM52_EXPERT_Q4_BF16_R4_GATE_UP.inputs[1].shape[0].as_fixed().unwrap() as i32;
-    let slot = lazy(&[slot_bytes], mlx_rs::Dtype::Uint8);
-    let mid = match Glm52ExpertQ4Bf16R4::gate_up(&mlx, &x, &slot) {
-        Ok(mid) => {
-            assert!(!evaluated(&mid), "gate_up returned an evaluated output");
-            mid
-        }
-        Err(e) => {
-            assert!(mlx_failure(&e).is_no_metal(), "{e}");
-            lazy(&[m, 2048], mlx_rs::Dtype::Bfloat16)
-        }
-    };
-    match Glm52ExpertQ4Bf16R4::down(&mlx, &mid, &slot) {
-        Ok(out) => {
-            assert!(!evaluated(&out), "down returned an evaluated output");
-            // Evaluating the chain's end is where MLX runs both kernels.
-            mlx_rs::transforms::eval([&out]).unwrap();
-        }
-        Err(e) => assert!(mlx_failure(&e).is_no_metal(), "{e}"),
-    }
-    for (name, a) in [("x", &x), ("slot", &slot), ("mid", &mid)] {
-        assert!(!evaluated(a), "a launch evaluated its input `{name}`");
-    }
-    // The probe itself sees evaluation.
-    mlx_rs::transforms::eval([&x]).unwrap();
-    assert!(evaluated(&x));
 }
 
 /// The eager mode for debugging launches the same way (MLX fails in `apply`
@@ -160,20 +108,6 @@ fn valid_launches_reach_mlx_from_many_threads_without_a_panic() {
             });
         }
     });
-}
-
-#[test]
-fn contract_violations_never_reach_mlx() {
-    let def = scale2("mlx_test_scale2_contract", SOURCE);
-    let mlx = MlxBackend::new();
-    let f16 = lazy(&[8], mlx_rs::Dtype::Float16);
-    let e = launch_vec(&mlx, &def, &[&f16], &[]).unwrap_err();
-    assert!(matches!(e, LaunchError::Contract { .. }), "{e}");
-    let i64s = lazy(&[8], mlx_rs::Dtype::Int64);
-    let e = launch_vec(&mlx, &def, &[&i64s], &[]).unwrap_err();
-    assert!(e.to_string().contains("Int64"), "{e}");
-    let e = launch_vec(&mlx, &def, &[], &[]).unwrap_err();
-    assert!(matches!(e, LaunchError::Contract { .. }), "{e}");
 }
 
 #[test]

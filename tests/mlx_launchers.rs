@@ -1,90 +1,15 @@
-//! Every generated launcher through the MLX backend (`make test-mlx`):
-//! bad arguments are rejected with the same errors as on every backend and
-//! never reach MLX; valid ones reach MLX, whose CPU build answers "No Metal
-//! back-end", returned as a `LaunchError` (no panic). And affine weights
-//! quantized by MLX itself run through kernelgen's affine kernels in the
-//! emulator, matching MLX's own dequantize-then-matmul in f32.
+//! Affine weights quantized by MLX itself run through kernelgen's affine kernels in the
+//! emulator, matching MLX's own dequantize-then-matmul in f32 (`make test-mlx`; every
+//! generated launcher through the MLX backend is the conformance suite's,
+//! `tests/mlx_conformance.rs`).
 #![cfg(feature = "mlx")]
 
-use kernelgen::backend::mlx::{MlxBackend, MlxError, to_mlx_dtype};
-use kernelgen::backend::{Backend, launch_vec};
+use kernelgen::backend::launch_vec;
 use kernelgen::contract::KernelDef;
-use kernelgen::kernels::{self, affine_dtypes};
-use kernelgen::launch::{self, ArgInfo, ErrorKind, LaunchError};
+use kernelgen::kernels::affine_dtypes;
 use kernelgen::Dtype;
 use kernelgen_emu::{EmuBackend, HostArray};
 use mlx_rs::Array;
-
-fn mlx_dtype(d: Dtype) -> mlx_rs::Dtype {
-    to_mlx_dtype(d).expect("every contract dtype has an MLX dtype")
-}
-
-/// Lazy zeros of `def`'s input shapes with every run-time size `n`, and its
-/// host integers (at most the size they are bounded by).
-fn zeros(def: &KernelDef, n: u64) -> (Vec<Array>, Vec<Vec<i32>>) {
-    let sizes = vec![n; def.sizes.len()];
-    let arrays = def
-        .data_inputs()
-        .map(|b| {
-            let shape: Vec<i32> = b.shape_at(&sizes).unwrap().iter().map(|&d| d as i32).collect();
-            mlx_rs::ops::zeros::<f32>(&shape).unwrap().as_dtype(mlx_dtype(b.dtype)).unwrap()
-        })
-        .collect();
-    let host = def.host_inputs().map(|b| vec![1; b.elements(&sizes).unwrap() as usize]).collect();
-    (arrays, host)
-}
-
-fn input_bytes(def: &KernelDef) -> u64 {
-    let sizes = vec![2; def.sizes.len()];
-    def.data_inputs().map(|b| b.elements(&sizes).unwrap() * b.dtype.size() as u64).sum()
-}
-
-fn mlx_launch(def: &KernelDef, arrays: &[Array], host: &[Vec<i32>]) -> Result<Vec<Array>, LaunchError> {
-    let refs: Vec<&Array> = arrays.iter().collect();
-    let host: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
-    launch_vec(&MlxBackend::new(), def, &refs, &host)
-}
-
-#[test]
-fn bad_arguments_get_the_contract_errors_and_never_reach_mlx() {
-    let mlx = MlxBackend::new();
-    for def in kernels::CATALOG {
-        // The first argument with the wrong dtype: the violations every backend reports.
-        let (mut args, host) = zeros(def, 2);
-        let first = def.data_inputs().next().unwrap();
-        let wrong = if first.dtype == Dtype::F32 { Dtype::F16 } else { Dtype::F32 };
-        args[0] = args[0].as_dtype(mlx_dtype(wrong)).unwrap();
-        let err = mlx_launch(def, &args, &host).unwrap_err();
-        let infos: Vec<ArgInfo> = args.iter().map(|a| mlx.describe(a)).collect();
-        let host_refs: Vec<&[i32]> = host.iter().map(Vec::as_slice).collect();
-        let same = launch::check(def, &infos, &host_refs, &[]).unwrap_err();
-        assert_eq!(err.violations(), same.violations(), "{}", def.name);
-        let v = &err.violations()[0];
-        assert_eq!((v.kind, v.argument.as_deref()), (ErrorKind::Dtype, Some(first.name.as_ref())));
-        // One argument short.
-        let (args, host) = zeros(def, 2);
-        assert!(mlx_launch(def, &args[1..], &host).unwrap_err().has(ErrorKind::ArgumentCount));
-        // A dtype MLX has and kernelgen does not.
-        let (mut args, host) = zeros(def, 2);
-        args[0] = args[0].as_dtype(mlx_rs::Dtype::Int64).unwrap();
-        let err = mlx_launch(def, &args, &host).unwrap_err();
-        assert!(err.has(ErrorKind::Dtype) && err.violations()[0].given.contains("Int64"), "{err}");
-    }
-}
-
-#[test]
-fn valid_launches_reach_mlx_and_come_back_as_errors() {
-    let mut reached = 0;
-    for def in kernels::CATALOG.iter().filter(|d| input_bytes(d) < (64 << 20)) {
-        let (args, host) = zeros(def, 2);
-        let err = mlx_launch(def, &args, &host).unwrap_err();
-        let LaunchError::Backend { source, .. } = &err else { panic!("{}: {err}", def.name) };
-        let mlx = source.downcast_ref::<MlxError>().unwrap_or_else(|| panic!("{}: {err}", def.name));
-        assert!(mlx.is_no_metal(), "{}: {err}", def.name);
-        reached += 1;
-    }
-    assert!(reached > 40, "only {reached} kernels were launched");
-}
 
 /// MLX quantizes; the emulator runs kernelgen's affine kernel; MLX computes
 /// dequantize(w) @ x in f32. Bound: |kernel - MLX| <= K * 2^-22 * sum |w x|

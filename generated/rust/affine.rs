@@ -831,7 +831,13 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct K5120N10240AffineQ3Bf16;
 
 impl K5120N10240AffineQ3Bf16 {
-    /// `k5120_n10240_affine_q3_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [10240, 480]`, `scales` `bf16 [10240, 80]`, `biases` `bf16 [10240, 80]` -> `y` `bf16 [1, 10240]`.
+    /// `k5120_n10240_affine_q3_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 5120]`: the activation row
+    /// - `w` `u32 [10240, 480]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [10240, 80]`: one scale per group of 64 values
+    /// - `biases` `bf16 [10240, 80]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 10240]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N10240_AFFINE_Q3_BF16`] before anything runs, and
@@ -854,7 +860,13 @@ impl K5120N10240AffineQ3Bf16 {
 pub struct K5120N10240AffineQ4Bf16;
 
 impl K5120N10240AffineQ4Bf16 {
-    /// `k5120_n10240_affine_q4_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [10240, 640]`, `scales` `bf16 [10240, 80]`, `biases` `bf16 [10240, 80]` -> `y` `bf16 [1, 10240]`.
+    /// `k5120_n10240_affine_q4_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 5120]`: the activation row
+    /// - `w` `u32 [10240, 640]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [10240, 80]`: one scale per group of 64 values
+    /// - `biases` `bf16 [10240, 80]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 10240]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N10240_AFFINE_Q4_BF16`] before anything runs, and
@@ -877,7 +889,13 @@ impl K5120N10240AffineQ4Bf16 {
 pub struct K5120N6144AffineQ3Bf16;
 
 impl K5120N6144AffineQ3Bf16 {
-    /// `k5120_n6144_affine_q3_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [6144, 480]`, `scales` `bf16 [6144, 80]`, `biases` `bf16 [6144, 80]` -> `y` `bf16 [1, 6144]`.
+    /// `k5120_n6144_affine_q3_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 5120]`: the activation row
+    /// - `w` `u32 [6144, 480]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [6144, 80]`: one scale per group of 64 values
+    /// - `biases` `bf16 [6144, 80]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 6144]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N6144_AFFINE_Q3_BF16`] before anything runs, and
@@ -900,7 +918,13 @@ impl K5120N6144AffineQ3Bf16 {
 pub struct K5120N6144AffineQ4Bf16;
 
 impl K5120N6144AffineQ4Bf16 {
-    /// `k5120_n6144_affine_q4_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [6144, 640]`, `scales` `bf16 [6144, 80]`, `biases` `bf16 [6144, 80]` -> `y` `bf16 [1, 6144]`.
+    /// `k5120_n6144_affine_q4_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 5120]`: the activation row
+    /// - `w` `u32 [6144, 640]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [6144, 80]`: one scale per group of 64 values
+    /// - `biases` `bf16 [6144, 80]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 6144]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K5120_N6144_AFFINE_Q4_BF16`] before anything runs, and
@@ -923,7 +947,13 @@ impl K5120N6144AffineQ4Bf16 {
 pub struct K6144N5120AffineQ3Bf16;
 
 impl K6144N5120AffineQ3Bf16 {
-    /// `k6144_n5120_affine_q3_bf16`: `x` `bf16 [1, 6144]`, `w` `u32 [5120, 576]`, `scales` `bf16 [5120, 96]`, `biases` `bf16 [5120, 96]` -> `y` `bf16 [1, 5120]`.
+    /// `k6144_n5120_affine_q3_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 6144]`: the activation row
+    /// - `w` `u32 [5120, 576]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [5120, 96]`: one scale per group of 64 values
+    /// - `biases` `bf16 [5120, 96]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 5120]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K6144_N5120_AFFINE_Q3_BF16`] before anything runs, and
@@ -946,7 +976,13 @@ impl K6144N5120AffineQ3Bf16 {
 pub struct K6144N5120AffineQ4Bf16;
 
 impl K6144N5120AffineQ4Bf16 {
-    /// `k6144_n5120_affine_q4_bf16`: `x` `bf16 [1, 6144]`, `w` `u32 [5120, 768]`, `scales` `bf16 [5120, 96]`, `biases` `bf16 [5120, 96]` -> `y` `bf16 [1, 5120]`.
+    /// `k6144_n5120_affine_q4_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 6144]`: the activation row
+    /// - `w` `u32 [5120, 768]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [5120, 96]`: one scale per group of 64 values
+    /// - `biases` `bf16 [5120, 96]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 5120]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K6144_N5120_AFFINE_Q4_BF16`] before anything runs, and
@@ -969,7 +1005,13 @@ impl K6144N5120AffineQ4Bf16 {
 pub struct HeadAffineQ3Bf16;
 
 impl HeadAffineQ3Bf16 {
-    /// `head_affine_q3_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [248320, 480]`, `scales` `bf16 [248320, 80]`, `biases` `bf16 [248320, 80]` -> `y` `bf16 [1, 248320]`.
+    /// `head_affine_q3_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 5120]`: the activation row
+    /// - `w` `u32 [248320, 480]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [248320, 80]`: one scale per group of 64 values
+    /// - `biases` `bf16 [248320, 80]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 248320]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD_AFFINE_Q3_BF16`] before anything runs, and
@@ -992,7 +1034,13 @@ impl HeadAffineQ3Bf16 {
 pub struct HeadAffineQ4Bf16;
 
 impl HeadAffineQ4Bf16 {
-    /// `head_affine_q4_bf16`: `x` `bf16 [1, 5120]`, `w` `u32 [248320, 640]`, `scales` `bf16 [248320, 80]`, `biases` `bf16 [248320, 80]` -> `y` `bf16 [1, 248320]`.
+    /// `head_affine_q4_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 5120]`: the activation row
+    /// - `w` `u32 [248320, 640]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [248320, 80]`: one scale per group of 64 values
+    /// - `biases` `bf16 [248320, 80]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 248320]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD_AFFINE_Q4_BF16`] before anything runs, and
@@ -1015,7 +1063,13 @@ impl HeadAffineQ4Bf16 {
 pub struct K1024N12288AffineQ3Bf16;
 
 impl K1024N12288AffineQ3Bf16 {
-    /// `k1024_n12288_affine_q3_bf16`: `x` `bf16 [1, 1024]`, `w` `u32 [12288, 96]`, `scales` `bf16 [12288, 16]`, `biases` `bf16 [12288, 16]` -> `y` `bf16 [1, 12288]`.
+    /// `k1024_n12288_affine_q3_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 1024]`: the activation row
+    /// - `w` `u32 [12288, 96]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [12288, 16]`: one scale per group of 64 values
+    /// - `biases` `bf16 [12288, 16]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 12288]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K1024_N12288_AFFINE_Q3_BF16`] before anything runs, and
@@ -1038,7 +1092,13 @@ impl K1024N12288AffineQ3Bf16 {
 pub struct K1024N12288AffineQ4Bf16;
 
 impl K1024N12288AffineQ4Bf16 {
-    /// `k1024_n12288_affine_q4_bf16`: `x` `bf16 [1, 1024]`, `w` `u32 [12288, 128]`, `scales` `bf16 [12288, 16]`, `biases` `bf16 [12288, 16]` -> `y` `bf16 [1, 12288]`.
+    /// `k1024_n12288_affine_q4_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 1024]`: the activation row
+    /// - `w` `u32 [12288, 128]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [12288, 16]`: one scale per group of 64 values
+    /// - `biases` `bf16 [12288, 16]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 12288]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`K1024_N12288_AFFINE_Q4_BF16`] before anything runs, and
@@ -1061,7 +1121,13 @@ impl K1024N12288AffineQ4Bf16 {
 pub struct SmallAffineQ3Bf16;
 
 impl SmallAffineQ3Bf16 {
-    /// `small_affine_q3_bf16`: `x` `bf16 [1, 512]`, `w` `u32 [128, 48]`, `scales` `bf16 [128, 8]`, `biases` `bf16 [128, 8]` -> `y` `bf16 [1, 128]`.
+    /// `small_affine_q3_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 512]`: the activation row
+    /// - `w` `u32 [128, 48]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [128, 8]`: one scale per group of 64 values
+    /// - `biases` `bf16 [128, 8]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 128]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_AFFINE_Q3_BF16`] before anything runs, and
@@ -1084,7 +1150,13 @@ impl SmallAffineQ3Bf16 {
 pub struct SmallAffineQ4Bf16;
 
 impl SmallAffineQ4Bf16 {
-    /// `small_affine_q4_bf16`: `x` `bf16 [1, 512]`, `w` `u32 [128, 64]`, `scales` `bf16 [128, 8]`, `biases` `bf16 [128, 8]` -> `y` `bf16 [1, 128]`.
+    /// `small_affine_q4_bf16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `bf16 [1, 512]`: the activation row
+    /// - `w` `u32 [128, 64]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `bf16 [128, 8]`: one scale per group of 64 values
+    /// - `biases` `bf16 [128, 8]`: one bias per group of 64 values
+    /// - returns `y` `bf16 [1, 128]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_AFFINE_Q4_BF16`] before anything runs, and

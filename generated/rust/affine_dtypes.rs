@@ -295,7 +295,13 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Small2AffineQ3F16;
 
 impl Small2AffineQ3F16 {
-    /// `small2_affine_q3_f16`: `x` `f16 [1, 1024]`, `w` `u32 [256, 96]`, `scales` `f16 [256, 16]`, `biases` `f16 [256, 16]` -> `y` `f16 [1, 256]`.
+    /// `small2_affine_q3_f16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `f16 [1, 1024]`: the activation row
+    /// - `w` `u32 [256, 96]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `f16 [256, 16]`: one scale per group of 64 values
+    /// - `biases` `f16 [256, 16]`: one bias per group of 64 values
+    /// - returns `y` `f16 [1, 256]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q3_F16`] before anything runs, and
@@ -318,7 +324,13 @@ impl Small2AffineQ3F16 {
 pub struct Small2AffineQ3F32;
 
 impl Small2AffineQ3F32 {
-    /// `small2_affine_q3_f32`: `x` `f32 [1, 1024]`, `w` `u32 [256, 96]`, `scales` `f32 [256, 16]`, `biases` `f32 [256, 16]` -> `y` `f32 [1, 256]`.
+    /// `small2_affine_q3_f32`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `f32 [1, 1024]`: the activation row
+    /// - `w` `u32 [256, 96]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `f32 [256, 16]`: one scale per group of 64 values
+    /// - `biases` `f32 [256, 16]`: one bias per group of 64 values
+    /// - returns `y` `f32 [1, 256]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q3_F32`] before anything runs, and
@@ -341,7 +353,13 @@ impl Small2AffineQ3F32 {
 pub struct Small2AffineQ4F16;
 
 impl Small2AffineQ4F16 {
-    /// `small2_affine_q4_f16`: `x` `f16 [1, 1024]`, `w` `u32 [256, 128]`, `scales` `f16 [256, 16]`, `biases` `f16 [256, 16]` -> `y` `f16 [1, 256]`.
+    /// `small2_affine_q4_f16`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `f16 [1, 1024]`: the activation row
+    /// - `w` `u32 [256, 128]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `f16 [256, 16]`: one scale per group of 64 values
+    /// - `biases` `f16 [256, 16]`: one bias per group of 64 values
+    /// - returns `y` `f16 [1, 256]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q4_F16`] before anything runs, and
@@ -364,7 +382,13 @@ impl Small2AffineQ4F16 {
 pub struct Small2AffineQ4F32;
 
 impl Small2AffineQ4F32 {
-    /// `small2_affine_q4_f32`: `x` `f32 [1, 1024]`, `w` `u32 [256, 128]`, `scales` `f32 [256, 16]`, `biases` `f32 [256, 16]` -> `y` `f32 [1, 256]`.
+    /// `small2_affine_q4_f32`: y = x . dequantize(w, scales, biases)^T.
+    ///
+    /// - `x` `f32 [1, 1024]`: the activation row
+    /// - `w` `u32 [256, 128]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
+    /// - `scales` `f32 [256, 16]`: one scale per group of 64 values
+    /// - `biases` `f32 [256, 16]`: one bias per group of 64 values
+    /// - returns `y` `f32 [1, 256]`: the output row
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_AFFINE_Q4_F32`] before anything runs, and

@@ -457,7 +457,19 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Qwen35DeltaBf16F32;
 
 impl Qwen35DeltaBf16F32 {
-    /// `qwen35_delta_bf16_f32`: `q` `bf16 [B, T, 16, 128]`, `k` `bf16 [B, T, 16, 128]`, `v` `bf16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `bf16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]` -> `y` `bf16 [B, T, 32, 128]`, `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_bf16_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `bf16 [B, T, 16, 128]`: queries
+    /// - `k` `bf16 [B, T, 16, 128]`: keys
+    /// - `v` `bf16 [B, T, 32, 128]`: values
+    /// - `g` `f32 [B, T, 32]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `bf16 [B, T, 32]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 32, 128, 128]`: the incoming state
+    /// - returns [`Qwen35DeltaBf16F32Outputs`]:
+    ///   - `y` `bf16 [B, T, 32, 128]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 32, 128, 128]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_BF16_F32`] before anything runs, and
@@ -480,9 +492,9 @@ impl Qwen35DeltaBf16F32 {
 
 /// Outputs of [`Qwen35DeltaBf16F32::launch`].
 pub struct Qwen35DeltaBf16F32Outputs<A> {
-    /// `bf16 [B, T, 32, 128]`
+    /// `bf16 [B, T, 32, 128]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 32, 128, 128]`
+    /// `f32 [B, 32, 128, 128]`: the state after T steps
     pub state_out: A,
 }
 
@@ -490,7 +502,20 @@ pub struct Qwen35DeltaBf16F32Outputs<A> {
 pub struct Qwen35DeltaMaskedBf16F32;
 
 impl Qwen35DeltaMaskedBf16F32 {
-    /// `qwen35_delta_masked_bf16_f32`: `q` `bf16 [B, T, 16, 128]`, `k` `bf16 [B, T, 16, 128]`, `v` `bf16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `bf16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `mask` `bool [B, T]` -> `y` `bf16 [B, T, 32, 128]`, `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_masked_bf16_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `bf16 [B, T, 16, 128]`: queries
+    /// - `k` `bf16 [B, T, 16, 128]`: keys
+    /// - `v` `bf16 [B, T, 32, 128]`: values
+    /// - `g` `f32 [B, T, 32]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `bf16 [B, T, 32]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 32, 128, 128]`: the incoming state
+    /// - `mask` `bool [B, T]`: which steps run
+    /// - returns [`Qwen35DeltaMaskedBf16F32Outputs`]:
+    ///   - `y` `bf16 [B, T, 32, 128]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 32, 128, 128]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_MASKED_BF16_F32`] before anything runs, and
@@ -514,9 +539,9 @@ impl Qwen35DeltaMaskedBf16F32 {
 
 /// Outputs of [`Qwen35DeltaMaskedBf16F32::launch`].
 pub struct Qwen35DeltaMaskedBf16F32Outputs<A> {
-    /// `bf16 [B, T, 32, 128]`
+    /// `bf16 [B, T, 32, 128]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 32, 128, 128]`
+    /// `f32 [B, 32, 128, 128]`: the state after T steps
     pub state_out: A,
 }
 
@@ -524,7 +549,19 @@ pub struct Qwen35DeltaMaskedBf16F32Outputs<A> {
 pub struct SmallDeltaBf16F32;
 
 impl SmallDeltaBf16F32 {
-    /// `small_delta_bf16_f32`: `q` `bf16 [B, T, 2, 32]`, `k` `bf16 [B, T, 2, 32]`, `v` `bf16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `bf16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]` -> `y` `bf16 [B, T, 4, 32]`, `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
+    /// `small_delta_bf16_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `bf16 [B, T, 2, 32]`: queries
+    /// - `k` `bf16 [B, T, 2, 32]`: keys
+    /// - `v` `bf16 [B, T, 4, 32]`: values
+    /// - `g` `f32 [B, T, 4]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `bf16 [B, T, 4]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 4, 32, 32]`: the incoming state
+    /// - returns [`SmallDeltaBf16F32Outputs`]:
+    ///   - `y` `bf16 [B, T, 4, 32]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 4, 32, 32]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_BF16_F32`] before anything runs, and
@@ -547,9 +584,9 @@ impl SmallDeltaBf16F32 {
 
 /// Outputs of [`SmallDeltaBf16F32::launch`].
 pub struct SmallDeltaBf16F32Outputs<A> {
-    /// `bf16 [B, T, 4, 32]`
+    /// `bf16 [B, T, 4, 32]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 4, 32, 32]`
+    /// `f32 [B, 4, 32, 32]`: the state after T steps
     pub state_out: A,
 }
 
@@ -557,7 +594,20 @@ pub struct SmallDeltaBf16F32Outputs<A> {
 pub struct SmallDeltaMaskedBf16F32;
 
 impl SmallDeltaMaskedBf16F32 {
-    /// `small_delta_masked_bf16_f32`: `q` `bf16 [B, T, 2, 32]`, `k` `bf16 [B, T, 2, 32]`, `v` `bf16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `bf16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `mask` `bool [B, T]` -> `y` `bf16 [B, T, 4, 32]`, `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
+    /// `small_delta_masked_bf16_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `bf16 [B, T, 2, 32]`: queries
+    /// - `k` `bf16 [B, T, 2, 32]`: keys
+    /// - `v` `bf16 [B, T, 4, 32]`: values
+    /// - `g` `f32 [B, T, 4]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `bf16 [B, T, 4]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 4, 32, 32]`: the incoming state
+    /// - `mask` `bool [B, T]`: which steps run
+    /// - returns [`SmallDeltaMaskedBf16F32Outputs`]:
+    ///   - `y` `bf16 [B, T, 4, 32]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 4, 32, 32]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_MASKED_BF16_F32`] before anything runs, and
@@ -581,9 +631,9 @@ impl SmallDeltaMaskedBf16F32 {
 
 /// Outputs of [`SmallDeltaMaskedBf16F32::launch`].
 pub struct SmallDeltaMaskedBf16F32Outputs<A> {
-    /// `bf16 [B, T, 4, 32]`
+    /// `bf16 [B, T, 4, 32]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 4, 32, 32]`
+    /// `f32 [B, 4, 32, 32]`: the state after T steps
     pub state_out: A,
 }
 

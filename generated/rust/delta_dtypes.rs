@@ -457,7 +457,19 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Small2DeltaF16F32;
 
 impl Small2DeltaF16F32 {
-    /// `small2_delta_f16_f32`: `q` `f16 [B, T, 1, 64]`, `k` `f16 [B, T, 1, 64]`, `v` `f16 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f16 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]` -> `y` `f16 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
+    /// `small2_delta_f16_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `f16 [B, T, 1, 64]`: queries
+    /// - `k` `f16 [B, T, 1, 64]`: keys
+    /// - `v` `f16 [B, T, 2, 16]`: values
+    /// - `g` `f32 [B, T, 2]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `f16 [B, T, 2]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 2, 16, 64]`: the incoming state
+    /// - returns [`Small2DeltaF16F32Outputs`]:
+    ///   - `y` `f16 [B, T, 2, 16]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 2, 16, 64]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_F16_F32`] before anything runs, and
@@ -480,9 +492,9 @@ impl Small2DeltaF16F32 {
 
 /// Outputs of [`Small2DeltaF16F32::launch`].
 pub struct Small2DeltaF16F32Outputs<A> {
-    /// `f16 [B, T, 2, 16]`
+    /// `f16 [B, T, 2, 16]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 2, 16, 64]`
+    /// `f32 [B, 2, 16, 64]`: the state after T steps
     pub state_out: A,
 }
 
@@ -490,7 +502,19 @@ pub struct Small2DeltaF16F32Outputs<A> {
 pub struct Small2DeltaF32F32;
 
 impl Small2DeltaF32F32 {
-    /// `small2_delta_f32_f32`: `q` `f32 [B, T, 1, 64]`, `k` `f32 [B, T, 1, 64]`, `v` `f32 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f32 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]` -> `y` `f32 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
+    /// `small2_delta_f32_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `f32 [B, T, 1, 64]`: queries
+    /// - `k` `f32 [B, T, 1, 64]`: keys
+    /// - `v` `f32 [B, T, 2, 16]`: values
+    /// - `g` `f32 [B, T, 2]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `f32 [B, T, 2]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 2, 16, 64]`: the incoming state
+    /// - returns [`Small2DeltaF32F32Outputs`]:
+    ///   - `y` `f32 [B, T, 2, 16]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 2, 16, 64]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_F32_F32`] before anything runs, and
@@ -513,9 +537,9 @@ impl Small2DeltaF32F32 {
 
 /// Outputs of [`Small2DeltaF32F32::launch`].
 pub struct Small2DeltaF32F32Outputs<A> {
-    /// `f32 [B, T, 2, 16]`
+    /// `f32 [B, T, 2, 16]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 2, 16, 64]`
+    /// `f32 [B, 2, 16, 64]`: the state after T steps
     pub state_out: A,
 }
 
@@ -523,7 +547,20 @@ pub struct Small2DeltaF32F32Outputs<A> {
 pub struct Small2DeltaMaskedF16F32;
 
 impl Small2DeltaMaskedF16F32 {
-    /// `small2_delta_masked_f16_f32`: `q` `f16 [B, T, 1, 64]`, `k` `f16 [B, T, 1, 64]`, `v` `f16 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f16 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]`, `mask` `bool [B, T]` -> `y` `f16 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
+    /// `small2_delta_masked_f16_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `f16 [B, T, 1, 64]`: queries
+    /// - `k` `f16 [B, T, 1, 64]`: keys
+    /// - `v` `f16 [B, T, 2, 16]`: values
+    /// - `g` `f32 [B, T, 2]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `f16 [B, T, 2]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 2, 16, 64]`: the incoming state
+    /// - `mask` `bool [B, T]`: which steps run
+    /// - returns [`Small2DeltaMaskedF16F32Outputs`]:
+    ///   - `y` `f16 [B, T, 2, 16]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 2, 16, 64]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_MASKED_F16_F32`] before anything runs, and
@@ -547,9 +584,9 @@ impl Small2DeltaMaskedF16F32 {
 
 /// Outputs of [`Small2DeltaMaskedF16F32::launch`].
 pub struct Small2DeltaMaskedF16F32Outputs<A> {
-    /// `f16 [B, T, 2, 16]`
+    /// `f16 [B, T, 2, 16]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 2, 16, 64]`
+    /// `f32 [B, 2, 16, 64]`: the state after T steps
     pub state_out: A,
 }
 
@@ -557,7 +594,20 @@ pub struct Small2DeltaMaskedF16F32Outputs<A> {
 pub struct Small2DeltaMaskedF32F32;
 
 impl Small2DeltaMaskedF32F32 {
-    /// `small2_delta_masked_f32_f32`: `q` `f32 [B, T, 1, 64]`, `k` `f32 [B, T, 1, 64]`, `v` `f32 [B, T, 2, 16]`, `g` `f32 [B, T, 2]`, `beta` `f32 [B, T, 2]`, `state_in` `f32 [B, 2, 16, 64]`, `mask` `bool [B, T]` -> `y` `f32 [B, T, 2, 16]`, `state_out` `f32 [B, 2, 16, 64]`; the launcher fills `Tin` (holds T).
+    /// `small2_delta_masked_f32_f32`: one DeltaNet layer's recurrence over T steps.
+    ///
+    /// - `q` `f32 [B, T, 1, 64]`: queries
+    /// - `k` `f32 [B, T, 1, 64]`: keys
+    /// - `v` `f32 [B, T, 2, 16]`: values
+    /// - `g` `f32 [B, T, 2]`: decays, exp(-exp(A_log) * softplus(a + dt_bias))
+    /// - `beta` `f32 [B, T, 2]`: write strengths, sigmoid(b)
+    /// - `state_in` `f32 [B, 2, 16, 64]`: the incoming state
+    /// - `mask` `bool [B, T]`: which steps run
+    /// - returns [`Small2DeltaMaskedF32F32Outputs`]:
+    ///   - `y` `f32 [B, T, 2, 16]`: outputs of every step (0 where masked)
+    ///   - `state_out` `f32 [B, 2, 16, 64]`: the state after T steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_DELTA_MASKED_F32_F32`] before anything runs, and
@@ -581,9 +631,9 @@ impl Small2DeltaMaskedF32F32 {
 
 /// Outputs of [`Small2DeltaMaskedF32F32::launch`].
 pub struct Small2DeltaMaskedF32F32Outputs<A> {
-    /// `f32 [B, T, 2, 16]`
+    /// `f32 [B, T, 2, 16]`: outputs of every step (0 where masked)
     pub y: A,
-    /// `f32 [B, 2, 16, 64]`
+    /// `f32 [B, 2, 16, 64]`: the state after T steps
     pub state_out: A,
 }
 

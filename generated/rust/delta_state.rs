@@ -591,7 +591,17 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Qwen35DeltaStateBf16F32;
 
 impl Qwen35DeltaStateBf16F32 {
-    /// `qwen35_delta_state_bf16_f32`: `k` `bf16 [B, T, 16, 128]`, `v` `bf16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `bf16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_state_bf16_f32`: the state after each batch row's first lengths\[b\] steps.
+    ///
+    /// - `k` `bf16 [B, T, 16, 128]`: keys
+    /// - `v` `bf16 [B, T, 32, 128]`: values
+    /// - `g` `f32 [B, T, 32]`: decays
+    /// - `beta` `bf16 [B, T, 32]`: write strengths
+    /// - `state_in` `f32 [B, 32, 128, 128]`: the incoming state
+    /// - `lengths` `i32 [B]`: steps kept per batch row, from the host
+    /// - returns `state_out` `f32 [B, 32, 128, 128]`: the state after the kept steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_STATE_BF16_F32`] before anything runs, and
@@ -616,7 +626,17 @@ impl Qwen35DeltaStateBf16F32 {
 pub struct Qwen35DeltaStateF16F32;
 
 impl Qwen35DeltaStateF16F32 {
-    /// `qwen35_delta_state_f16_f32`: `k` `f16 [B, T, 16, 128]`, `v` `f16 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `f16 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_state_f16_f32`: the state after each batch row's first lengths\[b\] steps.
+    ///
+    /// - `k` `f16 [B, T, 16, 128]`: keys
+    /// - `v` `f16 [B, T, 32, 128]`: values
+    /// - `g` `f32 [B, T, 32]`: decays
+    /// - `beta` `f16 [B, T, 32]`: write strengths
+    /// - `state_in` `f32 [B, 32, 128, 128]`: the incoming state
+    /// - `lengths` `i32 [B]`: steps kept per batch row, from the host
+    /// - returns `state_out` `f32 [B, 32, 128, 128]`: the state after the kept steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_STATE_F16_F32`] before anything runs, and
@@ -641,7 +661,17 @@ impl Qwen35DeltaStateF16F32 {
 pub struct Qwen35DeltaStateF32F32;
 
 impl Qwen35DeltaStateF32F32 {
-    /// `qwen35_delta_state_f32_f32`: `k` `f32 [B, T, 16, 128]`, `v` `f32 [B, T, 32, 128]`, `g` `f32 [B, T, 32]`, `beta` `f32 [B, T, 32]`, `state_in` `f32 [B, 32, 128, 128]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 32, 128, 128]`; the launcher fills `Tin` (holds T).
+    /// `qwen35_delta_state_f32_f32`: the state after each batch row's first lengths\[b\] steps.
+    ///
+    /// - `k` `f32 [B, T, 16, 128]`: keys
+    /// - `v` `f32 [B, T, 32, 128]`: values
+    /// - `g` `f32 [B, T, 32]`: decays
+    /// - `beta` `f32 [B, T, 32]`: write strengths
+    /// - `state_in` `f32 [B, 32, 128, 128]`: the incoming state
+    /// - `lengths` `i32 [B]`: steps kept per batch row, from the host
+    /// - returns `state_out` `f32 [B, 32, 128, 128]`: the state after the kept steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_DELTA_STATE_F32_F32`] before anything runs, and
@@ -666,7 +696,17 @@ impl Qwen35DeltaStateF32F32 {
 pub struct SmallDeltaStateBf16F32;
 
 impl SmallDeltaStateBf16F32 {
-    /// `small_delta_state_bf16_f32`: `k` `bf16 [B, T, 2, 32]`, `v` `bf16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `bf16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
+    /// `small_delta_state_bf16_f32`: the state after each batch row's first lengths\[b\] steps.
+    ///
+    /// - `k` `bf16 [B, T, 2, 32]`: keys
+    /// - `v` `bf16 [B, T, 4, 32]`: values
+    /// - `g` `f32 [B, T, 4]`: decays
+    /// - `beta` `bf16 [B, T, 4]`: write strengths
+    /// - `state_in` `f32 [B, 4, 32, 32]`: the incoming state
+    /// - `lengths` `i32 [B]`: steps kept per batch row, from the host
+    /// - returns `state_out` `f32 [B, 4, 32, 32]`: the state after the kept steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_STATE_BF16_F32`] before anything runs, and
@@ -691,7 +731,17 @@ impl SmallDeltaStateBf16F32 {
 pub struct SmallDeltaStateF16F32;
 
 impl SmallDeltaStateF16F32 {
-    /// `small_delta_state_f16_f32`: `k` `f16 [B, T, 2, 32]`, `v` `f16 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `f16 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
+    /// `small_delta_state_f16_f32`: the state after each batch row's first lengths\[b\] steps.
+    ///
+    /// - `k` `f16 [B, T, 2, 32]`: keys
+    /// - `v` `f16 [B, T, 4, 32]`: values
+    /// - `g` `f32 [B, T, 4]`: decays
+    /// - `beta` `f16 [B, T, 4]`: write strengths
+    /// - `state_in` `f32 [B, 4, 32, 32]`: the incoming state
+    /// - `lengths` `i32 [B]`: steps kept per batch row, from the host
+    /// - returns `state_out` `f32 [B, 4, 32, 32]`: the state after the kept steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_STATE_F16_F32`] before anything runs, and
@@ -716,7 +766,17 @@ impl SmallDeltaStateF16F32 {
 pub struct SmallDeltaStateF32F32;
 
 impl SmallDeltaStateF32F32 {
-    /// `small_delta_state_f32_f32`: `k` `f32 [B, T, 2, 32]`, `v` `f32 [B, T, 4, 32]`, `g` `f32 [B, T, 4]`, `beta` `f32 [B, T, 4]`, `state_in` `f32 [B, 4, 32, 32]`, `lengths` `i32 [B]` -> `state_out` `f32 [B, 4, 32, 32]`; the launcher fills `Tin` (holds T).
+    /// `small_delta_state_f32_f32`: the state after each batch row's first lengths\[b\] steps.
+    ///
+    /// - `k` `f32 [B, T, 2, 32]`: keys
+    /// - `v` `f32 [B, T, 4, 32]`: values
+    /// - `g` `f32 [B, T, 4]`: decays
+    /// - `beta` `f32 [B, T, 4]`: write strengths
+    /// - `state_in` `f32 [B, 4, 32, 32]`: the incoming state
+    /// - `lengths` `i32 [B]`: steps kept per batch row, from the host
+    /// - returns `state_out` `f32 [B, 4, 32, 32]`: the state after the kept steps
+    ///
+    /// The launcher fills `Tin` (holds T) itself.
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_DELTA_STATE_F32_F32`] before anything runs, and

@@ -1318,7 +1318,7 @@ impl Glm52ExpertQ4Bf16R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q4_BF16_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `q4 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..6291456
     /// - `up_weights`: `q4 [2048, 6144]`: up projection, `[I, H]`, at bytes 6291456..12582912
@@ -1337,7 +1337,11 @@ impl Glm52ExpertQ4Bf16R4 {
         pack(&GLM52_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `glm52_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `bf16 [M, 2048]`.
+    /// `glm52_expert_q4_bf16_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `bf16 [M, 6144]`: activations, row-major
+    /// - `slot` `u8 [18923520]`: the expert's packed weights
+    /// - returns `mid` `bf16 [M, 2048]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs, and
@@ -1353,7 +1357,11 @@ impl Glm52ExpertQ4Bf16R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q4_bf16_r4_down`: `mid` `bf16 [M, 2048]`, `slot` `u8 [18923520]` -> `out` `bf16 [M, 6144]`.
+    /// `glm52_expert_q4_bf16_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `bf16 [M, 2048]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [18923520]`: the expert's packed weights
+    /// - returns `out` `bf16 [M, 6144]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_BF16_R4_DOWN`] before anything runs, and
@@ -1393,7 +1401,7 @@ impl Glm52ExpertQ4F32R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q4_F32_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `q4 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..6291456
     /// - `up_weights`: `q4 [2048, 6144]`: up projection, `[I, H]`, at bytes 6291456..12582912
@@ -1412,7 +1420,11 @@ impl Glm52ExpertQ4F32R4 {
         pack(&GLM52_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `glm52_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [18923520]` -> `mid` `f32 [M, 2048]`.
+    /// `glm52_expert_q4_f32_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `f32 [M, 6144]`: activations, row-major
+    /// - `slot` `u8 [18923520]`: the expert's packed weights
+    /// - returns `mid` `f32 [M, 2048]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs, and
@@ -1428,7 +1440,11 @@ impl Glm52ExpertQ4F32R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q4_f32_r4_down`: `mid` `f32 [M, 2048]`, `slot` `u8 [18923520]` -> `out` `f32 [M, 6144]`.
+    /// `glm52_expert_q4_f32_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `f32 [M, 2048]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [18923520]`: the expert's packed weights
+    /// - returns `out` `f32 [M, 6144]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q4_F32_R4_DOWN`] before anything runs, and
@@ -1468,7 +1484,7 @@ impl Glm52ExpertQ8Bf16R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q8_BF16_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `i8 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..12582912
     /// - `up_weights`: `i8 [2048, 6144]`: up projection, `[I, H]`, at bytes 12582912..25165824
@@ -1487,7 +1503,11 @@ impl Glm52ExpertQ8Bf16R4 {
         pack(&GLM52_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `glm52_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `bf16 [M, 2048]`.
+    /// `glm52_expert_q8_bf16_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `bf16 [M, 6144]`: activations, row-major
+    /// - `slot` `u8 [37797888]`: the expert's packed weights
+    /// - returns `mid` `bf16 [M, 2048]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs, and
@@ -1503,7 +1523,11 @@ impl Glm52ExpertQ8Bf16R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q8_bf16_r4_down`: `mid` `bf16 [M, 2048]`, `slot` `u8 [37797888]` -> `out` `bf16 [M, 6144]`.
+    /// `glm52_expert_q8_bf16_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `bf16 [M, 2048]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [37797888]`: the expert's packed weights
+    /// - returns `out` `bf16 [M, 6144]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_BF16_R4_DOWN`] before anything runs, and
@@ -1543,7 +1567,7 @@ impl Glm52ExpertQ8F32R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &GLM52_EXPERT_Q8_F32_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `i8 [2048, 6144]`: gate projection, `[I, H]`, at bytes 0..12582912
     /// - `up_weights`: `i8 [2048, 6144]`: up projection, `[I, H]`, at bytes 12582912..25165824
@@ -1562,7 +1586,11 @@ impl Glm52ExpertQ8F32R4 {
         pack(&GLM52_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `glm52_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 6144]`, `slot` `u8 [37797888]` -> `mid` `f32 [M, 2048]`.
+    /// `glm52_expert_q8_f32_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `f32 [M, 6144]`: activations, row-major
+    /// - `slot` `u8 [37797888]`: the expert's packed weights
+    /// - returns `mid` `f32 [M, 2048]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs, and
@@ -1578,7 +1606,11 @@ impl Glm52ExpertQ8F32R4 {
         Ok(mid)
     }
 
-    /// `glm52_expert_q8_f32_r4_down`: `mid` `f32 [M, 2048]`, `slot` `u8 [37797888]` -> `out` `f32 [M, 6144]`.
+    /// `glm52_expert_q8_f32_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `f32 [M, 2048]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [37797888]`: the expert's packed weights
+    /// - returns `out` `f32 [M, 6144]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`GLM52_EXPERT_Q8_F32_R4_DOWN`] before anything runs, and
@@ -1618,7 +1650,7 @@ impl Qwen3moeExpertQ4Bf16R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `q4 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..786432
     /// - `up_weights`: `q4 [768, 2048]`: up projection, `[I, H]`, at bytes 786432..1572864
@@ -1637,7 +1669,11 @@ impl Qwen3moeExpertQ4Bf16R4 {
         pack(&QWEN3MOE_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `qwen3moe_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `bf16 [M, 768]`.
+    /// `qwen3moe_expert_q4_bf16_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `bf16 [M, 2048]`: activations, row-major
+    /// - `slot` `u8 [2375680]`: the expert's packed weights
+    /// - returns `mid` `bf16 [M, 768]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs, and
@@ -1653,7 +1689,11 @@ impl Qwen3moeExpertQ4Bf16R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q4_bf16_r4_down`: `mid` `bf16 [M, 768]`, `slot` `u8 [2375680]` -> `out` `bf16 [M, 2048]`.
+    /// `qwen3moe_expert_q4_bf16_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `bf16 [M, 768]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [2375680]`: the expert's packed weights
+    /// - returns `out` `bf16 [M, 2048]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN`] before anything runs, and
@@ -1693,7 +1733,7 @@ impl Qwen3moeExpertQ4F32R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q4_F32_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `q4 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..786432
     /// - `up_weights`: `q4 [768, 2048]`: up projection, `[I, H]`, at bytes 786432..1572864
@@ -1712,7 +1752,11 @@ impl Qwen3moeExpertQ4F32R4 {
         pack(&QWEN3MOE_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `qwen3moe_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [2375680]` -> `mid` `f32 [M, 768]`.
+    /// `qwen3moe_expert_q4_f32_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `f32 [M, 2048]`: activations, row-major
+    /// - `slot` `u8 [2375680]`: the expert's packed weights
+    /// - returns `mid` `f32 [M, 768]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs, and
@@ -1728,7 +1772,11 @@ impl Qwen3moeExpertQ4F32R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q4_f32_r4_down`: `mid` `f32 [M, 768]`, `slot` `u8 [2375680]` -> `out` `f32 [M, 2048]`.
+    /// `qwen3moe_expert_q4_f32_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `f32 [M, 768]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [2375680]`: the expert's packed weights
+    /// - returns `out` `f32 [M, 2048]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_DOWN`] before anything runs, and
@@ -1768,7 +1816,7 @@ impl Qwen3moeExpertQ8Bf16R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `i8 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..1572864
     /// - `up_weights`: `i8 [768, 2048]`: up projection, `[I, H]`, at bytes 1572864..3145728
@@ -1787,7 +1835,11 @@ impl Qwen3moeExpertQ8Bf16R4 {
         pack(&QWEN3MOE_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `qwen3moe_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `bf16 [M, 768]`.
+    /// `qwen3moe_expert_q8_bf16_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `bf16 [M, 2048]`: activations, row-major
+    /// - `slot` `u8 [4734976]`: the expert's packed weights
+    /// - returns `mid` `bf16 [M, 768]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs, and
@@ -1803,7 +1855,11 @@ impl Qwen3moeExpertQ8Bf16R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q8_bf16_r4_down`: `mid` `bf16 [M, 768]`, `slot` `u8 [4734976]` -> `out` `bf16 [M, 2048]`.
+    /// `qwen3moe_expert_q8_bf16_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `bf16 [M, 768]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [4734976]`: the expert's packed weights
+    /// - returns `out` `bf16 [M, 2048]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN`] before anything runs, and
@@ -1843,7 +1899,7 @@ impl Qwen3moeExpertQ8F32R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &QWEN3MOE_EXPERT_Q8_F32_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `i8 [768, 2048]`: gate projection, `[I, H]`, at bytes 0..1572864
     /// - `up_weights`: `i8 [768, 2048]`: up projection, `[I, H]`, at bytes 1572864..3145728
@@ -1862,7 +1918,11 @@ impl Qwen3moeExpertQ8F32R4 {
         pack(&QWEN3MOE_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `qwen3moe_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 2048]`, `slot` `u8 [4734976]` -> `mid` `f32 [M, 768]`.
+    /// `qwen3moe_expert_q8_f32_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `f32 [M, 2048]`: activations, row-major
+    /// - `slot` `u8 [4734976]`: the expert's packed weights
+    /// - returns `mid` `f32 [M, 768]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs, and
@@ -1878,7 +1938,11 @@ impl Qwen3moeExpertQ8F32R4 {
         Ok(mid)
     }
 
-    /// `qwen3moe_expert_q8_f32_r4_down`: `mid` `f32 [M, 768]`, `slot` `u8 [4734976]` -> `out` `f32 [M, 2048]`.
+    /// `qwen3moe_expert_q8_f32_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `f32 [M, 768]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [4734976]`: the expert's packed weights
+    /// - returns `out` `f32 [M, 2048]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_DOWN`] before anything runs, and
@@ -1918,7 +1982,7 @@ impl TinyExpertQ4Bf16R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q4_BF16_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `q4 [128, 256]`: gate projection, `[I, H]`, at bytes 0..16384
     /// - `up_weights`: `q4 [128, 256]`: up projection, `[I, H]`, at bytes 20480..36864
@@ -1937,7 +2001,11 @@ impl TinyExpertQ4Bf16R4 {
         pack(&TINY_EXPERT_Q4_BF16_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `tiny_expert_q4_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [73728]` -> `mid` `bf16 [M, 128]`.
+    /// `tiny_expert_q4_bf16_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `bf16 [M, 256]`: activations, row-major
+    /// - `slot` `u8 [73728]`: the expert's packed weights
+    /// - returns `mid` `bf16 [M, 128]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_BF16_R4_GATE_UP`] before anything runs, and
@@ -1953,7 +2021,11 @@ impl TinyExpertQ4Bf16R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q4_bf16_r4_down`: `mid` `bf16 [M, 128]`, `slot` `u8 [73728]` -> `out` `bf16 [M, 256]`.
+    /// `tiny_expert_q4_bf16_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `bf16 [M, 128]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [73728]`: the expert's packed weights
+    /// - returns `out` `bf16 [M, 256]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_BF16_R4_DOWN`] before anything runs, and
@@ -1993,7 +2065,7 @@ impl TinyExpertQ4F32R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q4_F32_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `q4 [128, 256]`: gate projection, `[I, H]`, at bytes 0..16384
     /// - `up_weights`: `q4 [128, 256]`: up projection, `[I, H]`, at bytes 20480..36864
@@ -2012,7 +2084,11 @@ impl TinyExpertQ4F32R4 {
         pack(&TINY_EXPERT_Q4_F32_R4_SLOT, &[RegionData::Q4(gate_weights), RegionData::Q4(up_weights), RegionData::Q4(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `tiny_expert_q4_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [73728]` -> `mid` `f32 [M, 128]`.
+    /// `tiny_expert_q4_f32_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `f32 [M, 256]`: activations, row-major
+    /// - `slot` `u8 [73728]`: the expert's packed weights
+    /// - returns `mid` `f32 [M, 128]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_F32_R4_GATE_UP`] before anything runs, and
@@ -2028,7 +2104,11 @@ impl TinyExpertQ4F32R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q4_f32_r4_down`: `mid` `f32 [M, 128]`, `slot` `u8 [73728]` -> `out` `f32 [M, 256]`.
+    /// `tiny_expert_q4_f32_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `f32 [M, 128]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [73728]`: the expert's packed weights
+    /// - returns `out` `f32 [M, 256]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q4_F32_R4_DOWN`] before anything runs, and
@@ -2068,7 +2148,7 @@ impl TinyExpertQ8Bf16R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q8_BF16_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `i8 [128, 256]`: gate projection, `[I, H]`, at bytes 0..32768
     /// - `up_weights`: `i8 [128, 256]`: up projection, `[I, H]`, at bytes 36864..69632
@@ -2087,7 +2167,11 @@ impl TinyExpertQ8Bf16R4 {
         pack(&TINY_EXPERT_Q8_BF16_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `tiny_expert_q8_bf16_r4_gate_up`: `x` `bf16 [M, 256]`, `slot` `u8 [122880]` -> `mid` `bf16 [M, 128]`.
+    /// `tiny_expert_q8_bf16_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `bf16 [M, 256]`: activations, row-major
+    /// - `slot` `u8 [122880]`: the expert's packed weights
+    /// - returns `mid` `bf16 [M, 128]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_BF16_R4_GATE_UP`] before anything runs, and
@@ -2103,7 +2187,11 @@ impl TinyExpertQ8Bf16R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q8_bf16_r4_down`: `mid` `bf16 [M, 128]`, `slot` `u8 [122880]` -> `out` `bf16 [M, 256]`.
+    /// `tiny_expert_q8_bf16_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `bf16 [M, 128]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [122880]`: the expert's packed weights
+    /// - returns `out` `bf16 [M, 256]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_BF16_R4_DOWN`] before anything runs, and
@@ -2143,7 +2231,7 @@ impl TinyExpertQ8F32R4 {
     /// The layout of the `slot` buffer.
     pub const SLOT: &'static PackedLayout = &TINY_EXPERT_Q8_F32_R4_SLOT;
 
-    /// Builds the `slot` buffer from its regions' values, row-major
+    /// Builds the `slot` buffer (one expert's weights and row scales) from its regions' values, row-major
     /// (bytes between regions are zero), page-aligned:
     /// - `gate_weights`: `i8 [128, 256]`: gate projection, `[I, H]`, at bytes 0..32768
     /// - `up_weights`: `i8 [128, 256]`: up projection, `[I, H]`, at bytes 36864..69632
@@ -2162,7 +2250,11 @@ impl TinyExpertQ8F32R4 {
         pack(&TINY_EXPERT_Q8_F32_R4_SLOT, &[RegionData::I8(gate_weights), RegionData::I8(up_weights), RegionData::I8(down_weights), RegionData::F32(gate_scales), RegionData::F32(up_scales), RegionData::F32(down_scales)])
     }
 
-    /// `tiny_expert_q8_f32_r4_gate_up`: `x` `f32 [M, 256]`, `slot` `u8 [122880]` -> `mid` `f32 [M, 128]`.
+    /// `tiny_expert_q8_f32_r4_gate_up`: mid = silu(gate(x)) * up(x), rounded to T where the seed rounds.
+    ///
+    /// - `x` `f32 [M, 256]`: activations, row-major
+    /// - `slot` `u8 [122880]`: the expert's packed weights
+    /// - returns `mid` `f32 [M, 128]`: gated activations, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_F32_R4_GATE_UP`] before anything runs, and
@@ -2178,7 +2270,11 @@ impl TinyExpertQ8F32R4 {
         Ok(mid)
     }
 
-    /// `tiny_expert_q8_f32_r4_down`: `mid` `f32 [M, 128]`, `slot` `u8 [122880]` -> `out` `f32 [M, 256]`.
+    /// `tiny_expert_q8_f32_r4_down`: out = down(mid).
+    ///
+    /// - `mid` `f32 [M, 128]`: gated activations from gate_up, row-major
+    /// - `slot` `u8 [122880]`: the expert's packed weights
+    /// - returns `out` `f32 [M, 256]`: the expert's output, row-major
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`TINY_EXPERT_Q8_F32_R4_DOWN`] before anything runs, and

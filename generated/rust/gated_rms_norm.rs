@@ -201,7 +201,12 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Head128GatedRmsNormBf16;
 
 impl Head128GatedRmsNormBf16 {
-    /// `head128_gated_rms_norm_bf16`: `x` `bf16 [R, 128]`, `gate` `bf16 [R, 128]`, `weight` `bf16 [128]` -> `out` `bf16 [R, 128]`.
+    /// `head128_gated_rms_norm_bf16`: every row normalised and gated.
+    ///
+    /// - `x` `bf16 [R, 128]`: rows to normalise
+    /// - `gate` `bf16 [R, 128]`: gate, applied in float32 through SiLU
+    /// - `weight` `bf16 [128]`: RMS weight
+    /// - returns `out` `bf16 [R, 128]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD128_GATED_RMS_NORM_BF16`] before anything runs, and
@@ -223,7 +228,12 @@ impl Head128GatedRmsNormBf16 {
 pub struct Wide4096GatedRmsNormBf16;
 
 impl Wide4096GatedRmsNormBf16 {
-    /// `wide4096_gated_rms_norm_bf16`: `x` `bf16 [R, 4096]`, `gate` `bf16 [R, 4096]`, `weight` `bf16 [4096]` -> `out` `bf16 [R, 4096]`.
+    /// `wide4096_gated_rms_norm_bf16`: every row normalised and gated.
+    ///
+    /// - `x` `bf16 [R, 4096]`: rows to normalise
+    /// - `gate` `bf16 [R, 4096]`: gate, applied in float32 through SiLU
+    /// - `weight` `bf16 [4096]`: RMS weight
+    /// - returns `out` `bf16 [R, 4096]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`WIDE4096_GATED_RMS_NORM_BF16`] before anything runs, and
@@ -245,7 +255,12 @@ impl Wide4096GatedRmsNormBf16 {
 pub struct Odd200GatedRmsNormBf16;
 
 impl Odd200GatedRmsNormBf16 {
-    /// `odd200_gated_rms_norm_bf16`: `x` `bf16 [R, 200]`, `gate` `bf16 [R, 200]`, `weight` `bf16 [200]` -> `out` `bf16 [R, 200]`.
+    /// `odd200_gated_rms_norm_bf16`: every row normalised and gated.
+    ///
+    /// - `x` `bf16 [R, 200]`: rows to normalise
+    /// - `gate` `bf16 [R, 200]`: gate, applied in float32 through SiLU
+    /// - `weight` `bf16 [200]`: RMS weight
+    /// - returns `out` `bf16 [R, 200]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`ODD200_GATED_RMS_NORM_BF16`] before anything runs, and

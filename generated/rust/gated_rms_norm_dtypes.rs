@@ -259,7 +259,12 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Head128xGatedRmsNormF16;
 
 impl Head128xGatedRmsNormF16 {
-    /// `head128x_gated_rms_norm_f16`: `x` `f16 [R, 128]`, `gate` `f16 [R, 128]`, `weight` `f16 [128]` -> `out` `f16 [R, 128]`.
+    /// `head128x_gated_rms_norm_f16`: every row normalised and gated.
+    ///
+    /// - `x` `f16 [R, 128]`: rows to normalise
+    /// - `gate` `f16 [R, 128]`: gate, applied in float32 through SiLU
+    /// - `weight` `f16 [128]`: RMS weight
+    /// - returns `out` `f16 [R, 128]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD128X_GATED_RMS_NORM_F16`] before anything runs, and
@@ -281,7 +286,12 @@ impl Head128xGatedRmsNormF16 {
 pub struct Head128xGatedRmsNormF32;
 
 impl Head128xGatedRmsNormF32 {
-    /// `head128x_gated_rms_norm_f32`: `x` `f32 [R, 128]`, `gate` `f32 [R, 128]`, `weight` `f32 [128]` -> `out` `f32 [R, 128]`.
+    /// `head128x_gated_rms_norm_f32`: every row normalised and gated.
+    ///
+    /// - `x` `f32 [R, 128]`: rows to normalise
+    /// - `gate` `f32 [R, 128]`: gate, applied in float32 through SiLU
+    /// - `weight` `f32 [128]`: RMS weight
+    /// - returns `out` `f32 [R, 128]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`HEAD128X_GATED_RMS_NORM_F32`] before anything runs, and
@@ -303,7 +313,12 @@ impl Head128xGatedRmsNormF32 {
 pub struct Odd1000GatedRmsNormF16;
 
 impl Odd1000GatedRmsNormF16 {
-    /// `odd1000_gated_rms_norm_f16`: `x` `f16 [R, 1000]`, `gate` `f16 [R, 1000]`, `weight` `f16 [1000]` -> `out` `f16 [R, 1000]`.
+    /// `odd1000_gated_rms_norm_f16`: every row normalised and gated.
+    ///
+    /// - `x` `f16 [R, 1000]`: rows to normalise
+    /// - `gate` `f16 [R, 1000]`: gate, applied in float32 through SiLU
+    /// - `weight` `f16 [1000]`: RMS weight
+    /// - returns `out` `f16 [R, 1000]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`ODD1000_GATED_RMS_NORM_F16`] before anything runs, and
@@ -325,7 +340,12 @@ impl Odd1000GatedRmsNormF16 {
 pub struct Odd1000GatedRmsNormF32;
 
 impl Odd1000GatedRmsNormF32 {
-    /// `odd1000_gated_rms_norm_f32`: `x` `f32 [R, 1000]`, `gate` `f32 [R, 1000]`, `weight` `f32 [1000]` -> `out` `f32 [R, 1000]`.
+    /// `odd1000_gated_rms_norm_f32`: every row normalised and gated.
+    ///
+    /// - `x` `f32 [R, 1000]`: rows to normalise
+    /// - `gate` `f32 [R, 1000]`: gate, applied in float32 through SiLU
+    /// - `weight` `f32 [1000]`: RMS weight
+    /// - returns `out` `f32 [R, 1000]`: normalised, gated rows
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`ODD1000_GATED_RMS_NORM_F32`] before anything runs, and

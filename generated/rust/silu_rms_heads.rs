@@ -179,7 +179,15 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Qwen35SiluRmsHeadsBf16;
 
 impl Qwen35SiluRmsHeadsBf16 {
-    /// `qwen35_silu_rms_heads_bf16`: `x` `bf16 [B, S, 8192]`, `qscale` `bf16 [128]`, `kscale` `bf16 [128]` -> `q` `bf16 [B, S, 16, 128]`, `k` `bf16 [B, S, 16, 128]`, `v` `bf16 [B, S, 32, 128]`.
+    /// `qwen35_silu_rms_heads_bf16`: q, k, v heads of every convolved row.
+    ///
+    /// - `x` `bf16 [B, S, 8192]`: convolved rows: Q heads, K heads, V heads
+    /// - `qscale` `bf16 [128]`: RMS weight of the Q heads
+    /// - `kscale` `bf16 [128]`: RMS weight of the K heads
+    /// - returns [`Qwen35SiluRmsHeadsBf16Outputs`]:
+    ///   - `q` `bf16 [B, S, 16, 128]`: normalised Q heads
+    ///   - `k` `bf16 [B, S, 16, 128]`: normalised K heads
+    ///   - `v` `bf16 [B, S, 32, 128]`: activated V heads
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`QWEN35_SILU_RMS_HEADS_BF16`] before anything runs, and
@@ -199,11 +207,11 @@ impl Qwen35SiluRmsHeadsBf16 {
 
 /// Outputs of [`Qwen35SiluRmsHeadsBf16::launch`].
 pub struct Qwen35SiluRmsHeadsBf16Outputs<A> {
-    /// `bf16 [B, S, 16, 128]`
+    /// `bf16 [B, S, 16, 128]`: normalised Q heads
     pub q: A,
-    /// `bf16 [B, S, 16, 128]`
+    /// `bf16 [B, S, 16, 128]`: normalised K heads
     pub k: A,
-    /// `bf16 [B, S, 32, 128]`
+    /// `bf16 [B, S, 32, 128]`: activated V heads
     pub v: A,
 }
 
@@ -211,7 +219,15 @@ pub struct Qwen35SiluRmsHeadsBf16Outputs<A> {
 pub struct SmallSiluRmsHeadsBf16;
 
 impl SmallSiluRmsHeadsBf16 {
-    /// `small_silu_rms_heads_bf16`: `x` `bf16 [B, S, 216]`, `qscale` `bf16 [24]`, `kscale` `bf16 [24]` -> `q` `bf16 [B, S, 2, 24]`, `k` `bf16 [B, S, 2, 24]`, `v` `bf16 [B, S, 3, 40]`.
+    /// `small_silu_rms_heads_bf16`: q, k, v heads of every convolved row.
+    ///
+    /// - `x` `bf16 [B, S, 216]`: convolved rows: Q heads, K heads, V heads
+    /// - `qscale` `bf16 [24]`: RMS weight of the Q heads
+    /// - `kscale` `bf16 [24]`: RMS weight of the K heads
+    /// - returns [`SmallSiluRmsHeadsBf16Outputs`]:
+    ///   - `q` `bf16 [B, S, 2, 24]`: normalised Q heads
+    ///   - `k` `bf16 [B, S, 2, 24]`: normalised K heads
+    ///   - `v` `bf16 [B, S, 3, 40]`: activated V heads
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL_SILU_RMS_HEADS_BF16`] before anything runs, and
@@ -231,11 +247,11 @@ impl SmallSiluRmsHeadsBf16 {
 
 /// Outputs of [`SmallSiluRmsHeadsBf16::launch`].
 pub struct SmallSiluRmsHeadsBf16Outputs<A> {
-    /// `bf16 [B, S, 2, 24]`
+    /// `bf16 [B, S, 2, 24]`: normalised Q heads
     pub q: A,
-    /// `bf16 [B, S, 2, 24]`
+    /// `bf16 [B, S, 2, 24]`: normalised K heads
     pub k: A,
-    /// `bf16 [B, S, 3, 40]`
+    /// `bf16 [B, S, 3, 40]`: activated V heads
     pub v: A,
 }
 

@@ -179,7 +179,15 @@ use ::kernelgen::pack::{pack, AlignedBytes, PackError, RegionData};
 pub struct Small2SiluRmsHeadsF16;
 
 impl Small2SiluRmsHeadsF16 {
-    /// `small2_silu_rms_heads_f16`: `x` `f16 [B, S, 270]`, `qscale` `f16 [128]`, `kscale` `f16 [128]` -> `q` `f16 [B, S, 1, 128]`, `k` `f16 [B, S, 1, 128]`, `v` `f16 [B, S, 2, 7]`.
+    /// `small2_silu_rms_heads_f16`: q, k, v heads of every convolved row.
+    ///
+    /// - `x` `f16 [B, S, 270]`: convolved rows: Q heads, K heads, V heads
+    /// - `qscale` `f16 [128]`: RMS weight of the Q heads
+    /// - `kscale` `f16 [128]`: RMS weight of the K heads
+    /// - returns [`Small2SiluRmsHeadsF16Outputs`]:
+    ///   - `q` `f16 [B, S, 1, 128]`: normalised Q heads
+    ///   - `k` `f16 [B, S, 1, 128]`: normalised K heads
+    ///   - `v` `f16 [B, S, 2, 7]`: activated V heads
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_SILU_RMS_HEADS_F16`] before anything runs, and
@@ -199,11 +207,11 @@ impl Small2SiluRmsHeadsF16 {
 
 /// Outputs of [`Small2SiluRmsHeadsF16::launch`].
 pub struct Small2SiluRmsHeadsF16Outputs<A> {
-    /// `f16 [B, S, 1, 128]`
+    /// `f16 [B, S, 1, 128]`: normalised Q heads
     pub q: A,
-    /// `f16 [B, S, 1, 128]`
+    /// `f16 [B, S, 1, 128]`: normalised K heads
     pub k: A,
-    /// `f16 [B, S, 2, 7]`
+    /// `f16 [B, S, 2, 7]`: activated V heads
     pub v: A,
 }
 
@@ -211,7 +219,15 @@ pub struct Small2SiluRmsHeadsF16Outputs<A> {
 pub struct Small2SiluRmsHeadsF32;
 
 impl Small2SiluRmsHeadsF32 {
-    /// `small2_silu_rms_heads_f32`: `x` `f32 [B, S, 270]`, `qscale` `f32 [128]`, `kscale` `f32 [128]` -> `q` `f32 [B, S, 1, 128]`, `k` `f32 [B, S, 1, 128]`, `v` `f32 [B, S, 2, 7]`.
+    /// `small2_silu_rms_heads_f32`: q, k, v heads of every convolved row.
+    ///
+    /// - `x` `f32 [B, S, 270]`: convolved rows: Q heads, K heads, V heads
+    /// - `qscale` `f32 [128]`: RMS weight of the Q heads
+    /// - `kscale` `f32 [128]`: RMS weight of the K heads
+    /// - returns [`Small2SiluRmsHeadsF32Outputs`]:
+    ///   - `q` `f32 [B, S, 1, 128]`: normalised Q heads
+    ///   - `k` `f32 [B, S, 1, 128]`: normalised K heads
+    ///   - `v` `f32 [B, S, 2, 7]`: activated V heads
     ///
     /// Checks dtype, rank, every dimension and the byte length of each
     /// argument against [`SMALL2_SILU_RMS_HEADS_F32`] before anything runs, and
@@ -231,11 +247,11 @@ impl Small2SiluRmsHeadsF32 {
 
 /// Outputs of [`Small2SiluRmsHeadsF32::launch`].
 pub struct Small2SiluRmsHeadsF32Outputs<A> {
-    /// `f32 [B, S, 1, 128]`
+    /// `f32 [B, S, 1, 128]`: normalised Q heads
     pub q: A,
-    /// `f32 [B, S, 1, 128]`
+    /// `f32 [B, S, 1, 128]`: normalised K heads
     pub k: A,
-    /// `f32 [B, S, 2, 7]`
+    /// `f32 [B, S, 2, 7]`: activated V heads
     pub v: A,
 }
 

@@ -29,9 +29,9 @@ use mlx_rs::error::Exception;
 use mlx_rs::fast::{MetalKernel, MetalKernelApplyOptions, MetalKernelOptions, MetalKernelOutput};
 use mlx_rs::{Array, Device, Stream};
 
-use super::Backend;
+use super::{Backend, Checked};
 use crate::contract::{Dtype, KernelDef};
-use crate::launch::{ArgInfo, Input, LaunchPlan};
+use crate::launch::{ArgInfo, Input};
 
 /// Launches generated kernels through MLX, lazily (or eagerly, for debugging).
 #[derive(Clone, Copy, Debug, Default)]
@@ -198,10 +198,11 @@ impl Backend for MlxBackend {
         }
     }
 
-    unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&Array]) -> Result<Vec<Array>, MlxError> {
-        let def = plan.def;
+    fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<Array>, MlxError> {
+        let (plan, arrays) = (launch.plan(), launch.arrays());
+        let def = plan.def();
         let made: Vec<Option<Array>> = plan
-            .inputs
+            .inputs()
             .iter()
             .map(|input| match input {
                 Input::Array(_) => None,
@@ -209,7 +210,7 @@ impl Backend for MlxBackend {
             })
             .collect();
         let inputs: Vec<&Array> = plan
-            .inputs
+            .inputs()
             .iter()
             .zip(&made)
             .map(|(input, made)| match (input, made) {
@@ -218,13 +219,13 @@ impl Backend for MlxBackend {
                 (Input::Values(_), None) => unreachable!("made above"),
             })
             .collect();
-        let mut outputs: Vec<MetalKernelOutput> = Vec::with_capacity(plan.outputs.len());
-        for o in &plan.outputs {
+        let mut outputs: Vec<MetalKernelOutput> = Vec::with_capacity(plan.outputs().len());
+        for o in plan.outputs() {
             let dtype = to_mlx_dtype(o.dtype).ok_or_else(|| MlxError::Unsupported(o.dtype))?;
             outputs.push(MetalKernelOutput { shape: o.shape.iter().map(|&d| i32_of(d)).collect(), dtype });
         }
-        let [gx, gy, gz] = plan.grid.map(|g| i32_of(g.into()));
-        let [tx, ty, tz] = plan.threadgroup.map(|t| i32_of(t.into()));
+        let [gx, gy, gz] = plan.grid().map(|g| i32_of(g.into()));
+        let [tx, ty, tz] = plan.threadgroup().map(|t| i32_of(t.into()));
 
         let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let built = match cache.get(def.name.as_ref()) {
@@ -257,8 +258,8 @@ impl Backend for MlxBackend {
         // generated from the same spec as `def`, and `kernelgen verify` (the
         // emulator with guard regions, poisoned outputs and every run order)
         // establishes these for every launch that satisfies `def`'s contract.
-        // `plan` is `check`'s for exactly these arrays (this function's own
-        // contract): every dtype, shape, byte length and bounded value was
+        // `launch` is `check`'s for exactly these arrays (a `Checked` is made
+        // nowhere else): every dtype, shape, byte length and bounded value was
         // checked, the made inputs hold the run-time sizes and checked host
         // values, the outputs get `def`'s shapes and dtypes, the grid and
         // threadgroup are `def`'s at the checked sizes, and

@@ -1,5 +1,6 @@
 //! `generate`, `check` and `list`: the generator's commands.
 
+use crate::error::Error;
 use crate::out::outln;
 use crate::{warn_unknown_sizes, CostArgs, SpecArgs};
 use kernelgen_codegen::{Config, Generated};
@@ -9,11 +10,11 @@ use std::process::ExitCode;
 
 /// The generator's configuration for the command line's paths. A path the user named
 /// that is not there is an error saying which option named it.
-fn config(args: &SpecArgs) -> Result<Config, String> {
+fn config(args: &SpecArgs) -> Result<Config, Error> {
     for (flag, paths) in [("--specs", &args.specs), ("--families", &args.families)] {
         for p in paths {
             if let Err(e) = std::fs::metadata(p) {
-                return Err(format!("error: {flag} {}: {e}", p.display()));
+                return Err(Error::io(format_args!("{flag} {}", p.display()), e));
             }
         }
     }
@@ -23,13 +24,13 @@ fn config(args: &SpecArgs) -> Result<Config, String> {
 
 /// Reads the specs and families and generates everything in memory; every
 /// command but `generate` and `check` starts here.
-pub fn run_pipeline(args: &SpecArgs) -> Result<Generated, String> {
+pub fn run_pipeline(args: &SpecArgs) -> Result<Generated, Error> {
     let config = config(args)?;
-    config.load().and_then(|input| config.generate(input)).map_err(|e| e.to_string())
+    Ok(config.load().and_then(|input| config.generate(input))?)
 }
 
-pub fn generate(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
-    let (generated, written) = config(specs)?.write(out).map_err(|e| e.to_string())?;
+pub fn generate(specs: &SpecArgs, out: &Path) -> Result<ExitCode, Error> {
+    let (generated, written) = config(specs)?.write(out)?;
     for warning in &written.warnings {
         eprintln!("warning: {warning}");
     }
@@ -45,8 +46,8 @@ pub fn generate(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
-    let (generated, diffs) = config(specs)?.check(out).map_err(|e| e.to_string())?;
+pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, Error> {
+    let (generated, diffs) = config(specs)?.check(out)?;
     if diffs.is_empty() {
         outln!("{}: fresh ({} kernels, {} files)", out.display(), generated.kernels.len(), generated.files.len());
         return Ok(ExitCode::SUCCESS);
@@ -58,7 +59,7 @@ pub fn check(specs: &SpecArgs, out: &Path) -> Result<ExitCode, String> {
     Ok(ExitCode::from(1))
 }
 
-pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, String> {
+pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, Error> {
     if cost.print_gpu_help() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -66,7 +67,7 @@ pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, String> {
     let (gpu, sizes) = cost.resolve()?;
     // The cost columns read the manifest the specs generate, as `diff` reads it.
     let tree = Tree { label: "the specs".into(), files: generated.files.clone() };
-    let costs = ListCosts::new(&tree, gpu, sizes.clone()).map_err(|e| format!("error: {e}"))?;
+    let costs = ListCosts::new(&tree, gpu, sizes.clone()).map_err(Error::Review)?;
     warn_unknown_sizes(&sizes, &costs.kernels().iter().collect::<Vec<_>>());
     let rows: Vec<[String; 8]> = generated
         .kernels

@@ -4,6 +4,7 @@
 //! comparison itself is `kernelgen_review`.
 
 use crate::codegen_cmds::run_pipeline;
+use crate::error::Error;
 use crate::out::outln;
 use crate::{warn_unknown_sizes, CostArgs, SpecArgs};
 use kernelgen_review::{self as review, compare, render, view::KernelView, Tree};
@@ -39,7 +40,7 @@ pub struct DiffArgs {
 }
 
 /// Exit 0 when the trees are the same, 1 when anything differs, 2 on errors.
-pub fn diff(args: &DiffArgs) -> Result<ExitCode, String> {
+pub fn diff(args: &DiffArgs) -> Result<ExitCode, Error> {
     if args.cost.print_gpu_help() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -51,7 +52,7 @@ pub fn diff(args: &DiffArgs) -> Result<ExitCode, String> {
     let generated = run_pipeline(&args.specs)?;
     let new = Tree { label: "the specs now".into(), files: generated.files };
     let opts = compare::Options { gpu, sizes, context: 3 };
-    let r = review::review(&old, &new, &opts).map_err(|e| format!("error: {e}"))?;
+    let r = review::review(&old, &new, &opts).map_err(Error::Review)?;
     let kernels: Vec<&KernelView> = r.added.iter().chain(r.changed.iter().map(|p| &p.new)).chain(r.renamed.iter().map(|p| &p.new)).collect();
     if !r.identical && !kernels.is_empty() {
         warn_unknown_sizes(&opts.sizes, &kernels);
@@ -64,10 +65,10 @@ pub fn diff(args: &DiffArgs) -> Result<ExitCode, String> {
     Ok(if r.identical { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().map_err(|e| format!("error: cannot run git: {e}"))?;
+fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, Error> {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().map_err(|e| Error::io("cannot run git", e))?;
     if !out.status.success() {
-        return Err(format!("error: git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(Error::Git { command: args.join(" "), stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
     }
     Ok(out.stdout)
 }
@@ -89,26 +90,26 @@ fn lexical(path: &Path) -> PathBuf {
 
 /// The generated tree at `rev`: every file under the output directory's
 /// path in that commit.
-fn read_revision(rev: &str, out: &Path) -> Result<Tree, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("error: the working directory: {e}"))?;
+fn read_revision(rev: &str, out: &Path) -> Result<Tree, Error> {
+    let cwd = std::env::current_dir().map_err(|e| Error::io("the working directory", e))?;
     let abs = lexical(&cwd.join(out));
     // The output directory may not exist now (it is what is compared with):
     // resolve its nearest existing ancestor.
-    let existing = abs.ancestors().find(|p| p.is_dir()).ok_or_else(|| format!("error: {}: no such directory", abs.display()))?;
+    let existing = abs.ancestors().find(|p| p.is_dir()).ok_or_else(|| Error::msg(format!("{}: no such directory", abs.display())))?;
     let rest = abs.strip_prefix(existing).expect("an ancestor").to_path_buf();
-    let existing = std::fs::canonicalize(existing).map_err(|e| format!("error: {}: {e}", existing.display()))?;
+    let existing = std::fs::canonicalize(existing).map_err(|e| Error::io(existing.display(), e))?;
     let top = git(&existing, &["rev-parse", "--show-toplevel"])
-        .map_err(|e| format!("{e}\n(kernelgen diff REV reads the generated tree from git; outside a repository use --against DIR)"))?;
+        .map_err(|e| e.with_hint("(kernelgen diff REV reads the generated tree from git; outside a repository use --against DIR)"))?;
     let top = PathBuf::from(String::from_utf8_lossy(&top).trim());
     let top = std::fs::canonicalize(&top).unwrap_or(top);
     let rel = existing.join(rest);
-    let rel = rel.strip_prefix(&top).map_err(|_| format!("error: {} is not inside the repository at {}", rel.display(), top.display()))?;
+    let rel = rel.strip_prefix(&top).map_err(|_| Error::msg(format!("{} is not inside the repository at {}", rel.display(), top.display())))?;
     let rel = rel.to_string_lossy().replace('\\', "/");
     if rel.is_empty() {
-        return Err("error: --out names the repository's root; give the generated folder inside it".into());
+        return Err(Error::msg("--out names the repository's root; give the generated folder inside it"));
     }
     let commit = git(&top, &["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{rev}^{{commit}}")])
-        .map_err(|_| format!("error: `{rev}` is not a commit of the repository at {}", top.display()))?;
+        .map_err(|_| Error::msg(format!("`{rev}` is not a commit of the repository at {}", top.display())))?;
     let commit = String::from_utf8_lossy(&commit).trim().to_string();
     let listing = git(&top, &["ls-tree", "-r", "-z", "--full-name", &commit, "--", &format!("{rel}/")])?;
     let prefix = format!("{rel}/");
@@ -126,7 +127,7 @@ fn read_revision(rev: &str, out: &Path) -> Result<Tree, String> {
     let short = commit.get(..10).unwrap_or(&commit);
     let label = if rev == short || commit.starts_with(rev) { short.to_string() } else { format!("{rev} ({short})") };
     if blobs.is_empty() {
-        return Err(format!("error: {label} has no files under {rel}/: nothing to compare with (use another REV, or --against DIR)"));
+        return Err(Error::msg(format!("{label} has no files under {rel}/: nothing to compare with (use another REV, or --against DIR)")));
     }
     let texts = cat_blobs(&top, &blobs.iter().map(|(_, o)| o.as_str()).collect::<Vec<_>>())?;
     let files = blobs.into_iter().map(|(p, _)| p).zip(texts).collect();
@@ -134,7 +135,7 @@ fn read_revision(rev: &str, out: &Path) -> Result<Tree, String> {
 }
 
 /// The contents of blobs, through one `git cat-file --batch`.
-fn cat_blobs(top: &Path, oids: &[&str]) -> Result<Vec<String>, String> {
+fn cat_blobs(top: &Path, oids: &[&str]) -> Result<Vec<String>, Error> {
     let mut child = Command::new("git")
         .arg("-C")
         .arg(top)
@@ -143,30 +144,30 @@ fn cat_blobs(top: &Path, oids: &[&str]) -> Result<Vec<String>, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("error: cannot run git: {e}"))?;
+        .map_err(|e| Error::io("cannot run git", e))?;
     let input: String = oids.iter().map(|o| format!("{o}\n")).collect();
     let mut stdin = child.stdin.take().expect("piped");
     // Written from another thread: git answers while it reads.
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let mut bytes = Vec::new();
-    child.stdout.take().expect("piped").read_to_end(&mut bytes).map_err(|e| format!("error: reading git cat-file: {e}"))?;
+    child.stdout.take().expect("piped").read_to_end(&mut bytes).map_err(|e| Error::io("reading git cat-file", e))?;
     let _ = writer.join();
-    let status = child.wait().map_err(|e| format!("error: git cat-file: {e}"))?;
+    let status = child.wait().map_err(|e| Error::io("git cat-file", e))?;
     if !status.success() {
-        return Err("error: git cat-file --batch failed".into());
+        return Err(Error::msg("git cat-file --batch failed"));
     }
     let mut out = Vec::with_capacity(oids.len());
     let mut at = 0;
     for oid in oids {
-        let nl = bytes[at..].iter().position(|b| *b == b'\n').map(|p| at + p).ok_or("error: git cat-file: truncated output")?;
+        let nl = bytes[at..].iter().position(|b| *b == b'\n').map(|p| at + p).ok_or_else(|| Error::msg("git cat-file: truncated output"))?;
         let header = String::from_utf8_lossy(&bytes[at..nl]).to_string();
         let size: usize = match header.split(' ').collect::<Vec<_>>().as_slice() {
-            [_, "blob", size] => size.parse().map_err(|_| format!("error: git cat-file: bad header `{header}`"))?,
-            _ => return Err(format!("error: git cat-file: object {oid}: `{header}`")),
+            [_, "blob", size] => size.parse().map_err(|_| Error::msg(format!("git cat-file: bad header `{header}`")))?,
+            _ => return Err(Error::msg(format!("git cat-file: object {oid}: `{header}`"))),
         };
         let start = nl + 1;
         let end = start + size;
-        let body = bytes.get(start..end).ok_or("error: git cat-file: truncated output")?;
+        let body = bytes.get(start..end).ok_or_else(|| Error::msg("git cat-file: truncated output"))?;
         out.push(String::from_utf8_lossy(body).into_owned());
         at = end + 1;
     }
@@ -175,9 +176,9 @@ fn cat_blobs(top: &Path, oids: &[&str]) -> Result<Vec<String>, String> {
 
 /// A folder's files (a generated tree elsewhere). Symbolic links are not
 /// followed; kernelgen's marker is not part of the tree.
-fn read_dir_tree(dir: &Path) -> Result<Tree, String> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> Result<(), String> {
-        let io = |p: &Path, e: std::io::Error| format!("error: {}: {e}", p.display());
+fn read_dir_tree(dir: &Path) -> Result<Tree, Error> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> Result<(), Error> {
+        let io = |p: &Path, e: std::io::Error| Error::io(p.display(), e);
         for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
             let entry = entry.map_err(|e| io(dir, e))?;
             let path = entry.path();
@@ -196,7 +197,7 @@ fn read_dir_tree(dir: &Path) -> Result<Tree, String> {
         Ok(())
     }
     if !dir.is_dir() {
-        return Err(format!("error: --against {}: not a directory", dir.display()));
+        return Err(Error::msg(format!("--against {}: not a directory", dir.display())));
     }
     let mut files = BTreeMap::new();
     walk(dir, dir, &mut files)?;

@@ -6,12 +6,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use crate::out::outln;
 use kernelgen_emu::{EmuOptions, Emulator};
 
-pub fn lint(files: &[PathBuf], include_dirs: &[PathBuf], defines: &[String]) -> Result<ExitCode, String> {
+pub fn lint(files: &[PathBuf], include_dirs: &[PathBuf], defines: &[String]) -> Result<ExitCode, Error> {
     let defines: Vec<(String, Option<String>)> = defines.iter().map(|d| parse_define(d)).collect::<Result<_, _>>()?;
-    let checker = Emulator::metal_checker(&EmuOptions::default()).map_err(|e| format!("error: {e}"))?;
+    let checker = Emulator::metal_checker(&EmuOptions::default())?;
     let mut problems = 0usize;
     let mut errors = Vec::new();
     for f in files {
@@ -19,14 +20,14 @@ pub fn lint(files: &[PathBuf], include_dirs: &[PathBuf], defines: &[String]) -> 
         let source = match std::fs::read_to_string(f) {
             Ok(s) => s,
             Err(e) => {
-                errors.push(format!("error: {name}: {e}"));
+                errors.push(Error::io(&name, e));
                 continue;
             }
         };
         if let Err(found) = checker.check_with(&source, &name, include_dirs, &defines) {
             // a limit of the check is no problem of the file: an error, as an errors file is
             let (limits, found): (Vec<_>, Vec<_>) = found.into_iter().partition(|p| p.is_not_checked());
-            errors.extend(limits.iter().map(|p| format!("error: {p}")));
+            errors.extend(limits.into_iter().map(Error::NotChecked));
             problems += found.len();
             for p in found {
                 outln!("{p}");
@@ -38,7 +39,7 @@ pub fn lint(files: &[PathBuf], include_dirs: &[PathBuf], defines: &[String]) -> 
         if problems > 0 {
             outln!("lint: {problems} problem{} Metal would reject, in the files the check could read", plural(problems));
         }
-        return Err(errors.join("\n"));
+        return Err(Error::Several(errors));
     }
     if problems > 0 {
         outln!("lint: {problems} problem{} Metal would reject, in {n} file{}", plural(problems), plural(n));
@@ -54,7 +55,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// `NAME` or `NAME=VALUE`, NAME an identifier (a `-D` of `lint` and `emu`).
-pub(crate) fn parse_define(d: &str) -> Result<(String, Option<String>), String> {
+pub(crate) fn parse_define(d: &str) -> Result<(String, Option<String>), Error> {
     let (name, value) = match d.split_once('=') {
         Some((n, v)) => (n, Some(v.to_string())),
         None => (d, None),
@@ -62,7 +63,7 @@ pub(crate) fn parse_define(d: &str) -> Result<(String, Option<String>), String> 
     let ident = name.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
     if !ident {
-        return Err(format!("error: -D {d}: expected NAME or NAME=VALUE, NAME an identifier"));
+        return Err(Error::msg(format!("-D {d}: expected NAME or NAME=VALUE, NAME an identifier")));
     }
     Ok((name.to_string(), value))
 }

@@ -5,12 +5,14 @@
 
 mod codegen_cmds;
 mod diff_cmd;
+mod error;
 mod exec_cmds;
 mod lint_cmd;
 mod npy;
 mod out;
 mod verify;
 
+use crate::error::Error;
 use crate::out::outln;
 use clap::{Parser, Subcommand};
 use kernelgen_review::gpu;
@@ -68,12 +70,12 @@ impl CostArgs {
     }
 
     /// The GPU and the sizes costs are evaluated at.
-    pub fn resolve(&self) -> Result<(&'static gpu::Gpu, Sizes), String> {
-        let g = gpu::find(&self.gpu).ok_or_else(|| format!("error: unknown GPU `{}` for --gpu; known: {}", self.gpu, gpu::keys()))?;
+    pub fn resolve(&self) -> Result<(&'static gpu::Gpu, Sizes), Error> {
+        let g = gpu::find(&self.gpu).ok_or_else(|| Error::msg(format!("unknown GPU `{}` for --gpu; known: {}", self.gpu, gpu::keys())))?;
         let mut sizes = BTreeMap::new();
         for s in &self.sizes {
-            let (name, value) = s.split_once('=').ok_or_else(|| format!("error: --size {s}: expected NAME=VALUE, e.g. M=4"))?;
-            let value: u64 = value.trim().parse().map_err(|_| format!("error: --size {s}: `{value}` is not a non-negative integer"))?;
+            let (name, value) = s.split_once('=').ok_or_else(|| Error::msg(format!("--size {s}: expected NAME=VALUE, e.g. M=4")))?;
+            let value: u64 = value.trim().parse().map_err(|_| Error::msg(format!("--size {s}: `{value}` is not a non-negative integer")))?;
             sizes.insert(name.trim().to_string(), value);
         }
         Ok((g, Sizes(sizes)))
@@ -162,6 +164,9 @@ enum Command {
         /// Seed of the random inputs.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Check the properties only: call no reference, even where the family names one.
+        #[arg(long)]
+        no_reference: bool,
         #[command(flatten)]
         emulator: EmuRunArgs,
     },
@@ -248,9 +253,9 @@ fn main() -> ExitCode {
         Command::Check { specs, out } => codegen_cmds::check(&specs, &out),
         Command::List { specs, cost } => codegen_cmds::list(&specs, &cost),
         Command::Diff(args) => diff_cmd::diff(&args),
-        Command::Verify { specs, filter, sanitize, seed, emulator } => {
+        Command::Verify { specs, filter, sanitize, seed, no_reference, emulator } => {
             emulator.apply();
-            verify::verify(&specs, filter.as_deref(), sanitize, seed)
+            verify::verify(&specs, filter.as_deref(), sanitize, &kernelgen_verify::Options { seed, no_reference })
         }
         Command::Run { kernel, inputs, sizes, out, specs, emulator } => {
             emulator.apply();
@@ -276,7 +281,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             eprint!("{message}");
             if !message.ends_with('\n') {
                 eprintln!();

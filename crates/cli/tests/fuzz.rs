@@ -20,20 +20,12 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-struct Rng(u64);
+/// kernelgen's one generator, with the picks a mutation needs.
+struct Rng(kernelgen_reference::SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.0.next_u64() % n.max(1) as u64) as usize
     }
 
     fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
@@ -224,7 +216,7 @@ fn mutated_specs_never_panic_and_every_error_has_a_location() {
     let seed = seed();
     eprintln!("fuzz: KERNELGEN_FUZZ_SEED={seed}, {:?}", budget());
     let specs = bundled();
-    let mut rng = Rng(seed);
+    let mut rng = Rng(kernelgen_reference::SplitMix64::new(seed));
     let dir = tempfile::tempdir().unwrap();
     let (mut ok, mut bad) = (0usize, 0usize);
 

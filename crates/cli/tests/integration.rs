@@ -5,8 +5,10 @@
 mod catalog;
 mod cli;
 mod cost;
+mod depending;
 mod diff;
 mod discovery;
+mod docs;
 mod emu_untrusted;
 mod fuzz;
 mod kill;

@@ -99,6 +99,73 @@ fn a_broken_reference_is_reported_with_its_error() {
     assert!(text.contains("has no function `missing`"), "{text}");
 }
 
+/// A family file's `rust:<name>` is looked up among kernelgen's Rust references: an unknown
+/// name fails at the family file's line, listing the names; a known one that the family's
+/// kernels do not fit says what the reference reads and the family lacks.
+#[test]
+fn a_rust_reference_is_found_by_name() {
+    let dir = project("[verify]\nreference = \"rust:expret\"\n");
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "{text}");
+    let f = failure(&text, "none");
+    let line = std::fs::read_to_string(dir.path().join("families/planted.toml")).unwrap().lines().position(|l| l.starts_with("reference = ")).unwrap() + 1;
+    assert!(f.contains(&format!("families/planted.toml:{line}:13: verify.reference: kernelgen has no Rust reference `expret`")), "{f}");
+    for name in ["expert", "affine", "delta", "delta_state", "silu_rms_heads", "gated_rms_norm"] {
+        assert!(text.contains(&format!("`rust:{name}`")), "lists {name}: {text}");
+    }
+    let dir = project("[verify]\nreference = \"rust:gated_rms_norm\"\n");
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(failure(&text, "none").contains("family `planted` plans no string `dtype`"), "{text}");
+}
+
+/// `[verify] inputs = { x = { values = [...] } }`: every element of `x` is one of the values,
+/// and each of them occurs (the reference sees the kernel's inputs).
+#[test]
+fn an_input_is_drawn_from_its_value_set() {
+    let dir = project("[verify]\nreference = \"refs/planted.py:reference\"\nsizes = { R = 3 }\ninputs = { x = { values = [-1.0, 0.0, 3.0] } }\n");
+    let refs = dir.path().join("families/refs/planted.py");
+    let text = std::fs::read_to_string(&refs).unwrap();
+    let check = "\n\ndef from_the_set(x, R, params):\n    assert sorted(set(x.flatten().tolist())) == [-1.0, 0.0, 3.0], x\n    return reference(x, R, params)\n";
+    std::fs::write(&refs, format!("{text}{check}")).unwrap();
+    let family = dir.path().join("families/planted.toml");
+    let text = std::fs::read_to_string(&family).unwrap();
+    std::fs::write(&family, text.replace("refs/planted.py:reference", "refs/planted.py:from_the_set")).unwrap();
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(" numpy "), "{text}");
+}
+
+/// `--no-reference`: the properties only, whatever reference the family names. A numpy
+/// reference that would fail (or could not even run) is not called; every planted bug is
+/// still caught; a bundled kernel still gets the inputs its Rust reference draws.
+#[test]
+fn no_reference_checks_the_properties_only() {
+    let dir = project("[verify]\nreference = \"refs/planted.py:off_by_one_ulp\"\nsizes = { R = 3 }\n");
+    std::fs::write(dir.path().join("families/refs/planted.py"), "raise SystemExit('this reference must not run')\n").unwrap();
+    let (code, text) = verify(dir.path(), &["--filter", "*_none", "--no-reference"]);
+    assert_eq!(code, 0, "{text}");
+    let row = text.lines().find(|l| l.starts_with("w64_planted_none ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("R=3") && row.contains(" skipped "), "{row}");
+    assert!(text.contains("no reference is called (--no-reference)"), "{text}");
+    let (code, text) = verify(dir.path(), &["--filter", "*_none"]);
+    assert_eq!(code, 1, "without the flag the reference runs: {text}");
+    let (code, text) = verify(dir.path(), &["--no-reference"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("verify: 1 passed, 4 failed"), "{text}");
+
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new(env!("CARGO_BIN_EXE_kernelgen"))
+        .current_dir(&repo)
+        .args(["verify", "--no-reference", "--filter", "head128x_gated_rms_norm_f32"])
+        .output()
+        .expect("kernelgen runs");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let row = text.lines().find(|l| l.starts_with("head128x_gated_rms_norm_f32 ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("R=3") && row.contains(" skipped "), "the Rust reference's sizes, its models not run: {row}");
+}
+
 /// The tutorial's family (examples/softcap_argmax) with its barrier deleted, no reference:
 /// an argmax ignores NaN, so NaN poison alone would hide the read; the other poison bytes
 /// show it in every kernel with more than one SIMD-group.
@@ -120,11 +187,7 @@ fn a_deleted_barrier_is_caught_in_a_kernel_that_ignores_nan() {
     let barrier = "  threadgroup_barrier(metal::mem_flags::mem_threadgroup);\n";
     assert_eq!(text.matches(barrier).count(), 1, "the template has one barrier");
     std::fs::write(&template, text.replace(barrier, "")).unwrap();
-    let family = dir.path().join("families/softcap_argmax.toml");
-    let text = std::fs::read_to_string(&family).unwrap();
-    let reference = text.lines().find(|l| l.starts_with("reference = ")).expect("a reference line").to_string();
-    std::fs::write(&family, text.replace(&format!("{reference}\n"), "")).unwrap();
-    let (code, text) = verify(dir.path(), &[]);
+    let (code, text) = verify(dir.path(), &["--no-reference"]);
     assert_eq!(code, 1, "{text}");
     let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAILED ")).collect();
     assert_eq!(failed.len(), 6, "{text}");

@@ -1,13 +1,8 @@
-//! The one entry point, on prost-build's model: a [`Config`] names the specs, the family
-//! folders and the [`Layout`]; [`Config::load`] reads them, [`Config::generate`] renders
-//! without touching the file system, and [`Config::write`] and [`Config::check`] do both
-//! and then write or compare a tree. The CLI, `kernelgen-build` and the proc-macros call
-//! it, so the discovery of family folders and the files of each layout are written here
-//! once.
+//! The one entry point, [`Config`], on prost-build's model, and what a run generates.
 
 use crate::render::{RenderedKernel, Renderer};
 use crate::spec::SpecSource;
-use crate::{emit, render, Error, Families, Generated};
+use crate::{emit, render, Error, Families};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,7 +25,12 @@ pub enum Layout {
     Inline,
 }
 
-/// What to generate from, and how to lay it out (see the [module](self) docs).
+/// What to generate from, and how to lay it out; the one entry point, on prost-build's
+/// model. A `Config` names the specs, the family folders and the [`Layout`];
+/// [`Config::load`] reads them, [`Config::generate`] renders without touching the file
+/// system, and [`Config::write`] and [`Config::check`] do both and then write or compare a
+/// tree. The CLI, `kernelgen-build` and the proc-macros call it, so the discovery of family
+/// folders and the files of each layout are written here once.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     specs: Vec<PathBuf>,
@@ -120,7 +120,7 @@ impl Config {
     /// inside a spec folder is read as families, not searched for specs.
     pub fn load(&self) -> Result<Input, Error> {
         let family_dirs: Vec<PathBuf> = self.family_dirs().iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
-        let specs = crate::read_specs_except(&self.specs, &family_dirs)?;
+        let specs = crate::discover::read_specs_except(&self.specs, &family_dirs)?;
         if specs.is_empty() {
             return Err(Error::NoSpecs(self.specs.clone()));
         }
@@ -182,6 +182,20 @@ impl Config {
         let diffs = emit::check(dir, &generated.files).map_err(Error::Emit)?;
         Ok((generated, diffs))
     }
+}
+
+/// Everything one run generates.
+pub struct Generated {
+    /// Every kernel, rendered, in spec and expansion order.
+    pub kernels: Vec<RenderedKernel>,
+    /// Relative path under the output directory -> contents.
+    pub files: emit::Tree,
+}
+
+/// The whole pipeline after reading, with kernelgen's own families, in the
+/// checked-in tree's layout: [`Config::generate`] with the defaults.
+pub fn generate(sources: Vec<SpecSource>) -> Result<Generated, Error> {
+    Config::new().generate(Input::bundled(sources))
 }
 
 /// `families/` beside the folder a spec path names (the folder itself, or a file's

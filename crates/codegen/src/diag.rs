@@ -6,6 +6,7 @@ use crate::spec::{Span, SpecSource};
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label};
 use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term::{self, Chars, Config};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -30,6 +31,40 @@ impl Diagnostic {
     /// 1-based line and column of the span's start.
     pub fn line_col(&self) -> (usize, usize) {
         line_col(&self.source.text, self.span.start)
+    }
+
+    /// The problem with its source excerpt, as [`Diagnostics::render`] shows each.
+    pub fn render(&self) -> String {
+        let mut files: SimpleFiles<&str, &str> = SimpleFiles::new();
+        let id = files.add(self.source.display.as_str(), self.source.text.as_str());
+        let mut out = String::new();
+        self.render_into(&files, id, &mut out);
+        out
+    }
+
+    fn render_into(&self, files: &SimpleFiles<&str, &str>, id: usize, out: &mut String) {
+        if excerpt_too_long(self) {
+            // A line of 60 KB would be printed whole for each problem on it.
+            let (line, col) = self.line_col();
+            out.push_str(&format!("error: {}: {}\n  --> {}:{line}:{col}\n", self.field, self.message, self.source.display));
+            if let Some(help) = &self.help {
+                out.push_str(&format!("  = help: {help}\n"));
+            }
+            out.push('\n');
+            return;
+        }
+        let mut cs = CsDiagnostic::error().with_message(format!("{}: {}", self.field, self.message)).with_labels(vec![Label::primary(id, self.span.clone())]);
+        if let Some(help) = &self.help {
+            cs = cs.with_notes(vec![format!("help: {help}")]);
+        }
+        let config = Config { chars: Chars::ascii(), ..Config::default() };
+        match term::emit_into_string(&config, files, &cs) {
+            Ok(text) => out.push_str(&text),
+            Err(_) => {
+                out.push_str(&self.headline());
+                out.push('\n');
+            }
+        }
     }
 
     /// One line: `file:line:col: field: message`.
@@ -78,6 +113,13 @@ fn key(d: &Diagnostic) -> (usize, usize, usize, u64) {
 impl Diagnostics {
     /// Adds a problem; the same problem at the same place is kept once, and only the first few of a file are shown.
     pub fn push(&mut self, d: Diagnostic) {
+        self.insert(usize::MAX, d);
+    }
+
+    /// [`Diagnostics::push`], shown before the problem shown `index`-th (after all of them if
+    /// there are fewer): a reader reports a table's unknown keys once it has read the table,
+    /// before the problems inside it, as the file reads.
+    pub fn insert(&mut self, index: usize, d: Diagnostic) {
         // The same problem reached through several variants is reported once.
         if !self.1.seen.insert(key(&d)) {
             return;
@@ -91,8 +133,14 @@ impl Diagnostics {
         };
         *count += 1;
         if *count <= MAX_SHOWN_PER_FILE {
-            self.0.push(d);
+            self.0.insert(index.min(self.0.len()), d);
         }
+    }
+
+    /// How many problems are shown: where a problem reported later with [`Diagnostics::insert`]
+    /// at this index goes.
+    pub fn shown(&self) -> usize {
+        self.0.len()
     }
 
     /// No problem at all (shown or not).
@@ -134,7 +182,6 @@ impl Diagnostics {
         // One entry per source file, borrowed, whatever the number of problems.
         let mut files: SimpleFiles<&str, &str> = SimpleFiles::new();
         let mut ids: Vec<(*const SpecSource, usize)> = Vec::new();
-        let config = Config { chars: Chars::ascii(), ..Config::default() };
         let mut out = String::new();
         for d in &self.0 {
             let ptr = Arc::as_ptr(&d.source);
@@ -146,29 +193,7 @@ impl Diagnostics {
                     id
                 }
             };
-            if excerpt_too_long(d) {
-                // A line of 60 KB would be printed whole for each problem on it.
-                let (line, col) = d.line_col();
-                out.push_str(&format!("error: {}: {}\n  --> {}:{line}:{col}\n", d.field, d.message, d.source.display));
-                if let Some(help) = &d.help {
-                    out.push_str(&format!("  = help: {help}\n"));
-                }
-                out.push('\n');
-                continue;
-            }
-            let mut cs = CsDiagnostic::error()
-                .with_message(format!("{}: {}", d.field, d.message))
-                .with_labels(vec![Label::primary(id, d.span.clone())]);
-            if let Some(help) = &d.help {
-                cs = cs.with_notes(vec![format!("help: {help}")]);
-            }
-            match term::emit_into_string(&config, &files, &cs) {
-                Ok(text) => out.push_str(&text),
-                Err(_) => {
-                    out.push_str(&d.headline());
-                    out.push('\n');
-                }
-            }
+            d.render_into(&files, id, &mut out);
         }
         for (source, n) in self.omitted() {
             out.push_str(&format!(
@@ -208,28 +233,55 @@ impl fmt::Display for Diagnostics {
     }
 }
 
-/// Collects problems for one spec file.
+/// Collects the problems of one file. Shared (`&Reporter`) by every [`crate::schema::Table`]
+/// cursor reading the file, as rustc's diagnostic context is: problems are pushed through a
+/// shared reference.
 pub struct Reporter {
-    /// The spec file.
+    /// The file.
     pub source: Arc<SpecSource>,
-    /// Everything found so far.
-    pub diagnostics: Diagnostics,
+    diagnostics: RefCell<Diagnostics>,
 }
 
 impl Reporter {
     /// A reporter for `source`, with no problem yet.
     pub fn new(source: Arc<SpecSource>) -> Self {
-        Reporter { source, diagnostics: Diagnostics::default() }
+        Reporter { source, diagnostics: RefCell::default() }
     }
 
-    /// Reports an error at `span` of the spec.
-    pub fn error(&mut self, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
-        self.diagnostics.push(Diagnostic {
-            source: self.source.clone(),
-            span,
-            field: field.into(),
-            message: message.into(),
-            help,
-        });
+    /// Reports an error at `span` of the file.
+    pub fn error(&self, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
+        self.push(Diagnostic { source: self.source.clone(), span, field: field.into(), message: message.into(), help });
+    }
+
+    /// Reports a problem (in this file or another: a family file's template).
+    pub fn push(&self, d: Diagnostic) {
+        self.diagnostics.borrow_mut().push(d);
+    }
+
+    /// Where a problem reported now would be shown: a later [`Reporter::error_at`] with this
+    /// mark is shown there, before what was reported in between.
+    pub fn mark(&self) -> usize {
+        self.diagnostics.borrow().shown()
+    }
+
+    /// [`Reporter::error`], shown at `mark` (from [`Reporter::mark`]).
+    pub fn error_at(&self, mark: usize, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
+        let d = Diagnostic { source: self.source.clone(), span, field: field.into(), message: message.into(), help };
+        self.diagnostics.borrow_mut().insert(mark, d);
+    }
+
+    /// Reports every problem of `other`.
+    pub fn extend(&self, other: Diagnostics) {
+        self.diagnostics.borrow_mut().extend(other);
+    }
+
+    /// How many distinct problems were reported so far.
+    pub fn count(&self) -> usize {
+        self.diagnostics.borrow().count()
+    }
+
+    /// Every problem reported.
+    pub fn into_diagnostics(self) -> Diagnostics {
+        self.diagnostics.into_inner()
     }
 }

@@ -14,6 +14,11 @@ pub fn dtype_from_short(short: &str) -> Option<Dtype> {
     Dtype::ALL.into_iter().find(|d| d.short_name() == short)
 }
 
+/// Every dtype name, for messages: `` `f32`, `f16`, ..., `bool` ``.
+pub fn dtype_names() -> String {
+    crate::schema::key_list(Dtype::ALL.map(Dtype::short_name))
+}
+
 /// One value of a variant axis.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum AxisValue {
@@ -23,6 +28,20 @@ pub enum AxisValue {
     Int(i64),
     /// A boolean.
     Bool(bool),
+}
+
+impl AxisValue {
+    /// The axis value a spec or family file writes as `value` (a string, an integer or a
+    /// boolean); `None` for another kind of value.
+    pub fn from_value(value: &crate::spec::Value) -> Option<Self> {
+        use crate::spec::Value;
+        match value {
+            Value::Str(s) => Some(AxisValue::Str(s.clone())),
+            Value::Int(i) => Some(AxisValue::Int(*i)),
+            Value::Bool(b) => Some(AxisValue::Bool(*b)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for AxisValue {

@@ -3,7 +3,9 @@
 //! kernel names, which the family and axis values continue and which name files
 //! (`<kernel>.metal`), statics (upper case) and launcher types (CamelCase); a family
 //! file's parts name launcher methods, and its buffers name Metal kernel parameters
-//! and Rust arguments.
+//! and Rust arguments. Metal's own words are `kernelgen_msl::vocab`'s.
+
+use kernelgen_msl::vocab;
 
 /// The longest spec file stem or geometry name, in bytes. Kernel names (a
 /// geometry name, the family and the axis values) then stay far below the
@@ -242,31 +244,6 @@ impl RustItem {
     }
 }
 
-/// MLX's attribute table: detected by a plain substring search of the body
-/// (comments count), emitted in this order with these types.
-pub const MLX_ATTRIBUTES: &[(&str, &str)] = &[
-    ("dispatch_quadgroups_per_threadgroup", "uint"),
-    ("dispatch_simdgroups_per_threadgroup", "uint"),
-    ("dispatch_threads_per_threadgroup", "uint3"),
-    ("grid_origin", "uint3"),
-    ("grid_size", "uint3"),
-    ("quadgroup_index_in_threadgroup", "uint"),
-    ("quadgroups_per_threadgroup", "uint"),
-    ("simdgroup_index_in_threadgroup", "uint"),
-    ("simdgroups_per_threadgroup", "uint"),
-    ("thread_execution_width", "uint"),
-    ("thread_index_in_quadgroup", "uint"),
-    ("thread_index_in_simdgroup", "uint"),
-    ("thread_index_in_threadgroup", "uint"),
-    ("thread_position_in_grid", "uint3"),
-    ("thread_position_in_threadgroup", "uint3"),
-    ("threadgroup_position_in_grid", "uint3"),
-    ("threadgroups_per_grid", "uint3"),
-    ("threads_per_grid", "uint3"),
-    ("threads_per_simdgroup", "uint"),
-    ("threads_per_threadgroup", "uint3"),
-];
-
 /// Lowercase ASCII letters, digits and `_`, at least one: a piece of a kernel name (an
 /// axis value, the word a boolean or integer axis adds).
 pub fn is_name_part(s: &str) -> bool {
@@ -290,51 +267,11 @@ pub fn rust_reserved(s: &str) -> Option<&'static str> {
     }
 }
 
-/// C++17's keywords and alternative tokens (MSL is C++14 with Metal's additions below).
-const CPP_KEYWORDS: &[&str] = &[
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
-    "char16_t", "char32_t", "class", "compl", "const", "constexpr", "const_cast", "continue", "decltype", "default",
-    "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "return",
-    "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
-    "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual",
-    "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
-];
-
-/// Metal's address spaces, function qualifiers and the names of its namespaces.
-const MSL_KEYWORDS: &[&str] = &[
-    "device", "constant", "threadgroup", "threadgroup_imageblock", "thread", "ray_data", "object_data", "kernel",
-    "vertex", "fragment", "visible", "metal", "simd",
-];
-
-/// A Metal scalar, vector or matrix type name (`half`, `uint3`, `float4x4`), or a
-/// `<name>_t` typedef (`int32_t`, `bfloat16_t`).
-fn is_msl_type(s: &str) -> bool {
-    const SCALARS: &[&str] = &["bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "float", "bfloat", "size_t", "ptrdiff_t"];
-    let b = s.as_bytes();
-    let scalar = |x: &str| SCALARS.contains(&x);
-    let n = |c: u8| (b'2'..=b'4').contains(&c);
-    scalar(s)
-        || s.ends_with("_t")
-        || (b.len() > 1 && n(b[b.len() - 1]) && scalar(&s[..s.len() - 1]))
-        || (b.len() > 3 && n(b[b.len() - 1]) && b[b.len() - 2] == b'x' && n(b[b.len() - 3]) && scalar(&s[..s.len() - 3]))
-}
-
 /// Why `s` cannot name a parameter of a generated Metal kernel, if it cannot: a C++ or
-/// Metal keyword, a Metal type, or an attribute parameter MLX adds to the signature.
+/// Metal keyword, a Metal type ([`vocab::reserved`]), or an attribute parameter MLX adds
+/// to the signature.
 pub fn msl_reserved(s: &str) -> Option<&'static str> {
-    if CPP_KEYWORDS.contains(&s) {
-        Some("a C++ keyword")
-    } else if MSL_KEYWORDS.contains(&s) {
-        Some("a Metal keyword")
-    } else if is_msl_type(s) {
-        Some("a Metal type")
-    } else if MLX_ATTRIBUTES.iter().any(|(a, _)| *a == s) {
-        Some("a parameter MLX adds to the kernel itself")
-    } else {
-        None
-    }
+    vocab::reserved(s).or_else(|| vocab::Attribute::from_name(s).map(|_| "a parameter MLX adds to the kernel itself"))
 }
 
 #[cfg(test)]

@@ -200,6 +200,36 @@ fn hostile_family_text_stays_in_its_doc_comment() {
     }
 }
 
+/// What the family file says of a kernel, its buffers and its packed buffer reaches the launcher's
+/// docs and its packer's.
+#[test]
+fn the_family_docs_reach_the_launcher_docs() {
+    let family = "family = \"pk\"\nsummary = \"packed\"\n[fields]\nN = { range = [1, 4096] }\n[sizes]\nR = \"rows\"\n\
+                  [packed.slot]\ndoc = \"the slot of a row\"\nbytes = 64\n[[packed.slot.region]]\nname = \"w\"\ndoc = \"the weights\"\noffset = 0\nbytes = 16\n\
+                  [[kernel]]\ndoc = \"sums each row.\"\ngrid = [\"R * 32\", 1, 1]\nthreadgroup = [32, 1, 1]\n\
+                  input = [{ name = \"x\", dtype = \"f32\", shape = [\"R\", \"N\"], doc = \"the rows\" }, { name = \"slot\", packed = \"slot\" }]\n\
+                  output = [{ name = \"y\", dtype = \"f32\", shape = [\"R\"], doc = \"the sums\" }, { name = \"z\", dtype = \"f32\", shape = [\"R\"] }]\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pk.toml"), family).unwrap();
+    std::fs::write(dir.path().join("pk.metal.tera"), "  // {{ kernel }}\n  y[0] = x[0]; z[0] = x[0];\n").unwrap();
+    let families = kernelgen_codegen::read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"));
+    let files = generated_rust(&families);
+    let (_, docs) = items(&files.iter().find(|(p, _)| p == "rust/p.rs").unwrap().1);
+    for line in [
+        " `g_pk`: sums each row.",
+        " - `x` `f32 [R, 8]`: the rows",
+        " - `slot` `u8 [64]`",
+        " - returns [`GPkOutputs`]:",
+        "   - `y` `f32 [R]`: the sums",
+        "   - `z` `f32 [R]`",
+        " `f32 [R]`: the sums",
+        " Builds the `slot` buffer (the slot of a row) from its regions' values, row-major",
+        " - `w`: 16 bytes: the weights, at bytes 0..16",
+    ] {
+        assert!(docs.iter().any(|d| d == line), "{line:?} is not a doc line of:\n{}", docs.join("\n"));
+    }
+}
+
 /// A family file's folder name reaches the first line of each `.metal` (the template's path):
 /// it stays in that comment.
 #[test]

@@ -359,7 +359,7 @@ fn main() {
         }
         let (replay_n, ideal) = if case.parallel_replay { (replay_par, "") } else { (replay1 / cores as u32, "*") };
         let peak = peak_rss_mib();
-        let grid = backend::check(&serial, d, &refs, &[], &[]).expect("sizes").grid;
+        let grid = backend::check(&serial, d, &refs, &[], &[]).expect("sizes").plan().grid();
         let threads: u64 = grid.iter().map(|&g| u64::from(g)).product();
         let s = |t: Duration| format!("{:.3}s", t.as_secs_f64());
         println!(

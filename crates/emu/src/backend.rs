@@ -13,10 +13,10 @@
 
 use crate::host::{GUARDED_MIN_BYTES, HostData};
 use crate::runtime::Buf;
-use crate::{DeviceBuffer, EmuError, EmuOptions, Emulator, HostArray, POISON, Placement, Program, RunOrder};
-use kernelgen::backend::Backend;
+use crate::{DeviceBuffer, Dispatch, EmuError, EmuOptions, Emulator, HostArray, POISON, Placement, Program, RunOrder};
+use kernelgen::backend::{Backend, Checked};
 use kernelgen::contract::KernelDef;
-use kernelgen::launch::{ArgInfo, Input, LaunchPlan};
+use kernelgen::launch::{ArgInfo, Input};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -25,7 +25,7 @@ pub const OUTPUT_POISON: u8 = 0xFF;
 
 /// How one launch runs: the emulator's defaults for [`Backend::run`], other
 /// run orders and poison bytes for [`EmuBackend::run_with`] (what
-/// [`crate::verify`] varies to find races, unwritten outputs and reads of
+/// `kernelgen-verify` varies to find races, unwritten outputs and reads of
 /// uninitialized memory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunConfig {
@@ -88,21 +88,18 @@ impl Backend for EmuBackend {
         ArgInfo { dtype: Ok(a.dtype), shape: a.shape.clone(), bytes: a.data.len() as u64, row_contiguous: true, address: None }
     }
 
-    unsafe fn run(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray]) -> Result<Vec<HostArray>, EmuError> {
+    fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<HostArray>, EmuError> {
         let opts = self.emulator.options();
         let config = RunConfig { order: opts.order, output_poison: OUTPUT_POISON, threadgroup_poison: POISON, placement: opts.placement };
-        // SAFETY: the caller's contract is `run`'s.
-        unsafe { self.run_with(plan, arrays, config) }
+        self.run_with(launch, config)
     }
 }
 
 impl EmuBackend {
     /// [`Backend::run`] in another run order or with other poison bytes.
-    ///
-    /// # Safety
-    /// As for [`Backend::run`]: `plan` comes from the launch checks of exactly `arrays`.
-    pub unsafe fn run_with(&self, plan: &LaunchPlan<'_>, arrays: &[&HostArray], config: RunConfig) -> Result<Vec<HostArray>, EmuError> {
-        let def = plan.def;
+    pub fn run_with(&self, launch: &Checked<'_, Self>, config: RunConfig) -> Result<Vec<HostArray>, EmuError> {
+        let (plan, arrays) = (launch.plan(), launch.arrays());
+        let def = plan.def();
         let program = self.program(def)?;
         let opts = self.emulator.options();
         let workers = crate::workers_or_default(opts.workers);
@@ -113,7 +110,7 @@ impl EmuBackend {
         // input is copied once into a device buffer (declared regions get their poisoned gaps).
         let mut copies: Vec<Option<DeviceBuffer>> = Vec::with_capacity(def.inputs.len());
         let mut in_place: Vec<Option<&DeviceBuffer>> = Vec::with_capacity(def.inputs.len());
-        for (b, input) in def.inputs.iter().zip(&plan.inputs) {
+        for (b, input) in def.inputs.iter().zip(plan.inputs()) {
             let align = b.align as usize;
             let bytes: &[u8] = match input {
                 Input::Array(i) => {
@@ -145,7 +142,7 @@ impl EmuBackend {
             in_place.push(None);
         }
         let mut outputs: Vec<DeviceBuffer> = Vec::with_capacity(def.outputs.len());
-        for (b, o) in def.outputs.iter().zip(&plan.outputs) {
+        for (b, o) in def.outputs.iter().zip(plan.outputs()) {
             outputs.push(DeviceBuffer::try_filled_placed(o.bytes as usize, b.align as usize, config.output_poison, at_start)?);
         }
         {
@@ -158,12 +155,16 @@ impl EmuBackend {
                 });
             }
             bufs.extend(outputs.iter_mut().map(Buf::Mut));
-            program.dispatch_bufs(&def.mlx_name, &mut bufs, plan.grid, plan.threadgroup, config.order, opts.workers, config.threadgroup_poison, config.placement)?;
+            let dispatch = Dispatch::new(&def.mlx_name, plan.grid(), plan.threadgroup())
+                .order(config.order)
+                .placement(config.placement)
+                .threadgroup_poison(config.threadgroup_poison);
+            program.run_bufs(&dispatch, &mut bufs)?;
         }
         drop(copies);
         // a large output moves into the array as it is (guarded, bound in place by the next launch)
         Ok(plan
-            .outputs
+            .outputs()
             .iter()
             .zip(outputs)
             .map(|(o, mut buf)| {

@@ -10,6 +10,11 @@ use std::ops::{Deref, DerefMut};
 /// memory ([`HostData::is_guarded`]), so the emulator backend launches on them in place.
 pub const GUARDED_MIN_BYTES: usize = 16 << 20;
 
+/// Inputs of more than this many bytes make a kernel *large* (a vocabulary head's 635 MB of
+/// weights): `kernelgen verify` runs it alone (two at once would double the peak memory) and
+/// in fewer run orders, as the test of every worker count and order does.
+pub const LARGE_INPUT_BYTES: u64 = 128 << 20;
+
 /// The bytes of a [`HostArray`]: an ordinary vector, or a [`DeviceBuffer`] (guard regions
 /// around it, data start aligned to 16 bytes), which the emulator backend binds to a kernel
 /// without copying. Either way it derefs to the bytes; equality is by bytes.

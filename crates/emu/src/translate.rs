@@ -5,125 +5,19 @@
 //! newlines re-emits them), so `#line 1 "<file>"` at the top maps every compiler
 //! diagnostic, every `__builtin_LINE()` and every debug line back to the `.metal` file.
 
+use kernelgen_msl::lex::{self, Kind, Token};
+use kernelgen_msl::vocab::is_address_space;
+
 use super::{AddressSpace, Attribute, Binding, FunctionConstant, FunctionConstantDecl, KernelSignature, Param};
 
-/// A token of the source, with its byte span. Comments are skipped; string and
-/// character literals are single tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Ident,
-    Number,
-    Str,
-    Punct,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Tok {
-    kind: Kind,
-    start: usize,
-    end: usize,
-    line: u32,
-}
-
-fn tokenize(src: &str) -> Vec<Tok> {
-    let b = src.as_bytes();
-    let mut toks = Vec::new();
-    let mut i = 0;
-    let mut line = 1u32;
-    let mut line_start = true;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'\n' {
-            line += 1;
-            i += 1;
-            line_start = true;
-        } else if c == b'#' && line_start {
-            // A preprocessor line (with its continuations) is no C++ token: the
-            // rewrites read code, and g++ handles the directive (or line marker).
-            while i < b.len() && b[i] != b'\n' {
-                if b[i] == b'\\' && b.get(i + 1) == Some(&b'\n') {
-                    line += 1;
-                    i += 1;
-                }
-                i += 1;
-            }
-        } else if c.is_ascii_whitespace() {
-            i += 1;
-        } else if {
-            line_start = false;
-            c == b'/' && b.get(i + 1) == Some(&b'/')
-        } {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            i += 2;
-            while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
-                if b[i] == b'\n' {
-                    line += 1;
-                }
-                i += 1;
-            }
-            i = (i + 2).min(b.len());
-        } else if c == b'"' || c == b'\'' {
-            let start = i;
-            let l = line;
-            i += 1;
-            while i < b.len() && b[i] != c {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                if i < b.len() && b[i] == b'\n' {
-                    line += 1;
-                }
-                i += 1;
-            }
-            i = (i + 1).min(b.len());
-            toks.push(Tok { kind: Kind::Str, start, end: i, line: l });
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            toks.push(Tok { kind: Kind::Ident, start, end: i, line });
-        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
-            let start = i;
-            i += 1;
-            while i < b.len() {
-                let d = b[i];
-                let exponent_sign = (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P') && !is_hex(&src[start..i]);
-                if exponent_sign || d.is_ascii_alphanumeric() || d == b'_' || d == b'.' {
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            toks.push(Tok { kind: Kind::Number, start, end: i, line });
-        } else {
-            let start = i;
-            // keep `::` as one token; everything else is one byte (or one UTF-8 char)
-            if c == b':' && b.get(i + 1) == Some(&b':') {
-                i += 2;
-            } else {
-                i += utf8_len(c);
-            }
-            toks.push(Tok { kind: Kind::Punct, start, end: i, line });
-        }
-    }
-    toks
+/// The C++ tokens of `src` (kernelgen-msl's tokenizer): a preprocessor directive, a
+/// `#define`'s body included, is g++'s business, not the rewrites'.
+fn code_tokens(src: &str) -> Vec<Token> {
+    lex::tokenize(src).into_iter().filter(|t| !t.pp).collect()
 }
 
 fn is_hex(s: &str) -> bool {
     s.starts_with("0x") || s.starts_with("0X")
-}
-
-fn utf8_len(c: u8) -> usize {
-    match c {
-        0xF0..=0xFF => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
-    }
 }
 
 /// A failure of preparation: a construct the emulator does not support, at a line.
@@ -314,9 +208,8 @@ fn translate_inner(
     opts: &Options,
     to_orig: &dyn Fn(u32) -> (Option<String>, u32),
 ) -> Result<Prepared, PrepError> {
-    let toks = tokenize(source);
-    let text = |t: &Tok| &source[t.start..t.end];
-    let is = |i: usize, s: &str| toks.get(i).is_some_and(|t| &source[t.start..t.end] == s);
+    let toks = code_tokens(source);
+    let is = |i: usize, s: &str| toks.get(i).is_some_and(|t| t.is(s));
     let mut edits: Vec<Edit> = Vec::new();
     let mut kernels: Vec<KernelDecl> = Vec::new();
     let mut insts: Vec<Instantiation> = Vec::new();
@@ -330,7 +223,7 @@ fn translate_inner(
     for t in &toks {
         depth_at.push(depth);
         paren_at.push(paren);
-        match &source[t.start..t.end] {
+        match t.text.as_str() {
             "{" => depth += 1,
             "}" => depth -= 1,
             "(" => paren += 1,
@@ -345,16 +238,16 @@ fn translate_inner(
     edits.extend(fc_edits);
     // Declarations that differ only in address spaces (complex.h's `thread` and
     // `threadgroup` overloads) are one declaration on the CPU.
-    edits.extend(address_space_twins(&toks, source));
-    edits.extend(class_scope_specializations(&toks, source));
+    edits.extend(address_space_twins(&toks));
+    edits.extend(class_scope_specializations(&toks));
 
     let mut i = 0;
     while i < toks.len() {
-        let t = toks[i];
+        let t = &toks[i];
         match t.kind {
             Kind::Number => {
                 // half literals: 1.5h / 2h -> half(1.5f) / half(2)
-                let s = text(&t);
+                let s = t.text.as_str();
                 if (s.ends_with('h') || s.ends_with('H')) && !is_hex(s) {
                     let num = &s[..s.len() - 1];
                     let repl = if num.contains('.') || num.contains('e') || num.contains('E') {
@@ -362,13 +255,13 @@ fn translate_inner(
                     } else {
                         format!("metal::half({num})")
                     };
-                    edits.push(Edit { start: t.start, end: t.end, text: repl });
+                    edits.push(Edit { start: t.offset, end: t.end(), text: repl });
                 }
             }
-            Kind::Punct if text(&t) == "." || (text(&t) == ">" && i > 0 && is(i - 1, "-") && toks[i - 1].end == t.start) => {
+            Kind::Punct if t.is(".") || t.is("->") => {
                 // swizzles: v.xy (read) / v.xy = e (write)
-                if let Some(n) = toks.get(i + 1).filter(|n| n.kind == Kind::Ident && n.start == t.end) {
-                    let name = text(n);
+                if let Some(n) = toks.get(i + 1).filter(|n| n.kind == Kind::Ident && n.offset == t.end()) {
+                    let name = n.text.as_str();
                     if (2..=4).contains(&name.len()) && name.bytes().all(|c| b"xyzw".contains(&c)) && !is(i + 2, "(") {
                         let idx: Vec<String> = name
                             .bytes()
@@ -380,18 +273,18 @@ fn translate_inner(
                             })
                             .map(String::from)
                             .collect();
-                        let write = is_assignment(&toks, source, i + 2);
+                        let write = is_assignment(&toks, i + 2);
                         let f = if write { "kg_swz_ref" } else { "kg_swz" };
-                        edits.push(Edit { start: n.start, end: n.end, text: format!("template {f}<{}>()", idx.join(",")) });
+                        edits.push(Edit { start: n.offset, end: n.end(), text: format!("template {f}<{}>()", idx.join(",")) });
                     }
                 }
             }
             Kind::Ident => {
-                let s = text(&t);
+                let s = t.text.as_str();
                 if is_address_space(s) && i >= 2 && is(i - 1, "[") && is(i - 2, "[") {
                     // `[[threadgroup(0)]]` on a helper's parameter: an attribute, not the
                     // address space (whose macro would leave `[[(0)]]`); g++ ignores it.
-                    edits.push(Edit { start: t.start, end: t.end, text: format!("kgemu_attr_{s}") });
+                    edits.push(Edit { start: t.offset, end: t.end(), text: format!("kgemu_attr_{s}") });
                 } else if s == "threadgroup" {
                     if let Some(edit) = threadgroup_decl(&toks, source, i, &mut tg_site)? {
                         if depth_at[i] <= 0 {
@@ -407,7 +300,7 @@ fn translate_inner(
                     let (inst, end) = instantiation(&toks, source, i)?;
                     // Keep the explicit instantiation without its attributes.
                     let body = format!("template decltype({f}<{a}>) {f}<{a}>;", f = inst.function, a = inst.args);
-                    edits.push(Edit { start: t.start, end: toks[end].end, text: body });
+                    edits.push(Edit { start: t.offset, end: toks[end].end(), text: body });
                     insts.push(inst);
                     i = end + 1;
                     continue;
@@ -528,26 +421,31 @@ fn escape_c(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
 }
 
-/// `=`, `+=`, `-=`, ... starting at token `i` (but not `==`).
-fn is_assignment(toks: &[Tok], src: &str, i: usize) -> bool {
-    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
-    let adjacent = |k: usize| toks.get(k + 1).is_some_and(|n| n.start == toks[k].end);
-    match tx(i) {
-        "=" => !(adjacent(i) && tx(i + 1) == "="),
-        "+" | "-" | "*" | "/" | "%" | "&" | "|" | "^" => adjacent(i) && tx(i + 1) == "=" && !(adjacent(i + 1) && tx(i + 2) == "="),
-        _ => false,
+/// Whether token `i` is an assignment: `=`, `+=`, `-=`, ... (not `==`).
+fn is_assignment(toks: &[Token], i: usize) -> bool {
+    toks.get(i).is_some_and(|t| matches!(t.text.as_str(), "=" | "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | ">>="))
+}
+
+/// How a token changes the nesting of parentheses, brackets and template argument lists
+/// (`>>` closes two lists: the tokenizer keeps it one token).
+fn nesting(t: &str) -> i32 {
+    match t {
+        "(" | "[" | "<" => 1,
+        ")" | "]" | ">" => -1,
+        ">>" => -2,
+        _ => 0,
     }
 }
 
 /// A `threadgroup T name[N]...;` declaration at statement level, rewritten to a
 /// reference into the runtime's per-threadgroup allocation.
-fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result<Option<Edit>, PrepError> {
-    let tx = |k: usize| &src[toks[k].start..toks[k].end];
+fn threadgroup_decl(toks: &[Token], src: &str, i: usize, site: &mut u32) -> Result<Option<Edit>, PrepError> {
+    let tx = |k: usize| toks[k].text.as_str();
     // Statement start: previous token is ; { } or nothing, or a preprocessor line end.
     if i > 0 {
         let p = tx(i - 1);
         let newline_before = toks[i - 1].line < toks[i].line;
-        if !(p == ";" || p == "{" || p == "}" || p == ":" && i >= 2 && matches!(tx(i - 2), "public" | "private" | "default") || newline_before && line_is_directive(src, toks[i - 1].start)) {
+        if !(p == ";" || p == "{" || p == "}" || p == ":" && i >= 2 && matches!(tx(i - 2), "public" | "private" | "default") || newline_before && line_is_directive(src, toks[i - 1].offset)) {
             return Ok(None);
         }
     }
@@ -559,20 +457,12 @@ fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result
     while k < toks.len() {
         let s = tx(k);
         match s {
-            "(" => {
-                if depth == 0 {
-                    return Ok(None); // a function declaration or a cast: not a variable
-                }
+            "(" if depth == 0 => return Ok(None), // a function declaration or a cast: not a variable
+            "[" if depth == 0 && first_bracket.is_none() => {
+                first_bracket = Some(k);
                 depth += 1;
             }
-            "<" | "[" => {
-                if s == "[" && depth == 0 && first_bracket.is_none() {
-                    first_bracket = Some(k);
-                }
-                depth += 1;
-            }
-            ">" | "]" | ")" => depth -= 1,
-            "*" | "&" if depth == 0 && first_bracket.is_none() => return Ok(None), // pointer/reference
+            "*" | "&" | "&&" if depth == 0 && first_bracket.is_none() => return Ok(None), // pointer/reference
             "=" if depth == 0 => {
                 return Err(prep_err(line, "a threadgroup variable cannot have an initializer"));
             }
@@ -585,7 +475,7 @@ fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result
             }
             ";" if depth == 0 => break,
             "{" | "}" => return Ok(None),
-            _ => {}
+            s => depth += nesting(s),
         }
         k += 1;
     }
@@ -600,10 +490,10 @@ fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result
     if name_idx <= i + 1 || toks[name_idx].kind != Kind::Ident {
         return Ok(None);
     }
-    let ty = &src[toks[i + 1].start..toks[name_idx - 1].end];
+    let ty = &src[toks[i + 1].offset..toks[name_idx - 1].end()];
     let name = tx(name_idx);
     let dims = match first_bracket {
-        Some(b) => src[toks[b].start..toks[semi - 1].end].to_string(),
+        Some(b) => src[toks[b].offset..toks[semi - 1].end()].to_string(),
         None => String::new(),
     };
     let s = *site;
@@ -615,7 +505,7 @@ fn threadgroup_decl(toks: &[Tok], src: &str, i: usize, site: &mut u32) -> Result
     } else {
         format!("{ty1} (&{name}){dims1} = *kgemu::tg_alloc<{ty1}{dims1}>({s}u, __LINE__, \"{name}\");")
     };
-    Ok(Some(Edit { start: toks[i].start, end: toks[semi].end, text }))
+    Ok(Some(Edit { start: toks[i].offset, end: toks[semi].end(), text }))
 }
 
 fn line_is_directive(src: &str, pos: usize) -> bool {
@@ -625,14 +515,14 @@ fn line_is_directive(src: &str, pos: usize) -> bool {
 
 /// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;` starting at `i`;
 /// returns the parse and the index of the closing `;`.
-fn instantiation(toks: &[Tok], src: &str, i: usize) -> Result<(Instantiation, usize), PrepError> {
+fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, usize), PrepError> {
     let line = toks[i].line;
     let bad = || PrepError {
         line,
         message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`".into(),
         file: None,
     };
-    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     // template [ [ host_name ( "x" ) ] ], the name possibly as adjacent literals
     // ("a" "_" "b", as MLX's instantiation macros stringize their arguments)
     if tx(i + 4) != "(" {
@@ -682,12 +572,17 @@ fn instantiation(toks: &[Tok], src: &str, i: usize) -> Result<(Instantiation, us
     if close == open {
         return Err(bad());
     }
-    // inside: f < args >
+    // inside: f < args >, the last `>` perhaps the second of a `>>`
     let function = tx(open + 1).to_string();
-    if tx(open + 2) != "<" || tx(close - 1) != ">" {
+    let args_end = match tx(close - 1) {
+        ">" if close >= open + 5 => toks[close - 2].end(),
+        ">>" if close >= open + 5 => toks[close - 1].offset + 1,
+        _ => return Err(bad()),
+    };
+    if tx(open + 2) != "<" {
         return Err(bad());
     }
-    let args = src[toks[open + 3].start..toks[close - 2].end].to_string();
+    let args = src[toks[open + 3].offset..args_end].to_string();
     let mut end = close + 1;
     while end < toks.len() && tx(end) != ";" {
         end += 1;
@@ -700,8 +595,8 @@ fn instantiation(toks: &[Tok], src: &str, i: usize) -> Result<(Instantiation, us
 
 /// Parse a kernel declaration: `kw_start` is the first token of `[[kernel]]` or
 /// `kernel`; `after` the token after it (`void`).
-fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[FcDecl]) -> Result<KernelDecl, PrepError> {
-    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+fn kernel_decl(toks: &[Token], src: &str, kw_start: usize, after: usize, fcs: &[FcDecl]) -> Result<KernelDecl, PrepError> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     let line = toks[kw_start].line;
     if tx(after) != "void" || toks.get(after + 1).map(|t| t.kind) != Some(Kind::Ident) || tx(after + 2) != "(" {
         return Err(prep_err(line, "a [[kernel]] function must be declared as `[[kernel]] void name(...)`"));
@@ -709,12 +604,13 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[Fc
     let name = tx(after + 1).to_string();
     // template parameters: `template <...>` right before the kernel keyword
     let mut template_params = None;
-    if kw_start > 0 && tx(kw_start - 1) == ">" {
+    if kw_start > 0 && matches!(tx(kw_start - 1), ">" | ">>") {
         let mut depth = 0;
         let mut j = kw_start - 1;
         loop {
             match tx(j) {
                 ">" => depth += 1,
+                ">>" => depth += 2,
                 "<" => {
                     depth -= 1;
                     if depth == 0 {
@@ -729,7 +625,8 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[Fc
             j -= 1;
         }
         if j > 0 && tx(j - 1) == "template" && tx(j) == "<" {
-            let inner = &src[toks[j].end..toks[kw_start - 1].start];
+            // up to the list's closing `>` (the second of a `>>`)
+            let inner = &src[toks[j].end()..toks[kw_start - 1].end() - 1];
             let mut ps = Vec::new();
             for p in split_top_level(inner) {
                 let p = p.split('=').next().unwrap_or("").trim().to_string();
@@ -745,16 +642,10 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[Fc
     let mut depth = 0;
     let mut close = None;
     for j in open..toks.len() {
-        match tx(j) {
-            "(" | "[" | "<" => depth += 1,
-            ")" | "]" | ">" => {
-                depth -= 1;
-                if depth == 0 && tx(j) == ")" {
-                    close = Some(j);
-                    break;
-                }
-            }
-            _ => {}
+        depth += nesting(tx(j));
+        if depth == 0 && tx(j) == ")" {
+            close = Some(j);
+            break;
         }
     }
     let Some(close) = close else {
@@ -780,11 +671,7 @@ fn kernel_decl(toks: &[Tok], src: &str, kw_start: usize, after: usize, fcs: &[Fc
             start = j + 1;
             continue;
         }
-        match s {
-            "(" | "[" | "<" => depth += 1,
-            ")" | "]" | ">" => depth -= 1,
-            _ => {}
-        }
+        depth += nesting(s);
     }
     assign_implicit_buffers(&mut params);
     Ok(KernelDecl { name, line, params, template_params, deferred: None })
@@ -809,8 +696,8 @@ fn assign_implicit_buffers(params: &mut [ParsedParam]) {
     }
 }
 
-fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str, fcs: &[FcDecl]) -> Result<ParsedParam, PrepError> {
-    let tx = |k: usize| &src[toks[k].start..toks[k].end];
+fn parse_param(toks: &[Token], src: &str, a: usize, b: usize, kernel: &str, fcs: &[FcDecl]) -> Result<ParsedParam, PrepError> {
+    let tx = |k: usize| toks[k].text.as_str();
     let line = toks[a].line;
     // attribute [[...]] at the end: `name` or `name(arg)` entries, comma-separated
     let mut attr_start = b;
@@ -840,7 +727,7 @@ fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str, fcs: &
                         k += 1;
                     }
                     if open + 1 < k {
-                        arg = Some(src[toks[open + 1].start..toks[k - 1].end].to_string());
+                        arg = Some(src[toks[open + 1].offset..toks[k - 1].end()].to_string());
                     }
                     k += 1;
                 }
@@ -933,7 +820,7 @@ fn parse_param(toks: &[Tok], src: &str, a: usize, b: usize, kernel: &str, fcs: &
             "thread" => address_space = AddressSpace::Thread,
             "const" => is_const = true,
             "volatile" => {}
-            "&" => is_reference = true,
+            "&" | "&&" => is_reference = true,
             "*" => is_pointer = true,
             t => type_tokens.push(t.to_string()),
         }
@@ -1104,8 +991,8 @@ fn fc_initializer(ty: &str, v: FunctionConstant) -> Result<String, String> {
 /// to `static constexpr T name = value;` when `given` has index `n` (`static const` for
 /// half and bfloat), else to a stand-in whose every read is a compile error naming the
 /// constant at the line that reads it (`is_function_constant_defined(name)` is false).
-fn function_constants(toks: &[Tok], src: &str, paren_at: &[i32], given: &[(u32, FunctionConstant)]) -> Result<(Vec<FcDecl>, Vec<Edit>), PrepError> {
-    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32, FunctionConstant)]) -> Result<(Vec<FcDecl>, Vec<Edit>), PrepError> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     let mut decls: Vec<FcDecl> = Vec::new();
     let mut edits = Vec::new();
     for (g, (idx, _)) in given.iter().enumerate() {
@@ -1129,7 +1016,7 @@ fn function_constants(toks: &[Tok], src: &str, paren_at: &[i32], given: &[(u32, 
         let mut start = open;
         while start > 0 {
             let p = tx(start - 1);
-            if p == ";" || p == "{" || p == "}" || (toks[start - 1].line < toks[start].line && line_is_directive(src, toks[start - 1].start)) {
+            if p == ";" || p == "{" || p == "}" || (toks[start - 1].line < toks[start].line && line_is_directive(src, toks[start - 1].offset)) {
                 break;
             }
             start -= 1;
@@ -1162,7 +1049,7 @@ fn function_constants(toks: &[Tok], src: &str, paren_at: &[i32], given: &[(u32, 
                 )
             }
         };
-        edits.push(Edit { start: toks[start].start, end: toks[semi].end, text });
+        edits.push(Edit { start: toks[start].offset, end: toks[semi].end(), text });
         decls.push(FcDecl { public: FunctionConstantDecl { name, index, type_name: ty, value, metal_line: line } });
     }
     for (idx, _) in given {
@@ -1180,11 +1067,6 @@ fn function_constants(toks: &[Tok], src: &str, paren_at: &[i32], given: &[(u32, 
     Ok((decls, edits))
 }
 
-/// Metal's address-space keywords.
-fn is_address_space(s: &str) -> bool {
-    matches!(s, "thread" | "threadgroup" | "device" | "constant" | "threadgroup_imageblock" | "ray_data" | "object_data")
-}
-
 /// MSL overloads functions on address spaces: member functions on the address space of
 /// `*this` (complex.h's `complex_t() thread` and `complex_t() threadgroup`), free
 /// functions on the address space of a parameter (`operator+=(thread complex_t<T>&, ..)`
@@ -1195,13 +1077,13 @@ fn is_address_space(s: &str) -> bool {
 /// keywords are removed are twins: the one that names only `thread` (else the first)
 /// is kept, the others are blanked (their lines kept). On the CPU every object lives
 /// in one memory; MLX's twins have identical bodies.
-fn address_space_twins(toks: &[Tok], src: &str) -> Vec<Edit> {
-    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     let mut scopes: Vec<(usize, usize)> = vec![(0, toks.len())];
     let mut stack: Vec<(usize, bool)> = Vec::new();
     for i in 0..toks.len() {
         match tx(i) {
-            "{" => stack.push((i, opens_scope(toks, src, i))),
+            "{" => stack.push((i, opens_scope(toks, i))),
             "}" => {
                 if let Some((open, true)) = stack.pop() {
                     scopes.push((open + 1, i));
@@ -1261,7 +1143,7 @@ fn address_space_twins(toks: &[Tok], src: &str) -> Vec<Edit> {
             }
             let keep = twins.iter().copied().find(|&o| decls[o].thread_only).unwrap_or(twins[0]);
             if keep != a {
-                edits.push(Edit { start: toks[d.start].start, end: toks[d.end].end, text: String::new() });
+                edits.push(Edit { start: toks[d.start].offset, end: toks[d.end].end(), text: String::new() });
             }
         }
     }
@@ -1269,13 +1151,13 @@ fn address_space_twins(toks: &[Tok], src: &str) -> Vec<Edit> {
 }
 
 /// Whether the `{` at `open` opens a namespace or a class body (a scope of declarations).
-fn opens_scope(toks: &[Tok], src: &str, open: usize) -> bool {
-    scope_keyword(toks, src, open).is_some()
+fn opens_scope(toks: &[Token], open: usize) -> bool {
+    scope_keyword(toks, open).is_some()
 }
 
 /// `namespace`, `struct`, `class` or `union` when the `{` at `open` opens such a body.
-fn scope_keyword<'s>(toks: &[Tok], src: &'s str, open: usize) -> Option<&'s str> {
-    let tx = |k: usize| &src[toks[k].start..toks[k].end];
+fn scope_keyword(toks: &[Token], open: usize) -> Option<&str> {
+    let tx = |k: usize| toks[k].text.as_str();
     // walk back over the head: names, `::`, template arguments, bases, attributes
     let mut k = open;
     let mut angle = 0i32;
@@ -1286,8 +1168,10 @@ fn scope_keyword<'s>(toks: &[Tok], src: &'s str, open: usize) -> Option<&'s str>
                 return (!(k > 0 && tx(k - 1) == "enum")).then_some(tx(k));
             }
             ">" => angle += 1,
+            ">>" => angle += 2,
             "<" => angle -= 1,
-            ";" | "{" | "}" | "(" | ")" | "=" if angle <= 0 => return None,
+            // (an initializer, or an operator: `=`, `+=`, `==`, `<=`)
+            t if angle <= 0 && (matches!(t, ";" | "{" | "}" | "(" | ")") || t.contains('=')) => return None,
             _ => {}
         }
     }
@@ -1299,18 +1183,18 @@ fn scope_keyword<'s>(toks: &[Tok], src: &'s str, open: usize) -> Option<&'s str>
 /// specialization in non-namespace scope", binary_ops.h). Without `template <>` it is a
 /// plain overload with the same parameters, which overload resolution prefers to the
 /// template exactly where the specialization would have been chosen.
-fn class_scope_specializations(toks: &[Tok], src: &str) -> Vec<Edit> {
-    let tx = |k: usize| toks.get(k).map(|t| &src[t.start..t.end]).unwrap_or("");
+fn class_scope_specializations(toks: &[Token]) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     let mut stack: Vec<bool> = Vec::new();
     let mut edits = Vec::new();
     for i in 0..toks.len() {
         match tx(i) {
-            "{" => stack.push(matches!(scope_keyword(toks, src, i), Some("struct" | "class" | "union"))),
+            "{" => stack.push(matches!(scope_keyword(toks, i), Some("struct" | "class" | "union"))),
             "}" => {
                 stack.pop();
             }
             "template" if stack.last() == Some(&true) && tx(i + 1) == "<" && tx(i + 2) == ">" => {
-                edits.push(Edit { start: toks[i].start, end: toks[i + 2].end, text: String::new() });
+                edits.push(Edit { start: toks[i].offset, end: toks[i + 2].end(), text: String::new() });
             }
             _ => {}
         }
@@ -1419,6 +1303,27 @@ mod tests {
         assert!(e.message.contains("function constant 9 is given"), "{}", e.message);
         let e = translate_with(src, "k.metal", &Options::default()).err().unwrap();
         assert_eq!(e.line, 4, "the conditional buffer needs a's value");
+    }
+
+    #[test]
+    fn operators_of_several_characters_are_one_token() {
+        // `->` before a swizzle, `<<=` through one, `>>` closing two template argument lists
+        let src = "template <typename T = vec<float, 2>>\n[[kernel]] void k(device float4* p [[buffer(0)]], device T* q [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n  float2 a = p->xy;\n  uint2 u = uint2(1, 2);\n  u.yx <<= 1u;\n}\ntemplate [[host_name(\"k2\")]] [[kernel]] decltype(k<vec<float, 2>>) k<vec<float, 2>>;\n";
+        let p = translate(src, "k.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        assert!(l[4].contains("p->template kg_swz<0,1>();"), "{}", l[4]);
+        assert!(l[6].contains("u.template kg_swz_ref<1,0>() <<= 1u;"), "{}", l[6]);
+        assert_eq!(p.kernels.len(), 1);
+        assert_eq!((p.kernels[0].name.as_str(), p.kernels[0].function.as_str()), ("k2", "k<vec<float, 2>>"));
+        assert_eq!(p.kernels[0].params[1].type_name, "vec<float, 2>");
+    }
+
+    #[test]
+    fn an_instantiation_without_template_arguments_is_an_error() {
+        let src = "template <typename T>\n[[kernel]] void f(device T* x [[buffer(0)]]) {}\ntemplate [[host_name(\"g\")]] [[kernel]] decltype(f< >) f< >;\n";
+        let e = translate(src, "f.metal").err().unwrap();
+        assert!(e.message.contains("unrecognised host_name instantiation"), "{}", e.message);
+        assert_eq!(e.line, 3);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use kernelgen::backend;
 use kernelgen::contract::KernelDef;
 use kernelgen::kernels::experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP;
 use kernelgen::kernels::gated_rms_norm::HEAD128_GATED_RMS_NORM_BF16;
-use kernelgen_emu::{DeviceBuffer, EmuBackend, EmuError, EmuOptions, GUARDED_MIN_BYTES, HostArray, RunOrder};
+use kernelgen_emu::{DeviceBuffer, Dispatch, EmuBackend, EmuError, EmuOptions, GUARDED_MIN_BYTES, HostArray, RunOrder};
 use kernelgen_reference::expert::{ExpertGeometry, ExpertWeights, Quant};
 use std::borrow::Cow;
 
@@ -178,7 +178,7 @@ fn a_launch_out_of_address_space_is_an_error_not_a_panic() {
         .load("[[kernel]] void wide(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = 1.0f; }", "wide.metal")
         .unwrap();
     let mut out = DeviceBuffer::zeroed(1024 * 4);
-    let run_wide = |out: &mut DeviceBuffer| wide.dispatch_with("wide", &mut [out], [1024, 1, 1], [1024, 1, 1], RunOrder::Forward, 1);
+    let run_wide = |out: &mut DeviceBuffer| wide.run(&Dispatch::new("wide", [1024, 1, 1], [1024, 1, 1]).order(RunOrder::Forward).workers(1), &mut [out]);
     // everything a launch keeps (the program, this thread's stacks, signal stack and
     // threadgroup memory) exists before the limit
     backend::launch_vec(&emu, def, &[&small, &small, &w], &[]).unwrap();

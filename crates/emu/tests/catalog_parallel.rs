@@ -18,14 +18,11 @@ fn size_of(name: &str) -> u64 {
     }
 }
 
-struct Rng(u64);
+/// kernelgen's one generator, with floats of 24 random bits in `[-1, 1)`.
+struct Rng(kernelgen_reference::SplitMix64);
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn unit(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
@@ -35,7 +32,7 @@ impl Rng {
 /// The data inputs as arrays and the host-integer inputs (kept lengths, within their bound).
 fn inputs(def: &KernelDef, seed: u64) -> (Vec<HostArray>, Vec<Vec<i32>>) {
     let sizes: Vec<u64> = def.sizes.iter().map(|s| size_of(s)).collect();
-    let mut rng = Rng(seed);
+    let mut rng = Rng(kernelgen_reference::SplitMix64::new(seed));
     let host = def
         .inputs
         .iter()
@@ -101,7 +98,7 @@ fn every_bundled_kernel_gives_the_serial_bits_with_several_workers_in_every_orde
         // A vocabulary head (635 MB of weights, a second or two per launch) runs in the
         // orders that differ most from one worker's forward run: `kernelgen verify` runs it
         // in reverse order on every worker too.
-        let large = arrays.iter().map(|a| a.data.len()).sum::<usize>() > kernelgen_emu::verify::LARGE_INPUT_BYTES as usize;
+        let large = arrays.iter().map(|a| a.data.len()).sum::<usize>() > kernelgen_emu::host::LARGE_INPUT_BYTES as usize;
         for (order, b) in &parallel {
             if large && *order == RunOrder::Reverse {
                 continue;

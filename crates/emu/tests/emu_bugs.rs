@@ -47,7 +47,7 @@ fn a_missing_barrier_shows_as_poison_or_order_dependence() {
     for order in [RunOrder::Forward, RunOrder::Reverse, RunOrder::Shuffle(3)] {
         let mut xb = f32_buf(&x);
         let mut out = DeviceBuffer::zeroed(4);
-        p.dispatch_with_order("missing_barrier", &mut [&mut xb, &mut out], [256, 1, 1], [256, 1, 1], order).unwrap();
+        p.run(&Dispatch::new("missing_barrier", [256, 1, 1], [256, 1, 1]).order(order), &mut [&mut xb, &mut out]).unwrap();
         results.push(f32s(&out)[0]);
     }
     let correct: f32 = x.iter().sum();
@@ -64,6 +64,16 @@ fn uninitialised_threadgroup_read_is_poison() {
     let o = f32s(&out);
     assert!(o[..64].iter().enumerate().all(|(i, &v)| v == i as f32));
     assert!(o[64..].iter().all(|v| v.is_nan()), "unwritten threadgroup memory must read as NaN");
+}
+
+#[test]
+fn a_dispatch_chooses_the_threadgroup_poison_byte() {
+    let p = program();
+    let mut out = DeviceBuffer::zeroed(128 * 4);
+    p.run(&Dispatch::new("uninit_tg", [128, 1, 1], [128, 1, 1]).threadgroup_poison(0), &mut [&mut out]).unwrap();
+    let o = f32s(&out);
+    assert!(o[..64].iter().enumerate().all(|(i, &v)| v == i as f32));
+    assert!(o[64..].iter().all(|v| v.to_bits() == 0), "unwritten threadgroup memory holds the dispatch's byte, 0");
 }
 
 #[test]
@@ -188,7 +198,7 @@ fn a_write_into_a_small_gap_is_corruption() {
     let mut slot = DeviceBuffer::zeroed(48 * 4);
     slot.set_regions(&[0..96, 128..192]);
     // with one worker the report names the threadgroup that wrote
-    let e = p.dispatch_with("write_gap", &mut [&mut slot], [48, 1, 1], [16, 1, 1], RunOrder::Forward, 1).unwrap_err();
+    let e = p.run(&Dispatch::new("write_gap", [48, 1, 1], [16, 1, 1]).order(RunOrder::Forward).workers(1), &mut [&mut slot]).unwrap_err();
     match &e {
         EmuError::Corruption { kernel, what, threadgroup_position_in_grid, .. } => {
             assert_eq!(kernel, "write_gap");
@@ -199,7 +209,7 @@ fn a_write_into_a_small_gap_is_corruption() {
     }
     // with several it is reported as reliably, after the writer or a threadgroup beside it
     for _ in 0..20 {
-        let e = p.dispatch_with("write_gap", &mut [&mut slot], [48, 1, 1], [16, 1, 1], RunOrder::Forward, 3).unwrap_err();
+        let e = p.run(&Dispatch::new("write_gap", [48, 1, 1], [16, 1, 1]).order(RunOrder::Forward).workers(3), &mut [&mut slot]).unwrap_err();
         match &e {
             EmuError::Corruption { what, threadgroup_position_in_grid, .. } => {
                 assert!(what.contains("byte 96 of buffer(0) `slot`") && what.contains("poisoned gap 96..128"), "{what}");

@@ -20,7 +20,7 @@ fn device_atomics_are_atomic_across_workers() {
         let mut facc = DeviceBuffer::zeroed(4);
         let mut lo = DeviceBuffer::zeroed(4);
         // 512 threadgroups of 32 threads, 64 additions each
-        let stats = p.dispatch_with("hammer", &mut [&mut count, &mut facc, &mut lo], [16384, 1, 1], [32, 1, 1], RunOrder::Forward, workers).unwrap();
+        let stats = p.run(&Dispatch::new("hammer", [16384, 1, 1], [32, 1, 1]).order(RunOrder::Forward).workers(workers), &mut [&mut count, &mut facc, &mut lo]).unwrap();
         assert_eq!(stats.workers, workers.min(512));
         assert_eq!(u32s(&count), [16384 * 64, (1 << 31) - 16384 * 64], "workers {workers}");
         assert_eq!(f32s(&facc), [(16384 * 64) as f32], "1.0 additions are exact up to 2^24 (workers {workers})");
@@ -37,7 +37,7 @@ fn parallel_results_are_the_serial_bits_in_every_order() {
         let run = |workers: usize| {
             let mut xb = f32_buf(&x);
             let mut out = DeviceBuffer::zeroed(300 * 4);
-            p.dispatch_with("reduce_slices", &mut [&mut xb, &mut out], [256 * 300, 1, 1], [256, 1, 1], order, workers).unwrap();
+            p.run(&Dispatch::new("reduce_slices", [256 * 300, 1, 1], [256, 1, 1]).order(order).workers(workers), &mut [&mut xb, &mut out]).unwrap();
             out.as_bytes().to_vec()
         };
         let serial = run(1);
@@ -70,7 +70,7 @@ fn the_first_fault_in_assignment_order_wins_whatever_the_workers() {
         let run = |workers: usize| {
             let mut x = f32_buf(&vec![1.0; n]);
             let mut y = DeviceBuffer::zeroed(64 * 64 * 4);
-            p.dispatch_with("fault_from", &mut [&mut x, &mut y], [64 * 64, 1, 1], [64, 1, 1], order, workers).unwrap_err()
+            p.run(&Dispatch::new("fault_from", [64 * 64, 1, 1], [64, 1, 1]).order(order).workers(workers), &mut [&mut x, &mut y]).unwrap_err()
         };
         let serial = run(1);
         match (&serial, order) {
@@ -125,6 +125,6 @@ fn the_worker_count_comes_from_the_environment() {
         let stats = p.dispatch("fault_from", &mut [&mut x, &mut y], [64 * 64, 1, 1], [64, 1, 1]).unwrap();
         assert_eq!(stats.workers, cores.min(64));
     }
-    let stats = p.dispatch_with("fault_from", &mut [&mut x, &mut y], [64 * 64, 1, 1], [64, 1, 1], RunOrder::Forward, 5).unwrap();
+    let stats = p.run(&Dispatch::new("fault_from", [64 * 64, 1, 1], [64, 1, 1]).order(RunOrder::Forward).workers(5), &mut [&mut x, &mut y]).unwrap();
     assert_eq!(stats.workers, 5);
 }

@@ -58,7 +58,7 @@ fn sanitize_clean_kernel_runs() {
         let mut xb = f32_buf(&x);
         let mut out = DeviceBuffer::zeroed(128 * 4);
         for order in [RunOrder::Forward, RunOrder::Reverse] {
-            p.dispatch_with_order("clean", &mut [&mut xb, &mut out], [128, 1, 1], [64, 1, 1], order).unwrap_or_else(|e| panic!("{e}"));
+            p.run(&Dispatch::new("clean", [128, 1, 1], [64, 1, 1]).order(order), &mut [&mut xb, &mut out]).unwrap_or_else(|e| panic!("{e}"));
         }
         let o = f32s(&out);
         let want0: f32 = (1..33).map(|v| v as f32).sum();

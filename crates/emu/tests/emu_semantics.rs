@@ -32,7 +32,7 @@ fn collectives_over_active_lanes_follow_the_documented_order() {
     for order in [RunOrder::Forward, RunOrder::Reverse, RunOrder::Shuffle(9)] {
         let mut xb = f32_buf(&x);
         let mut out = f32_buf(&vec![sentinel; n * 3]);
-        p.dispatch_with_order("sum_inactive", &mut [&mut xb, &mut out], [n as u32, 1, 1], [100, 1, 1], order).unwrap();
+        p.run(&Dispatch::new("sum_inactive", [n as u32, 1, 1], [100, 1, 1]).order(order), &mut [&mut xb, &mut out]).unwrap();
         let got = f32s(&out);
         for tg in 0..2 {
             for sg in 0..4 {
@@ -164,7 +164,7 @@ fn barriers_and_threadgroup_memory_in_every_run_order() {
     for order in [RunOrder::Forward, RunOrder::Reverse, RunOrder::Shuffle(1), RunOrder::Shuffle(2)] {
         let mut xb = f32_buf(&x);
         let mut out = DeviceBuffer::zeroed(4000);
-        let st = p.dispatch_with_order("tg_reduce", &mut [&mut xb, &mut out], [1000, 1, 1], [256, 1, 1], order).unwrap();
+        let st = p.run(&Dispatch::new("tg_reduce", [1000, 1, 1], [256, 1, 1]).order(order), &mut [&mut xb, &mut out]).unwrap();
         assert_eq!(st.threadgroups, 4);
         assert_eq!(st.threads, 1000);
         let got = f32s(&out);
@@ -202,6 +202,20 @@ fn vectors_swizzles_and_half_literals() {
         assert_eq!(o[i].to_bits(), want.to_bits(), "i={i}");
     }
     assert_eq!(u32s(&sizes)[..6], [16, 16, 8, 8, 8, 2], "Metal vector layout");
+}
+
+#[test]
+fn every_compound_assignment_through_a_swizzle_writes_the_vector() {
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n\
+               [[kernel]] void k(device uint4* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n\
+               uint4 v = uint4(1, 2, 3, 4);\n\
+               v.xy <<= 1u;\n  v.zw >>= 1u;\n  v.yx |= 8u;\n  v.zy &= uint2(15, 4);\n  v.xw %= 3u;\n  v.wz ^= uint2(1, 6);\n\
+               v.zx += uint2(1, 1);\n  o[i] = v;\n}\n";
+    let p = load(src, "swizzle_ops.metal");
+    let mut o = DeviceBuffer::zeroed(16);
+    p.dispatch("k", &mut [&mut o], [1, 1, 1], [1, 1, 1]).unwrap();
+    // (1,2,3,4) -> (2,4,3,4) -> (2,4,1,2) -> (10,12,1,2) -> (10,4,1,2) -> (1,4,1,2) -> (1,4,7,3) -> (2,4,8,3)
+    assert_eq!(u32s(&o), [2, 4, 8, 3]);
 }
 
 #[test]
@@ -370,7 +384,7 @@ fn atomics_and_threadgroup_pointers() {
     assert_eq!(f32s(&acc), [4950.0]);
     assert_eq!(u32s(&count), [100, 99]);
     let mut out = DeviceBuffer::zeroed(64 * 4);
-    p.dispatch_with_order("tg_pointer", &mut [&mut out], [64, 1, 1], [64, 1, 1], RunOrder::Reverse).unwrap();
+    p.run(&Dispatch::new("tg_pointer", [64, 1, 1], [64, 1, 1]).order(RunOrder::Reverse), &mut [&mut out]).unwrap();
     let o = f32s(&out);
     for t in 0..64 {
         assert_eq!(o[t], (32 + t % 32) as f32 + (63 - t) as f32, "thread {t}");

@@ -26,7 +26,7 @@ fn dispatch(p: &Program, kernel: &str, threadgroups: u32, workers: usize) -> (Re
     std::thread::spawn(move || {
         let mut x = DeviceBuffer::zeroed(threadgroups as usize * 64 * 4);
         let start = Instant::now();
-        let r = p.dispatch_with(&kernel, &mut [&mut x], [threadgroups * 64, 1, 1], [64, 1, 1], RunOrder::Forward, workers);
+        let r = p.run(&Dispatch::new(&kernel, [threadgroups * 64, 1, 1], [64, 1, 1]).order(RunOrder::Forward).workers(workers), &mut [&mut x]);
         let _ = tx.send((r, start.elapsed(), u32s(&x)));
     });
     rx.recv_timeout(LIMIT * 10 + Duration::from_secs(30)).expect("the dispatch returned")
@@ -48,6 +48,16 @@ fn assert_timeout(r: Result<DispatchStats, EmuError>, took: Duration, kernel: &s
     assert!(msg.contains(&format!("kernel `{kernel}`")) && msg.contains("time limit of 1 s"), "{msg}");
     // stopped at the limit (with room for a loaded machine), not when the test gave up
     assert!(took >= LIMIT && took < LIMIT + Duration::from_secs(8), "{kernel} took {took:?}");
+}
+
+/// A dispatch's own time limit replaces the emulator's (here the default, 60 s).
+#[test]
+fn a_dispatch_sets_its_own_time_limit() {
+    let p = program(None);
+    let mut x = DeviceBuffer::zeroed(64 * 4);
+    let start = Instant::now();
+    let r = p.run(&Dispatch::new("forever", [64, 1, 1], [64, 1, 1]).workers(1).timeout(LIMIT), &mut [&mut x]);
+    assert_timeout(r, start.elapsed(), "forever", &[[0, 0, 0]]);
 }
 
 /// An endless loop and a barrier-free spin, on one worker and on several: stopped at the

@@ -17,4 +17,3 @@ mod emu_semantics;
 mod emu_timeout;
 mod launch_emu;
 mod mlx_kernels;
-mod verify_helper;

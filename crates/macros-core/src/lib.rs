@@ -70,7 +70,7 @@ pub mod syntax;
 
 use kernelgen_codegen::diag::Diagnostic;
 use kernelgen_codegen::spec::SpecSource;
-use kernelgen_codegen::{Config, Error, Families, Input, Layout, read_specs, validate};
+use kernelgen_codegen::{Config, Error, Families, Input, Layout, names, read_specs};
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::quote;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,7 @@ pub fn expand_inline(spec: &InlineSpec) -> syn::Result<TokenStream> {
 /// (tests give a bundled spec's origin to compare with `generated/`).
 pub fn expand_inline_as(spec: &InlineSpec, origin: &str) -> syn::Result<TokenStream> {
     let stem = spec.name.unraw().to_string();
-    if !validate::is_identifier(&stem) {
+    if !names::is_identifier(&stem) {
         return Err(syn::Error::new(
             spec.name.span(),
             format!(

@@ -53,6 +53,12 @@ impl Token {
     pub fn is(&self, s: &str) -> bool {
         self.text == s
     }
+
+    /// The byte offset just past it: `src[offset..end()]` is its text (for every token but
+    /// an opened directive's first, whose text is spelled `#name`).
+    pub fn end(&self) -> usize {
+        self.offset + self.text.len()
+    }
 }
 
 /// How [`tokenize_with`] gives a preprocessor directive (a `#` first on its line).

@@ -37,6 +37,7 @@ pub mod private_dir;
 mod rewrite;
 mod rules;
 mod sources;
+pub mod vocab;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -47,7 +48,7 @@ use std::path::PathBuf;
 pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 17";
 
 /// This crate's code, part of every content key.
-const CODE: [&str; 12] = [
+const CODE: [&str; 13] = [
     include_str!("lib.rs"),
     include_str!("ast.rs"),
     include_str!("cache.rs"),
@@ -60,6 +61,7 @@ const CODE: [&str; 12] = [
     include_str!("rewrite.rs"),
     include_str!("rules.rs"),
     include_str!("sources.rs"),
+    include_str!("vocab.rs"),
 ];
 
 /// The Metal version modelled by default: 3.1 (macOS 14), the first with native `bfloat`,

@@ -8,6 +8,7 @@ use crate::{Problem, ProblemKind};
 use crate::ast::{Ast, Fact, Function};
 use crate::lex::{Kind, Token, matching, tokenize};
 use crate::rewrite::ThreadgroupDecl;
+use crate::vocab::{Attribute, PARAMETER_ATTRIBUTES};
 
 fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Problem {
     Problem { file: file.to_string(), line, col, message: message.into(), kind: ProblemKind::Metal }
@@ -118,32 +119,6 @@ fn attributes(toks: &[Token]) -> Vec<Attr> {
     }
     out
 }
-
-const VECTOR_ATTRS: [&str; 9] = [
-    "thread_position_in_grid",
-    "threadgroup_position_in_grid",
-    "thread_position_in_threadgroup",
-    "threads_per_threadgroup",
-    "threads_per_grid",
-    "threadgroups_per_grid",
-    "grid_size",
-    "grid_origin",
-    "dispatch_threads_per_threadgroup",
-];
-const SCALAR_ATTRS: [&str; 11] = [
-    "thread_index_in_simdgroup",
-    "simdgroup_index_in_threadgroup",
-    "thread_index_in_threadgroup",
-    "threads_per_simdgroup",
-    "simdgroups_per_threadgroup",
-    "dispatch_simdgroups_per_threadgroup",
-    "thread_execution_width",
-    "thread_index_in_quadgroup",
-    "quadgroup_index_in_threadgroup",
-    "quadgroups_per_threadgroup",
-    "dispatch_quadgroups_per_threadgroup",
-];
-const OTHER_PARAM_ATTRS: [&str; 5] = ["texture", "sampler", "threadgroup", "stage_in", "visible_function_table"];
 
 fn before(a: (u32, u32), b: (u32, u32)) -> bool {
     a <= b
@@ -432,6 +407,19 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
         }
         let Some(a) = attr else { continue };
         let aat = |m: String| problem(file, a.line, a.col, m);
+        if let Some(thread) = Attribute::from_name(&a.name) {
+            let allowed = thread.allowed_types();
+            if let Some(ty) = refused(allowed) {
+                let (last, rest) = allowed.split_last().unwrap_or((&"", &[]));
+                out.push(aat(format!(
+                    "[[{}]] parameter '{}' has type '{ty}'; Metal allows {} or {last} (MSL 5.2.3.6)",
+                    a.name,
+                    p.name,
+                    rest.join(", ")
+                )));
+            }
+            continue;
+        }
         match a.name.as_str() {
             "buffer" => {
                 let text = a.arg.clone().unwrap_or_default();
@@ -459,29 +447,12 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
                     buffers.insert(idx, p.name.clone());
                 }
             }
-            n if VECTOR_ATTRS.contains(&n) => {
-                if let Some(ty) = refused(&["uint", "uint2", "uint3", "ushort", "ushort2", "ushort3"]) {
-                    out.push(aat(format!(
-                        "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint, uint2, uint3, ushort, ushort2 or ushort3 (MSL 5.2.3.6)",
-                        p.name
-                    )));
-                }
-            }
-            n if SCALAR_ATTRS.contains(&n) => {
-                if let Some(ty) = refused(&["uint", "ushort"]) {
-                    out.push(aat(format!(
-                        "[[{n}]] parameter '{}' has type '{ty}'; Metal allows uint or ushort (MSL 5.2.3.6)",
-                        p.name
-                    )));
-                }
-            }
             "threadgroup" if space != Some("threadgroup") => out.push(aat(format!(
                 "[[threadgroup({})]] parameter '{}' must be a threadgroup pointer or reference (MSL 5.2.1)",
                 a.arg.clone().unwrap_or_default(),
                 p.name
             ))),
-            n if OTHER_PARAM_ATTRS.contains(&n) => {}
-            "function_constant" => {}
+            n if PARAMETER_ATTRIBUTES.contains(&n) => {}
             n => out.push(aat(format!("unknown kernel parameter attribute [[{n}]] on '{}' (MSL 5.2.1)", p.name))),
         }
     }

@@ -209,6 +209,17 @@ pub fn ulp<T: Element>(x: f64) -> f64 {
     f64::from_bits(((e - (T::PRECISION - 1) + 1023) as u64) << 52)
 }
 
+/// [`ulp`] for a dtype known at run time: the spacing of `dtype`'s floats at `|x|`, and 1 for
+/// integer and bool dtypes (their values are compared exactly, a step of 1 being one unit).
+pub fn ulp_of(dtype: Dtype, x: f64) -> f64 {
+    match dtype {
+        Dtype::F32 => ulp::<f32>(x),
+        Dtype::F16 => ulp::<f16>(x),
+        Dtype::Bf16 => ulp::<bf16>(x),
+        _ => 1.0,
+    }
+}
+
 /// The error of `got` against an exact value, in units of `T`'s ulp at the
 /// exact value: `|got - exact| / ulp::<T>(exact)`. Infinite when `got` is NaN
 /// or infinite (unless it equals `exact`).
@@ -284,9 +295,12 @@ pub struct Exact {
     pub tol: Vec<f64>,
 }
 
-/// How well a kernel's output agrees with an [`Exact`].
+/// How well a kernel's output agrees with what it should be: an [`Exact`], or a reference's
+/// values within a tolerance (`kernelgen-verify`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Agreement {
+    /// How many elements were compared.
+    pub elements: usize,
     /// The largest [`ulp_error`] over all elements.
     pub max_ulp: f64,
     /// The largest allowed [`Exact::ulp_bound`] over all elements.
@@ -355,6 +369,7 @@ impl Exact {
     pub fn check<T: Element>(&self, got: &[T]) -> Result<Agreement, Violation> {
         assert_eq!(got.len(), self.len(), "Exact::check: length mismatch");
         let mut a = Agreement {
+            elements: got.len(),
             max_ulp: 0.0,
             max_ulp_bound: 0.0,
             max_abs: 0.0,
@@ -578,9 +593,9 @@ pub(crate) fn recip_one_plus_exp<R: Element>(a: f64) -> Tracked {
     Tracked::exact(1.0).div(d).round_op::<R>()
 }
 
-/// A small deterministic generator (SplitMix64) for the data helpers and
-/// `kernelgen verify`'s inputs (inlined into their loops: the heads draw
-/// 40 M values); the library has no dependency on `rand`.
+/// A small deterministic generator (SplitMix64), the one of kernelgen's verification: the
+/// data helpers, `kernelgen-verify`'s random inputs and the tests draw from it (inlined into
+/// their loops: the heads draw 40 M values); the library has no dependency on `rand`.
 #[derive(Clone, Debug)]
 pub struct SplitMix64(u64);
 
@@ -666,6 +681,19 @@ mod tests {
         assert_eq!(ulp::<f16>(1e-6), 2f64.powi(-24));
         assert_eq!(ulp::<f32>(0.0), 2f64.powi(-149));
         assert_eq!(ulp::<bf16>(1e-40), 2f64.powi(-133));
+    }
+
+    #[test]
+    fn ulp_of_a_dtype_at_run_time_is_the_typed_ulp() {
+        for x in [0.0, 1e-40, 1e-6, 0.75, 1.0, 3.0, 65504.0, 1e30] {
+            assert_eq!(ulp_of(Dtype::F32, x), ulp::<f32>(x));
+            assert_eq!(ulp_of(Dtype::F16, x), ulp::<f16>(x));
+            assert_eq!(ulp_of(Dtype::Bf16, x), ulp::<bf16>(x));
+            assert_eq!(ulp_of(Dtype::I32, x), 1.0);
+        }
+        // exact at a power of two, where a logarithm rounds up
+        let below = f64::from_bits(2f64.to_bits() - 1);
+        assert_eq!(ulp_of(Dtype::F32, below), 2f64.powi(-23));
     }
 
     #[test]

@@ -59,11 +59,13 @@ pub struct ExprError {
     /// The unknown name, when that is the error (a reader skips names it
     /// already reported as broken).
     pub unknown: Option<String>,
+    /// What would be right, when there is more to say than the message.
+    pub help: Option<String>,
 }
 
 impl ExprError {
-    fn new(span: Span, message: impl Into<String>) -> Self {
-        ExprError { span, message: message.into(), unknown: None }
+    pub(crate) fn new(span: Span, message: impl Into<String>) -> Self {
+        ExprError { span, message: message.into(), unknown: None, help: None }
     }
 }
 
@@ -541,8 +543,10 @@ fn check_into(e: &Expr, scope: &dyn Scope, errors: &mut Vec<ExprError>) -> Optio
             Some(t) => Some(t),
             None => {
                 let names = scope.names();
-                let hint = crate::validate::suggest(n, names.iter().map(String::as_str));
-                errors.push(ExprError { span: e.span.clone(), message: format!("unknown name `{n}`{hint}"), unknown: Some(n.clone()) });
+                let hint = crate::schema::suggest(n, names.iter().map(String::as_str));
+                // with no near name, the names there are (a few dozen at most in a family)
+                let help = (hint.is_empty() && !names.is_empty()).then(|| format!("the names here are {}", crate::schema::key_list(names.iter().map(String::as_str))));
+                errors.push(ExprError { span: e.span.clone(), message: format!("unknown name `{n}`{hint}"), unknown: Some(n.clone()), help });
                 None
             }
         },
@@ -713,7 +717,7 @@ fn check_call(e: &Expr, name: &str, args: &[Expr], scope: &dyn Scope, errors: &m
             if t.contains(&Type::Size) { bad(errors, "values that do not depend on run-time sizes") } else { Some(Type::Str) }
         }
         _ => {
-            let hint = crate::validate::suggest(name, FUNCTIONS.iter().map(|f| f.0));
+            let hint = crate::schema::suggest(name, FUNCTIONS.iter().map(|f| f.0));
             errors.push(ExprError::new(e.span.clone(), format!("unknown function `{name}`{hint}")));
             None
         }
@@ -1043,7 +1047,7 @@ fn call(e: &Expr, name: &str, args: &[Expr], env: &dyn Env) -> Result<Sym, ExprE
         "sci_f32" => Value::Str(format!("{:e}", f(0)? as f32)),
         "metal_type" | "dtype_size" => {
             let d = s(0)?;
-            let dtype = crate::model::dtype_from_short(&d).ok_or_else(|| fail(format!("`{d}` is not a dtype")))?;
+            let dtype = crate::model::dtype_from_short(&d).ok_or_else(|| fail(format!("`{d}` is not a dtype (the dtypes are {})", crate::model::dtype_names())))?;
             if name == "metal_type" { Value::Str(dtype.metal_name().into()) } else { Value::Int(dtype.size() as i64) }
         }
         "hex" => {

@@ -4,12 +4,12 @@
 //! error points at its span in the file.
 
 use super::expr::{self, Expr, ExprError, Scope, Type};
-use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, Located, PackedDef, PartDef, Piece, RegionDef, Role, Size, VerifyDef};
+use super::{Axis, AxisKind, BufferSpec, Check, DtypeSpec, FamilyDef, Field, FieldKind, FileExpr, InputValues, Located, PackedDef, PartDef, Piece, ReferenceDef, RegionDef, Role, Size, VerifyDef, RUST_REFERENCE_PREFIX};
 use crate::diag::{Diagnostics, Reporter};
 use crate::model::{dtype_from_short, AxisValue};
 use crate::names;
+use crate::schema::{join, suggest, Table};
 use crate::spec::{Entry, Node, Span, SpecSource, Value};
-use crate::validate::suggest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -27,21 +27,24 @@ pub enum TemplateFile {
 /// Reads a family file and its template, which `template` reads by file name (what it
 /// finds is reported here, as a template that does not parse).
 pub fn read(source: Arc<SpecSource>, dir: Option<std::path::PathBuf>, template: impl FnOnce(&str) -> TemplateFile) -> Result<FamilyDef, Diagnostics> {
-    let mut r = Reporter::new(source.clone());
+    let r = Reporter::new(source.clone());
     let tree = match crate::spec::toml::parse(&source.text) {
         Ok(t) => t,
         Err((message, span)) => {
             r.error(span, "(syntax)", format!("TOML syntax error: {message}"), None);
-            return Err(r.diagnostics);
+            return Err(r.into_diagnostics());
         }
     };
-    let mut f = Reader { r, source: source.clone(), broken: Default::default(), parts_failed: false };
+    let mut f = Reader { r: &r, source: source.clone(), broken: Default::default(), parts_failed: false };
     let def = f.family(&tree, template).map(|d| FamilyDef { dir, ..d });
-    if f.r.diagnostics.is_empty() { def.ok_or(f.r.diagnostics) } else { Err(f.r.diagnostics) }
+    match def {
+        Some(def) if r.count() == 0 => Ok(def),
+        _ => Err(r.into_diagnostics()),
+    }
 }
 
-struct Reader {
-    r: Reporter,
+struct Reader<'r> {
+    r: &'r Reporter,
     source: Arc<SpecSource>,
     /// Fields and derived values whose own definition was already reported:
     /// their uses are not reported again as unknown names.
@@ -51,10 +54,6 @@ struct Reader {
 }
 
 const TOP: &[&str] = &["family", "summary", "template", "header", "axes", "fields", "let", "check", "sizes", "packed", "kernel", "verify"];
-
-fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
-}
 
 /// What names mean in the family's expressions.
 struct Names {
@@ -75,67 +74,9 @@ impl Scope for Names {
     }
 }
 
-impl Reader {
-    fn error(&mut self, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
+impl Reader<'_> {
+    fn error(&self, span: Span, field: impl Into<String>, message: impl Into<String>, help: Option<String>) {
         self.r.error(span, field, message, help);
-    }
-
-    fn unknown_keys(&mut self, entries: &[Entry], allowed: &[&str], prefix: &str) {
-        for e in entries {
-            if !allowed.contains(&e.key.as_str()) {
-                let hint = suggest(&e.key, allowed.iter().copied());
-                let list = allowed.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-                self.error(e.key_span.clone(), join(prefix, &e.key), format!("unknown key `{}`", e.key), Some(format!("expected one of: {list}{hint}")));
-            }
-        }
-    }
-
-    fn table<'a>(&mut self, node: &'a Node, field: &str) -> &'a [Entry] {
-        match node.as_table() {
-            Some(t) => t,
-            None => {
-                self.error(node.span.clone(), field, format!("expected a table, found {}", node.value.kind()), None);
-                &[]
-            }
-        }
-    }
-
-    fn string(&mut self, node: &Node, field: &str) -> Option<String> {
-        match node.as_str() {
-            Some(s) => Some(s.to_string()),
-            None => {
-                self.error(node.span.clone(), field, format!("expected a string, found {}", node.value.kind()), None);
-                None
-            }
-        }
-    }
-
-    fn opt_string(&mut self, entries: &[Entry], key: &str, prefix: &str) -> Option<String> {
-        let e = entries.iter().find(|e| e.key == key)?;
-        self.string(&e.node, &join(prefix, key))
-    }
-
-    fn req_string(&mut self, entries: &[Entry], key: &str, prefix: &str, span: &Span, what: &str) -> Option<String> {
-        match entries.iter().find(|e| e.key == key) {
-            Some(e) => self.string(&e.node, &join(prefix, key)),
-            None => {
-                self.error(span.clone(), join(prefix, key), format!("missing `{key}` ({what})"), Some(format!("add `{key} = ...`")));
-                None
-            }
-        }
-    }
-
-    fn boolean(&mut self, entries: &[Entry], key: &str, prefix: &str, default: bool) -> bool {
-        match entries.iter().find(|e| e.key == key) {
-            None => default,
-            Some(e) => match e.node.value {
-                Value::Bool(b) => b,
-                ref other => {
-                    self.error(e.node.span.clone(), join(prefix, key), format!("expected true or false, found {}", other.kind()), None);
-                    default
-                }
-            },
-        }
     }
 
     /// Where an expression's text starts: after the opening quote(s).
@@ -154,7 +95,7 @@ impl Reader {
         if e.unknown.as_ref().is_some_and(|n| self.broken.contains(n)) {
             return;
         }
-        self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, None);
+        self.error(at + e.span.start..at + e.span.end.max(e.span.start + 1), field, e.message, e.help);
     }
 
     /// An expression: a string (or an integer, for a constant).
@@ -195,27 +136,19 @@ impl Reader {
 
     fn family(&mut self, tree: &Node, template: impl FnOnce(&str) -> TemplateFile) -> Option<FamilyDef> {
         let whole = 0..self.source.text.len().min(1);
-        let top = tree.as_table().unwrap_or(&[]);
-        self.unknown_keys(top, TOP, "");
-        let name = self.req_string(top, "family", "", &whole, "the family's name, as specs write it");
-        let summary = self.req_string(top, "summary", "", &whole, "one line on what the family computes");
+        let top = Table::new(self.r, tree, "", TOP).reported_at(whole.clone());
+        let name = top.required_str("family", "the family's name, as specs write it").map(str::to_string);
+        let summary = top.required_str("summary", "one line on what the family computes").map(str::to_string);
         if let Some(n) = &name {
-            if !crate::validate::is_identifier(n) {
-                let span = top.iter().find(|e| e.key == "family").map_or(whole.clone(), |e| e.node.span.clone());
-                self.error(span, "family", format!("family name `{n}` cannot start a kernel name"), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
+            if !names::is_identifier(n) {
+                top.error("family", format!("family name `{n}` cannot start a kernel name"), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
             }
         }
-        let has_header = self.boolean(top, "header", "", false);
-        let template_name = self.opt_string(top, "template", "").or_else(|| name.as_ref().map(|n| format!("{n}.metal.tera")));
+        let has_header = top.bool("header", false);
+        let template_name = top.str("template").map(str::to_string).or_else(|| name.as_ref().map(|n| format!("{n}.metal.tera")));
 
-        let axes = match top.iter().find(|e| e.key == "axes") {
-            Some(e) => self.axes(&e.node),
-            None => Vec::new(),
-        };
-        let fields = match top.iter().find(|e| e.key == "fields") {
-            Some(e) => self.fields(&e.node, "fields", &axes),
-            None => Vec::new(),
-        };
+        let axes = top.get("axes").map_or_else(Vec::new, |node| self.axes(node));
+        let fields = top.get("fields").map_or_else(Vec::new, |node| self.fields(node, "fields", &axes));
 
         // The names expressions may use: axes, fields (a per-axis table's
         // sub-fields as `<field>.<sub>`), then each derived value in turn.
@@ -246,8 +179,8 @@ impl Reader {
         add_fields(&mut names, &fields, "");
 
         let mut lets = Vec::new();
-        if let Some(e) = top.iter().find(|e| e.key == "let") {
-            for entry in self.table(&e.node, "let") {
+        if let Some(table) = top.open_table("let") {
+            for entry in table.entries() {
                 let field = format!("let.{}", entry.key);
                 if names.types.contains_key(&entry.key) {
                     self.error(entry.key_span.clone(), field.clone(), format!("`{}` is already an axis, a field or a derived value", entry.key), Some("derived values need names of their own".into()));
@@ -273,29 +206,22 @@ impl Reader {
         }
 
         let mut checks = Vec::new();
-        if let Some(e) = top.iter().find(|e| e.key == "check") {
-            match e.node.as_array() {
-                Some(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        if let Some(c) = self.check(item, &format!("check[{i}]"), &names, &axes, &fields) {
-                            checks.push(c);
-                        }
-                    }
-                }
-                None => self.error(e.node.span.clone(), "check", "expected [[check]] tables", None),
+        for (i, item) in top.array("check", "[[check]] tables").unwrap_or_default().iter().enumerate() {
+            if let Some(c) = self.check(item, &format!("check[{i}]"), &names, &axes, &fields) {
+                checks.push(c);
             }
         }
 
         let mut sizes = Vec::new();
-        if let Some(e) = top.iter().find(|e| e.key == "sizes") {
-            for entry in self.table(&e.node, "sizes") {
-                let field = format!("sizes.{}", entry.key);
+        if let Some(table) = top.open_table("sizes") {
+            for entry in table.entries() {
+                let field = table.field(&entry.key);
                 if names.types.contains_key(&entry.key) {
                     self.error(entry.key_span.clone(), field, format!("`{}` is already an axis, a field or a derived value", entry.key), None);
                     continue;
                 }
-                if let Some(doc) = self.string(&entry.node, &field) {
-                    sizes.push(Size { name: entry.key.clone(), doc });
+                if let Some(doc) = crate::schema::string(self.r, &entry.node, &field) {
+                    sizes.push(Size { name: entry.key.clone(), doc: doc.to_string() });
                 }
             }
         }
@@ -306,8 +232,8 @@ impl Reader {
         }
 
         let mut packed = Vec::new();
-        if let Some(e) = top.iter().find(|e| e.key == "packed") {
-            for entry in self.table(&e.node, "packed") {
+        if let Some(table) = top.open_table("packed") {
+            for entry in table.entries() {
                 if let Some(p) = self.packed(entry, &names) {
                     packed.push(p);
                 }
@@ -315,17 +241,17 @@ impl Reader {
         }
 
         let mut parts = Vec::new();
-        match top.iter().find(|e| e.key == "kernel") {
+        match top.entry("kernel") {
             None => self.error(whole.clone(), "kernel", "the family defines no kernel", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
             Some(e) => match e.node.as_array() {
                 Some([]) => self.error(e.node.span.clone(), "kernel", "the family defines no kernel: the list is empty", Some("add a [[kernel]] table with its buffers, grid and threadgroup".into())),
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        let errors = self.r.diagnostics.count();
+                        let errors = self.r.count();
                         if let Some(p) = self.part(item, &format!("kernel[{i}]"), &names, &with_sizes, &sizes, &packed) {
                             parts.push(p);
                         }
-                        self.parts_failed |= self.r.diagnostics.count() > errors;
+                        self.parts_failed |= self.r.count() > errors;
                     }
                     if parts.len() > 1 && parts.iter().any(|p| p.part.is_none()) {
                         self.error(e.node.span.clone(), "kernel", "a family of several kernels names each one's `part`", Some("add `part = \"...\"` to every [[kernel]]".into()));
@@ -341,26 +267,27 @@ impl Reader {
                 self.rust_names(n, &parts, &packed);
             }
         }
-        let verify = match top.iter().find(|e| e.key == "verify") {
-            Some(e) => self.verify(&e.node, &sizes, &parts),
+        let verify = match top.get("verify") {
+            Some(node) => self.verify(node, &sizes, &parts),
             None => VerifyDef::default(),
         };
+        let span = top.span_of("template");
+        let header_span = top.span_of("header");
+        top.finish();
 
         let template_name = template_name?;
         if !is_plain_name(&template_name) {
-            let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
             self.error(span, "template", format!("`{}` is not a file name beside the family file", template_name.escape_debug()), Some("name a file in the family file's folder, such as `softcap.metal.tera`".into()));
             return None;
         }
-        let span = top.iter().find(|e| e.key == "template").map_or(whole.clone(), |e| e.node.span.clone());
         let template_text = match template(&template_name) {
-            TemplateFile::Text(t) => self.template_parses(&template_name, t),
+            TemplateFile::Text(t) => self.template_parses(&template_name, t, has_header),
             TemplateFile::Missing => {
                 self.error(span, "template", format!("template `{template_name}` was not found next to the family file"), Some(format!("write the kernel's MSL in `{template_name}` beside this file, or name it with `template = \"...\"`")));
                 None
             }
             TemplateFile::Unreadable(crate::Error::Spec(d)) => {
-                self.r.diagnostics.extend(d);
+                self.r.extend(d);
                 None
             }
             TemplateFile::Unreadable(crate::Error::Io { path, message }) => {
@@ -373,6 +300,11 @@ impl Reader {
             }
         };
         let template_text = template_text?;
+        if has_header && !crate::render::sandbox::reads(&template_text.0, "section") {
+            let message = format!("`header = true`, but template `{template_name}` never reads `section`: its header would be its body again");
+            self.error(header_span, "header", message, Some("write {% if section == \"header\" %} ... {% else %} ... {% endif %} in the template, or remove `header = true`".into()));
+            return None;
+        }
         Some(FamilyDef {
             name: name?,
             summary: summary?,
@@ -397,26 +329,16 @@ impl Reader {
     }
 
     fn verify(&mut self, node: &Node, sizes: &[Size], parts: &[PartDef]) -> VerifyDef {
-        let body = self.table(node, "verify");
-        self.unknown_keys(body, &["reference", "tolerance", "sizes", "inputs"], "verify");
+        let body = Table::new(self.r, node, "verify", &["reference", "tolerance", "sizes", "inputs"]);
         let mut v = VerifyDef::default();
-        if let Some(e) = body.iter().find(|e| e.key == "reference") {
-            if let Some(r) = self.string(&e.node, "verify.reference") {
-                match r.rsplit_once(':') {
-                    Some((file, _)) if !is_inside_path(file) => self.error(
-                        e.node.span.clone(),
-                        "verify.reference",
-                        format!("`{}` is not a path inside the family file's folder", file.escape_debug()),
-                        Some("name a Python file in the family file's folder or a folder below it, e.g. \"refs/softcap.py:reference\" (no `..`, `/` first or hidden name)".into()),
-                    ),
-                    Some((file, func)) if file.ends_with(".py") && !func.is_empty() && func.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
-                        v.reference = Some(Located { value: r.clone(), span: e.node.span.clone() });
-                    }
-                    _ => self.error(e.node.span.clone(), "verify.reference", format!("`{}` is not `<file>.py:<function>`", r.escape_debug()), Some("name a Python file beside the family file and a function in it, e.g. \"refs/softcap.py:reference\"".into())),
+        if let Some(e) = body.entry("reference") {
+            if let Some(r) = body.str("reference") {
+                if let Some(reference) = self.reference(r, &e.node.span) {
+                    v.reference = Some(Located { value: reference, span: e.node.span.clone() });
                 }
             }
         }
-        if let Some(e) = body.iter().find(|e| e.key == "tolerance") {
+        if let Some(e) = body.entry("tolerance") {
             use kernelgen_contract::Tolerance;
             let bad = |r: &mut Reader| r.error(e.node.span.clone(), "verify.tolerance", "expected \"exact\", { ulps = N } or { abs = A, rel = R }", None);
             match &e.node.value {
@@ -438,8 +360,8 @@ impl Reader {
                 _ => bad(self),
             }
         }
-        if let Some(e) = body.iter().find(|e| e.key == "sizes") {
-            for s in self.table(&e.node, "verify.sizes") {
+        if let Some(table) = body.open_table("sizes") {
+            for s in table.entries() {
                 let field = format!("verify.sizes.{}", s.key);
                 if !sizes.iter().any(|x| x.name == s.key) {
                     self.error(s.key_span.clone(), field, format!("`{}` is not a run-time size of the family", s.key), None);
@@ -451,92 +373,124 @@ impl Reader {
                 }
             }
         }
-        if let Some(e) = body.iter().find(|e| e.key == "inputs") {
-            for i in self.table(&e.node, "verify.inputs") {
+        if let Some(table) = body.open_table("inputs") {
+            for i in table.entries() {
                 let field = format!("verify.inputs.{}", i.key);
                 // (a kernel that failed to read is not in `parts`: then the name is not checked)
                 if !self.parts_failed && !parts.iter().any(|p| p.inputs.iter().any(|b| b.name == i.key)) {
                     self.error(i.key_span.clone(), field.clone(), format!("`{}` is not an input of the family's kernels", i.key), None);
                 }
-                let t = self.table(&i.node, &field);
-                self.unknown_keys(t, &["min", "max"], &field);
-                let num = |k: &str| t.iter().find(|x| x.key == k).and_then(|x| match x.node.value {
-                    Value::Int(n) => Some(n as f64),
-                    Value::Float(f) if f.is_finite() => Some(f),
-                    _ => None,
-                });
-                match (num("min"), num("max")) {
-                    (Some(lo), Some(hi)) if lo <= hi => v.ranges.push((i.key.clone(), lo, hi)),
-                    _ => self.error(i.node.span.clone(), field, "expected { min = ..., max = ... }, two numbers with min <= max", None),
+                if let Some(values) = self.input_values(&i.node, &field) {
+                    v.inputs.push((i.key.clone(), values));
                 }
             }
         }
+        body.finish();
         v
+    }
+
+    /// `[verify] reference`: `"rust:<name>"` (a Rust model compiled into kernelgen, whose names
+    /// `kernelgen-verify` holds and checks) or `"<file>.py:<function>"` inside the folder.
+    fn reference(&mut self, text: &str, span: &Span) -> Option<ReferenceDef> {
+        if let Some(name) = text.strip_prefix(RUST_REFERENCE_PREFIX) {
+            if is_reference_name(name) {
+                return Some(ReferenceDef::Rust(name.to_string()));
+            }
+            let message = format!("`{}` is not `rust:<name>`", text.escape_debug());
+            self.error(span.clone(), "verify.reference", message, Some("name one of kernelgen's Rust references by its name (letters, digits and `_`), e.g. \"rust:expert\"".into()));
+            return None;
+        }
+        match text.rsplit_once(':') {
+            Some((file, _)) if !is_inside_path(file) => self.error(
+                span.clone(),
+                "verify.reference",
+                format!("`{}` is not a path inside the family file's folder", file.escape_debug()),
+                Some("name a Python file in the family file's folder or a folder below it, e.g. \"refs/softcap.py:reference\" (no `..`, `/` first or hidden name)".into()),
+            ),
+            Some((file, function)) if file.ends_with(".py") && !function.is_empty() && function.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                return Some(ReferenceDef::Python { file: file.to_string(), function: function.to_string() });
+            }
+            _ => self.error(
+                span.clone(),
+                "verify.reference",
+                format!("`{}` is not `<file>.py:<function>` or `rust:<name>`", text.escape_debug()),
+                Some("name a Python file beside the family file and a function in it, e.g. \"refs/softcap.py:reference\"".into()),
+            ),
+        }
+        None
+    }
+
+    /// One input's `[verify] inputs` entry: `{ min = A, max = B }` or `{ values = [...] }`.
+    fn input_values(&mut self, node: &Node, field: &str) -> Option<InputValues> {
+        const FORMS: &str = "expected { min = ..., max = ... } (two numbers, min <= max) or { values = [...] } (1 to 1024 numbers)";
+        let t = Table::new(self.r, node, field.to_string(), &["min", "max", "values"]);
+        let number = |n: &Node| match n.value {
+            Value::Int(i) => Some(i as f64),
+            Value::Float(f) if f.is_finite() => Some(f),
+            _ => None,
+        };
+        let entry = |k: &str| t.entry(k);
+        if let Some(values) = entry("values") {
+            if entry("min").is_some() || entry("max").is_some() {
+                self.error(node.span.clone(), field, "`values` and `min`/`max` are two ways to draw an input: give one", Some(FORMS.into()));
+                return None;
+            }
+            let vfield = format!("{field}.values");
+            let Some(items) = values.node.as_array() else {
+                self.error(values.node.span.clone(), vfield, format!("expected an array of numbers, found {}", values.node.value.kind()), None);
+                return None;
+            };
+            if items.is_empty() || items.len() > MAX_INPUT_VALUES {
+                self.error(values.node.span.clone(), vfield, format!("{} values: give 1 to {MAX_INPUT_VALUES}", items.len()), None);
+                return None;
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                match (number(item), &item.value) {
+                    (Some(x), _) => out.push(x),
+                    (None, Value::Float(f)) => self.error(item.span.clone(), vfield.clone(), format!("{f} is not a finite number"), None),
+                    (None, other) => self.error(item.span.clone(), vfield.clone(), format!("expected a finite number, found {}", other.kind()), None),
+                }
+            }
+            return (out.len() == items.len()).then_some(InputValues::Set(out));
+        }
+        match (entry("min").and_then(|e| number(&e.node)), entry("max").and_then(|e| number(&e.node))) {
+            (Some(min), Some(max)) if min <= max => Some(InputValues::Range { min, max }),
+            _ => {
+                self.error(node.span.clone(), field, FORMS, None);
+                None
+            }
+        }
     }
 
     fn axes(&mut self, node: &Node) -> Vec<Axis> {
         let mut out = Vec::new();
-        for e in self.table(node, "axes") {
-            let prefix = format!("axes.{}", e.key);
-            let body = self.table(&e.node, &prefix);
-            self.unknown_keys(body, &["doc", "values", "range", "kind", "default", "name"], &prefix);
-            let doc = self.opt_string(body, "doc", &prefix).unwrap_or_default();
-            let name_prefix = self.opt_string(body, "name", &prefix).unwrap_or_default();
+        for e in Table::open(self.r, node, "axes").entries() {
+            let body = Table::new(self.r, &e.node, format!("axes.{}", e.key), &["doc", "values", "range", "kind", "default", "name"]);
+            let prefix = body.path().to_string();
+            let doc = body.str("doc").unwrap_or_default().to_string();
+            let name_prefix = body.str("name").unwrap_or_default().to_string();
             if !name_prefix.is_empty() && !names::is_name_part(&name_prefix) {
-                let span = body.iter().find(|x| x.key == "name").map_or(e.key_span.clone(), |x| x.node.span.clone());
+                let span = body.get("name").map_or(e.key_span.clone(), |x| x.span.clone());
                 self.error(span, format!("{prefix}.name"), format!("`{name_prefix}` cannot be spelled in a kernel name"), Some("use lowercase letters, digits and `_`".into()));
             }
-            let values = body.iter().find(|x| x.key == "values");
-            let range = body.iter().find(|x| x.key == "range");
-            let kind = body.iter().find(|x| x.key == "kind");
-            let kind = match (values, range, kind) {
-                (Some(v), None, None) => {
-                    let mut names = Vec::new();
-                    for n in v.node.as_array().unwrap_or(&[]) {
-                        let Some(name) = self.string(n, &format!("{prefix}.values")) else { continue };
-                        if !names::is_name_part(&name) {
-                            self.error(n.span.clone(), format!("{prefix}.values"), format!("`{name}` cannot be spelled in a kernel name"), Some("use lowercase letters, digits and `_`".into()));
-                        }
-                        names.push(name);
-                    }
-                    if names.is_empty() {
-                        self.error(v.node.span.clone(), format!("{prefix}.values"), "expected a non-empty list of names", None);
-                    }
-                    AxisKind::Choice(names)
-                }
-                (None, Some(r), None) => match self.range(&r.node, &format!("{prefix}.range")) {
-                    Some((min, _)) if min < 0 => {
-                        self.error(r.node.span.clone(), format!("{prefix}.range"), "kernel names spell an integer axis's values, which therefore cannot be negative", Some("start the range at 0 or above".into()));
-                        continue;
-                    }
-                    Some((min, max)) => AxisKind::Int { min, max },
-                    None => continue,
-                },
-                (None, None, Some(k)) if k.node.as_str() == Some("bool") => AxisKind::Bool,
-                _ => {
-                    self.error(e.key_span.clone(), prefix.clone(), "an axis has exactly one of `values` (names), `range` (integers) or `kind = \"bool\"`", None);
-                    continue;
-                }
+            let Some(kind) = self.axis_kind(&body, e) else {
+                body.finish();
+                continue;
             };
             let mut axis = Axis { name: e.key.clone(), doc, kind, default: Vec::new(), name_prefix };
             if axis.kind == AxisKind::Bool && axis.name_prefix.is_empty() {
                 self.error(e.key_span.clone(), format!("{prefix}.name"), "a boolean axis needs `name`, the word `true` adds to kernel names", None);
             }
-            match body.iter().find(|x| x.key == "default") {
+            match body.entry("default") {
                 None => self.error(e.key_span.clone(), format!("{prefix}.default"), "missing `default` (the values used when a spec does not list the axis)", None),
                 Some(d) => {
                     let items = d.node.as_array().unwrap_or(&[]);
                     for item in items {
-                        let v = match &item.value {
-                            Value::Str(s) => AxisValue::Str(s.clone()),
-                            Value::Int(i) => AxisValue::Int(*i),
-                            Value::Bool(b) => AxisValue::Bool(*b),
-                            _ => AxisValue::Str(String::new()),
-                        };
-                        if axis.allows(&v) {
-                            axis.default.push(v);
-                        } else {
-                            self.error(item.span.clone(), format!("{prefix}.default"), format!("{v} is not a value of this axis"), Some(format!("use {}", axis.allowed())));
+                        match AxisValue::from_value(&item.value) {
+                            Some(v) if axis.allows(&v) => axis.default.push(v),
+                            Some(v) => self.error(item.span.clone(), format!("{prefix}.default"), format!("{v} is not a value of this axis"), Some(format!("use {}", axis.allowed()))),
+                            None => self.error(item.span.clone(), format!("{prefix}.default"), format!("expected an axis value, found {}", item.value.kind()), Some(format!("use {}", axis.allowed()))),
                         }
                     }
                     // (a list of values that are not the axis's was reported above)
@@ -545,26 +499,66 @@ impl Reader {
                     }
                 }
             }
+            body.finish();
             out.push(axis);
         }
         out
     }
 
-    /// The template's text and its parse if tera parses it and it keeps the sandbox's rules; else
-    /// the problem, at its line and column in the template file.
-    fn template_parses(&mut self, name: &str, text: String) -> Option<(String, tera::Template)> {
-        let problem = match crate::render::sandbox::check(&text) {
-            Ok(parsed) => return Some((text, parsed)),
+    /// What the axis `e`, read as `body`, chooses from: exactly one of `values`, `range` and
+    /// `kind = "bool"`.
+    fn axis_kind(&mut self, body: &Table<'_>, e: &Entry) -> Option<AxisKind> {
+        let prefix = body.path();
+        match (body.get("values"), body.get("range"), body.get("kind")) {
+            (Some(v), None, None) => {
+                let mut names = Vec::new();
+                for n in v.as_array().unwrap_or(&[]) {
+                    let Some(name) = crate::schema::string(self.r, n, &body.field("values")) else { continue };
+                    if !names::is_name_part(name) {
+                        self.error(n.span.clone(), body.field("values"), format!("`{name}` cannot be spelled in a kernel name"), Some("use lowercase letters, digits and `_`".into()));
+                    }
+                    names.push(name.to_string());
+                }
+                if names.is_empty() {
+                    self.error(v.span.clone(), body.field("values"), "expected a non-empty list of names", None);
+                }
+                Some(AxisKind::Choice(names))
+            }
+            (None, Some(r), None) => match self.range(r, &body.field("range"))? {
+                (min, _) if min < 0 => {
+                    self.error(r.span.clone(), body.field("range"), "kernel names spell an integer axis's values, which therefore cannot be negative", Some("start the range at 0 or above".into()));
+                    None
+                }
+                (min, max) => Some(AxisKind::Int { min, max }),
+            },
+            (None, None, Some(k)) if k.as_str() == Some("bool") => Some(AxisKind::Bool),
+            _ => {
+                self.error(e.key_span.clone(), prefix, "an axis has exactly one of `values` (names), `range` (integers) or `kind = \"bool\"`", None);
+                None
+            }
+        }
+    }
+
+    /// The template's text and its parse if tera parses it, it keeps the sandbox's rules and
+    /// its sections are the family's (`header`); else the problem, at its line and column in the
+    /// template file.
+    fn template_parses(&mut self, name: &str, text: String, has_header: bool) -> Option<(String, tera::Template)> {
+        use crate::render::sandbox;
+        let problem = match sandbox::check(&text) {
+            Ok(parsed) if has_header => return Some((text, parsed)),
+            Ok(parsed) => match sandbox::header_not_rendered(&text, &self.source.display) {
+                None => return Some((text, parsed)),
+                Some(p) => p,
+            },
             Err(p) => p,
         };
-        let display = std::path::Path::new(&self.source.display).with_file_name(name).display().to_string();
-        let source = Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text });
+        let source = template_source(&self.source.display, name, text);
         let mut offset = problem.offset.min(source.text.len());
         while !source.text.is_char_boundary(offset) {
             offset -= 1;
         }
         let end = source.text[offset..].chars().next().map_or(offset, |c| offset + c.len_utf8());
-        self.r.diagnostics.push(crate::diag::Diagnostic { source, span: offset..end, field: "(template)".into(), message: problem.message, help: problem.help });
+        self.r.push(crate::diag::Diagnostic { source, span: offset..end, field: "(template)".into(), message: problem.message, help: problem.help });
         None
     }
 
@@ -580,52 +574,58 @@ impl Reader {
 
     fn fields(&mut self, node: &Node, prefix: &str, axes: &[Axis]) -> Vec<Field> {
         let mut out = Vec::new();
-        for e in self.table(node, prefix) {
-            let field = join(prefix, &e.key);
-            let body = self.table(&e.node, &field);
-            self.unknown_keys(body, &["doc", "kind", "range", "required", "axis", "fields"], &field);
-            let doc = self.opt_string(body, "doc", &field).unwrap_or_default();
-            let required = self.boolean(body, "required", &field, true);
-            let kind = match self.opt_string(body, "kind", &field).as_deref() {
-                Some("int") | None => {
-                    let range = body.iter().find(|x| x.key == "range");
-                    let (min, max) = match range {
-                        Some(r) => match self.range(&r.node, &format!("{field}.range")) {
-                            Some(r) => r,
-                            None => {
-                                self.broken.insert(field.trim_start_matches("fields.").replace(".fields.", "."));
-                                continue;
-                            }
-                        },
-                        None => (i64::MIN, i64::MAX),
-                    };
-                    FieldKind::Int { min, max }
-                }
-                Some("float") => FieldKind::Float,
-                Some("table") => {
-                    let Some(axis) = self.req_string(body, "axis", &field, &e.key_span, "the axis whose values key the sub-tables") else { continue };
-                    if !axes.iter().any(|a| a.name == axis && matches!(a.kind, AxisKind::Choice(_))) {
-                        self.error(e.key_span.clone(), format!("{field}.axis"), format!("`{axis}` is not an axis of names"), None);
-                    }
-                    let sub = match body.iter().find(|x| x.key == "fields") {
-                        Some(s) => self.fields(&s.node, &format!("{field}.fields"), axes),
-                        None => Vec::new(),
-                    };
-                    FieldKind::PerAxisValue { axis, fields: sub }
-                }
-                Some(other) => {
-                    self.error(e.key_span.clone(), format!("{field}.kind"), format!("unknown field kind `{other}`"), Some("use \"int\", \"float\" or \"table\"".into()));
-                    continue;
-                }
-            };
-            out.push(Field { name: e.key.clone(), doc, kind, required });
+        for e in Table::open(self.r, node, prefix).entries() {
+            let body = Table::new(self.r, &e.node, join(prefix, &e.key), &["doc", "kind", "range", "required", "axis", "fields"]).reported_at(e.key_span.clone());
+            let doc = body.str("doc").unwrap_or_default().to_string();
+            let required = body.bool("required", true);
+            let kind = self.field_kind(&body, e, axes);
+            body.finish();
+            if let Some(kind) = kind {
+                out.push(Field { name: e.key.clone(), doc, kind, required });
+            }
         }
         out
     }
 
+    /// What the field `e`, read as `body`, holds.
+    fn field_kind(&mut self, body: &Table<'_>, e: &Entry, axes: &[Axis]) -> Option<FieldKind> {
+        let field = body.path();
+        match body.str("kind") {
+            Some("int") | None => {
+                let (min, max) = match body.get("range") {
+                    Some(r) => match self.range(r, &body.field("range")) {
+                        Some(r) => r,
+                        None => {
+                            self.broken.insert(field.trim_start_matches("fields.").replace(".fields.", "."));
+                            return None;
+                        }
+                    },
+                    None => (i64::MIN, i64::MAX),
+                };
+                Some(FieldKind::Int { min, max })
+            }
+            Some("float") => Some(FieldKind::Float),
+            Some("table") => {
+                let axis = body.required_str("axis", "the axis whose values key the sub-tables")?.to_string();
+                if !axes.iter().any(|a| a.name == axis && matches!(a.kind, AxisKind::Choice(_))) {
+                    self.error(e.key_span.clone(), body.field("axis"), format!("`{axis}` is not an axis of names"), None);
+                }
+                let sub = match body.get("fields") {
+                    Some(node) => self.fields(node, &body.field("fields"), axes),
+                    None => Vec::new(),
+                };
+                Some(FieldKind::PerAxisValue { axis, fields: sub })
+            }
+            Some(other) => {
+                self.error(e.key_span.clone(), body.field("kind"), format!("unknown field kind `{other}`"), Some("use \"int\", \"float\" or \"table\"".into()));
+                None
+            }
+        }
+    }
+
     /// A message with `{expression}` parts; `{{` and `}}` are braces.
     fn pieces(&mut self, node: &Node, field: &str, scope: &Names) -> Vec<Piece> {
-        let Some(text) = self.string(node, field) else { return Vec::new() };
+        let Some(text) = crate::schema::string(self.r, node, field) else { return Vec::new() };
         let at = self.text_start(&node.span);
         let mut out = Vec::new();
         let mut literal = String::new();
@@ -671,37 +671,36 @@ impl Reader {
     }
 
     fn check(&mut self, node: &Node, prefix: &str, names: &Names, axes: &[Axis], fields: &[Field]) -> Option<Check> {
-        let body = self.table(node, prefix);
-        self.unknown_keys(body, &["require", "blame", "message", "help"], prefix);
-        let require = match body.iter().find(|e| e.key == "require") {
-            Some(e) => self.typed(&e.node, &format!("{prefix}.require"), names, Type::Bool, "`require`"),
+        let body = Table::new(self.r, node, prefix, &["require", "blame", "message", "help"]);
+        let require = match body.get("require") {
+            Some(n) => self.typed(n, &body.field("require"), names, Type::Bool, "`require`"),
             None => {
-                self.error(node.span.clone(), format!("{prefix}.require"), "missing `require` (the condition that must hold)", None);
+                self.error(node.span.clone(), body.field("require"), "missing `require` (the condition that must hold)", None);
                 None
             }
         };
-        let blame = self.opt_string(body, "blame", prefix);
+        let blame = body.str("blame").map(str::to_string);
         if let Some(b) = &blame {
             let ok = match b.strip_prefix("axes.") {
                 Some(axis) => axes.iter().any(|a| a.name == axis),
                 None => field_exists(fields, b),
             };
             if !ok && !self.broken.contains(b) {
-                let span = body.iter().find(|e| e.key == "blame").map_or(node.span.clone(), |e| e.node.span.clone());
-                self.error(span, format!("{prefix}.blame"), format!("`{b}` is neither a geometry field nor `axes.<axis>`"), None);
+                body.error("blame", format!("`{b}` is neither a geometry field nor `axes.<axis>`"), None);
             }
         }
-        let message = match body.iter().find(|e| e.key == "message") {
-            Some(e) => self.pieces(&e.node, &format!("{prefix}.message"), names),
+        let message = match body.get("message") {
+            Some(n) => self.pieces(n, &body.field("message"), names),
             None => {
-                self.error(node.span.clone(), format!("{prefix}.message"), "missing `message` (what is wrong)", None);
+                self.error(node.span.clone(), body.field("message"), "missing `message` (what is wrong)", None);
                 Vec::new()
             }
         };
-        let help = match body.iter().find(|e| e.key == "help") {
-            Some(e) => self.pieces(&e.node, &format!("{prefix}.help"), names),
+        let help = match body.get("help") {
+            Some(n) => self.pieces(n, &body.field("help"), names),
             None => Vec::new(),
         };
+        body.finish();
         Some(Check { require: require?, blame, message, help })
     }
 
@@ -710,36 +709,27 @@ impl Reader {
         if let Some(why) = names::rust_reserved(&entry.key) {
             self.error(entry.key_span.clone(), prefix.clone(), format!("packed buffer `{}` names the launcher's `pack_{}` and its layout constant, and is {why}", entry.key, entry.key), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
         }
-        let body = self.table(&entry.node, &prefix);
-        self.unknown_keys(body, &["doc", "bytes", "align", "region"], &prefix);
-        let doc = self.opt_string(body, "doc", &prefix).unwrap_or_default();
-        let bytes = self.req_typed(body, "bytes", &prefix, &entry.key_span, names, Type::Int);
-        let align = self.opt_typed(body, "align", &prefix, names, Type::Int, "1");
+        let body = Table::new(self.r, &entry.node, prefix.clone(), &["doc", "bytes", "align", "region"]).reported_at(entry.key_span.clone());
+        let doc = body.str("doc").unwrap_or_default().to_string();
+        let bytes = self.req_typed(&body, "bytes", names, Type::Int);
+        let align = self.opt_typed(&body, "align", names, Type::Int, "1");
         let mut regions = Vec::new();
-        match body.iter().find(|e| e.key == "region").and_then(|e| e.node.as_array()) {
+        match body.get("region").and_then(Node::as_array) {
             Some(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    let field = format!("{prefix}.region[{i}]");
-                    let r = self.table(item, &field);
-                    self.unknown_keys(r, &["name", "doc", "offset", "bytes", "align", "blame", "format", "shape"], &field);
-                    let name = self.req_string(r, "name", &field, &item.span, "the region's name");
+                    let r = Table::new(self.r, item, format!("{prefix}.region[{i}]"), &["name", "doc", "offset", "bytes", "align", "blame", "format", "shape"]);
+                    let name = r.required_str("name", "the region's name").map(str::to_string);
                     if let Some(why) = name.as_deref().and_then(names::rust_reserved) {
-                        let span = r.iter().find(|e| e.key == "name").map_or(item.span.clone(), |e| e.node.span.clone());
-                        self.error(span, format!("{field}.name"), format!("region `{}` names an argument of the launcher's `pack_{}`, and is {why}", name.as_deref().unwrap_or_default(), entry.key), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
+                        r.error("name", format!("region `{}` names an argument of the launcher's `pack_{}`, and is {why}", name.as_deref().unwrap_or_default(), entry.key), Some("use lowercase letters, digits and `_`, starting with a letter".into()));
                     }
-                    let doc = self.opt_string(r, "doc", &field).unwrap_or_default();
-                    let offset = self.req_typed(r, "offset", &field, &item.span, names, Type::Int);
-                    let bytes = self.req_typed(r, "bytes", &field, &item.span, names, Type::Int);
-                    let align = self.opt_typed(r, "align", &field, names, Type::Int, "1");
-                    let blame = self.opt_string(r, "blame", &field);
-                    let format = match r.iter().find(|e| e.key == "format") {
-                        Some(e) => self.typed(&e.node, &format!("{field}.format"), names, Type::Str, "`format`"),
-                        None => None,
-                    };
-                    let shape = match r.iter().find(|e| e.key == "shape") {
-                        Some(e) => self.exprs(&e.node, &format!("{field}.shape"), names, Type::Int),
-                        None => Vec::new(),
-                    };
+                    let doc = r.str("doc").unwrap_or_default().to_string();
+                    let offset = self.req_typed(&r, "offset", names, Type::Int);
+                    let bytes = self.req_typed(&r, "bytes", names, Type::Int);
+                    let align = self.opt_typed(&r, "align", names, Type::Int, "1");
+                    let blame = r.str("blame").map(str::to_string);
+                    let format = r.get("format").and_then(|n| self.typed(n, &r.field("format"), names, Type::Str, "`format`"));
+                    let shape = r.get("shape").map_or_else(Vec::new, |n| self.exprs(n, &r.field("shape"), names, Type::Int));
+                    r.finish();
                     if let (Some(name), Some(offset), Some(bytes), Some(align)) = (name, offset, bytes, align) {
                         regions.push(RegionDef { name, doc, offset, bytes, align, blame, format, shape, span: item.span.clone() });
                     }
@@ -747,22 +737,25 @@ impl Reader {
             }
             None => self.error(entry.key_span.clone(), format!("{prefix}.region"), "a packed buffer lists its regions as [[packed.<name>.region]] tables", None),
         }
+        body.finish();
         Some(PackedDef { name: entry.key.clone(), doc, bytes: bytes?, align: align?, regions })
     }
 
-    fn req_typed(&mut self, body: &[Entry], key: &str, prefix: &str, span: &Span, names: &Names, want: Type) -> Option<FileExpr> {
-        match body.iter().find(|e| e.key == key) {
-            Some(e) => self.typed(&e.node, &join(prefix, key), names, want, &format!("`{key}`")),
+    /// The expression at `key` of `body`, which must be there, checked to have type `want`.
+    fn req_typed(&mut self, body: &Table<'_>, key: &str, names: &Names, want: Type) -> Option<FileExpr> {
+        match body.get(key) {
+            Some(n) => self.typed(n, &body.field(key), names, want, &format!("`{key}`")),
             None => {
-                self.error(span.clone(), join(prefix, key), format!("missing `{key}`"), None);
+                self.error(body.span(), body.field(key), format!("missing `{key}`"), None);
                 None
             }
         }
     }
 
-    fn opt_typed(&mut self, body: &[Entry], key: &str, prefix: &str, names: &Names, want: Type, default: &str) -> Option<FileExpr> {
-        match body.iter().find(|e| e.key == key) {
-            Some(e) => self.typed(&e.node, &join(prefix, key), names, want, &format!("`{key}`")),
+    /// The expression at `key` of `body`, checked to have type `want`; `default` where it is not there.
+    fn opt_typed(&mut self, body: &Table<'_>, key: &str, names: &Names, want: Type, default: &str) -> Option<FileExpr> {
+        match body.get(key) {
+            Some(n) => self.typed(n, &body.field(key), names, want, &format!("`{key}`")),
             None => Some(Located { value: expr::parse(default).expect("defaults parse"), span: 0..0 }),
         }
     }
@@ -777,15 +770,15 @@ impl Reader {
         }
     }
 
-    fn three(&mut self, body: &[Entry], key: &str, prefix: &str, span: &Span, names: &Names) -> Option<[FileExpr; 3]> {
-        let field = join(prefix, key);
-        let Some(e) = body.iter().find(|e| e.key == key) else {
-            self.error(span.clone(), field, format!("missing `{key}` (three expressions: x, y, z)"), None);
+    fn three(&mut self, body: &Table<'_>, key: &str, names: &Names) -> Option<[FileExpr; 3]> {
+        let field = body.field(key);
+        let Some(node) = body.get(key) else {
+            self.error(body.span(), field, format!("missing `{key}` (three expressions: x, y, z)"), None);
             return None;
         };
-        let list = self.exprs(&e.node, &field, names, Type::Size);
-        if e.node.as_array().is_some_and(|a| a.len() != 3) {
-            self.error(e.node.span.clone(), field, "expected three expressions: x, y, z", None);
+        let list = self.exprs(node, &field, names, Type::Size);
+        if node.as_array().is_some_and(|a| a.len() != 3) {
+            self.error(node.span.clone(), field, "expected three expressions: x, y, z", None);
             return None;
         }
         list.try_into().ok()
@@ -793,37 +786,28 @@ impl Reader {
 
     #[allow(clippy::too_many_arguments)]
     fn part(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef]) -> Option<PartDef> {
-        let body = self.table(node, prefix);
-        self.unknown_keys(body, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory", "cost"], prefix);
-        let part = self.opt_string(body, "part", prefix);
+        let body = Table::new(self.r, node, prefix, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory", "cost"]);
+        let part = body.str("part").map(str::to_string);
         if let Some(p) = &part {
             let why = names::rust_reserved(p).or_else(|| p.starts_with("pack_").then_some("the prefix of the launcher's packing functions"));
             if let Some(why) = why {
-                let span = body.iter().find(|e| e.key == "part").map_or(node.span.clone(), |e| e.node.span.clone());
-                self.error(span, join(prefix, "part"), format!("part `{p}` names a launcher method, and is {why}"), Some("use lowercase letters, digits and `_`, starting with a letter, and not a Rust keyword".into()));
+                body.error("part", format!("part `{p}` names a launcher method, and is {why}"), Some("use lowercase letters, digits and `_`, starting with a letter, and not a Rust keyword".into()));
             }
         }
-        let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
-        let grid = self.three(body, "grid", prefix, &node.span, with_sizes);
-        let threadgroup = self.three(body, "threadgroup", prefix, &node.span, names);
-        let threadgroup_memory = self.opt_typed(body, "threadgroup_memory", prefix, names, Type::Int, "0");
+        let doc = body.str("doc").unwrap_or_default().to_string();
+        let grid = self.three(&body, "grid", with_sizes);
+        let threadgroup = self.three(&body, "threadgroup", names);
+        let threadgroup_memory = self.opt_typed(&body, "threadgroup_memory", names, Type::Int, "0");
         let mut buffers = |key: &str, output: bool| -> Vec<BufferSpec> {
-            let Some(e) = body.iter().find(|e| e.key == key) else { return Vec::new() };
-            let Some(items) = e.node.as_array() else {
-                self.error(e.node.span.clone(), join(prefix, key), format!("expected [[kernel.{key}]] tables"), None);
-                return Vec::new();
-            };
+            let Some(items) = body.array(key, &format!("[[kernel.{key}]] tables")) else { return Vec::new() };
             items.iter().enumerate().filter_map(|(i, item)| self.buffer(item, &format!("{prefix}.{key}[{i}]"), names, with_sizes, sizes, packed, output)).collect()
         };
         let inputs = buffers("input", false);
         let outputs = buffers("output", true);
         let (mut bytes_read, mut bytes_written, mut flops) = (None, None, None);
-        if let Some(e) = body.iter().find(|e| e.key == "cost") {
-            let field = format!("{prefix}.cost");
-            let cost = self.table(&e.node, &field);
-            self.unknown_keys(cost, &["bytes_read", "bytes_written", "flops"], &field);
-            for c in cost {
-                let x = self.typed(&c.node, &format!("{field}.{}", c.key), with_sizes, Type::Size, &format!("`{}`", c.key));
+        if let Some(cost) = body.table("cost", &["bytes_read", "bytes_written", "flops"]) {
+            for c in cost.entries() {
+                let x = self.typed(&c.node, &cost.field(&c.key), with_sizes, Type::Size, &format!("`{}`", c.key));
                 match c.key.as_str() {
                     "bytes_read" => bytes_read = x,
                     "bytes_written" => bytes_written = x,
@@ -831,8 +815,12 @@ impl Reader {
                     _ => {}
                 }
             }
+            cost.finish();
         }
-        if outputs.is_empty() {
+        // (an output that failed to read was reported: the list is not empty)
+        let no_outputs = body.get("output").and_then(Node::as_array).is_none_or(<[Node]>::is_empty);
+        body.finish();
+        if no_outputs {
             self.error(node.span.clone(), format!("{prefix}.output"), "a kernel writes at least one output", None);
         }
         let mut seen: Vec<&str> = Vec::new();
@@ -847,104 +835,118 @@ impl Reader {
 
     #[allow(clippy::too_many_arguments)]
     fn buffer(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef], output: bool) -> Option<BufferSpec> {
-        let body = self.table(node, prefix);
-        self.unknown_keys(body, &["name", "doc", "dtype", "shape", "holds", "host", "at_most", "packed", "reads", "align", "when"], prefix);
-        let name = self.req_string(body, "name", prefix, &node.span, "the buffer's name, as the kernel body uses it")?;
-        let name_span = body.iter().find(|e| e.key == "name").map_or(node.span.clone(), |e| e.node.span.clone());
+        let body = Table::new(self.r, node, prefix, &["name", "doc", "dtype", "shape", "holds", "host", "at_most", "packed", "reads", "align", "when"]);
+        let buffer = self.buffer_in(&body, node, names, with_sizes, sizes, packed, output);
+        body.finish();
+        buffer
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn buffer_in(&mut self, body: &Table<'_>, node: &Node, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef], output: bool) -> Option<BufferSpec> {
+        let name = body.required_str("name", "the buffer's name, as the kernel body uses it")?.to_string();
         if !is_msl_identifier(&name) {
-            self.error(name_span.clone(), format!("{prefix}.name"), format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
+            body.error("name", format!("`{name}` cannot name a Metal kernel parameter and a Rust argument"), Some("use letters, digits and `_`, starting with a letter".into()));
         } else if let Some(why) = names::msl_reserved(&name) {
-            self.error(name_span.clone(), format!("{prefix}.name"), format!("buffer `{name}` names a Metal kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the template)".into()));
+            body.error("name", format!("buffer `{name}` names a Metal kernel parameter, and is {why}"), Some("rename the buffer (and its uses in the template)".into()));
         }
-        let doc = self.opt_string(body, "doc", prefix).unwrap_or_default();
-        let size_ref = |r: &mut Reader, key: &str| -> Option<String> {
-            let s = r.opt_string(body, key, prefix)?;
+        let doc = body.str("doc").unwrap_or_default().to_string();
+        let size_ref = |key: &str| -> Option<String> {
+            let s = body.str(key)?;
             if sizes.iter().any(|x| x.name == s) {
-                Some(s)
+                Some(s.to_string())
             } else {
-                let span = body.iter().find(|e| e.key == key).map_or(node.span.clone(), |e| e.node.span.clone());
-                r.error(span, join(prefix, key), format!("`{s}` is not a run-time size of the family"), Some(format!("declare it under [sizes]{}", suggest(&s, sizes.iter().map(|x| x.name.as_str())))));
+                body.error(key, format!("`{s}` is not a run-time size of the family"), Some(format!("declare it under [sizes]{}", suggest(s, sizes.iter().map(|x| x.name.as_str())))));
                 None
             }
         };
-        let holds = size_ref(self, "holds");
-        let at_most = size_ref(self, "at_most");
-        let host = self.boolean(body, "host", prefix, false);
+        let holds = size_ref("holds");
+        let at_most = size_ref("at_most");
+        let host = body.bool("host", false);
         let role = match (holds, host) {
             (Some(s), false) => Role::Holds(s),
             (None, true) => Role::Host,
             (None, false) => Role::Data,
             (Some(_), true) => {
-                self.error(node.span.clone(), prefix, "a buffer either holds a size or comes from the host, not both", None);
+                self.error(node.span.clone(), body.path(), "a buffer either holds a size or comes from the host, not both", None);
                 Role::Data
             }
         };
         if output && role != Role::Data {
-            self.error(node.span.clone(), prefix, "an output is written by the kernel: it neither holds a size nor comes from the host", None);
+            self.error(node.span.clone(), body.path(), "an output is written by the kernel: it neither holds a size nor comes from the host", None);
         }
         // the launcher takes data and host inputs as arguments and returns outputs by name
         // (a buffer holding a size is computed, and appears in no Rust)
         if !matches!(role, Role::Holds(_)) && is_msl_identifier(&name) {
             if let Some(why) = names::rust_reserved(&name) {
-                self.error(name_span, format!("{prefix}.name"), format!("buffer `{name}` names a launcher {}, and is {why}", if output { "output" } else { "argument" }), Some("use lowercase letters, digits and `_`, starting with a letter, and not a Rust keyword".into()));
+                body.error("name", format!("buffer `{name}` names a launcher {}, and is {why}", if output { "output" } else { "argument" }), Some("use lowercase letters, digits and `_`, starting with a letter, and not a Rust keyword".into()));
             }
         }
-        let packed_ref = match self.opt_string(body, "packed", prefix) {
+        let packed_ref = match body.str("packed") {
             None => None,
             Some(p) => match packed.iter().find(|x| x.name == p) {
                 None => {
-                    self.error(node.span.clone(), format!("{prefix}.packed"), format!("`{p}` is not a packed buffer of the family"), Some("declare it as [packed.<name>]".into()));
+                    self.error(node.span.clone(), body.field("packed"), format!("`{p}` is not a packed buffer of the family"), Some("declare it as [packed.<name>]".into()));
                     None
                 }
                 Some(layout) => {
-                    let reads: Vec<String> = match body.iter().find(|e| e.key == "reads") {
-                        Some(e) => e.node.as_array().unwrap_or(&[]).iter().filter_map(|n| self.string(n, &format!("{prefix}.reads"))).collect(),
+                    let reads: Vec<String> = match body.get("reads") {
+                        Some(n) => n.as_array().unwrap_or(&[]).iter().filter_map(|n| crate::schema::string(self.r, n, &body.field("reads"))).map(str::to_string).collect(),
                         None => layout.regions.iter().map(|r| r.name.clone()).collect(),
                     };
                     for r in &reads {
                         if !layout.regions.iter().any(|x| &x.name == r) {
-                            self.error(node.span.clone(), format!("{prefix}.reads"), format!("`{r}` is not a region of `{p}`"), None);
+                            self.error(node.span.clone(), body.field("reads"), format!("`{r}` is not a region of `{p}`"), None);
                         }
                     }
-                    Some((p, reads))
+                    Some((p.to_string(), reads))
                 }
             },
         };
-        let dtype = match body.iter().find(|e| e.key == "dtype") {
-            Some(e) => match e.node.as_str().and_then(dtype_from_short) {
-                Some(d) => Some(DtypeSpec::Fixed(d)),
-                None => self.typed(&e.node, &format!("{prefix}.dtype"), names, Type::Str, "a dtype").map(DtypeSpec::Expr),
-            },
+        let dtype = match body.get("dtype") {
+            Some(n) => self.dtype(n, &body.field("dtype"), names),
             None if packed_ref.is_some() => Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::U8)),
             None => {
-                self.error(node.span.clone(), format!("{prefix}.dtype"), "missing `dtype` (a dtype such as \"f32\", or an axis naming one)", None);
+                self.error(node.span.clone(), body.field("dtype"), "missing `dtype` (a dtype such as \"f32\", or an axis naming one)", Some(format!("the dtypes are {}", crate::model::dtype_names())));
                 None
             }
         };
         if matches!(role, Role::Holds(_) | Role::Host) && !matches!(dtype, Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::I32))) {
-            self.error(node.span.clone(), format!("{prefix}.dtype"), "size values and host integers are int32", Some("write `dtype = \"i32\"`".into()));
+            self.error(node.span.clone(), body.field("dtype"), "size values and host integers are int32", Some("write `dtype = \"i32\"`".into()));
         }
-        let shape = match (body.iter().find(|e| e.key == "shape"), &packed_ref) {
-            (Some(e), None) => self.exprs(&e.node, &format!("{prefix}.shape"), with_sizes, Type::Size),
+        let shape = match (body.get("shape"), &packed_ref) {
+            (Some(n), None) => self.exprs(n, &body.field("shape"), with_sizes, Type::Size),
             (None, Some(_)) => Vec::new(),
-            (Some(e), Some(_)) => {
-                self.error(e.node.span.clone(), format!("{prefix}.shape"), "a packed buffer's shape is its byte size", None);
+            (Some(n), Some(_)) => {
+                self.error(n.span.clone(), body.field("shape"), "a packed buffer's shape is its byte size", None);
                 Vec::new()
             }
             (None, None) => {
-                self.error(node.span.clone(), format!("{prefix}.shape"), "missing `shape` (a list of dimensions)", None);
+                self.error(node.span.clone(), body.field("shape"), "missing `shape` (a list of dimensions)", None);
                 Vec::new()
             }
         };
-        let align = match body.iter().find(|e| e.key == "align") {
-            Some(e) => self.typed(&e.node, &format!("{prefix}.align"), names, Type::Int, "`align`"),
-            None => None,
-        };
-        let when = match body.iter().find(|e| e.key == "when") {
-            Some(e) => self.typed(&e.node, &format!("{prefix}.when"), names, Type::Bool, "`when`"),
-            None => None,
-        };
+        let align = body.get("align").and_then(|n| self.typed(n, &body.field("align"), names, Type::Int, "`align`"));
+        let when = body.get("when").and_then(|n| self.typed(n, &body.field("when"), names, Type::Bool, "`when`"));
         Some(BufferSpec { name, doc, dtype: dtype?, shape, role, packed: packed_ref, align, at_most, when, span: node.span.clone() })
+    }
+
+    /// A buffer's `dtype`: a dtype's name, or a string expression naming one (an axis). A name
+    /// that is neither is told the dtypes, and the names it could have meant.
+    fn dtype(&mut self, node: &Node, field: &str, names: &Names) -> Option<DtypeSpec> {
+        let text = node.as_str();
+        if let Some(d) = text.and_then(dtype_from_short) {
+            return Some(DtypeSpec::Fixed(d));
+        }
+        let unknown_name = text.filter(|t| is_msl_identifier(t) && names.type_of(t).is_none() && !self.broken.contains(*t));
+        if let Some(t) = unknown_name {
+            let dtypes = kernelgen_contract::Dtype::ALL.map(kernelgen_contract::Dtype::short_name);
+            let known = names.names();
+            let hint = suggest(t, dtypes.into_iter().chain(known.iter().map(String::as_str)));
+            let at = self.text_start(&node.span);
+            self.error(at..at + t.len(), field, format!("`{t}` is neither a dtype nor a name of the family{hint}"), Some(format!("the dtypes are {}; or name an axis (or [let] value) whose value is one", crate::model::dtype_names())));
+            return None;
+        }
+        self.typed(node, field, names, Type::Str, "a dtype").map(DtypeSpec::Expr)
     }
 
     /// The names the launcher module defines for the family's own kernels and packed buffers must
@@ -1003,6 +1005,22 @@ impl Reader {
             }
         }
     }
+}
+
+/// The most values one input's `[verify] inputs` set may list.
+pub const MAX_INPUT_VALUES: usize = 1024;
+
+/// A Rust reference's name after `rust:`: an identifier of ASCII letters, digits and `_` (not
+/// starting with a digit), at most 64 bytes.
+pub fn is_reference_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A family's template `name` as a source problems point into, named beside the family file
+/// (whose path as the user wrote it is `family_display`).
+pub(crate) fn template_source(family_display: &str, name: &str, text: String) -> Arc<SpecSource> {
+    let display = std::path::Path::new(family_display).with_file_name(name).display().to_string();
+    Arc::new(SpecSource { display, origin: String::new(), stem: String::new(), text })
 }
 
 /// Whether `name` names a file (or folder) right inside a folder, as a family file names its

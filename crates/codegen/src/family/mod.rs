@@ -288,17 +288,47 @@ pub struct PartDef {
 /// How `kernelgen verify` runs the family's kernels (`[verify]`).
 #[derive(Clone, Debug, Default)]
 pub struct VerifyDef {
-    /// A Python function over numpy arrays (`refs/x.py:reference`, relative
-    /// to the family file), called with the inputs and sizes, returning the
-    /// outputs; its path resolved beside the family file.
-    pub reference: Option<Located<String>>,
-    /// How close the outputs must be to the reference's.
+    /// The reference the outputs are compared with, where the family names one.
+    pub reference: Option<Located<ReferenceDef>>,
+    /// How close the outputs must be to a Python reference's.
     pub tolerance: Option<kernelgen_contract::Tolerance>,
     /// The run-time sizes verify launches at (2 for each one not given).
     pub sizes: Vec<(String, u64)>,
-    /// The range random values of an input are drawn from (`[min, max)` for
-    /// floats, `[min, max]` for integers), per input name.
-    pub ranges: Vec<(String, f64, f64)>,
+    /// How random values of an input are drawn, per input name (the others: by dtype).
+    pub inputs: Vec<(String, InputValues)>,
+}
+
+/// What `[verify] reference` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReferenceDef {
+    /// `"rust:<name>"`: one of the Rust models compiled into kernelgen. Any identifier reads;
+    /// `kernelgen-verify` holds the names and reports an unknown one at the family file's line.
+    Rust(String),
+    /// `"<file>.py:<function>"`: a Python function over numpy arrays, the file relative to the
+    /// family file's folder and inside it ([`FamilyDef::python_reference`] finds it on disk).
+    Python {
+        /// The file, `/`-separated, relative to the family file's folder.
+        file: String,
+        /// The function to call.
+        function: String,
+    },
+}
+
+/// The prefix of a [`ReferenceDef::Rust`] in a family file.
+pub const RUST_REFERENCE_PREFIX: &str = "rust:";
+
+/// How the random values of one input are drawn (`[verify] inputs`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputValues {
+    /// `{ min = A, max = B }`: uniform in `[min, max)` for floats, in `min..=max` for integers.
+    Range {
+        /// The smallest value.
+        min: f64,
+        /// The largest (floats: the bound above).
+        max: f64,
+    },
+    /// `{ values = [...] }`: each element one of these, each as likely (ties on purpose).
+    Set(Vec<f64>),
 }
 
 /// A family, as its file defines it.
@@ -340,6 +370,13 @@ pub struct FamilyDef {
 }
 
 impl FamilyDef {
+    /// The template as a source problems point into: named beside the family file as the user
+    /// wrote it (`families/softcap.metal.tera`).
+    pub fn template_source(&self) -> Arc<SpecSource> {
+        let name = self.template.0.rsplit('/').next().unwrap_or_default();
+        file::template_source(&self.source.display, name, self.template.1.clone())
+    }
+
     /// The axis of this name.
     pub fn axis(&self, name: &str) -> Option<&Axis> {
         self.axes.iter().find(|a| a.name == name)
@@ -350,16 +387,16 @@ impl FamilyDef {
         self.fields.iter().find(|f| f.name == name)
     }
 
-    /// The `[verify]` reference, if the family has one: its Python file, checked on disk to be a
+    /// The `[verify] reference`, if it is a Python one: its file, checked on disk to be a
     /// regular file inside the family file's folder reached through no symbolic link, and the
     /// function to call. (A family file names its reference as it names its template, and the
     /// reader checked the path's form.)
-    pub fn reference(&self) -> Option<Result<(std::path::PathBuf, &str), String>> {
-        let (file, function) = self.verify.reference.as_ref()?.value.rsplit_once(':')?;
+    pub fn python_reference(&self) -> Option<Result<(std::path::PathBuf, &str), String>> {
+        let ReferenceDef::Python { file, function } = &self.verify.reference.as_ref()?.value else { return None };
         let Some(dir) = &self.dir else {
             return Some(Err(format!("family `{}` is bundled: its reference `{file}` has no folder to be read from", self.name)));
         };
-        Some(file_inside(dir, file).map(|path| (path, function)))
+        Some(file_inside(dir, file).map(|path| (path, function.as_str())))
     }
 }
 
@@ -376,7 +413,7 @@ fn file_inside(dir: &std::path::Path, relative: &str) -> Result<std::path::PathB
         let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let last = i + 1 == steps.len();
         if meta.file_type().is_symlink() {
-            return Err(format!("{}: {}", path.display(), crate::NO_LINKS));
+            return Err(format!("{}: {}", path.display(), crate::discover::NO_LINKS));
         } else if last && !meta.is_file() {
             return Err(format!("{}: not a regular file", path.display()));
         } else if !last && !meta.is_dir() {

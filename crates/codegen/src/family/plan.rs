@@ -167,7 +167,7 @@ impl FamilyDef {
     fn int(&self, e: &FileExpr, b: &Bindings<'_>, what: &str) -> Result<i64, Violation> {
         match expr::eval(&e.value, b) {
             Ok(Value::Int(i)) => Ok(i),
-            Ok(other) => Err(self.broken(e, what, ExprError { span: e.value.span.clone(), message: format!("expected an integer, found {}", other.text()), unknown: None })),
+            Ok(other) => Err(self.broken(e, what, ExprError::new(e.value.span.clone(), format!("expected an integer, found {}", other.text())))),
             Err(err) => Err(self.broken(e, what, err)),
         }
     }
@@ -180,7 +180,7 @@ impl FamilyDef {
             return Ok(n);
         }
         let want = if *range.end() == i64::MAX { format!("at least {}", range.start()) } else { format!("{} to {}", range.start(), range.end()) };
-        Err(self.broken(e, what, ExprError { span: e.value.span.clone(), message: format!("this is {n}, and must be {want}"), unknown: None }))
+        Err(self.broken(e, what, ExprError::new(e.value.span.clone(), format!("this is {n}, and must be {want}"))))
     }
 
     fn dim(&self, e: &FileExpr, b: &Bindings<'_>, what: &str) -> Result<Dim, Violation> {
@@ -202,8 +202,8 @@ impl FamilyDef {
             let format = match &r.format {
                 None => Format::Bytes,
                 Some(e) => match expr::eval(&e.value, b) {
-                    Ok(Value::Str(f)) => Format::parse(&f).ok_or_else(|| self.broken(e, &at, ExprError { span: e.value.span.clone(), message: format!("`{f}` is not a region format (u8, q4, i8, i32, u32, f16, bf16, f32)"), unknown: None }))?,
-                    Ok(other) => return Err(self.broken(e, &at, ExprError { span: e.value.span.clone(), message: format!("expected a format name, found {}", other.text()), unknown: None })),
+                    Ok(Value::Str(f)) => Format::parse(&f).ok_or_else(|| self.broken(e, &at, ExprError::new(e.value.span.clone(), format!("`{f}` is not a region format (u8, q4, i8, i32, u32, f16, bf16, f32)"))))?,
+                    Ok(other) => return Err(self.broken(e, &at, ExprError::new(e.value.span.clone(), format!("expected a format name, found {}", other.text())))),
                     Err(err) => return Err(self.broken(e, &at, err)),
                 },
             };
@@ -300,8 +300,8 @@ impl FamilyDef {
                 let dtype = match &spec.dtype {
                     DtypeSpec::Fixed(d) => *d,
                     DtypeSpec::Expr(e) => match expr::eval(&e.value, b) {
-                        Ok(Value::Str(s)) => dtype_from_short(&s).ok_or_else(|| self.broken(e, &what, ExprError { span: e.value.span.clone(), message: format!("`{s}` is not a dtype"), unknown: None }))?,
-                        Ok(other) => return Err(self.broken(e, &what, ExprError { span: e.value.span.clone(), message: format!("expected a dtype name, found {}", other.text()), unknown: None })),
+                        Ok(Value::Str(s)) => dtype_from_short(&s).ok_or_else(|| self.broken(e, &what, ExprError::new(e.value.span.clone(), format!("`{s}` is not a dtype (the dtypes are {})", crate::model::dtype_names()))))?,
+                        Ok(other) => return Err(self.broken(e, &what, ExprError::new(e.value.span.clone(), format!("expected a dtype name, found {}", other.text())))),
                         Err(err) => return Err(self.broken(e, &what, err)),
                     },
                 };

@@ -41,7 +41,8 @@ pub fn comment(text: &str) -> String {
 /// each line break (of any kind, U+2028 included) starts a new line with `then` (the caller's
 /// `    /// `, so nothing is ever outside a comment). Each new line's leading spaces are dropped
 /// (four start a code block, which rustdoc would compile and run as a doctest), and so is the
-/// markdown that reaches further: backtick and tilde fences (doctests too) and `<` (HTML) are
+/// markdown that reaches further: backtick and tilde fences (doctests too), `<` (HTML), and `[`
+/// and `]` outside code spans (`lengths[b]` would be a link to `b`, which rustdoc warns of) are
 /// backslash-escaped (rustdoc shows the character); `*/` becomes `*\/`; control, bidirectional
 /// and other unprintable characters become `\u{..}`. Plain text is unchanged.
 pub fn doc(text: &str, then: &str) -> String {
@@ -60,11 +61,22 @@ pub fn doc(text: &str, then: &str) -> String {
             let run = |step: &mut dyn Iterator<Item = usize>| step.take_while(|&j| chars[j] == c).count();
             matches!(c, '`' | '~') && 1 + run(&mut (0..at).rev()) + run(&mut (at + 1..chars.len())) >= 3
         };
+        // the backticks opening the code span the text is in (markdown's: closed by as many)
+        let mut span = 0;
         for (at, &c) in chars.iter().enumerate() {
             let bidi = matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c == '`' && !in_fence_run(at) && (at == 0 || chars[at - 1] != '`') {
+                let run = chars[at..].iter().take_while(|&&x| x == '`').count();
+                span = match span {
+                    0 => run,
+                    open if open == run => 0,
+                    open => open,
+                };
+            }
+            let bracket = matches!(c, '[' | ']') && span == 0;
             if c.is_control() || bidi || (!c.is_ascii() && c.escape_debug().next() != Some(c)) {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            } else if c == '<' || in_fence_run(at) || (c == '/' && at > 0 && chars[at - 1] == '*') {
+            } else if c == '<' || bracket || in_fence_run(at) || (c == '/' && at > 0 && chars[at - 1] == '*') {
                 out.push('\\');
                 out.push(c);
             } else {
@@ -112,6 +124,8 @@ mod tests {
         assert_eq!(doc("```rust\n~~~\n``x`` */<", "/// "), "\\`\\`\\`rust\n/// \\~\\~\\~\n/// ``x`` *\\/\\<");
         assert_eq!(doc("a */ b\u{202e}\u{7}", "/// "), "a *\\/ b\\u{202e}\\u{7}");
         assert_eq!(doc("µs × 2", "/// "), "µs × 2");
+        // brackets would be links, but in a code span
+        assert_eq!(doc("lengths[b], `x[i]` and ``a ` [b]`` then [c]", "/// "), "lengths\\[b\\], `x[i]` and ``a ` [b]`` then \\[c\\]");
     }
 
     #[test]

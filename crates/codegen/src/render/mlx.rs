@@ -3,6 +3,7 @@
 //! launcher hands to MLX cannot disagree.
 
 use crate::model::BufferDef;
+use kernelgen_msl::vocab::Attribute;
 
 /// MLX passes inputs with fewer elements than this in the `constant` space.
 const MAX_CONSTANT_ARRAY_SIZE: u64 = 8;
@@ -86,10 +87,10 @@ pub fn assemble(func_name: &str, header: &str, body: &str, inputs: &[BufferDef],
             }
         }
     }
-    let attributes: Vec<String> = crate::names::MLX_ATTRIBUTES
+    let attributes: Vec<String> = Attribute::MLX_ORDER
         .iter()
-        .filter(|(attr, _)| body.contains(attr))
-        .map(|(attr, ty)| format!("  {ty} {attr} [[{attr}]]"))
+        .filter(|a| body.contains(a.name()))
+        .map(|a| format!("  {} {name} [[{name}]]", a.mlx_type(), name = a.name()))
         .collect();
     // MLX's own end-of-list test, kept as is (it counts shape buffers in
     // `index`, which malforms some signatures; kernelgen's families always

@@ -8,6 +8,7 @@ pub mod mlx;
 pub mod rust;
 pub mod sandbox;
 
+use crate::diag::Diagnostic;
 use crate::expand::Kernel;
 use crate::family::FamilyDef;
 use std::sync::Arc;
@@ -52,11 +53,15 @@ pub struct RenderError {
     pub template: String,
     /// Tera's error, with its causes.
     pub message: String,
+    /// The problem at its line and column in the template, where that can be said.
+    pub location: Option<Box<Diagnostic>>,
 }
 
 impl fmt::Display for RenderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.kernel.is_empty() {
+        if let Some(d) = &self.location {
+            f.write_str(d.render().trim_end())
+        } else if self.kernel.is_empty() {
             write!(f, "template {} does not parse: {}", self.template, self.message)
         } else {
             write!(f, "rendering kernel `{}` with {} failed: {}", self.kernel, self.template, self.message)
@@ -88,16 +93,12 @@ impl Renderer {
         // (parsed once a process: every generation renders it)
         static PARSED: std::sync::LazyLock<Result<tera::Template, String>> =
             std::sync::LazyLock::new(|| tera::Template::new(LAUNCHERS.0, None, LAUNCHERS.1).map_err(|e| error_chain(&e)));
-        let parsed = PARSED.clone().map_err(|message| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message })?;
+        let parsed = PARSED.clone().map_err(|message| RenderError::new("", LAUNCHERS.0, message))?;
         tera.templates.insert(LAUNCHERS.0.into(), parsed);
-        tera.build_inheritance_chains().map_err(|e| RenderError { kernel: String::new(), template: LAUNCHERS.0.into(), message: error_chain(&e) })?;
+        tera.build_inheritance_chains().map_err(|e| RenderError::new("", LAUNCHERS.0, error_chain(&e)))?;
         for f in families {
             // (reading the family file parsed and checked the template)
-            sandbox::add(&mut tera, &template_key(f), (*f.parsed).clone()).map_err(|e| RenderError {
-                kernel: String::new(),
-                template: f.template.0.clone(),
-                message: error_chain(&e),
-            })?;
+            sandbox::add(&mut tera, &template_key(f), (*f.parsed).clone()).map_err(|e| RenderError::new("", &f.template.0, error_chain(&e)))?;
         }
         Ok(Renderer { tera })
     }
@@ -106,17 +107,19 @@ impl Renderer {
     pub fn render_kernel(&self, k: &Kernel) -> Result<RenderedKernel, RenderError> {
         let key = template_key(&k.family);
         let template = k.family.template.0.as_str();
-        let fail = |message: String| RenderError { kernel: k.name.clone(), template: template.to_string(), message };
+        let fail = |message: String| RenderError::new(&k.name, template, message);
         let section = |name: &str| -> Result<String, RenderError> {
             let mut ctx = Context::from_value(serde_json::Value::Object(k.plan.params.clone())).map_err(|e| fail(error_chain(&e)))?;
             ctx.insert("section", name);
             ctx.insert("kernel", &k.name);
-            let text = sandbox::render(&self.tera, &key, &ctx).map_err(|e| fail(error_chain(&e)))?;
+            let text = sandbox::render(&self.tera, &key, &ctx).map_err(|e| located(k, &ctx, error_chain(&e), None))?;
+            if let Err((bytes, message)) = lint(&text) {
+                return Err(located(k, &ctx, message, Some(bytes)));
+            }
             Ok(tidy(&text))
         };
         let header = if k.family.has_header { section("header")? + "\n" } else { String::new() };
         let body = section("body")?;
-        lint(&header).and(lint(&body)).map_err(fail)?;
 
         let plan = &k.plan;
         let mlx_name = mlx::mlx_kernel_name(&k.name, &plan.inputs, &plan.outputs);
@@ -173,8 +176,54 @@ impl Renderer {
 
     /// Renders the template `name` with `ctx`.
     pub fn render_template(&self, name: &str, ctx: &Context) -> Result<String, RenderError> {
-        self.tera.render(name, ctx).map_err(|e| RenderError { kernel: String::new(), template: name.into(), message: error_chain(&e) })
+        self.tera.render(name, ctx).map_err(|e| RenderError::new("", name, error_chain(&e)))
     }
+}
+
+impl RenderError {
+    fn new(kernel: &str, template: &str, message: String) -> Self {
+        RenderError { kernel: kernel.into(), template: template.into(), message, location: None }
+    }
+}
+
+/// Kernel `k`'s render with `ctx` failed (`message`, tera's), or wrote something wrong at the
+/// bytes `output` of what it wrote: the problem, located in the template when a render with
+/// markers says where ([`sandbox::trace`]).
+fn located(k: &Kernel, ctx: &Context, message: String, output: Option<std::ops::Range<usize>>) -> RenderError {
+    let family = &k.family;
+    let mut error = RenderError::new(&k.name, &family.template.0, message.clone());
+    let text = &family.template.1;
+    let Some(trace) = sandbox::trace(&family.parsed, text, ctx) else { return error };
+    let (span, message, help) = match output {
+        Some(bytes) => match trace.result.as_ref().ok().and_then(|_| trace.origin(text, bytes.start, bytes.len())) {
+            Some(span) => (span, message, None),
+            None => return error,
+        },
+        None => {
+            // (the same render with markers fails as the render did, and where)
+            let (Err(_), Some(reached)) = (&trace.result, trace.reached) else { return error };
+            // tera's messages begin with "Failed to render 'family/x': ": the location says more
+            let cause = message.strip_prefix("Failed to render ").and_then(|m| m.split_once(": ")).map_or(message.as_str(), |(_, cause)| cause).to_string();
+            match sandbox::missing_variable(&message).and_then(|name| Some((name, sandbox::locate_variable(text, reached, name)?))) {
+                Some((name, (at, len))) => {
+                    let mut known: Vec<String> = ctx.clone().into_json().as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+                    sandbox::defined_names(&family.parsed.ast, &mut known);
+                    known.sort();
+                    known.dedup();
+                    let hint = crate::schema::suggest(name, known.iter().map(String::as_str));
+                    let help = hint.is_empty().then(|| format!("the template receives {}", crate::schema::key_list(known.iter().map(String::as_str))));
+                    (at..at + len, format!("`{name}` is not defined{hint}"), help)
+                }
+                None => (sandbox::tag_at(text, reached), cause, None),
+            }
+        }
+    };
+    let source = family.template_source();
+    let (start, end) = (span.start.min(source.text.len()), span.end.min(source.text.len()));
+    let span = if source.text.is_char_boundary(start) && source.text.is_char_boundary(end) { start..end } else { start..start };
+    let message = format!("rendering kernel `{}`: {message}", k.name);
+    error.location = Some(Box::new(Diagnostic { source, span, field: "(template)".into(), message, help }));
+    error
 }
 
 /// Bytes as lowercase hex.
@@ -211,23 +260,30 @@ fn tidy(text: &str) -> String {
     lines.join("\n")
 }
 
-/// Checks on rendered MSL that no compiler would make.
-fn lint(text: &str) -> Result<(), String> {
+/// Checks on rendered MSL that no compiler would make: the first problem, at its bytes.
+fn lint(text: &str) -> Result<(), (std::ops::Range<usize>, String)> {
     if let Some(pos) = text.find("{{").or_else(|| text.find("{%")) {
-        return Err(format!("template syntax left in the output near `{}`", &text[pos..(pos + 20).min(text.len())]));
+        let near: String = text[pos..].chars().take(20).collect();
+        return Err((pos..pos + 2, format!("template syntax left in the output near `{near}`")));
+    }
+    if let Some((pos, c)) = text.char_indices().find(|(_, c)| !c.is_ascii()) {
+        return Err((pos..pos + c.len_utf8(), format!("the output holds `{}`, which is not ASCII; MLX reads kernel sources as ASCII", c.escape_unicode())));
     }
     // An unsuffixed float literal is double arithmetic in C++ (and float on
     // Metal): results would differ between the GPU and the emulator.
-    for (n, line) in text.lines().enumerate() {
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
         let code = line.split("//").next().unwrap_or("");
-        if let Some(lit) = unsuffixed_float(code) {
-            return Err(format!("line {}: float literal `{lit}` has no `f` suffix: write `{lit}f`", n + 1));
+        if let Some((at, lit)) = unsuffixed_float(code) {
+            return Err((start + at..start + at + lit.len(), format!("float literal `{lit}` has no `f` suffix: write `{lit}f`")));
         }
+        start += line.len();
     }
     Ok(())
 }
 
-fn unsuffixed_float(code: &str) -> Option<String> {
+/// The first float literal of `code` without an `f` (or `h`) suffix: where, and its text.
+fn unsuffixed_float(code: &str) -> Option<(usize, String)> {
     let b = code.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -266,7 +322,7 @@ fn unsuffixed_float(code: &str) -> Option<String> {
             }
             let suffixed = i < b.len() && matches!(b[i], b'f' | b'F' | b'h' | b'H');
             if float && !suffixed {
-                return Some(code[start..i].to_string());
+                return Some((start, code[start..i].to_string()));
             }
         }
         while i < b.len() && b[i].is_ascii_alphanumeric() {
@@ -282,8 +338,8 @@ mod tests {
 
     #[test]
     fn finds_unsuffixed_float_literals() {
-        assert_eq!(unsuffixed_float("x * 0.5;"), Some("0.5".into()));
-        assert_eq!(unsuffixed_float("x * 1e-6;"), Some("1e-6".into()));
+        assert_eq!(unsuffixed_float("x * 0.5;"), Some((4, "0.5".into())));
+        assert_eq!(unsuffixed_float("x * 1e-6;"), Some((4, "1e-6".into())));
         assert_eq!(unsuffixed_float("x * 0.5f + 1e-6f + 2.0h"), None);
         assert_eq!(unsuffixed_float("a[3] + 0x4B000000u + v2.x"), None);
         assert_eq!(unsuffixed_float("float2 y = 8388608.0f;"), None);

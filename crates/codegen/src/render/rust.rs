@@ -4,6 +4,7 @@
 //! that gathers them. The text is formatted here, so it does not depend on an
 //! installed rustfmt.
 
+use crate::family::FamilyDef;
 use crate::{names, Layout};
 use super::{RenderError, RenderedKernel, Renderer};
 use kernelgen_contract::{BufferDef, Dim, Format, KernelDef, Op, PackedLayout, Region, Source};
@@ -161,14 +162,20 @@ struct Arg {
     name: String,
     /// The Rust type of the argument (`&B::Array`, `&[i32]`).
     ty: String,
+    /// Its dtype and shape.
     doc: String,
+    /// What it holds, from the family file (free text; may be empty).
+    what: String,
 }
 
 #[derive(Serialize)]
 struct MethodView {
     name: String,
     static_name: String,
+    /// The kernel's name and what it computes (free text).
     doc: String,
+    /// The buffers the launcher fills itself (`` `Tin` (holds T) ``), or nothing.
+    filled: String,
     args: Vec<Arg>,
     arrays: Vec<String>,
     host: Vec<String>,
@@ -195,6 +202,8 @@ struct LayoutView {
     /// `pack_slot`
     fn_name: String,
     buffer: String,
+    /// What the buffer holds, from the family file (free text; may be empty).
+    what: String,
     def: String,
     doc: String,
     args: Vec<RegionArg>,
@@ -223,7 +232,8 @@ fn region_slice(f: Format) -> &'static str {
     }
 }
 
-fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> LayoutView {
+fn layout_view(launcher: &str, l: &PackedLayout, family: &FamilyDef) -> LayoutView {
+    let packed = family.packed.iter().find(|p| *p.name == *l.name);
     let static_name = names::layout_static(launcher, &l.name);
     let args = l
         .regions
@@ -231,7 +241,7 @@ fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> L
         .map(|r| {
             let (ty, variant) = (region_slice(r.format), format_variant(r.format));
             let shape = if r.shape.is_empty() { format!("{} bytes", r.bytes) } else { format!("`{} [{}]`", r.format.name(), r.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) };
-            let what = docs.iter().find(|(n, _)| **n == *r.name).map(|(_, d)| d.clone()).unwrap_or_default();
+            let what = packed.and_then(|p| p.regions.iter().find(|x| *x.name == *r.name)).map(|x| x.doc.clone()).unwrap_or_default();
             RegionArg {
                 name: r.name.to_string(),
                 ty: ty.into(),
@@ -252,6 +262,7 @@ fn layout_view(launcher: &str, l: &PackedLayout, docs: &[(String, String)]) -> L
         const_name: names::layout_const(&l.name),
         fn_name: names::pack_fn(&l.name),
         buffer: l.name.to_string(),
+        what: packed.map(|p| p.doc.clone()).unwrap_or_default(),
         static_name,
         args,
     }
@@ -266,6 +277,12 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
         let d = &rk.def;
         let type_name = names::launcher_type(&k.launcher);
         let sizes = d.size_names();
+        // what the family file says of the kernel and its buffers
+        let part = k.family.parts.iter().find(|p| p.part == k.plan.part);
+        let what = |name: &str| -> String {
+            let buffer = part.and_then(|p| p.inputs.iter().chain(&p.outputs).find(|b| b.name == name));
+            buffer.map_or_else(String::new, |b| b.doc.trim_end_matches('.').to_string())
+        };
         let args: Vec<Arg> = d
             .inputs
             .iter()
@@ -275,9 +292,10 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
                 // Host integers are int32 (the expansion checks it).
                 ty: if b.source == Source::HostInts { "&[i32]".into() } else { "&B::Array".into() },
                 doc: describe(b, &sizes),
+                what: what(&b.name),
             })
             .collect();
-        let outputs: Vec<Arg> = d.outputs.iter().map(|b| Arg { name: b.name.to_string(), ty: String::new(), doc: describe(b, &sizes) }).collect();
+        let outputs: Vec<Arg> = d.outputs.iter().map(|b| Arg { name: b.name.to_string(), ty: String::new(), doc: describe(b, &sizes), what: what(&b.name) }).collect();
         let filled: Vec<String> = d
             .inputs
             .iter()
@@ -286,19 +304,12 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
                 _ => None,
             })
             .collect();
-        let mut doc = format!(
-            "`{}`: {} -> {}",
-            k.name,
-            args.iter().map(|a| format!("`{}` {}", a.name, a.doc)).collect::<Vec<_>>().join(", "),
-            outputs.iter().map(|a| format!("`{}` {}", a.name, a.doc)).collect::<Vec<_>>().join(", ")
-        );
-        if !filled.is_empty() {
-            doc.push_str(&format!("; the launcher fills {}", filled.join(", ")));
-        }
+        let kernel_doc = part.map_or("", |p| p.doc.trim_end_matches('.'));
         let method = MethodView {
             name: names::method(k.plan.part.as_deref()),
             static_name: names::kernel_static(&k.name),
-            doc,
+            doc: if kernel_doc.is_empty() { format!("`{}`", k.name) } else { format!("`{}`: {kernel_doc}", k.name) },
+            filled: filled.join(", "),
             outputs_struct: (outputs.len() > 1).then(|| names::outputs_struct(&k.name)),
             arrays: d.data_inputs().map(|b| b.name.to_string()).collect(),
             host: d.host_inputs().map(|b| b.name.to_string()).collect(),
@@ -310,8 +321,7 @@ fn launchers(kernels: &[&RenderedKernel]) -> Vec<LauncherView> {
             None => {
                 let mut doc: Vec<String> = k.variant.values.iter().map(|(a, v)| format!("{a} {v}")).collect();
                 doc.insert(0, format!("geometry {}", k.geometry));
-                let docs: Vec<(String, String)> = k.family.packed.iter().flat_map(|p| p.regions.iter().map(|r| (r.name.clone(), r.doc.clone()))).collect();
-                let layouts = k.plan.packed.iter().map(|l| layout_view(&k.launcher, l, &docs)).collect();
+                let layouts = k.plan.packed.iter().map(|l| layout_view(&k.launcher, l, &k.family)).collect();
                 out.push(LauncherView { type_name, doc: format!("{} kernels for {}", k.family.name, doc.join(", ")), methods: vec![method], layouts });
             }
         }

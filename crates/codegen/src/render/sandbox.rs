@@ -15,11 +15,17 @@
 //!   parsed template is instrumented: a checking filter after every filter and on every value
 //!   that can grow, a counting filter on every loop's container); a render writes at most
 //!   [`MAX_OUTPUT_BYTES`].
+//!
+//! tera's errors at render time say nothing of where in the template they happened, and what a
+//! template wrote has no line of the template. [`trace`] renders a failed (or suspect) kernel
+//! again with a marker before every node, each naming where its node starts in the template's
+//! text: the last marker reached is where a render failed, and the markers' positions in the
+//! output say where each piece of it came from ([`Trace::origin`]).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::LazyLock;
-use tera::ast::{Expr, ExprVal, FunctionCall, Node};
+use tera::ast::{Expr, ExprVal, FunctionCall, Node, WS};
 use tera::{Context, Tera, Value};
 
 /// The longest tag (`{{ ... }}`, `{% ... %}`), in bytes: tera parses and evaluates a tag's
@@ -70,6 +76,13 @@ impl Problem {
 thread_local! {
     /// The work of the render running on this thread (tera renders on the caller's thread).
     static WORK: Cell<u64> = const { Cell::new(0) };
+    /// The bytes the render running on this thread has written so far.
+    static WRITTEN: Cell<usize> = const { Cell::new(0) };
+    /// Where in the template the last marker reached stands ([`trace`]).
+    static REACHED: Cell<Option<usize>> = const { Cell::new(None) };
+    /// Each marker reached outside a `{% filter %}` body: the bytes written before it, where it
+    /// stands in the template, and whether its node is text (written as it stands there).
+    static PIECES: RefCell<Vec<Piece>> = const { RefCell::new(Vec::new()) };
 }
 
 fn charge(work: u64) -> tera::Result<()> {
@@ -243,6 +256,7 @@ pub fn render(tera: &Tera, key: &str, context: &Context) -> tera::Result<String>
                 return Err(std::io::Error::other("too much output"));
             }
             self.0.extend_from_slice(buf);
+            WRITTEN.with(|w| w.set(self.0.len()));
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -250,6 +264,7 @@ pub fn render(tera: &Tera, key: &str, context: &Context) -> tera::Result<String>
         }
     }
     WORK.with(|w| w.set(0));
+    WRITTEN.with(|w| w.set(0));
     let mut out = Bounded(Vec::new(), false);
     let result = tera.render_to(key, context, &mut out);
     if out.1 {
@@ -257,6 +272,306 @@ pub fn render(tera: &Tera, key: &str, context: &Context) -> tera::Result<String>
     }
     result?;
     String::from_utf8(out.0).map_err(|_| tera::Error::msg("the template wrote text that is not UTF-8"))
+}
+
+// ------------------------------------------------------------------ where in the template
+
+/// A piece of a traced render's output: the bytes written before it, where its node starts in
+/// the template, and whether that node is text (written as it stands in the template).
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    written: usize,
+    at: usize,
+    text: bool,
+}
+
+/// A render of a template again, with markers ([`trace`]).
+pub struct Trace {
+    /// What it rendered, or why it failed.
+    pub result: tera::Result<String>,
+    /// Where in the template's text the last node reached starts: where a failed render failed.
+    pub reached: Option<usize>,
+    pieces: Vec<Piece>,
+}
+
+impl Trace {
+    /// Where in the template's text the output's bytes `offset..offset + len` come from: those
+    /// bytes of the template for its text, else the tag (`{{ ... }}`) that wrote them.
+    pub fn origin(&self, text: &str, offset: usize, len: usize) -> Option<std::ops::Range<usize>> {
+        let i = self.pieces.iter().rposition(|p| p.written <= offset)?;
+        let piece = self.pieces[i];
+        if piece.text {
+            // (within the piece: the bytes after it come from elsewhere)
+            let written = self.pieces.get(i + 1).map_or(usize::MAX, |next| next.written);
+            let at = piece.at + (offset - piece.written);
+            return Some(at..at + len.min(written - offset));
+        }
+        Some(tag_at(text, piece.at))
+    }
+}
+
+/// The marker filter: records where its node stands ([`Trace`]).
+const MARK: &str = "__kernelgen_mark";
+
+fn mark_filter(_: &Value, args: &HashMap<String, Value>) -> tera::Result<Value> {
+    let arg = |name: &str| args.get(name).and_then(Value::as_u64).unwrap_or(0);
+    let at = usize::try_from(arg("at")).unwrap_or(usize::MAX);
+    REACHED.with(|r| r.set(Some(at)));
+    if arg("map") == 1 {
+        let piece = Piece { written: WRITTEN.with(Cell::get), at, text: arg("text") == 1 };
+        PIECES.with(|p| p.borrow_mut().push(piece));
+    }
+    Ok(Value::String(String::new()))
+}
+
+/// Renders `template` (as [`check`] gave it; `text` is its source) with `context` again, within
+/// the limits, a marker before each node. `None` if the parsed template and its text do not line
+/// up (then nothing can be said of where).
+pub fn trace(template: &tera::Template, text: &str, context: &Context) -> Option<Trace> {
+    let starts = node_starts(&template.ast, text)?;
+    let mut marked = template.clone();
+    instrument(&mut marked.ast);
+    insert_marks(&mut marked.ast, &mut starts.into_iter(), true)?;
+    let mut tera = engine();
+    tera.register_filter(MARK, mark_filter);
+    add(&mut tera, "trace", marked).ok()?;
+    REACHED.with(|r| r.set(None));
+    PIECES.with(|p| p.borrow_mut().clear());
+    let result = render(&tera, "trace", context);
+    Some(Trace { result, reached: REACHED.with(Cell::get), pieces: PIECES.with(|p| std::mem::take(&mut *p.borrow_mut())) })
+}
+
+/// Where each node of `nodes` starts in `text`, in pre-order (a node, then the nodes of its
+/// bodies), and whether it is text; `None` where the nodes and the text's tags do not line up.
+fn node_starts(nodes: &[Node], text: &str) -> Option<Vec<(usize, bool)>> {
+    let tags = scan(text).ok()?;
+    let mut c = Cursor { text, tags: &tags, next: 0, pos: 0, starts: Vec::new() };
+    c.nodes(nodes)?;
+    (c.next == tags.len()).then_some(c.starts)
+}
+
+/// Walks a template's text along its parsed nodes.
+struct Cursor<'t> {
+    text: &'t str,
+    tags: &'t [Tag],
+    /// The next tag.
+    next: usize,
+    /// Where the text not yet matched to a node starts.
+    pos: usize,
+    starts: Vec<(usize, bool)>,
+}
+
+impl Cursor<'_> {
+    fn nodes(&mut self, nodes: &[Node]) -> Option<()> {
+        for n in nodes {
+            match n {
+                Node::Text(t) => {
+                    let at = self.text(t)?;
+                    self.starts.push((at, true));
+                }
+                Node::Comment(..) => {
+                    let at = self.pos + self.text[self.pos..].find("{#")?;
+                    self.pos = at + 2 + self.text[at + 2..].find("#}")? + 2;
+                    self.starts.push((at, false));
+                }
+                Node::Raw(_, t, _) => {
+                    self.tag(Some("raw"))?;
+                    let at = self.text(t)?;
+                    let end = self.text[self.pos..].find("endraw")? + self.pos;
+                    self.pos = end + self.text[end..].find("%}")? + 2;
+                    self.starts.push((at, true));
+                }
+                Node::VariableBlock(..) => {
+                    let at = self.tag(None)?;
+                    self.starts.push((at, false));
+                }
+                Node::Set(_, set) => {
+                    let at = self.tag(Some(if set.global { "set_global" } else { "set" }))?;
+                    self.starts.push((at, false));
+                }
+                Node::Break(_) | Node::Continue(_) => {
+                    let at = self.tag(Some(if matches!(n, Node::Break(_)) { "break" } else { "continue" }))?;
+                    self.starts.push((at, false));
+                }
+                Node::If(i, _) => {
+                    let mut bodies: Vec<(&str, &[Node])> = i.conditions.iter().map(|(_, _, body)| ("elif", body.as_slice())).collect();
+                    bodies.extend(i.otherwise.iter().map(|(_, body)| ("else", body.as_slice())));
+                    self.block("if", &bodies, "endif")?;
+                }
+                Node::Forloop(_, f, _) => {
+                    let mut bodies = vec![("", f.body.as_slice())];
+                    bodies.extend(f.empty_body.iter().map(|body| ("else", body.as_slice())));
+                    self.block("for", &bodies, "endfor")?;
+                }
+                Node::FilterSection(_, f, _) => self.block("filter", &[("", &f.body)], "endfilter")?,
+                // (refused by `check`)
+                _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    /// A block: its opening tag, each body after its own tag (`elif`, `else`; the first after the
+    /// opening one), then its closing tag.
+    fn block(&mut self, open: &str, bodies: &[(&str, &[Node])], close: &str) -> Option<()> {
+        let at = self.tag(Some(open))?;
+        self.starts.push((at, false));
+        for (i, (tag, body)) in bodies.iter().enumerate() {
+            if i > 0 {
+                self.tag(Some(tag))?;
+            }
+            self.nodes(body)?;
+        }
+        self.tag(Some(close)).map(|_| ())
+    }
+
+    /// The next tag, which must be `{% keyword ... %}` (`{{ ... }}` for `None`): where it starts.
+    fn tag(&mut self, keyword: Option<&str>) -> Option<usize> {
+        let t = self.tags.get(self.next)?;
+        let found = match keyword {
+            None => self.text[t.start..].starts_with("{{"),
+            Some(k) => self.text[t.start..].starts_with("{%") && tag_keyword(&self.text[t.start..t.end]) == k,
+        };
+        found.then(|| {
+            self.next += 1;
+            self.pos = t.end;
+            t.start
+        })
+    }
+
+    /// Where text node `t` stands: after what was matched, before the next tag.
+    fn text(&mut self, t: &str) -> Option<usize> {
+        let limit = self.tags.get(self.next).map_or(self.text.len(), |tag| tag.start);
+        let at = self.pos + self.text.get(self.pos..limit)?.find(t)?;
+        self.pos = at + t.len();
+        Some(at)
+    }
+}
+
+/// The keyword of a `{% ... %}` tag's text (`if`, `endfor`, `set_global`).
+fn tag_keyword(tag: &str) -> &str {
+    let inner = tag.get(2..tag.len().saturating_sub(2)).unwrap_or("").trim_start_matches('-').trim_start();
+    inner.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("")
+}
+
+/// A marker for a node starting at `at` (text: written as it stands); `map`: recorded as a
+/// piece of the output (not inside a `{% filter %}`, whose body is rendered apart and filtered).
+fn marker(at: usize, text: bool, map: bool) -> Node {
+    let mut e = Expr::new(ExprVal::String(String::new()));
+    let at = i64::try_from(at).unwrap_or(i64::MAX);
+    e.filters = vec![call(MARK, vec![("at", at), ("text", i64::from(text)), ("map", i64::from(map))])];
+    Node::VariableBlock(WS::default(), e)
+}
+
+/// Puts a marker before every node (in the order [`node_starts`] gave their starts).
+fn insert_marks(nodes: &mut Vec<Node>, starts: &mut impl Iterator<Item = (usize, bool)>, map: bool) -> Option<()> {
+    for mut n in std::mem::take(nodes) {
+        let (at, text) = starts.next()?;
+        match &mut n {
+            Node::If(i, _) => {
+                for (_, _, body) in &mut i.conditions {
+                    insert_marks(body, starts, map)?;
+                }
+                if let Some((_, body)) = &mut i.otherwise {
+                    insert_marks(body, starts, map)?;
+                }
+            }
+            Node::Forloop(_, f, _) => {
+                insert_marks(&mut f.body, starts, map)?;
+                if let Some(body) = &mut f.empty_body {
+                    insert_marks(body, starts, map)?;
+                }
+            }
+            Node::FilterSection(_, f, _) => insert_marks(&mut f.body, starts, false)?,
+            _ => {}
+        }
+        if !matches!(n, Node::Comment(..)) {
+            nodes.push(marker(at, text, map));
+        }
+        nodes.push(n);
+    }
+    Some(())
+}
+
+/// Whether a tag of `text` reads the variable `name`.
+pub fn reads(text: &str, name: &str) -> bool {
+    scan(text).unwrap_or_default().iter().any(|t| variable_in(text, t, name).is_some())
+}
+
+/// A template that tests for the header section (compares `section` with `"header"`) in a family
+/// that renders none: the test never holds, so the header would be dropped without a word. The
+/// problem at the test; `family_file` names the family file.
+pub fn header_not_rendered(text: &str, family_file: &str) -> Option<Problem> {
+    let tags = scan(text).ok()?;
+    let tests_header = |t: &&Tag| variable_in(text, t, "section").is_some() && ["\"header\"", "'header'"].iter().any(|h| text[t.start..t.end].contains(h));
+    let tag = tags.iter().find(tests_header)?;
+    Some(Problem::new(
+        tag.start,
+        "the template has a header section, but the family file does not set `header = true`: it is rendered for the body only, so the header would be dropped",
+        format!("add `header = true` to {family_file} (a top-level key, beside `family`)"),
+    ))
+}
+
+/// The tag of `text` that starts at `at` (the first byte only, if none does).
+pub fn tag_at(text: &str, at: usize) -> std::ops::Range<usize> {
+    let tags = scan(text).unwrap_or_default();
+    tags.iter().find(|t| t.start == at).map_or(at..at + 1, |t| t.start..t.end)
+}
+
+/// The variable a render failed on, from tera's message ("Variable `x.y` not found in context").
+pub fn missing_variable(message: &str) -> Option<&str> {
+    let rest = message.split_once("Variable `")?.1;
+    rest.split_once("` not found in context").map(|(name, _)| name)
+}
+
+/// Where `name` is written as a variable (not inside a string, not after a `.`) in the first tag
+/// at or after `from` that has it, else in any tag; with its length.
+pub fn locate_variable(text: &str, from: usize, name: &str) -> Option<(usize, usize)> {
+    let tags = scan(text).ok()?;
+    let first = tags.iter().position(|t| t.end > from).unwrap_or(0);
+    tags[first..].iter().chain(&tags[..first]).find_map(|t| variable_in(text, t, name)).map(|at| (at, name.len()))
+}
+
+fn variable_in(text: &str, t: &Tag, name: &str) -> Option<usize> {
+    let tag = &text.as_bytes()[t.start..t.end];
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut quote = None;
+    for i in 0..tag.len() {
+        match (quote, tag[i]) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, c @ (b'"' | b'\'' | b'`')) => quote = Some(c),
+            (None, _) => {
+                let before = i.checked_sub(1).map(|j| tag[j]);
+                let after = tag.get(i + name.len()).copied();
+                if tag[i..].starts_with(name.as_bytes()) && !before.is_some_and(|b| word(b) || b == b'.') && !after.is_some_and(word) {
+                    return Some(t.start + i);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The names a template defines for itself (`{% set %}`, loop variables), for "did you mean".
+pub fn defined_names(nodes: &[Node], out: &mut Vec<String>) {
+    for n in nodes {
+        match n {
+            Node::Set(_, s) => out.push(s.key.clone()),
+            Node::Forloop(_, f, _) => {
+                out.push(f.value.clone());
+                out.extend(f.key.clone());
+                defined_names(&f.body, out);
+                f.empty_body.iter().for_each(|b| defined_names(b, out));
+            }
+            Node::If(i, _) => {
+                i.conditions.iter().for_each(|(_, _, b)| defined_names(b, out));
+                i.otherwise.iter().for_each(|(_, b)| defined_names(b, out));
+            }
+            Node::FilterSection(_, f, _) => defined_names(&f.body, out),
+            _ => {}
+        }
+    }
 }
 
 // ------------------------------------------------------------------ before parsing
@@ -297,11 +612,8 @@ fn scan(text: &str) -> Result<Vec<Tag>, Problem> {
                 "compute long expressions in the family file's [let], or in steps with {% set %}",
             ));
         }
-        let keyword = (close == "%}").then(|| {
-            let inner = text[at + 2..end - 2].trim_start_matches('-').trim_start();
-            inner.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("").to_string()
-        });
-        if let Some(k) = keyword.as_deref() {
+        let keyword = (close == "%}").then(|| tag_keyword(&text[at..end]));
+        if let Some(k) = keyword {
             if let Some((message, help)) = refused_tag(k) {
                 return Err(Problem::new(at, message, help));
             }
@@ -623,6 +935,60 @@ mod tests {
         let mut plain = Tera::default();
         plain.add_raw_template("t", text).unwrap();
         assert_eq!(rendered(text).unwrap(), plain.render("t", &Context::new()).unwrap());
+    }
+
+    fn traced(text: &str, context: &Context) -> Trace {
+        trace(&check(text).expect("the template checks"), text, context).expect("its nodes line up with its text")
+    }
+
+    #[test]
+    fn a_trace_says_where_a_render_failed() {
+        let text = "a\n{% if x %}\n  {% set z = 1 %}{{ y }}\n{% endif %}";
+        let mut ctx = Context::new();
+        ctx.insert("x", &true);
+        let t = traced(text, &ctx);
+        let message = format!("{:?}", t.result.as_ref().expect_err("y is not defined"));
+        assert_eq!(t.reached, text.find("{{ y"));
+        assert_eq!(missing_variable(&message), Some("y"), "{message}");
+        assert_eq!(locate_variable(text, t.reached.unwrap(), "y"), Some((text.find("y }}").unwrap(), 1)));
+        // not in a string, not after a dot
+        let text = "{{ \"y\" ~ a.y }}{{ y }}";
+        assert_eq!(locate_variable(text, 0, "y"), Some((text.rfind('y').unwrap(), 1)));
+    }
+
+    #[test]
+    fn a_trace_says_where_each_byte_of_the_output_comes_from() {
+        let text = "{# c #}ab {{ v }}\n  x = 0.5;{% for i in [1, 2] %} {{ i }}{%- endfor %}\n{% filter upper %}w {{ v }}{% endfilter %}\n{% raw %}r 1.5{% endraw %}";
+        let mut ctx = Context::new();
+        ctx.insert("v", "vv");
+        let t = traced(text, &ctx);
+        let out = t.result.as_ref().unwrap().clone();
+        assert_eq!(out, "ab vv\n  x = 0.5; 1 2\nW VV\nr 1.5");
+        let from = |needle: &str| {
+            let at = out.find(needle).unwrap();
+            t.origin(text, at, needle.len()).map(|r| &text[r])
+        };
+        assert_eq!(from("0.5"), Some("0.5"), "template text maps byte for byte");
+        assert_eq!(from("vv"), Some("{{ v }}"), "a value maps to its tag");
+        assert_eq!(from(" 2"), Some(" "), "a loop's text maps to the loop's text");
+        assert_eq!(from("W VV"), Some("{% filter upper %}"), "a filtered body maps to the filter");
+        assert_eq!(from("1.5"), Some("1.5"), "raw text maps byte for byte");
+    }
+
+    #[test]
+    fn the_bundled_templates_line_up_with_their_text() {
+        for f in crate::family::bundled().unwrap() {
+            assert!(node_starts(&f.parsed.ast, &f.template.1).is_some(), "{}", f.template.0);
+        }
+    }
+
+    #[test]
+    fn a_header_section_needs_a_family_that_renders_it() {
+        let header = "{%- if section == \"header\" %}h{% else %}b{% endif %}";
+        let p = header_not_rendered(header, "f.toml").expect("a header the family never renders");
+        assert_eq!((p.offset, p.help.as_deref()), (0, Some("add `header = true` to f.toml (a top-level key, beside `family`)")));
+        assert_eq!(header_not_rendered("b {{ kernel }} {{ 'header' }}", "f.toml"), None);
+        assert!(reads(header, "section") && !reads("{{ 'section' }} {{ a.section }}", "section"));
     }
 
     #[test]

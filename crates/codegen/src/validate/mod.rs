@@ -12,9 +12,14 @@
 //! hidden = 6144
 //! ```
 
+mod specs;
+
+pub use specs::validate_all;
+
 use crate::diag::{Diagnostics, Reporter};
 use crate::family::{Axis, AxisKind, Families, FamilyDef, Field, FieldKind};
 use crate::model::{AxisValue, FieldValue, Geometry};
+use crate::schema::{join, suggest, Table};
 use crate::spec::{Entry, Node, Span, SpecSource, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,50 +57,47 @@ const TOP_KEYS: &[&str] = &["family", "description", "axes", "exclude", "geometr
 /// known, with the invalid parts left out, so the later stages can report
 /// their problems in the same run.
 pub fn validate(source: Arc<SpecSource>, root: &Node, families: &Families) -> (Option<SpecModel>, Diagnostics) {
-    let mut r = Reporter::new(source.clone());
-    let whole = 0..source.text.len().min(1);
-    let entries = root.as_table().unwrap_or(&[]);
-    unknown_keys(&mut r, entries, TOP_KEYS, "");
+    let r = Reporter::new(source.clone());
+    let model = read_spec(&r, source, root, families);
+    (model, r.into_diagnostics())
+}
 
-    let family = match root.get("family") {
+fn read_spec(r: &Reporter, source: Arc<SpecSource>, root: &Node, families: &Families) -> Option<SpecModel> {
+    let whole = 0..source.text.len().min(1);
+    let top = Table::new(r, root, "", TOP_KEYS);
+    let family = match top.get("family") {
         None => {
             r.error(whole.clone(), "family", "the spec names no kernel family", Some(format!("add `family = \"...\"` with one of: {}", family_names(families))));
             None
         }
-        Some(e) => match e.node.as_str() {
+        Some(node) => match node.as_str() {
             None => {
-                r.error(e.node.span.clone(), "family", format!("expected a string, found {}", e.node.value.kind()), Some(format!("one of: {}", family_names(families))));
+                top.error("family", format!("expected a string, found {}", node.value.kind()), Some(format!("one of: {}", family_names(families))));
                 None
             }
             Some(name) => match families.find(name) {
-                Some(f) => Some((f.clone(), e.node.span.clone())),
+                Some(f) => Some((f.clone(), node.span.clone())),
                 None => {
-                    r.error(
-                        e.node.span.clone(),
-                        "family",
-                        format!("unknown family \"{name}\""),
-                        Some(format!("use one of: {}{}{}", family_names(families), suggest(name, families.names()), searched(families))),
-                    );
+                    let help = format!("use one of: {}{}{}", family_names(families), suggest(name, families.names()), searched(families));
+                    top.error("family", format!("unknown family \"{name}\""), Some(help));
                     None
                 }
             },
         },
     };
-    if let Some(e) = root.get("description") {
-        if e.node.as_str().is_none() {
-            r.error(e.node.span.clone(), "description", format!("expected a string, found {}", e.node.value.kind()), None);
-        }
-    }
+    top.str("description");
     let Some((family, family_span)) = family else {
-        return (None, r.diagnostics);
+        top.finish();
+        return None;
     };
 
-    let axes = read_axes(&mut r, &family, root.get("axes"));
-    let excludes = read_excludes(&mut r, &family, &axes, root.get("exclude"));
-    let geometries = read_geometries(&mut r, &family, root.get("geometry"), whole);
+    let axes = read_axes(r, &family, top.entry("axes"));
+    let excludes = read_excludes(r, &family, &axes, top.entry("exclude"));
+    let geometries = read_geometries(r, &family, top.entry("geometry"), whole);
 
-    let exclude_span = root.get("exclude").map(|e| e.key_span.clone());
-    (Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries }), r.diagnostics)
+    let exclude_span = top.entry("exclude").map(|e| e.key_span.clone());
+    top.finish();
+    Some(SpecModel { source, family, family_span, axes, excludes, exclude_span, geometries })
 }
 
 /// `; family files were looked for in ...`, or nothing when no folder was searched.
@@ -117,60 +119,10 @@ fn family_names(families: &Families) -> String {
     families.names().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(", ")
 }
 
-fn join(prefix: &str, key: &str) -> String {
-    if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") }
-}
-
-/// Reports every key of `entries` not in `allowed`.
-fn unknown_keys(r: &mut Reporter, entries: &[Entry], allowed: &[&str], prefix: &str) {
-    for e in entries {
-        if !allowed.contains(&e.key.as_str()) {
-            r.error(
-                e.key_span.clone(),
-                join(prefix, &e.key),
-                format!("unknown key `{}`", e.key),
-                Some(format!(
-                    "expected one of: {}{}",
-                    allowed.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
-                    suggest(&e.key, allowed.iter().copied())
-                )),
-            );
-        }
-    }
-}
-
-/// ", did you mean `x`?" when a close name exists.
-pub(crate) fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
-    candidates
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
-        .min()
-        .map(|(_, c)| format!("; did you mean `{c}`?"))
-        .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option<AxisValue> {
-    let value = match &node.value {
-        Value::Str(s) => AxisValue::Str(s.clone()),
-        Value::Int(i) => AxisValue::Int(*i),
-        Value::Bool(b) => AxisValue::Bool(*b),
-        other => {
-            r.error(node.span.clone(), field, format!("expected an axis value, found {}", other.kind()), Some(format!("one of: {}", axis.allowed())));
-            return None;
-        }
+fn axis_value(r: &Reporter, axis: &Axis, node: &Node, field: &str) -> Option<AxisValue> {
+    let Some(value) = AxisValue::from_value(&node.value) else {
+        r.error(node.span.clone(), field, format!("expected an axis value, found {}", node.value.kind()), Some(format!("one of: {}", axis.allowed())));
+        return None;
     };
     if axis.allows(&value) {
         return Some(value);
@@ -188,33 +140,23 @@ fn axis_value(r: &mut Reporter, axis: &Axis, node: &Node, field: &str) -> Option
     None
 }
 
-fn read_axes(r: &mut Reporter, family: &FamilyDef, node: Option<&Entry>) -> Vec<AxisChoice> {
-    let listed: &[Entry] = match node {
-        None => &[],
-        Some(e) => match e.node.as_table() {
-            Some(t) => t,
-            None => {
-                r.error(e.node.span.clone(), "axes", format!("expected a table of axis lists, found {}", e.node.value.kind()), None);
-                &[]
-            }
-        },
-    };
+fn read_axes(r: &Reporter, family: &FamilyDef, node: Option<&Entry>) -> Vec<AxisChoice> {
     let names: Vec<&str> = family.axes.iter().map(|a| a.name.as_str()).collect();
-    unknown_keys(r, listed, &names, "axes");
+    let listed = node.map(|e| Table::expecting(r, &e.node, "axes", &names, "a table of axis lists"));
     let mut choices = Vec::new();
     for axis in &family.axes {
-        let field = format!("axes.{}", axis.name);
-        let Some(e) = listed.iter().find(|e| e.key == axis.name) else {
+        let Some(node) = listed.as_ref().and_then(|t| t.get(&axis.name)) else {
             let span = node.map_or(0..0, |e| e.key_span.clone());
             choices.push(AxisChoice { axis: axis.clone(), values: axis.default.iter().map(|v| (v.clone(), span.clone())).collect() });
             continue;
         };
-        let Some(items) = e.node.as_array() else {
-            r.error(e.node.span.clone(), field, format!("expected a list of values, found {}", e.node.value.kind()), Some(format!("write a list, e.g. [{}]", axis.allowed())));
+        let field = format!("axes.{}", axis.name);
+        let Some(items) = node.as_array() else {
+            r.error(node.span.clone(), field, format!("expected a list of values, found {}", node.value.kind()), Some(format!("write a list, e.g. [{}]", axis.allowed())));
             continue;
         };
         if items.is_empty() {
-            r.error(e.node.span.clone(), field.clone(), "the list is empty, so no kernel would be generated", Some(format!("list at least one of: {}", axis.allowed())));
+            r.error(node.span.clone(), field.clone(), "the list is empty, so no kernel would be generated", Some(format!("list at least one of: {}", axis.allowed())));
         }
         let mut values: Vec<(AxisValue, Span)> = Vec::new();
         for item in items {
@@ -228,10 +170,13 @@ fn read_axes(r: &mut Reporter, family: &FamilyDef, node: Option<&Entry>) -> Vec<
         }
         choices.push(AxisChoice { axis: axis.clone(), values });
     }
+    if let Some(listed) = listed {
+        listed.finish();
+    }
     choices
 }
 
-fn read_excludes(r: &mut Reporter, family: &FamilyDef, axes: &[AxisChoice], node: Option<&Entry>) -> Vec<Vec<(String, AxisValue)>> {
+fn read_excludes(r: &Reporter, family: &FamilyDef, axes: &[AxisChoice], node: Option<&Entry>) -> Vec<Vec<(String, AxisValue)>> {
     let Some(e) = node else { return Vec::new() };
     let Some(items) = e.node.as_array() else {
         r.error(e.node.span.clone(), "exclude", format!("expected a list of tables, found {}", e.node.value.kind()), Some("write exclude = [{ quant = \"q8\", dtype = \"f32\" }]".into()));
@@ -247,11 +192,11 @@ fn read_excludes(r: &mut Reporter, family: &FamilyDef, axes: &[AxisChoice], node
         if entries.is_empty() {
             r.error(item.span.clone(), "exclude", "an empty exclusion would exclude every kernel", Some("name at least one axis value".into()));
         }
-        unknown_keys(r, entries, &names, "exclude");
+        let exclusion = Table::new(r, item, "exclude", &names);
         let mut pattern = Vec::new();
         for entry in entries {
             let Some(choice) = axes.iter().find(|c| c.axis.name == entry.key) else { continue };
-            let field = format!("exclude.{}", entry.key);
+            let field = exclusion.field(&entry.key);
             if let Some(v) = axis_value(r, &choice.axis, &entry.node, &field) {
                 if !choice.values.iter().any(|(x, _)| *x == v) {
                     r.error(entry.node.span.clone(), field, format!("{v} is not among the values listed for axis `{}`, so this exclusion matches nothing", entry.key), Some("exclude a listed value or remove the exclusion".into()));
@@ -259,27 +204,25 @@ fn read_excludes(r: &mut Reporter, family: &FamilyDef, axes: &[AxisChoice], node
                 pattern.push((choice.axis.name.clone(), v));
             }
         }
+        exclusion.finish();
         out.push(pattern);
     }
     out
 }
 
-fn read_geometries(r: &mut Reporter, family: &FamilyDef, node: Option<&Entry>, whole: Span) -> Vec<Geometry> {
+fn read_geometries(r: &Reporter, family: &FamilyDef, node: Option<&Entry>, whole: Span) -> Vec<Geometry> {
     let Some(e) = node else {
         r.error(whole, "geometry", "the spec has no geometry", Some("add at least one [geometry.<name>] table with the model's sizes".into()));
         return Vec::new();
     };
-    let Some(entries) = e.node.as_table() else {
-        r.error(e.node.span.clone(), "geometry", format!("expected a table of named geometries, found {}", e.node.value.kind()), None);
-        return Vec::new();
-    };
-    if entries.is_empty() {
+    let geometries = Table::open_expecting(r, &e.node, "geometry", "a table of named geometries");
+    if e.node.as_table().is_some_and(<[Entry]>::is_empty) {
         r.error(e.node.span.clone(), "geometry", "no geometry is defined", Some("add a [geometry.<name>] table".into()));
     }
     let mut out = Vec::new();
-    for g in entries {
-        let field = format!("geometry.{}", g.key);
-        if !is_identifier(&g.key) {
+    for g in geometries.entries() {
+        let field = geometries.field(&g.key);
+        if !crate::names::is_identifier(&g.key) {
             r.error(g.key_span.clone(), field.clone(), format!("geometry name `{}` cannot start a kernel name", g.key.escape_debug()), Some("use lowercase letters, digits and `_`, starting with a letter (e.g. `glm52`)".into()));
         } else if g.key.len() > crate::names::MAX_NAME_LEN {
             r.error(
@@ -290,59 +233,46 @@ fn read_geometries(r: &mut Reporter, family: &FamilyDef, node: Option<&Entry>, w
             );
             continue;
         }
-        let Some(body) = g.node.as_table() else {
+        let names: Vec<&str> = family.fields.iter().map(|f| f.name.as_str()).collect();
+        if g.node.as_table().is_none() {
             r.error(g.node.span.clone(), field, format!("expected a table of sizes, found {}", g.node.value.kind()), None);
             continue;
-        };
+        }
         let mut fields = BTreeMap::new();
-        let before = r.diagnostics.count();
-        read_fields(r, family, body, &family.fields, &field, "", g.key_span.clone(), &mut fields);
+        let before = r.count();
+        read_fields(family, Table::new(r, &g.node, field, &names), &family.fields, "", g.key_span.clone(), &mut fields);
         // A geometry with a bad field is not planned: its constraints would
         // be checked against values that are not there.
-        if r.diagnostics.count() == before {
+        if r.count() == before {
             out.push(Geometry { name: g.key.clone(), span: g.key_span.clone(), fields });
         }
     }
     out
 }
 
-/// Lowercase ASCII letters, digits and `_`, starting with a letter.
-pub fn is_identifier(s: &str) -> bool {
-    crate::names::is_identifier(s)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn read_fields(
-    r: &mut Reporter,
-    family: &FamilyDef,
-    entries: &[Entry],
-    schema: &[Field],
-    field_prefix: &str,
-    path_prefix: &str,
-    table_span: Span,
-    out: &mut BTreeMap<String, (FieldValue, Span)>,
-) {
-    let names: Vec<&str> = schema.iter().map(|f| f.name.as_str()).collect();
-    unknown_keys(r, entries, &names, field_prefix);
+/// The geometry fields of `schema` in `table` into `out`, keyed by their path (`slot.q4.bytes`
+/// for a per-axis table's sub-field); `table_span` is where a missing field is reported.
+fn read_fields(family: &FamilyDef, table: Table<'_>, schema: &[Field], path_prefix: &str, table_span: Span, out: &mut BTreeMap<String, (FieldValue, Span)>) {
+    let r = table.reporter();
     for f in schema {
-        let field = join(field_prefix, &f.name);
+        let field = table.field(&f.name);
         let path = join(path_prefix, &f.name);
-        let Some(e) = entries.iter().find(|e| e.key == f.name) else {
+        let Some(node) = table.get(&f.name) else {
             if f.required {
                 r.error(table_span.clone(), field, format!("missing required field `{}` ({})", f.name, f.doc), Some(format!("add `{} = ...`", f.name)));
             }
             continue;
         };
-        let span = e.node.span.clone();
+        let span = node.span.clone();
         match &f.kind {
-            &FieldKind::Int { min, max } => match e.node.value {
+            &FieldKind::Int { min, max } => match node.value {
                 Value::Int(i) if (min..=max).contains(&i) => {
                     out.insert(path, (FieldValue::Int(i), span));
                 }
                 Value::Int(i) => r.error(span, field, format!("{i} is out of range for {} ({})", f.name, f.doc), Some(format!("use an integer from {min} to {max}"))),
                 ref other => r.error(span, field, format!("expected an integer, found {}", other.kind()), Some(format!("{} is {}", f.name, f.doc))),
             },
-            FieldKind::Float => match e.node.value {
+            FieldKind::Float => match node.value {
                 Value::Float(x) if x.is_finite() => {
                     out.insert(path, (FieldValue::Float(x), span));
                 }
@@ -352,23 +282,19 @@ fn read_fields(
                 ref other => r.error(span, field, format!("expected a finite number, found {}", other.kind()), Some(format!("{} is {}", f.name, f.doc))),
             },
             FieldKind::PerAxisValue { axis, fields } => {
-                let Some(sub) = e.node.as_table() else {
-                    r.error(span, field, format!("expected a table keyed by `{axis}` values, found {}", e.node.value.kind()), None);
-                    continue;
-                };
                 let Some(axis_def) = family.axis(axis) else { continue };
-                for s in sub {
-                    let sub_field = join(&field, &s.key);
+                let sub = Table::open_expecting(r, node, field, &format!("a table keyed by `{axis}` values"));
+                let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+                for s in sub.entries() {
+                    let sub_field = sub.field(&s.key);
                     if !axis_def.allows(&AxisValue::Str(s.key.clone())) {
                         r.error(s.key_span.clone(), sub_field, format!("`{}` is not a value of axis `{axis}`", s.key), Some(format!("key the table by one of: {}", axis_def.allowed())));
                         continue;
                     }
-                    match s.node.as_table() {
-                        Some(t) => read_fields(r, family, t, fields, &sub_field, &join(&path, &s.key), s.key_span.clone(), out),
-                        None => r.error(s.node.span.clone(), sub_field, format!("expected a table, found {}", s.node.value.kind()), None),
-                    }
+                    read_fields(family, Table::new(r, &s.node, sub_field, &names), fields, &join(&path, &s.key), s.key_span.clone(), out);
                 }
             }
         }
     }
+    table.finish();
 }

@@ -459,7 +459,8 @@ template <class T, int N, int... I> struct swizzle_ref {
 #define KG_SWOP(op)                                                                    \
   KG_INLINE swizzle_ref& operator op##=(const V& o) { return *this = V(*this) op o; }  \
   KG_INLINE swizzle_ref& operator op##=(T o) { return *this = V(*this) op o; }
-  KG_SWOP(+) KG_SWOP(-) KG_SWOP(*) KG_SWOP(/)
+  KG_SWOP(+) KG_SWOP(-) KG_SWOP(*) KG_SWOP(/) KG_SWOP(%) KG_SWOP(&) KG_SWOP(|)
+  KG_SWOP(^) KG_SWOP(<<) KG_SWOP(>>)
 #undef KG_SWOP
 };
 

@@ -1,16 +1,34 @@
-//! The affine one-row matmul: random packed weights (every bit pattern is a
+//! The affine one-row matmul (`rust:affine`): random packed weights (every bit pattern is a
 //! valid 3- or 4-bit stream), random scales and biases, random x.
 
-use super::{host, param, random, Case, Expected};
-use kernelgen_emu::host::HostArray;
+use super::{host, input, per_dtype, random, RustReference};
+use crate::case::Case;
+use crate::compare::Expected;
+use crate::error::Error;
+use crate::reference::{Declaration, Kernel};
+use kernelgen_emu::HostArray;
 use kernelgen_reference::affine::{affine_row_replay_view, affine_rows_f64_view, Bits, QuantizedView};
-use std::borrow::Cow;
 use kernelgen_reference::{Element, SplitMix64};
-use kernelgen_codegen::render::RenderedKernel;
+use std::borrow::Cow;
 
-pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
-    let (k, n) = (param(r, "K")?, param(r, "N")?);
-    let bits = if param(r, "bits")? == 3 { Bits::Three } else { Bits::Four };
+pub(super) const REFERENCE: RustReference = RustReference {
+    name: "affine",
+    declared: Declaration { params: &["dtype", "K", "N", "bits"], inputs: &["x", "w", "scales", "biases"], outputs: &["y"] },
+    case: per_dtype!(case),
+    expected: per_dtype!(expected),
+};
+
+fn geometry(k: &Kernel<'_>) -> Result<(usize, usize, Bits), Error> {
+    let bits = match k.int("bits")? {
+        3 => Bits::Three,
+        4 => Bits::Four,
+        other => return Err(Error::Unmodelled { reference: REFERENCE.name, what: format!("for {other}-bit weights") }),
+    };
+    Ok((k.int("K")?, k.int("N")?, bits))
+}
+
+fn case<T: Element>(kernel: &Kernel<'_>, seed: u64) -> Result<Case, Error> {
+    let (k, n, bits) = geometry(kernel)?;
     // One seed per input, drawn from `seed`: no two inputs share a stream.
     let mut seeds = SplitMix64::new(seed);
     let (w_seed, scales_seed, biases_seed) = (seeds.next_u64(), seeds.next_u64(), seeds.next_u64());
@@ -28,19 +46,22 @@ pub fn case<T: Element>(r: &RenderedKernel, seed: u64) -> Result<Case, String> {
     let scales: Vec<T> = par_draw(n * groups, scales_seed, |rng| T::from_f32(((0.5 + rng.unit()) * 2.0 / levels) as f32 * if rng.unit() < 0.1 { -1.0 } else { 1.0 }));
     let biases: Vec<T> = par_draw(n * groups, biases_seed, |rng| T::from_f32((rng.unit() * 2.0 - 1.0) as f32));
     let x: Vec<T> = random(&mut rng, k);
+    Ok(Case::new()
+        .array("x", host(vec![1, k as u64], &x))
+        .array("w", w)
+        .array("scales", host(vec![n as u64, groups as u64], &scales))
+        .array("biases", host(vec![n as u64, groups as u64], &biases)))
+}
+
+fn expected<T: Element>(kernel: &Kernel<'_>, case: &Case, seed: u64) -> Result<Vec<(String, Expected)>, Error> {
+    let (k, n, bits) = geometry(kernel)?;
+    let (x, scales, biases): (Vec<T>, Vec<T>, Vec<T>) = (input(case, "x")?, input(case, "scales")?, input(case, "biases")?);
     let rows = f64_rows(n, seed);
-    let (replay, exact) = {
-        let words = as_words(&w.data);
-        let q = QuantizedView { n, k, bits, w: &words, scales: &scales, biases: &biases };
-        (affine_row_replay_view(&x, &q), affine_rows_f64_view(&x, &q, &rows))
-    };
+    let words = as_words(&case.get("w")?.data);
+    let q = QuantizedView { n, k, bits, w: &words, scales: &scales, biases: &biases };
+    let (replay, exact) = (affine_row_replay_view(&x, &q), affine_rows_f64_view(&x, &q, &rows));
     let exact_at = (rows.len() < n).then_some(rows);
-    Ok(Case {
-        sizes: "-".into(),
-        inputs: vec![host(vec![1, k as u64], &x), w, host(vec![n as u64, groups as u64], &scales), host(vec![n as u64, groups as u64], &biases)],
-        host: Vec::new(),
-        expected: vec![Expected { name: "y", replay: host(vec![1, n as u64], &replay), exact, exact_at }],
-    })
+    Ok(vec![("y".to_string(), Expected::Model { replay: host(vec![1, n as u64], &replay), exact, exact_at })])
 }
 
 /// Little-endian bytes as u32 words: in place when they are aligned (guarded arrays are),

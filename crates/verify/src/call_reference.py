@@ -1,7 +1,8 @@
 # kernelgen verify: calls a family's numpy reference (its [verify] reference,
 # "file.py:function") on one kernel's inputs and saves what it returns.
 # Run as: python3 call_reference.py CALL_DIR, where CALL_DIR/call.json says
-# what to call with what, and each input is an .npy file in CALL_DIR.
+# what to call with what, and each input is a file of its raw little-endian
+# bytes in CALL_DIR.
 import importlib.util
 import json
 import os
@@ -29,8 +30,9 @@ def main():
     if not callable(function):
         fail(f"{call['module']} has no function `{call['function']}`")
     kwargs = {}
-    for name, file, is_bf16 in call["arrays"]:
-        array = np.load(os.path.join(call_dir, file))
+    for name, file, dtype, shape, is_bf16 in call["arrays"]:
+        raw = np.fromfile(os.path.join(call_dir, file), dtype=np.dtype(dtype).newbyteorder("<"))
+        array = raw.astype(raw.dtype.newbyteorder("=")).reshape(shape)
         if is_bf16:
             # numpy has no bfloat16: the values as float32, exactly.
             array = (array.astype(np.uint32) << 16).view(np.float32)
