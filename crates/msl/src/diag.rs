@@ -170,6 +170,54 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
         .collect()
 }
 
+/// Errors of clang's OpenCL rules where Metal's differ, on code Apple's compiler builds (each a
+/// reduction of a real kernel in tests/valid):
+/// - a scalar with a vector converts to the vector's element type, whatever their ranks
+///   (`half4 * float`, `0.5 * v` with `v` a `float2` in a template: MSL 2.2.2);
+/// - a C-style cast between vectors of as many elements converts each element (`(float4)h`),
+///   where OpenCL reinterprets the bits and so wants the sizes equal;
+/// - half does not convert to bfloat implicitly (MSL 2.22), so of two candidates, one taking or
+///   returning bfloat, the other wins (`f(half)` with `f(float)` and `f(bfloat)`; `half(x)` with
+///   `operator float` and `operator bfloat`), where clang, for which bfloat is `_Float16`, sees
+///   two floating conversions;
+/// - the out-of-line definition of a `static constexpr` member (`constant constexpr const
+///   float S::m[8];`) takes its initializer from the class, as in C++.
+fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
+    let m = d.message.as_str();
+    if m.starts_with("scalar operand type has greater rank than the type of the vector element") {
+        return true;
+    }
+    if m.starts_with("C-style cast from vector") && m.ends_with("of different size") {
+        let lanes: Vec<&str> = m.split("(vector of ").skip(1).filter_map(|r| r.split(' ').next()).collect();
+        return lanes.len() == 2 && lanes[0] == lanes[1];
+    }
+    if m.starts_with("call to '") && m.ends_with("' is ambiguous") || m.starts_with("ambiguous conversion for") {
+        let candidates: Vec<&Diag> = d.notes.iter().filter(|n| n.message.starts_with("candidate")).collect();
+        let bfloat = candidates
+            .iter()
+            .filter(|n| line_text(ws, &n.file, n.line).is_some_and(|t| t.contains("bfloat")))
+            .count();
+        return candidates.len() == 2 && bfloat == 1;
+    }
+    if m == "variable in constant address space must be initialized" {
+        return line_text(ws, &d.file, d.line).is_some_and(|t| {
+            let col = ws.original(&d.file, d.line, d.col).map_or(d.col, |o| o.2) as usize;
+            t.get(..col.saturating_sub(1)).is_some_and(|before| before.trim_end().ends_with("::") && t.contains("constexpr"))
+        });
+    }
+    false
+}
+
+/// The text of a line of a file clang named: one of the workspace's, or the prelude's.
+fn line_text(ws: &Workspace, file: &str, line: u32) -> Option<String> {
+    let nth = |text: &str| text.lines().nth(line.checked_sub(1)? as usize).map(str::to_string);
+    match ws.file(file) {
+        Some(f) => nth(&f.original),
+        None if file.contains("/prelude-") => std::fs::read_to_string(file).ok().and_then(|t| nth(&t)),
+        None => None,
+    }
+}
+
 /// Errors as problems in the user's files. An error inside the prelude is reported where the
 /// user's code led to it (the first note in a user file).
 pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
@@ -180,7 +228,7 @@ pub fn problems(diags: &[Diag], ws: &Workspace) -> Vec<Problem> {
     // a prelude error without notes belongs where the one before it did.
     let mut last_prelude: Option<(String, u32, u32)> = None;
     for (d, art) in diags.iter().zip(artifact) {
-        if d.severity != "error" || benign(&d.message) || art {
+        if d.severity != "error" || benign(&d.message) || art || metal_accepts(d, ws) {
             continue;
         }
         // OpenCL wants every element of a braced vector initialiser; Metal (C++) value-
