@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use crate::json::Value;
+use crate::json::{Reader, Value};
 
 #[derive(Clone, Debug, Default)]
 pub struct Loc {
@@ -183,9 +183,11 @@ fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>
 }
 
 /// Parse and walk a dump. Recursive, once per level of the AST: the caller runs it on a stack
-/// that holds json::MAX_DEPTH levels (`crate::deep_stack`).
+/// that holds json::MAX_DEPTH levels (`crate::deep_stack`). The translation unit, namespaces and
+/// templates are read child by child ([`STREAMED`]): what is in memory at once is one
+/// declaration's tree (one function, one class, one instantiation), not the unit's, whose
+/// instantiations can print gigabytes (MLX's reduce.metal).
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
-    let v = crate::json::parse(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
     let mut w = Walker {
         last_file: Rc::from(""),
         last_line: 0,
@@ -194,12 +196,40 @@ pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> 
         facts: Vec::new(),
         decls: Vec::new(),
         canon: Default::default(),
-        implicit: Default::default(),
+        implicit: implicit_member_ids(json),
         instantiating: 0,
     };
-    implicit_members(&v, &mut w.implicit);
-    w.node(&v, None, false);
+    let mut r = Reader::new(json);
+    w.stream(&mut r, None, None).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
+    if !r.finished() {
+        return Err("clang's AST dump did not parse: trailing characters".into());
+    }
     Ok(Ast { functions: w.functions, facts: w.facts, decls: w.decls, canon: w.canon })
+}
+
+/// Declarations whose children are read one at a time: they hold a unit's declarations, and a
+/// template its instantiations.
+const STREAMED: [&str; 6] =
+    ["TranslationUnitDecl", "NamespaceDecl", "LinkageSpecDecl", "FunctionTemplateDecl", "ClassTemplateDecl", "VarTemplateDecl"];
+
+/// The ids of the members clang declared implicitly (copy and move constructors and
+/// assignments), found in the text before the walk: a use may come before its class in the
+/// dump (an instantiation prints under its template).
+fn implicit_member_ids(json: &str) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    for kind in ["CXXMethodDecl", "CXXConstructorDecl"] {
+        for pattern in [format!("\"kind\":\"{kind}\""), format!("\"kind\": \"{kind}\"")] {
+            for (at, _) in json.match_indices(&pattern) {
+                // the object opens just before its id, which clang prints first
+                let Some(open) = json[at.saturating_sub(200)..at].rfind('{').map(|o| o + at.saturating_sub(200)) else { continue };
+                if let Ok((fields, _)) = Reader::at(json, open).head() {
+                    let v = Value::Object(fields);
+                    implicit_members(&v, &mut out);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn s<'v>(v: &'v Value, k: &str) -> &'v str {
@@ -223,6 +253,61 @@ fn desugared(v: &Value) -> String {
 }
 
 impl Walker<'_> {
+    /// Walk the node at the reader: streamed ([`STREAMED`]) or parsed whole. `parent`: the
+    /// template it is a child of, and whether that template's pattern was seen.
+    fn stream(&mut self, r: &mut Reader, func: Option<&str>, parent: Option<(&str, &mut bool)>) -> Result<(), String> {
+        if !r.at_object() {
+            return r.value().map(|_| ());
+        }
+        let (fields, has_inner) = r.head()?;
+        let kind = fields.iter().find(|(k, _)| *k == "kind").and_then(|(_, v)| v.as_str()).unwrap_or("").to_string();
+        // A function template's first function is its pattern, the others are the
+        // instantiations clang made; a class template's specializations listed inside it are
+        // its implicit instantiations (explicit ones are declared where written).
+        let made = match parent {
+            Some(("FunctionTemplateDecl", seen)) => {
+                let function = FUNCTION_KINDS.contains(&kind.as_str());
+                let made = function && *seen;
+                *seen |= function;
+                made
+            }
+            Some(_) => matches!(kind.as_str(), "ClassTemplateSpecializationDecl" | "VarTemplateSpecializationDecl"),
+            None => false,
+        };
+        self.instantiating += made as u32;
+        let walked = if has_inner && STREAMED.contains(&kind.as_str()) {
+            let head = Value::Object(fields);
+            self.enter(&head);
+            let template = kind.ends_with("TemplateDecl");
+            let mut pattern_seen = false;
+            let mut first = true;
+            let mut walked = Ok(());
+            while walked.is_ok() && r.next_child(first)? {
+                first = false;
+                walked = self.stream(r, func, template.then_some((kind.as_str(), &mut pattern_seen)));
+            }
+            walked
+        } else {
+            let v = if has_inner { r.rest(fields)? } else { Value::Object(fields) };
+            self.node(&v, func, false);
+            Ok(())
+        };
+        self.instantiating -= made as u32;
+        walked
+    }
+
+    /// A streamed declaration's own locations (read in print order, as `node` reads them) and
+    /// redeclaration link.
+    fn enter(&mut self, n: &Value) {
+        self.loc(n.get("loc"));
+        let range = n.get("range");
+        self.loc(range.and_then(|r| r.get("begin")));
+        self.loc(range.and_then(|r| r.get("end")));
+        if let Some(prev) = n.get("previousDecl").and_then(Value::as_str) {
+            self.canon.insert(s(n, "id").to_string(), prev.to_string());
+        }
+    }
+
     /// Read one bare location, updating the carried file and line.
     fn bare(&mut self, l: &Value) -> Loc {
         if let Some(f) = l.get("file").and_then(Value::as_str)
@@ -335,7 +420,7 @@ impl Walker<'_> {
                     let k = s(c, "kind");
                     let made = match kind {
                         "FunctionTemplateDecl" => {
-                            let function = matches!(k, "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl");
+                            let function = FUNCTION_KINDS.contains(&k);
                             let made = function && pattern_seen;
                             pattern_seen |= function;
                             made
@@ -504,6 +589,9 @@ impl Walker<'_> {
         }
     }
 }
+
+/// The kinds of function declarations.
+const FUNCTION_KINDS: [&str; 5] = ["FunctionDecl", "CXXMethodDecl", "CXXConstructorDecl", "CXXDestructorDecl", "CXXConversionDecl"];
 
 /// Element types Metal has no atomics of (it has int, uint, bool, float and 64-bit ulong: MSL
 /// 2.6), as clang spells them desugared or as typedefs; a vector is not one either.
