@@ -176,10 +176,28 @@ fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>
         "CXXOperatorCallExpr" | "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| implicit.contains(&id)),
         "CXXConstructExpr" => {
             let ty = n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("");
-            ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && !ty.contains(',')
+            ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && one_parameter(ty)
         }
         _ => false,
     }
+}
+
+/// Whether a function type's parameter list (`void (const S<float, 4> &) noexcept`) has one
+/// parameter: no comma outside template arguments and parentheses.
+fn one_parameter(function_type: &str) -> bool {
+    let Some(open) = function_type.find('(') else { return false };
+    let mut depth = 0i32;
+    for c in function_type[open + 1..].chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' => depth -= 1,
+            ')' if depth == 0 => return true,
+            ')' => depth -= 1,
+            ',' if depth == 0 => return false,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Parse and walk a dump. Recursive, once per level of the AST: the caller runs it on a stack
