@@ -101,6 +101,10 @@ pub enum Fact {
     MemoryOrder(Loc, String, String),
     /// `atomic<T>` of an element type Metal has no atomics of: (location, the element type).
     AtomicType(Loc, String),
+    /// A variable, parameter or C-style cast of a pointer type, outside templates (whose `T*`
+    /// may carry its space in `T`): where its type is written (from `begin` to the name at
+    /// `name`, or the cast's parentheses), and the function it is in.
+    PointerType { begin: Loc, name: Option<Loc>, func: Option<String> },
 }
 
 /// A declaration of a function, or of an `extern` variable, in the user's files.
@@ -153,6 +157,8 @@ struct Walker<'a> {
     implicit: std::collections::HashSet<String>,
     /// Inside a template instantiation clang made (not the source's own declarations).
     instantiating: u32,
+    /// Inside a template: its pattern or an instantiation.
+    templated: u32,
 }
 
 fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
@@ -216,6 +222,7 @@ pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> 
         canon: Default::default(),
         implicit: implicit_member_ids(json),
         instantiating: 0,
+        templated: 0,
     };
     let mut r = Reader::new(json);
     w.stream(&mut r, None, None).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
@@ -297,13 +304,23 @@ impl Walker<'_> {
             let head = Value::Object(fields);
             self.enter(&head);
             let template = kind.ends_with("TemplateDecl");
+            self.templated += template as u32;
             let mut pattern_seen = false;
             let mut first = true;
             let mut walked = Ok(());
-            while walked.is_ok() && r.next_child(first)? {
+            while walked.is_ok() {
+                match r.next_child(first) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => walked = Err(e),
+                }
+                if walked.is_err() {
+                    break;
+                }
                 first = false;
                 walked = self.stream(r, func, template.then_some((kind.as_str(), &mut pattern_seen)));
             }
+            self.templated -= template as u32;
             walked
         } else {
             let v = if has_inner { r.rest(fields)? } else { Value::Object(fields) };
@@ -375,6 +392,9 @@ impl Walker<'_> {
         }
         let user = (self.in_user)(&loc.file) && !n.get("isImplicit").and_then(Value::as_bool).unwrap_or(false);
         let mut inner_func = func.map(str::to_string);
+        if kind == "CStyleCastExpr" && user && self.templated == 0 && desugared(n).contains('*') {
+            self.facts.push(Fact::PointerType { begin: begin.clone(), name: None, func: func.map(str::to_string) });
+        }
         match kind {
             "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl" => {
                 let inner = n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
@@ -394,8 +414,11 @@ impl Walker<'_> {
                     if s(c, "kind") == "ParmVarDecl" {
                         let ploc = self.loc(c.get("loc"));
                         let r = c.get("range");
-                        self.loc(r.and_then(|r| r.get("begin")));
+                        let pbegin = self.loc(r.and_then(|r| r.get("begin")));
                         self.loc(r.and_then(|r| r.get("end")));
+                        if user && self.templated == 0 && desugared(c).contains('*') {
+                            self.facts.push(Fact::PointerType { begin: pbegin, name: Some(ploc.clone()), func: Some(id.clone()) });
+                        }
                         f.params.push(Param {
                             name: s(c, "name").to_string(),
                             ty: qual_type(c),
@@ -434,6 +457,7 @@ impl Walker<'_> {
             // are its implicit instantiations (explicit ones are declared where written).
             "FunctionTemplateDecl" | "ClassTemplateDecl" | "VarTemplateDecl" => {
                 let mut pattern_seen = false;
+                self.templated += 1;
                 for c in n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
                     let k = s(c, "kind");
                     let made = match kind {
@@ -449,6 +473,7 @@ impl Walker<'_> {
                     self.node(c, inner_func.as_deref(), false);
                     self.instantiating -= made as u32;
                 }
+                self.templated -= 1;
                 return;
             }
             "LambdaExpr" if user => self.facts.push(Fact::Lambda(loc.clone())),
@@ -557,6 +582,9 @@ impl Walker<'_> {
                         instantiated: self.instantiating > 0,
                         variable: true,
                     });
+                }
+                if kind == "VarDecl" && self.templated == 0 && desugared(n).contains('*') {
+                    self.facts.push(Fact::PointerType { begin: begin.clone(), name: Some(loc.clone()), func: func.map(str::to_string) });
                 }
                 if kind == "VarDecl" {
                     self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));

@@ -473,6 +473,8 @@ impl Checker {
             .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
             .collect();
         rules::ast(ast, &kernels, &tg, metal_version, &map, problems);
+        let tokens = ws.files.values().map(|f| (f.display.clone(), lex::tokenize(&f.original))).collect();
+        rules::pointer_types(ast, &kernels, &tokens, &map, problems);
     }
 }
 

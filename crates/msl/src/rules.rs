@@ -927,3 +927,50 @@ pub fn conditionals(
         }
     }
 }
+
+/// Metal's address-space keywords, one of which every pointer type names (MSL 4).
+const ADDRESS_SPACES: [&str; 7] = ["device", "constant", "thread", "threadgroup", "threadgroup_imageblock", "ray_data", "object_data"];
+
+/// A pointer type written without an address space, as a local or program-scope variable, a
+/// parameter of a function that is not a kernel (the kernel rule reports those) or a C-style
+/// cast: Apple's compiler says "pointer type must have explicit address space qualifier" (MSL 4:
+/// every pointer's pointee names its space). The type is read from the tokens where the AST says
+/// it is written; one spelled through an alias, `auto` or `decltype` is left alone, and so are
+/// templates, whose `T*` may carry its space in `T`.
+pub fn pointer_types(ast: &Ast, kernels: &HashSet<String>, texts: &HashMap<String, Vec<Token>>, map: LocMap, out: &mut Vec<Problem>) {
+    for fact in &ast.facts {
+        let Fact::PointerType { begin, name, func } = fact else { continue };
+        // a kernel's parameters are the kernel rule's
+        let kernel_param = |f: &String| {
+            kernels.contains(f)
+                && ast.functions.iter().any(|g| g.id == *f && g.params.iter().any(|p| name.as_ref().is_some_and(|n| (p.loc.line, p.loc.col) == (n.line, n.col))))
+        };
+        if func.as_ref().is_some_and(kernel_param) {
+            continue;
+        }
+        let Some((file, line, col)) = map(begin) else { continue };
+        let Some(toks) = texts.get(&file) else { continue };
+        let Some(first) = toks.iter().position(|t| (t.line, t.col) == (line, col)) else { continue };
+        let span: &[Token] = match name {
+            Some(n) => {
+                let Some((_, nl, nc)) = map(n) else { continue };
+                let end = toks[first..].iter().position(|t| (t.line, t.col) >= (nl, nc)).map_or(toks.len(), |e| first + e);
+                &toks[first..end]
+            }
+            None if toks[first].is("(") => match matching(toks, first) {
+                Some(close) => &toks[first + 1..close],
+                None => continue,
+            },
+            None => continue,
+        };
+        let written = |w: &str| span.iter().any(|t| t.is(w));
+        if written("*") && !ADDRESS_SPACES.iter().any(|s| written(s)) && !["auto", "decltype", "typename", "::", "<"].iter().any(|w| written(w)) {
+            out.push(problem(
+                &file,
+                line,
+                col,
+                "pointer type must have explicit address space qualifier: write thread, device, constant or threadgroup before the pointee type (MSL 4)",
+            ));
+        }
+    }
+}
