@@ -950,7 +950,12 @@ pub fn pointer_types(ast: &Ast, kernels: &HashSet<String>, texts: &HashMap<Strin
         }
         let Some((file, line, col)) = map(begin) else { continue };
         let Some(toks) = texts.get(&file) else { continue };
-        let Some(first) = toks.iter().position(|t| (t.line, t.col) == (line, col)) else { continue };
+        let Some(mut first) = toks.iter().position(|t| (t.line, t.col) == (line, col)) else { continue };
+        // clang begins a `thread const T* p` local at `const`: `thread` (OpenCL's __generic, the
+        // default space) is left out of its range, so the qualifiers written before are read too
+        while first > 0 && (ADDRESS_SPACES.iter().chain(&["const", "volatile"]).any(|w| toks[first - 1].is(w))) {
+            first -= 1;
+        }
         let span: &[Token] = match name {
             Some(n) => {
                 let Some((_, nl, nc)) = map(n) else { continue };
