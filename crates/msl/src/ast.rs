@@ -122,6 +122,10 @@ pub struct Decl {
     pub instantiated: bool,
     /// A variable (`extern T x;`), not a function.
     pub variable: bool,
+    /// A specialization a function template lists: the id of the template's pattern, and
+    /// whether the source wrote it elsewhere (an explicit specialization, which the template
+    /// lists by reference, without a location) rather than clang making it from the pattern.
+    pub specializes: Option<(String, bool)>,
 }
 
 pub struct Ast {
@@ -159,6 +163,8 @@ struct Walker<'a> {
     instantiating: u32,
     /// Inside a template: its pattern or an instantiation.
     templated: u32,
+    /// The pattern's id while a function template's specialization is walked.
+    specializing: Option<String>,
 }
 
 fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
@@ -223,6 +229,7 @@ pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> 
         implicit: implicit_member_ids(json),
         instantiating: 0,
         templated: 0,
+        specializing: None,
     };
     let mut r = Reader::new(json);
     w.stream(&mut r, None, None).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
@@ -230,6 +237,21 @@ pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> 
         return Err("clang's AST dump did not parse: trailing characters".into());
     }
     Ok(Ast { functions: w.functions, facts: w.facts, decls: w.decls, canon: w.canon })
+}
+
+/// Whether a function template's child `kind` (id `id`) is one of its specializations: the
+/// first function is its pattern (its id kept in `pattern`), the others specializations, whose
+/// pattern `specializing` then names.
+fn specialization(kind: &str, id: &str, pattern: &mut Option<String>, specializing: &mut Option<String>) -> bool {
+    if !FUNCTION_KINDS.contains(&kind) {
+        return false;
+    }
+    if pattern.is_none() {
+        *pattern = Some(id.to_string());
+        return false;
+    }
+    *specializing = pattern.clone();
+    true
 }
 
 /// Declarations whose children are read one at a time: they hold a unit's declarations, and a
@@ -280,7 +302,7 @@ fn desugared(v: &Value) -> String {
 impl Walker<'_> {
     /// Walk the node at the reader: streamed ([`STREAMED`]) or parsed whole. `parent`: the
     /// template it is a child of, and whether that template's pattern was seen.
-    fn stream(&mut self, r: &mut Reader, func: Option<&str>, parent: Option<(&str, &mut bool)>) -> Result<(), String> {
+    fn stream(&mut self, r: &mut Reader, func: Option<&str>, parent: Option<(&str, &mut Option<String>)>) -> Result<(), String> {
         if !r.at_object() {
             return r.value().map(|_| ());
         }
@@ -289,12 +311,11 @@ impl Walker<'_> {
         // A function template's first function is its pattern, the others are the
         // instantiations clang made; a class template's specializations listed inside it are
         // its implicit instantiations (explicit ones are declared where written).
+        let outer = self.specializing.take();
         let made = match parent {
-            Some(("FunctionTemplateDecl", seen)) => {
-                let function = FUNCTION_KINDS.contains(&kind.as_str());
-                let made = function && *seen;
-                *seen |= function;
-                made
+            Some(("FunctionTemplateDecl", pattern)) => {
+                let id = fields.iter().find(|(k, _)| *k == "id").and_then(|(_, v)| v.as_str()).unwrap_or("");
+                specialization(&kind, id, pattern, &mut self.specializing)
             }
             Some(_) => matches!(kind.as_str(), "ClassTemplateSpecializationDecl" | "VarTemplateSpecializationDecl"),
             None => false,
@@ -305,7 +326,7 @@ impl Walker<'_> {
             self.enter(&head);
             let template = kind.ends_with("TemplateDecl");
             self.templated += template as u32;
-            let mut pattern_seen = false;
+            let mut pattern = None;
             let mut first = true;
             let mut walked = Ok(());
             while walked.is_ok() {
@@ -318,7 +339,7 @@ impl Walker<'_> {
                     break;
                 }
                 first = false;
-                walked = self.stream(r, func, template.then_some((kind.as_str(), &mut pattern_seen)));
+                walked = self.stream(r, func, template.then_some((kind.as_str(), &mut pattern)));
             }
             self.templated -= template as u32;
             walked
@@ -328,6 +349,7 @@ impl Walker<'_> {
             Ok(())
         };
         self.instantiating -= made as u32;
+        self.specializing = outer;
         walked
     }
 
@@ -399,6 +421,8 @@ impl Walker<'_> {
             "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl" => {
                 let inner = n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
                 inner_func = Some(id.clone());
+                // (taken: a function declared in this one's body specializes nothing)
+                let specializes = self.specializing.take().map(|p| (p, n.get("loc").is_none()));
                 // Parameters are read in the child walk (their locations come in order).
                 let mut f = Function {
                     id: id.clone(),
@@ -447,6 +471,7 @@ impl Walker<'_> {
                         defined,
                         instantiated: self.instantiating > 0,
                         variable: false,
+                        specializes,
                     });
                     self.functions.push(f);
                 }
@@ -456,22 +481,19 @@ impl Walker<'_> {
             // instantiations clang made; a class template's specializations listed inside it
             // are its implicit instantiations (explicit ones are declared where written).
             "FunctionTemplateDecl" | "ClassTemplateDecl" | "VarTemplateDecl" => {
-                let mut pattern_seen = false;
+                let mut pattern = None;
                 self.templated += 1;
                 for c in n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
                     let k = s(c, "kind");
+                    let outer = self.specializing.take();
                     let made = match kind {
-                        "FunctionTemplateDecl" => {
-                            let function = FUNCTION_KINDS.contains(&k);
-                            let made = function && pattern_seen;
-                            pattern_seen |= function;
-                            made
-                        }
+                        "FunctionTemplateDecl" => specialization(k, s(c, "id"), &mut pattern, &mut self.specializing),
                         _ => matches!(k, "ClassTemplateSpecializationDecl" | "VarTemplateSpecializationDecl"),
                     };
                     self.instantiating += made as u32;
                     self.node(c, inner_func.as_deref(), false);
                     self.instantiating -= made as u32;
+                    self.specializing = outer;
                 }
                 self.templated -= 1;
                 return;
@@ -581,6 +603,7 @@ impl Walker<'_> {
                         defined: !external || n.get("init").is_some(),
                         instantiated: self.instantiating > 0,
                         variable: true,
+                        specializes: None,
                     });
                 }
                 if kind == "VarDecl" && self.templated == 0 && desugared(n).contains('*') {

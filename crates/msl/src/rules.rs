@@ -787,9 +787,16 @@ fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str
             groups.entry(r).or_default().push(d);
         }
     }
+    // A template whose pattern has no body links when every specialization it lists is one the
+    // source wrote (`template <> int f<int>() {...}`, candle's indexing.metal, ggml's elu_approx);
+    // one clang made from the bodiless pattern would not.
+    let mut explicit_only: HashMap<&str, bool> = HashMap::new();
+    for (pattern, written) in decls.iter().filter_map(|d| d.specializes.as_ref()) {
+        *explicit_only.entry(pattern.as_str()).or_insert(true) &= *written;
+    }
     let mut out = Vec::new();
     for group in groups.values() {
-        if group.iter().any(|d| d.defined) {
+        if group.iter().any(|d| d.defined || explicit_only.get(d.id.as_str()) == Some(&true)) {
             continue;
         }
         if let Some(first) = group.iter().filter(|d| !d.instantiated).min_by_key(|d| (d.loc.file.clone(), d.loc.line, d.loc.col)) {
