@@ -181,7 +181,8 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 ///   `operator float` and `operator bfloat`), where clang, for which bfloat is `_Float16`, sees
 ///   two floating conversions;
 /// - a local of a template's type `T` deduced from a thread object through a pointer
-///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h);
+///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h), and the later
+///   calls of that instantiation, which clang then refuses as a substitution failure;
 /// - the out-of-line definition of a `static constexpr` member (`constant constexpr const
 ///   float S::m[8];`) takes its initializer from the class, as in C++.
 fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
@@ -201,14 +202,22 @@ fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
             .count();
         return candidates.len() == 2 && bfloat == 1;
     }
+    // (a note naming the thread space, clang's __generic, and no other)
+    let generic_only = |n: &Diag| n.message.contains("__generic") && !["__global", "__constant", "__local"].iter().any(|s| n.message.contains(s));
     if m == "automatic variable qualified with an invalid address space" {
         // `T w = a;` in a template whose `thread T&` (rewritten to `T&`) deduced `T` from a thread
         // object reached through a pointer: clang's `T` is `__generic float`, Metal's `float`.
-        return d.notes.iter().any(|n| {
-            n.message.starts_with("in instantiation of")
-                && n.message.contains("__generic")
-                && !["__global", "__constant", "__local"].iter().any(|s| n.message.contains(s))
-        });
+        return d.notes.iter().any(|n| n.message.starts_with("in instantiation of") && generic_only(n));
+    }
+    if m.starts_with("no matching function for call to '") {
+        // the same deduction again, once clang marked that instantiation invalid: every candidate
+        // is the template, ignored as a substitution failure with a `__generic` T and no reason
+        // of its own (one with a reason, `T::type` of a float, is Metal's error too)
+        let candidates: Vec<&Diag> = d.notes.iter().filter(|n| n.message.starts_with("candidate")).collect();
+        return !candidates.is_empty()
+            && candidates.iter().all(|n| {
+                n.message.starts_with("candidate template ignored: substitution failure [with") && n.message.ends_with(']') && generic_only(n)
+            });
     }
     if m == "variable in constant address space must be initialized" {
         return line_text(ws, &d.file, d.line).is_some_and(|t| {

@@ -166,14 +166,12 @@ fn ggml_embedded(metal: &str, src: &Path) -> String {
 /// check, each with its cause (crates/msl/README.md, "What only a Mac can tell"). The test fails
 /// on a refusal not listed here, and on a listed unit that passes (take it off the list).
 const KNOWN_FALSE_POSITIVES: &[(&str, &str)] = &[
-    ("candle-metal-kernels 0.11.1: mlx_sort.metal", "thread_swap(thread T&) through METAL_FUNC on a thread array reference: clang deduces T = __generic val_t (C8)"),
     ("candle-metal-kernels 0.11.1: quantized.metal", "explicit instantiations whose template arguments are function templates (dequantize_f32), ggml's form (C11); a device matrix assigned a thread one (6922)"),
     ("candle-metal-kernels 0.11.1: reduce.metal", "Metal's internal vec_elements and _numeric_limits_impl"),
     ("candle-metal-kernels 0.11.1: scaled_dot_product_attention.metal", "bool vectors subscripted (clang 14 has none)"),
     ("ggml (llama-cpp-sys-2) 0.1.156: ggml-metal.metal [file]", "explicit instantiations whose template arguments are function templates (C11)"),
     ("ggml (llama-cpp-sys-2) 0.1.156: ggml-metal.metal [embedded, GGML_METAL_HAS_BF16]", "the same"),
     ("mistralrs-paged-attn 0.8.1: pagedattention.metal", "a user dot template beside Metal's (C14)"),
-    ("mistralrs-quant 0.8.1: sort.metal", "thread_swap(thread T&) on a thread array reference: clang deduces T = __generic T (C8)"),
 ];
 
 /// 85 s of clang on two cores (ggml's file alone is a 245 MB AST dump): `make test-slow`.
