@@ -157,8 +157,9 @@ struct Walker<'a> {
     facts: Vec<Fact>,
     decls: Vec<Decl>,
     canon: std::collections::HashMap<String, String>,
-    /// Ids of implicitly declared members (copy and move constructors and assignments).
-    implicit: std::collections::HashSet<String>,
+    /// The methods and constructors the dump declares, by id: whether clang declared it
+    /// implicitly (copy and move constructors and assignments).
+    implicit: std::collections::HashMap<String, bool>,
     /// Inside a template instantiation clang made (not the source's own declarations).
     instantiating: u32,
     /// Inside a template: its pattern or an instantiation.
@@ -167,11 +168,10 @@ struct Walker<'a> {
     specializing: Option<String>,
 }
 
-fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
-    if v.get("isImplicit").and_then(Value::as_bool).unwrap_or(false)
-        && matches!(s(v, "kind"), "CXXMethodDecl" | "CXXConstructorDecl")
-    {
-        out.insert(s(v, "id").to_string());
+fn implicit_members(v: &Value, out: &mut std::collections::HashMap<String, bool>) {
+    // (a declaration has a range; a reference to one, as a call's callee, has none)
+    if v.get("range").is_some() && matches!(s(v, "kind"), "CXXMethodDecl" | "CXXConstructorDecl") {
+        out.insert(s(v, "id").to_string(), v.get("isImplicit").and_then(Value::as_bool).unwrap_or(false));
     }
     if let Some(inner) = v.get("inner").and_then(Value::as_array) {
         for c in inner {
@@ -181,17 +181,34 @@ fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
 }
 
 /// Whether a call node calls an implicit copy or move member: an operator whose callee is
-/// implicit, or a construction whose constructor type reads like an implicit copy or move
-/// (one reference parameter, noexcept: what clang gives the ones it declares).
-fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>) -> bool {
+/// implicit, or a construction, or an assignment the dump does not declare, whose member's type
+/// reads like an implicit copy or move (one reference parameter, noexcept: what clang gives the
+/// ones it declares; the class of a template the precompiled prelude declares, `float4x4`, is
+/// not in the dump, so neither are its implicit members).
+fn calls_implicit_member(n: &Value, implicit: &std::collections::HashMap<String, bool>) -> bool {
+    let implicit_copy_type = |ty: &str| ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && one_parameter(ty);
+    let declared_implicit = |id: &String| implicit.get(id) == Some(&true);
     match s(n, "kind") {
-        "CXXOperatorCallExpr" | "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| implicit.contains(&id)),
-        "CXXConstructExpr" => {
-            let ty = n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("");
-            ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && one_parameter(ty)
-        }
+        "CXXOperatorCallExpr" => match callee(n) {
+            Some((id, name)) if name == "operator=" && !implicit.contains_key(&id) => callee_type(n).is_some_and(implicit_copy_type),
+            called => called.is_some_and(|(id, _)| declared_implicit(&id)),
+        },
+        "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| declared_implicit(&id)),
+        "CXXConstructExpr" => implicit_copy_type(n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("")),
         _ => false,
     }
+}
+
+/// The type of the function a call's callee expression names (`X &(const X &) noexcept`).
+fn callee_type<'v>(n: &'v Value) -> Option<&'v str> {
+    let mut cur = n.get("inner")?.as_array()?.first()?;
+    for _ in 0..8 {
+        if let Some(d) = cur.get("referencedDecl") {
+            return d.get("type").map(|t| s(t, "qualType"));
+        }
+        cur = cur.get("inner")?.as_array()?.first()?;
+    }
+    None
 }
 
 /// Whether a function type's parameter list (`void (const S<float, 4> &) noexcept`) has one
@@ -259,11 +276,11 @@ fn specialization(kind: &str, id: &str, pattern: &mut Option<String>, specializi
 const STREAMED: [&str; 6] =
     ["TranslationUnitDecl", "NamespaceDecl", "LinkageSpecDecl", "FunctionTemplateDecl", "ClassTemplateDecl", "VarTemplateDecl"];
 
-/// The ids of the members clang declared implicitly (copy and move constructors and
-/// assignments), found in the text before the walk: a use may come before its class in the
+/// The members the dump declares, and whether clang declared each implicitly (copy and move
+/// constructors and assignments), found in the text before the walk: a use may come before its class in the
 /// dump (an instantiation prints under its template).
-fn implicit_member_ids(json: &str) -> std::collections::HashSet<String> {
-    let mut out = std::collections::HashSet::new();
+fn implicit_member_ids(json: &str) -> std::collections::HashMap<String, bool> {
+    let mut out = std::collections::HashMap::new();
     for kind in ["CXXMethodDecl", "CXXConstructorDecl"] {
         for pattern in [format!("\"kind\":\"{kind}\""), format!("\"kind\": \"{kind}\"")] {
             for (at, _) in json.match_indices(&pattern) {
