@@ -28,6 +28,9 @@
 //!    as an address-space conversion), while a bare `T` deduces with the argument's space: those
 //!    parameters are recorded, and a rule reports one whose `T` deduced a device, constant or
 //!    threadgroup object (Metal does not bind those to thread references).
+//! 8. A template's non-type parameter of function pointer type, `void (*f)(A, B)`, is declared
+//!    as a function, `void   f (A, B)` (the same type once adjusted): clang gives the spelt-out
+//!    pointer a `__generic` pointee that no function's address matches.
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -482,11 +485,34 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     opencl_names(&toks, &mut edits);
     member_constant_qualifiers(&toks, &mut edits);
     let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
+    function_pointer_template_params(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits, threadgroup_decls);
     r.deduced_thread_params = deduced_thread_params;
     r.constructor_braces = constructor_braces;
     r
+}
+
+/// Rewrite 8: a template's non-type parameter of function pointer type, `void (*f)(device const
+/// B*, short)`, is declared as a function, `void   f (device const B*, short)`, which adjusts to
+/// the same pointer type: clang gives the pointer spelt out a `__generic` pointee (`void
+/// (__generic *)(...)`), which no function's address matches, so every argument (ggml's and
+/// candle's `dequantize_q4_0`) was refused.
+fn function_pointer_template_params(toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len().saturating_sub(1) {
+        if !(toks[i].is("template") && toks[i + 1].is("<") && !toks[i].pp) {
+            continue;
+        }
+        let Some(end) = skip_angles(toks, i + 1) else { continue };
+        for j in i + 2..end.saturating_sub(4) {
+            let [open, star, name, close, params] = [j, j + 1, j + 2, j + 3, j + 4].map(|k| &toks[k]);
+            if open.is("(") && star.is("*") && name.kind == Kind::Ident && close.is(")") && params.is("(") {
+                for t in [open, star, close] {
+                    edits.push(Edit { offset: t.offset, delete: 1, insert: " ".into() });
+                }
+            }
+        }
+    }
 }
 
 /// The type parameters a template header `template <...>` (at `open`, the `<`) declares, and
