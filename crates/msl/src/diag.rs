@@ -174,8 +174,9 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 /// reduction of a real kernel in tests/valid):
 /// - a scalar with a vector converts to the vector's element type, whatever their ranks
 ///   (`half4 * float`, `0.5 * v` with `v` a `float2` in a template: MSL 2.2.2);
-/// - a C-style cast between vectors of as many elements converts each element (`(float4)h`),
-///   where OpenCL reinterprets the bits and so wants the sizes equal;
+/// - a C-style cast between vectors of as many elements converts each element (`(float4)h`,
+///   and `T(h)` with `T` a template's `float4`), where OpenCL reinterprets the bits and so wants
+///   the sizes equal;
 /// - half does not convert to bfloat implicitly (MSL 2.22), so of two candidates, one taking or
 ///   returning bfloat, the other wins (`f(half)` with `f(float)` and `f(bfloat)`; `half(x)` with
 ///   `operator float` and `operator bfloat`), where clang, for which bfloat is `_Float16`, sees
@@ -190,7 +191,9 @@ fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
     if m.starts_with("scalar operand type has greater rank than the type of the vector element") {
         return true;
     }
-    if m.starts_with("C-style cast from vector") && m.ends_with("of different size") {
+    // (a functional cast in a template, `T(h)`, has the same message without its kind: clang 14
+    // prints " from vector ...")
+    if (m.starts_with("C-style cast from vector") || m.starts_with(" from vector")) && m.ends_with("of different size") {
         let lanes: Vec<&str> = m.split("(vector of ").skip(1).filter_map(|r| r.split(' ').next()).collect();
         return lanes.len() == 2 && lanes[0] == lanes[1];
     }
