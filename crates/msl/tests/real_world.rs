@@ -168,8 +168,6 @@ fn ggml_embedded(metal: &str, src: &Path) -> String {
 const KNOWN_FALSE_POSITIVES: &[(&str, &str)] = &[
     ("candle-metal-kernels 0.11.1: reduce.metal", "Metal's internal vec_elements and _numeric_limits_impl"),
     ("candle-metal-kernels 0.11.1: scaled_dot_product_attention.metal", "bool vectors subscripted (clang 14 has none)"),
-    ("ggml (llama-cpp-sys-2) 0.1.156: ggml-metal.metal [file]", "fmin(1, x/6 + 0.5) in a template: clang types the literal double, so Metal's fmin(float, float) and fmin(half, half) tie; a functional cast s2_t(half2) to float2 in a template"),
-    ("ggml (llama-cpp-sys-2) 0.1.156: ggml-metal.metal [embedded, GGML_METAL_HAS_BF16]", "the same"),
     ("mistralrs-paged-attn 0.8.1: pagedattention.metal", "a user dot template beside Metal's (C14)"),
 ];
 

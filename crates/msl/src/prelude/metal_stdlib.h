@@ -476,8 +476,25 @@ template <typename T> using __kg_bf_ret_t = typename __kg_bf_ret<T>::type;
   KGMSL_B2(step) KGMSL_B2(max) KGMSL_B2(min) KGMSL_B3(fma) KGMSL_B3(fmax3) KGMSL_B3(fmin3)\
   KGMSL_B3(fmedian3) KGMSL_B3(mix) KGMSL_B3(smoothstep) KGMSL_B3(clamp)
 KGMSL_BF_SET
-namespace fast { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
-namespace precise { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
+// An unsuffixed literal in a template is `double` to clang and `float` to Metal (which has no
+// double), so `fmin(1, x / 6 + 0.5)` ties float and half overloads for clang where Metal picks
+// float: arguments that are such literals or integers, one at least a literal, take the float
+// overload. (`double` cannot be written here: the floating type of 8 bytes is it.)
+template <typename T> struct __kg_lit_double : bool_constant<(__is_floating_point(T) && sizeof(T) == 8)> {};
+template <typename T> struct __kg_lit_arg : bool_constant<__kg_lit_double<T>::value || is_integral<T>::value> {};
+template <typename A, typename B, typename C = int> using __kg_lit_ret_t = enable_if_t<
+    (__kg_lit_double<A>::value || __kg_lit_double<B>::value || __kg_lit_double<C>::value) &&
+        __kg_lit_arg<A>::value && __kg_lit_arg<B>::value && __kg_lit_arg<C>::value, float>;
+#define KGMSL_L2(name) template <typename A, typename B> __kg_lit_ret_t<A, B> name(A, B);
+#define KGMSL_L3(name) template <typename A, typename B, typename C> __kg_lit_ret_t<A, B, C> name(A, B, C);
+#define KGMSL_LIT_SET                                                                    \
+  KGMSL_L2(atan2) KGMSL_L2(copysign) KGMSL_L2(divide) KGMSL_L2(fdim) KGMSL_L2(fmax)      \
+  KGMSL_L2(fmin) KGMSL_L2(fmod) KGMSL_L2(nextafter) KGMSL_L2(pow) KGMSL_L2(powr)         \
+  KGMSL_L2(step) KGMSL_L3(fma) KGMSL_L3(fmax3) KGMSL_L3(fmin3) KGMSL_L3(fmedian3)        \
+  KGMSL_L3(mix) KGMSL_L3(smoothstep)
+KGMSL_LIT_SET
+namespace fast { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_LIT_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
+namespace precise { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_LIT_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
 
 // Integer and common functions, for every integer type (scalar and vector).
 #define KGMSL_I_ALL(M) M(char) M(uchar) M(short) M(ushort) M(int) M(uint) M(long) M(ulong)
