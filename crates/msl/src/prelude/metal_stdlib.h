@@ -531,7 +531,10 @@ template <typename T> bool isfinite(T); template <typename T> bool isnormal(T);
 template <typename T> bool signbit(T);
 template <typename T> bool all(T); template <typename T> bool any(T);
 template <typename T, typename C> T select(T, T, C);
-template <typename T> __kg_scalar_t<T> dot(T, T);
+// dot is Metal's overloads for floating vectors, not a template: a source's own `template <typename
+// T> float dot(T, T)` (mistral.rs's paged attention) is then no tie for its own types.
+#define KGMSL_DOT(T) T dot(T##2, T##2); T dot(T##3, T##3); T dot(T##4, T##4);
+KGMSL_DOT(float) KGMSL_DOT(half) KGMSL_DOT(bfloat)
 template <typename T> __kg_scalar_t<T> length(T);
 template <typename T> __kg_scalar_t<T> length_squared(T);
 template <typename T> __kg_scalar_t<T> distance(T, T);
