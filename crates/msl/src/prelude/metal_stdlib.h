@@ -317,6 +317,14 @@ template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(2)))> 
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(3)))> { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(4)))> { typedef T type; };
 template <typename T> using __kg_scalar_t = typename __kg_scalar<T>::type;
+// Metal's own traits, which sources name (candle's reduce.metal): a vector's element count (0
+// for a scalar), and whether simd functions take a type (scalars and vectors of numbers).
+template <typename T> struct vec_elements : integral_constant<int, 0> {};
+template <typename T> struct vec_elements<T __attribute__((ext_vector_type(2)))> : integral_constant<int, 2> {};
+template <typename T> struct vec_elements<T __attribute__((ext_vector_type(3)))> : integral_constant<int, 3> {};
+template <typename T> struct vec_elements<T __attribute__((ext_vector_type(4)))> : integral_constant<int, 4> {};
+template <typename T> struct __is_valid_simdgroup_type
+    : bool_constant<is_arithmetic<__kg_scalar_t<remove_cv_t<T>>>::value && !is_same<remove_cv_t<__kg_scalar_t<remove_cv_t<T>>>, bool>::value> {};
 
 template <typename T, size_t N> struct array {
   T __elems[N > 0 ? N : 1];
@@ -367,12 +375,15 @@ template <typename T, int N> T determinant(matrix<T, N, N>);
 KGMSL_MATRIX(float)
 KGMSL_MATRIX(half)
 
-// ---- numeric_limits (constexpr: MLX initialises program-scope constants from it).
-template <typename T> struct numeric_limits {
+// ---- numeric_limits (constexpr: MLX initialises program-scope constants from it). As in
+// Metal's own header, the limits are _numeric_limits_impl's, which a source may specialize for
+// its own types (candle's reduce.metal does, for its indexed<T>).
+template <typename T> struct _numeric_limits_impl {
   static constexpr constant bool is_specialized = false;
 };
+template <typename T> struct numeric_limits : _numeric_limits_impl<T> {};
 #define KGMSL_INT_LIMITS(T, MINV, MAXV, SIGNED, DIGITS)                   \
-  template <> struct numeric_limits<T> {                                  \
+  template <> struct _numeric_limits_impl<T> {                            \
     static constexpr constant bool is_specialized = true;                \
     static constexpr constant bool is_integer = true;                    \
     static constexpr constant bool is_signed = SIGNED;                   \
@@ -392,7 +403,7 @@ KGMSL_INT_LIMITS(unsigned int, 0u, 4294967295u, false, 32)
 KGMSL_INT_LIMITS(long, -9223372036854775807L - 1, 9223372036854775807L, true, 63)
 KGMSL_INT_LIMITS(unsigned long, 0ul, 18446744073709551615ul, false, 64)
 #define KGMSL_FLOAT_LIMITS(T, MINV, MAXV, EPS, DIGITS)                              \
-  template <> struct numeric_limits<T> {                                             \
+  template <> struct _numeric_limits_impl<T> {                                       \
     static constexpr constant bool is_specialized = true;                           \
     static constexpr constant bool is_integer = false;                              \
     static constexpr constant bool is_signed = true;                                \
