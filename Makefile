@@ -36,8 +36,10 @@ check: cli
 ## clang 14 or newer (the Metal check every emulator load and `kernelgen lint` run; Debian's
 ## clang unless one is on PATH or $KERNELGEN_MSL_CLANG names one),
 ## numpy and pytest (independent references for `kernelgen run` and `kernelgen emu`),
-## and MLX's Metal kernel headers from the mlx-metal wheel under target/mlx-metal
-## (the emulator's and the Metal check's tests run MLX's own kernels from them; never committed).
+## MLX's Metal kernel headers from the mlx-metal wheel under target/mlx-metal
+## (the emulator's and the Metal check's tests run MLX's own kernels from them; never committed),
+## and the Metal check's real-world corpus: crates shipping .metal sources, pinned in
+## crates/msl/tests/corpus/Cargo.toml, fetched into cargo's registry (listed in target/msl-corpus).
 deps:
 	@command -v g++ >/dev/null || (apt-get update && apt-get install -y g++)
 	@found=; for c in clang clang-19 clang-18 clang-17 clang-16 clang-15 clang-14; do \
@@ -45,6 +47,7 @@ deps:
 	  [ -n "$$found$$KERNELGEN_MSL_CLANG" ] || (apt-get update && apt-get install -y clang)
 	@python3 -c "import numpy, pytest" 2>/dev/null || python3 -m pip install --quiet numpy pytest
 	bash crates/emu/tests/mlx-metal/fetch.sh
+	bash crates/msl/tests/corpus/fetch.sh
 
 ## Unit, snapshot, CLI and emulator tests (the Metal check's corpus of invalid MSL, the generated
 ## kernels, the seeds and MLX's headers among them: deps fetched the headers, so no test may skip
@@ -68,7 +71,8 @@ test-build:
 ## the proc-macros' compile errors (trybuild builds their dependencies again), the tutorial
 ## run end to end (it builds and tests the tutorial's crate), the vocabulary head's verify
 ## under 1 GiB, every bundled kernel with several emulator workers in every run order against
-## one worker, and the Metal check of all 90 of MLX's kernel headers.
+## one worker, the Metal check of all 90 of MLX's kernel headers, and of the real-world corpus
+## (crates/msl/tests/real_world.rs: crates shipping .metal sources, fetched by make deps).
 ## One command over the workspace: `make test`'s build serves it as it is (`--package` alone would
 ## unify the crates' features differently and rebuild them).
 test-slow: deps

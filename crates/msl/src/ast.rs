@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use crate::json::Value;
+use crate::json::{Reader, Value};
 
 #[derive(Clone, Debug, Default)]
 pub struct Loc {
@@ -88,6 +88,23 @@ pub enum Fact {
     },
     /// A union and the desugared types of its fields.
     Union(Loc, String, Vec<String>),
+    /// An implicit conversion between bfloat (`_Float16` to clang) and another floating type
+    /// than float (`float` to `bfloat`, `bfloat` to `half`), with the types as written. Integer
+    /// conversions are left alone: real kernels (mistral.rs) multiply bfloat by int.
+    BfloatConversion { loc: Loc, from: String, to: String },
+    /// A `static` variable in the constant address space inside a function: (location, name).
+    StaticConstantLocal(Loc, String),
+    /// A variable at namespace scope: (location, name, desugared type).
+    GlobalVar(Loc, String, String),
+    /// A memory order other than relaxed passed to an atomic function: (location, function,
+    /// order).
+    MemoryOrder(Loc, String, String),
+    /// `atomic<T>` of an element type Metal has no atomics of: (location, the element type).
+    AtomicType(Loc, String),
+    /// A variable, parameter or C-style cast of a pointer type, outside templates (whose `T*`
+    /// may carry its space in `T`): where its type is written (from `begin` to the name at
+    /// `name`, or the cast's parentheses), and the function it is in.
+    PointerType { begin: Loc, name: Option<Loc>, func: Option<String> },
 }
 
 /// A declaration of a function, or of an `extern` variable, in the user's files.
@@ -105,6 +122,10 @@ pub struct Decl {
     pub instantiated: bool,
     /// A variable (`extern T x;`), not a function.
     pub variable: bool,
+    /// A specialization a function template lists: the id of the template's pattern, and
+    /// whether the source wrote it elsewhere (an explicit specialization, which the template
+    /// lists by reference, without a location) rather than clang making it from the pattern.
+    pub specializes: Option<(String, bool)>,
 }
 
 pub struct Ast {
@@ -136,17 +157,21 @@ struct Walker<'a> {
     facts: Vec<Fact>,
     decls: Vec<Decl>,
     canon: std::collections::HashMap<String, String>,
-    /// Ids of implicitly declared members (copy and move constructors and assignments).
-    implicit: std::collections::HashSet<String>,
+    /// The methods and constructors the dump declares, by id: whether clang declared it
+    /// implicitly (copy and move constructors and assignments).
+    implicit: std::collections::HashMap<String, bool>,
     /// Inside a template instantiation clang made (not the source's own declarations).
     instantiating: u32,
+    /// Inside a template: its pattern or an instantiation.
+    templated: u32,
+    /// The pattern's id while a function template's specialization is walked.
+    specializing: Option<String>,
 }
 
-fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
-    if v.get("isImplicit").and_then(Value::as_bool).unwrap_or(false)
-        && matches!(s(v, "kind"), "CXXMethodDecl" | "CXXConstructorDecl")
-    {
-        out.insert(s(v, "id").to_string());
+fn implicit_members(v: &Value, out: &mut std::collections::HashMap<String, bool>) {
+    // (a declaration has a range; a reference to one, as a call's callee, has none)
+    if v.get("range").is_some() && matches!(s(v, "kind"), "CXXMethodDecl" | "CXXConstructorDecl") {
+        out.insert(s(v, "id").to_string(), v.get("isImplicit").and_then(Value::as_bool).unwrap_or(false));
     }
     if let Some(inner) = v.get("inner").and_then(Value::as_array) {
         for c in inner {
@@ -156,23 +181,60 @@ fn implicit_members(v: &Value, out: &mut std::collections::HashSet<String>) {
 }
 
 /// Whether a call node calls an implicit copy or move member: an operator whose callee is
-/// implicit, or a construction whose constructor type reads like an implicit copy or move
-/// (one reference parameter, noexcept: what clang gives the ones it declares).
-fn calls_implicit_member(n: &Value, implicit: &std::collections::HashSet<String>) -> bool {
+/// implicit, or a construction, or an assignment the dump does not declare, whose member's type
+/// reads like an implicit copy or move (one reference parameter, noexcept: what clang gives the
+/// ones it declares; the class of a template the precompiled prelude declares, `float4x4`, is
+/// not in the dump, so neither are its implicit members).
+fn calls_implicit_member(n: &Value, implicit: &std::collections::HashMap<String, bool>) -> bool {
+    let implicit_copy_type = |ty: &str| ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && one_parameter(ty);
+    let declared_implicit = |id: &String| implicit.get(id) == Some(&true);
     match s(n, "kind") {
-        "CXXOperatorCallExpr" | "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| implicit.contains(&id)),
-        "CXXConstructExpr" => {
-            let ty = n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("");
-            ty.ends_with("noexcept") && (ty.contains("&)") || ty.contains("&&)")) && !ty.contains(',')
-        }
+        "CXXOperatorCallExpr" => match callee(n) {
+            Some((id, name)) if name == "operator=" && !implicit.contains_key(&id) => callee_type(n).is_some_and(implicit_copy_type),
+            called => called.is_some_and(|(id, _)| declared_implicit(&id)),
+        },
+        "CXXMemberCallExpr" => callee(n).is_some_and(|(id, _)| declared_implicit(&id)),
+        "CXXConstructExpr" => implicit_copy_type(n.get("ctorType").map(|t| s(t, "qualType")).unwrap_or("")),
         _ => false,
     }
 }
 
+/// The type of the function a call's callee expression names (`X &(const X &) noexcept`).
+fn callee_type<'v>(n: &'v Value) -> Option<&'v str> {
+    let mut cur = n.get("inner")?.as_array()?.first()?;
+    for _ in 0..8 {
+        if let Some(d) = cur.get("referencedDecl") {
+            return d.get("type").map(|t| s(t, "qualType"));
+        }
+        cur = cur.get("inner")?.as_array()?.first()?;
+    }
+    None
+}
+
+/// Whether a function type's parameter list (`void (const S<float, 4> &) noexcept`) has one
+/// parameter: no comma outside template arguments and parentheses.
+fn one_parameter(function_type: &str) -> bool {
+    let Some(open) = function_type.find('(') else { return false };
+    let mut depth = 0i32;
+    for c in function_type[open + 1..].chars() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' => depth -= 1,
+            ')' if depth == 0 => return true,
+            ')' => depth -= 1,
+            ',' if depth == 0 => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Parse and walk a dump. Recursive, once per level of the AST: the caller runs it on a stack
-/// that holds json::MAX_DEPTH levels (`crate::deep_stack`).
+/// that holds json::MAX_DEPTH levels (`crate::deep_stack`). The translation unit, namespaces and
+/// templates are read child by child ([`STREAMED`]): what is in memory at once is one
+/// declaration's tree (one function, one class, one instantiation), not the unit's, whose
+/// instantiations can print gigabytes (MLX's reduce.metal).
 pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> {
-    let v = crate::json::parse(json).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
     let mut w = Walker {
         last_file: Rc::from(""),
         last_line: 0,
@@ -181,12 +243,57 @@ pub fn parse(json: &str, in_user: &dyn Fn(&str) -> bool) -> Result<Ast, String> 
         facts: Vec::new(),
         decls: Vec::new(),
         canon: Default::default(),
-        implicit: Default::default(),
+        implicit: implicit_member_ids(json),
         instantiating: 0,
+        templated: 0,
+        specializing: None,
     };
-    implicit_members(&v, &mut w.implicit);
-    w.node(&v, None, false);
+    let mut r = Reader::new(json);
+    w.stream(&mut r, None, None).map_err(|e| format!("clang's AST dump did not parse: {e}"))?;
+    if !r.finished() {
+        return Err("clang's AST dump did not parse: trailing characters".into());
+    }
     Ok(Ast { functions: w.functions, facts: w.facts, decls: w.decls, canon: w.canon })
+}
+
+/// Whether a function template's child `kind` (id `id`) is one of its specializations: the
+/// first function is its pattern (its id kept in `pattern`), the others specializations, whose
+/// pattern `specializing` then names.
+fn specialization(kind: &str, id: &str, pattern: &mut Option<String>, specializing: &mut Option<String>) -> bool {
+    if !FUNCTION_KINDS.contains(&kind) {
+        return false;
+    }
+    if pattern.is_none() {
+        *pattern = Some(id.to_string());
+        return false;
+    }
+    *specializing = pattern.clone();
+    true
+}
+
+/// Declarations whose children are read one at a time: they hold a unit's declarations, and a
+/// template its instantiations.
+const STREAMED: [&str; 6] =
+    ["TranslationUnitDecl", "NamespaceDecl", "LinkageSpecDecl", "FunctionTemplateDecl", "ClassTemplateDecl", "VarTemplateDecl"];
+
+/// The members the dump declares, and whether clang declared each implicitly (copy and move
+/// constructors and assignments), found in the text before the walk: a use may come before its class in the
+/// dump (an instantiation prints under its template).
+fn implicit_member_ids(json: &str) -> std::collections::HashMap<String, bool> {
+    let mut out = std::collections::HashMap::new();
+    for kind in ["CXXMethodDecl", "CXXConstructorDecl"] {
+        for pattern in [format!("\"kind\":\"{kind}\""), format!("\"kind\": \"{kind}\"")] {
+            for (at, _) in json.match_indices(&pattern) {
+                // the object opens just before its id, which clang prints first
+                let Some(open) = json[at.saturating_sub(200)..at].rfind('{').map(|o| o + at.saturating_sub(200)) else { continue };
+                if let Ok((fields, _)) = Reader::at(json, open).head() {
+                    let v = Value::Object(fields);
+                    implicit_members(&v, &mut out);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn s<'v>(v: &'v Value, k: &str) -> &'v str {
@@ -210,6 +317,71 @@ fn desugared(v: &Value) -> String {
 }
 
 impl Walker<'_> {
+    /// Walk the node at the reader: streamed ([`STREAMED`]) or parsed whole. `parent`: the
+    /// template it is a child of, and whether that template's pattern was seen.
+    fn stream(&mut self, r: &mut Reader, func: Option<&str>, parent: Option<(&str, &mut Option<String>)>) -> Result<(), String> {
+        if !r.at_object() {
+            return r.value().map(|_| ());
+        }
+        let (fields, has_inner) = r.head()?;
+        let kind = fields.iter().find(|(k, _)| *k == "kind").and_then(|(_, v)| v.as_str()).unwrap_or("").to_string();
+        // A function template's first function is its pattern, the others are the
+        // instantiations clang made; a class template's specializations listed inside it are
+        // its implicit instantiations (explicit ones are declared where written).
+        let outer = self.specializing.take();
+        let made = match parent {
+            Some(("FunctionTemplateDecl", pattern)) => {
+                let id = fields.iter().find(|(k, _)| *k == "id").and_then(|(_, v)| v.as_str()).unwrap_or("");
+                specialization(&kind, id, pattern, &mut self.specializing)
+            }
+            Some(_) => matches!(kind.as_str(), "ClassTemplateSpecializationDecl" | "VarTemplateSpecializationDecl"),
+            None => false,
+        };
+        self.instantiating += made as u32;
+        let walked = if has_inner && STREAMED.contains(&kind.as_str()) {
+            let head = Value::Object(fields);
+            self.enter(&head);
+            let template = kind.ends_with("TemplateDecl");
+            self.templated += template as u32;
+            let mut pattern = None;
+            let mut first = true;
+            let mut walked = Ok(());
+            while walked.is_ok() {
+                match r.next_child(first) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => walked = Err(e),
+                }
+                if walked.is_err() {
+                    break;
+                }
+                first = false;
+                walked = self.stream(r, func, template.then_some((kind.as_str(), &mut pattern)));
+            }
+            self.templated -= template as u32;
+            walked
+        } else {
+            let v = if has_inner { r.rest(fields)? } else { Value::Object(fields) };
+            self.node(&v, func, false);
+            Ok(())
+        };
+        self.instantiating -= made as u32;
+        self.specializing = outer;
+        walked
+    }
+
+    /// A streamed declaration's own locations (read in print order, as `node` reads them) and
+    /// redeclaration link.
+    fn enter(&mut self, n: &Value) {
+        self.loc(n.get("loc"));
+        let range = n.get("range");
+        self.loc(range.and_then(|r| r.get("begin")));
+        self.loc(range.and_then(|r| r.get("end")));
+        if let Some(prev) = n.get("previousDecl").and_then(Value::as_str) {
+            self.canon.insert(s(n, "id").to_string(), prev.to_string());
+        }
+    }
+
     /// Read one bare location, updating the carried file and line.
     fn bare(&mut self, l: &Value) -> Loc {
         if let Some(f) = l.get("file").and_then(Value::as_str)
@@ -259,10 +431,15 @@ impl Walker<'_> {
         }
         let user = (self.in_user)(&loc.file) && !n.get("isImplicit").and_then(Value::as_bool).unwrap_or(false);
         let mut inner_func = func.map(str::to_string);
+        if kind == "CStyleCastExpr" && user && self.templated == 0 && desugared(n).contains('*') {
+            self.facts.push(Fact::PointerType { begin: begin.clone(), name: None, func: func.map(str::to_string) });
+        }
         match kind {
             "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl" => {
                 let inner = n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
                 inner_func = Some(id.clone());
+                // (taken: a function declared in this one's body specializes nothing)
+                let specializes = self.specializing.take().map(|p| (p, n.get("loc").is_none()));
                 // Parameters are read in the child walk (their locations come in order).
                 let mut f = Function {
                     id: id.clone(),
@@ -278,8 +455,11 @@ impl Walker<'_> {
                     if s(c, "kind") == "ParmVarDecl" {
                         let ploc = self.loc(c.get("loc"));
                         let r = c.get("range");
-                        self.loc(r.and_then(|r| r.get("begin")));
+                        let pbegin = self.loc(r.and_then(|r| r.get("begin")));
                         self.loc(r.and_then(|r| r.get("end")));
+                        if user && self.templated == 0 && desugared(c).contains('*') {
+                            self.facts.push(Fact::PointerType { begin: pbegin, name: Some(ploc.clone()), func: Some(id.clone()) });
+                        }
                         f.params.push(Param {
                             name: s(c, "name").to_string(),
                             ty: qual_type(c),
@@ -308,6 +488,7 @@ impl Walker<'_> {
                         defined,
                         instantiated: self.instantiating > 0,
                         variable: false,
+                        specializes,
                     });
                     self.functions.push(f);
                 }
@@ -317,22 +498,21 @@ impl Walker<'_> {
             // instantiations clang made; a class template's specializations listed inside it
             // are its implicit instantiations (explicit ones are declared where written).
             "FunctionTemplateDecl" | "ClassTemplateDecl" | "VarTemplateDecl" => {
-                let mut pattern_seen = false;
+                let mut pattern = None;
+                self.templated += 1;
                 for c in n.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
                     let k = s(c, "kind");
+                    let outer = self.specializing.take();
                     let made = match kind {
-                        "FunctionTemplateDecl" => {
-                            let function = matches!(k, "FunctionDecl" | "CXXMethodDecl" | "CXXConstructorDecl" | "CXXDestructorDecl" | "CXXConversionDecl");
-                            let made = function && pattern_seen;
-                            pattern_seen |= function;
-                            made
-                        }
+                        "FunctionTemplateDecl" => specialization(k, s(c, "id"), &mut pattern, &mut self.specializing),
                         _ => matches!(k, "ClassTemplateSpecializationDecl" | "VarTemplateSpecializationDecl"),
                     };
                     self.instantiating += made as u32;
                     self.node(c, inner_func.as_deref(), false);
                     self.instantiating -= made as u32;
+                    self.specializing = outer;
                 }
+                self.templated -= 1;
                 return;
             }
             "LambdaExpr" if user => self.facts.push(Fact::Lambda(loc.clone())),
@@ -367,8 +547,34 @@ impl Walker<'_> {
                 }
             }
             "CallExpr" | "CXXMemberCallExpr" | "CXXOperatorCallExpr" if user => {
-                if let (Some(from), Some((to, name))) = (func, callee(n)) {
+                let called = callee(n);
+                if let Some((_, name)) = &called
+                    && name.starts_with("atomic_")
+                    && name.ends_with("_explicit")
+                {
+                    for order in memory_orders(n) {
+                        self.facts.push(Fact::MemoryOrder(begin.clone(), name.clone(), order));
+                    }
+                }
+                if let (Some(from), Some((to, name))) = (func, called) {
                     self.facts.push(Fact::Call { from: from.to_string(), to, to_name: name, loc: begin.clone() });
+                }
+            }
+            // (clang spells an explicit cast's conversion as an implicit cast under it)
+            "ImplicitCastExpr"
+                if user
+                    && !n.get("isPartOfExplicitCast").and_then(Value::as_bool).unwrap_or(false)
+                    && s(n, "castKind") == "FloatingCast" =>
+            {
+                let operand = n.get("inner").and_then(Value::as_array).and_then(|i| i.first());
+                let (from_d, to_d) = (operand.map(desugared).unwrap_or_default(), desugared(n));
+                // bfloat to float is the one implicit conversion Metal gives bfloat
+                let to_float = is_bfloat(&from_d) && strip_quals(&to_d) == "float";
+                // (a `double` is an unsuffixed literal in a template to clang: float in Metal)
+                let double = strip_quals(&from_d) == "double" || strip_quals(&to_d) == "double";
+                if is_bfloat(&from_d) != is_bfloat(&to_d) && !to_float && !double {
+                    let from = operand.map(qual_type).unwrap_or_default();
+                    self.facts.push(Fact::BfloatConversion { loc: begin.clone(), from, to: qual_type(n) });
                 }
             }
             "CStyleCastExpr"
@@ -414,10 +620,21 @@ impl Walker<'_> {
                         defined: !external || n.get("init").is_some(),
                         instantiated: self.instantiating > 0,
                         variable: true,
+                        specializes: None,
                     });
+                }
+                if kind == "VarDecl" && self.templated == 0 && desugared(n).contains('*') {
+                    self.facts.push(Fact::PointerType { begin: begin.clone(), name: Some(loc.clone()), func: func.map(str::to_string) });
                 }
                 if kind == "VarDecl" {
                     self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
+                    let ty = desugared(n);
+                    if func.is_some() && s(n, "storageClass") == "static" && ty.split(['*', '&', '<']).next().unwrap_or("").contains("__constant") {
+                        self.facts.push(Fact::StaticConstantLocal(loc.clone(), s(n, "name").to_string()));
+                    }
+                    if func.is_none() {
+                        self.facts.push(Fact::GlobalVar(loc.clone(), s(n, "name").to_string(), ty));
+                    }
                 }
             }
             _ => {}
@@ -444,7 +661,75 @@ impl Walker<'_> {
         if fnptr {
             self.facts.push(Fact::FunctionPointer(loc.clone(), ty.to_string()));
         }
+        // `atomic<T>` (desugared: `atomic<half>`, `metal::atomic<_Float16>`)
+        let mut rest = ty;
+        while let Some(at) = rest.find("atomic<") {
+            let word_start = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric() && rest.as_bytes()[at - 1] != b'_';
+            let args = &rest[at + "atomic<".len()..];
+            let element = args.split('>').next().unwrap_or("").trim();
+            let vector = element.contains("ext_vector_type") || element.ends_with(|c: char| c.is_ascii_digit()) && !element.ends_with("_t");
+            if word_start && (NOT_ATOMIC_ELEMENTS.contains(&element) || vector) {
+                self.facts.push(Fact::AtomicType(loc.clone(), element.to_string()));
+            }
+            rest = args;
+        }
     }
+}
+
+/// The kinds of function declarations.
+const FUNCTION_KINDS: [&str; 5] = ["FunctionDecl", "CXXMethodDecl", "CXXConstructorDecl", "CXXDestructorDecl", "CXXConversionDecl"];
+
+/// Element types Metal has no atomics of (it has int, uint, bool, float and 64-bit ulong: MSL
+/// 2.6), as clang spells them desugared or as typedefs; a vector is not one either.
+const NOT_ATOMIC_ELEMENTS: [&str; 19] = [
+    "half", "_Float16", "bfloat", "bfloat16_t", "float16_t", "char", "signed char", "unsigned char", "uchar", "short",
+    "unsigned short", "ushort", "int8_t", "uint8_t", "int16_t", "uint16_t", "double", "long long", "unsigned long long",
+];
+
+/// Whether a desugared type is bfloat or a vector of it (clang's `_Float16` here).
+fn is_bfloat(ty: &str) -> bool {
+    let t = strip_quals(ty);
+    t == "_Float16" || t.starts_with("_Float16 __attribute__((ext_vector_type")
+}
+
+/// A type's spelling without its leading cv-qualifiers and address space.
+fn strip_quals(ty: &str) -> &str {
+    let mut t = ty.trim();
+    loop {
+        let next = ["const ", "volatile ", "__private ", "__generic ", "__global ", "__constant ", "__local "]
+            .iter()
+            .find_map(|q| t.strip_prefix(q));
+        match next {
+            Some(rest) => t = rest.trim_start(),
+            None => return t,
+        }
+    }
+}
+
+/// The memory orders other than relaxed among a call's arguments (`memory_order_acquire`),
+/// named directly (through implicit casts).
+fn memory_orders(call: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for arg in call.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().skip(1) {
+        let mut cur = arg;
+        for _ in 0..4 {
+            if s(cur, "kind") == "DeclRefExpr" {
+                if let Some(d) = cur.get("referencedDecl")
+                    && s(d, "kind") == "EnumConstantDecl"
+                    && s(d, "name").starts_with("memory_order_")
+                    && s(d, "name") != "memory_order_relaxed"
+                {
+                    out.push(s(d, "name").to_string());
+                }
+                break;
+            }
+            match cur.get("inner").and_then(Value::as_array).and_then(|i| i.first()) {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+    }
+    out
 }
 
 /// A cast's [`Fact::PointerCast`]: its operand's and result's types.

@@ -76,6 +76,8 @@ impl Clang {
             // Metal accepts narrowing in vector and aggregate brace initialisers (`short2{a, b}`
             // with int values, as MLX's steel code writes).
             "-Wno-c++11-narrowing",
+            // a program-scope constant whose initializer runs at run time (MSL 4.2)
+            "-Werror=global-constructors",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -103,11 +105,16 @@ pub struct Output {
     pub timed_out: bool,
 }
 
-/// Run `cmd`, reading at most `max_stdout` bytes of its standard output and stopping it after
-/// `timeout`. clang's JSON AST dump grows with the square of the nesting (each level indented
-/// two more spaces): an expression of thousands of terms prints gigabytes, which would exhaust
-/// memory.
-pub fn run_capped(cmd: &mut Command, max_stdout: u64, timeout: std::time::Duration) -> std::io::Result<Output> {
+/// Run `cmd`, passing its standard output through `filter` as it comes (chunk, output), keeping
+/// at most `max_stdout` bytes of what the filter makes, and stopping it after `timeout`. clang's
+/// JSON AST dump grows with the square of the nesting (each level indented two more spaces): an
+/// expression of thousands of terms prints gigabytes, which would exhaust memory.
+pub fn run_capped(
+    cmd: &mut Command,
+    max_stdout: u64,
+    timeout: std::time::Duration,
+    mut filter: impl FnMut(&[u8], &mut Vec<u8>),
+) -> std::io::Result<Output> {
     let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let mut out = child.stdout.take().expect("piped stdout");
     let mut err = child.stderr.take().expect("piped stderr");
@@ -133,7 +140,18 @@ pub fn run_capped(cmd: &mut Command, max_stdout: u64, timeout: std::time::Durati
             v
         });
         let mut stdout = Vec::new();
-        let read = (&mut out).take(max_stdout + 1).read_to_end(&mut stdout);
+        let mut chunk = vec![0u8; 1 << 16];
+        let read = loop {
+            match out.read(&mut chunk) {
+                Ok(0) => break Ok(()),
+                Ok(n) => filter(&chunk[..n], &mut stdout),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(e),
+            }
+            if stdout.len() as u64 > max_stdout {
+                break Ok(());
+            }
+        };
         let over = stdout.len() as u64 > max_stdout;
         if over {
             kill();

@@ -67,6 +67,8 @@ pub const MAX_DEPTH: usize = 50_000;
 /// The error for input nested deeper than [`MAX_DEPTH`] starts with this.
 pub const TOO_DEEP: &str = "nested more than";
 
+/// A whole text as one tree (the check reads dumps with [`Reader`]).
+#[cfg(test)]
 pub fn parse(text: &str) -> Result<Value<'_>, String> {
     let mut p = Parser { s: text, b: text.as_bytes(), i: 0, depth: 0 };
     let v = p.value()?;
@@ -75,6 +77,136 @@ pub fn parse(text: &str) -> Result<Value<'_>, String> {
         return Err(p.err("trailing characters"));
     }
     Ok(v)
+}
+
+/// A dump read one node at a time where the caller chooses: an object's fields up to its
+/// `inner` children (clang prints `inner` last), then each child, parsed or itself streamed.
+/// So a walk holds one declaration's tree at a time, not the translation unit's.
+pub struct Reader<'a> {
+    p: Parser<'a>,
+}
+
+/// An object's fields before `inner`, and whether `inner` follows (the reader is then at its
+/// first child).
+pub type Head<'a> = (Vec<(&'a str, Value<'a>)>, bool);
+
+impl<'a> Reader<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Self::at(text, 0)
+    }
+
+    /// A reader starting at byte `i` of `text`.
+    pub fn at(text: &'a str, i: usize) -> Self {
+        Reader { p: Parser { s: text, b: text.as_bytes(), i, depth: 0 } }
+    }
+
+    /// Whether the next value is an object.
+    pub fn at_object(&mut self) -> bool {
+        self.p.ws();
+        self.p.b.get(self.p.i) == Some(&b'{')
+    }
+
+    /// The next value, whole.
+    pub fn value(&mut self) -> Result<Value<'a>, String> {
+        self.p.value()
+    }
+
+    /// Open the object at the reader and read its fields up to `inner`.
+    pub fn head(&mut self) -> Result<Head<'a>, String> {
+        self.p.expect(b'{')?;
+        if self.p.depth >= MAX_DEPTH {
+            return Err(self.p.err(&format!("{TOO_DEEP} {MAX_DEPTH} levels")));
+        }
+        self.p.depth += 1;
+        let mut fields = Vec::new();
+        self.p.ws();
+        if self.p.b.get(self.p.i) == Some(&b'}') {
+            self.p.i += 1;
+            self.p.depth -= 1;
+            return Ok((fields, false));
+        }
+        loop {
+            self.p.ws();
+            let key = self.p.key()?;
+            self.p.expect(b':')?;
+            if key == "inner" {
+                self.p.expect(b'[')?;
+                self.p.depth += 1;
+                return Ok((fields, true));
+            }
+            if SKIPPED.contains(&key) {
+                self.p.skip()?;
+            } else {
+                let v = self.p.value()?;
+                fields.push((key, v));
+            }
+            self.p.ws();
+            match self.p.b.get(self.p.i) {
+                Some(b',') => self.p.i += 1,
+                Some(b'}') => {
+                    self.p.i += 1;
+                    self.p.depth -= 1;
+                    return Ok((fields, false));
+                }
+                _ => return Err(self.p.err("expected ',' or '}'")),
+            }
+        }
+    }
+
+    /// In `inner`: whether another child follows (the reader is then at it). At the end, reads
+    /// past `]` and the rest of the object, keeping nothing of it.
+    pub fn next_child(&mut self, first: bool) -> Result<bool, String> {
+        self.p.ws();
+        match self.p.b.get(self.p.i) {
+            Some(b']') => {
+                self.p.i += 1;
+                self.p.depth -= 1;
+                loop {
+                    self.p.ws();
+                    match self.p.b.get(self.p.i) {
+                        Some(b'}') => {
+                            self.p.i += 1;
+                            self.p.depth -= 1;
+                            return Ok(false);
+                        }
+                        Some(b',') => {
+                            self.p.i += 1;
+                            self.p.ws();
+                            self.p.key()?;
+                            self.p.expect(b':')?;
+                            self.p.skip()?;
+                        }
+                        _ => return Err(self.p.err("expected ',' or '}'")),
+                    }
+                }
+            }
+            Some(b',') if !first => {
+                self.p.i += 1;
+                Ok(true)
+            }
+            Some(_) if first => Ok(true),
+            _ => Err(self.p.err("expected ',' or ']'")),
+        }
+    }
+
+    /// The rest of an object whose head was read: its children as an array, so the object is
+    /// whole again.
+    pub fn rest(&mut self, mut fields: Vec<(&'a str, Value<'a>)>) -> Result<Value<'a>, String> {
+        let mut children = Vec::new();
+        let mut first = true;
+        while self.next_child(first)? {
+            children.push(self.p.value()?);
+            first = false;
+        }
+        fields.push(("inner", Value::Array(children)));
+        Ok(Value::Object(fields))
+    }
+
+    /// Whether all of the text was read.
+    pub fn finished(&mut self) -> bool {
+        self.p.ws();
+        self.p.i == self.p.b.len()
+    }
 }
 
 struct Parser<'a> {
@@ -87,8 +219,8 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn err(&self, what: &str) -> String {
-        let line = self.b[..self.i.min(self.b.len())].iter().filter(|&&c| c == b'\n').count() + 1;
-        format!("{what} at line {line}")
+        // (the check's dumps are compacted to one line: the byte says where)
+        format!("{what} at byte {}", self.i)
     }
 
     fn ws(&mut self) {
@@ -458,5 +590,148 @@ mod tests {
         let at = format!("{}{{}}{}", "{\"kind\": \"X\", \"inner\": [".repeat(n), "]}".repeat(n));
         let walked = crate::deep_stack(|| crate::ast::parse(&at, &|_| true).map(|a| a.functions.len())).unwrap();
         assert_eq!(walked, Ok(0));
+    }
+}
+
+/// Keys dropped from a dump as it is read, beside [`SKIPPED`]: `includedFrom` (the header
+/// chain of a location, which the walk never reads).
+const DROPPED: [&str; 1] = ["includedFrom"];
+
+#[derive(Clone, Copy)]
+enum Compacting {
+    Normal,
+    /// In a string that started at this offset of the output.
+    InString { start: usize, escaped: bool },
+    /// After a string that started at this offset: a key when a ':' follows.
+    AfterString { start: usize },
+    /// Skipping a dropped key's value: open brackets, in a string, after a backslash.
+    Skip { depth: usize, in_string: bool, escaped: bool, begun: bool },
+    /// After a dropped value: a ',' that followed the object's first key goes too.
+    AfterSkip,
+}
+
+/// Makes clang's pretty-printed JSON compact as it is read, chunk by chunk: whitespace outside
+/// strings goes, and so do the keys no rule reads with their values ([`SKIPPED`], [`DROPPED`]).
+/// Most of a dump is indentation and locations' bookkeeping: what is kept is a fifth of it, so
+/// the check's memory follows the AST rather than its printing.
+pub struct Compactor {
+    state: Compacting,
+}
+
+impl Default for Compactor {
+    fn default() -> Self {
+        Compactor { state: Compacting::Normal }
+    }
+}
+
+impl Compactor {
+    /// Append the compact form of `chunk` (the next bytes of the dump) to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        for &c in chunk {
+            self.byte(c, out);
+        }
+    }
+
+    fn byte(&mut self, c: u8, out: &mut Vec<u8>) {
+        let ws = matches!(c, b' ' | b'\n' | b'\r' | b'\t');
+        match self.state {
+            Compacting::InString { start, escaped } => {
+                out.push(c);
+                self.state = match (escaped, c) {
+                    (false, b'"') => Compacting::AfterString { start },
+                    (false, b'\\') => Compacting::InString { start, escaped: true },
+                    _ => Compacting::InString { start, escaped: false },
+                };
+            }
+            Compacting::AfterString { start } => {
+                if ws {
+                    return;
+                }
+                let key = &out[start + 1..out.len() - 1];
+                if c == b':' && SKIPPED.iter().chain(&DROPPED).any(|k| k.as_bytes() == key) {
+                    out.truncate(start);
+                    if out.last() == Some(&b',') {
+                        out.pop();
+                    }
+                    self.state = Compacting::Skip { depth: 0, in_string: false, escaped: false, begun: false };
+                } else {
+                    self.state = Compacting::Normal;
+                    self.byte(c, out);
+                }
+            }
+            Compacting::Skip { depth, in_string, escaped, begun } => {
+                if in_string {
+                    let closed = !escaped && c == b'"';
+                    self.state = if closed && depth == 0 {
+                        Compacting::AfterSkip
+                    } else {
+                        Compacting::Skip { depth, in_string: !closed, escaped: !escaped && c == b'\\', begun }
+                    };
+                    return;
+                }
+                if ws {
+                    return;
+                }
+                match c {
+                    b'"' => self.state = Compacting::Skip { depth, in_string: true, escaped: false, begun: true },
+                    b'{' | b'[' => self.state = Compacting::Skip { depth: depth + 1, in_string: false, escaped: false, begun: true },
+                    b'}' | b']' if depth > 0 => {
+                        self.state = if depth == 1 {
+                            Compacting::AfterSkip
+                        } else {
+                            Compacting::Skip { depth: depth - 1, in_string: false, escaped: false, begun: true }
+                        };
+                    }
+                    // the end of a scalar (a number, true, false, null)
+                    b',' | b'}' | b']' if depth == 0 && begun => {
+                        self.state = Compacting::AfterSkip;
+                        self.byte(c, out);
+                    }
+                    _ => self.state = Compacting::Skip { depth, in_string: false, escaped: false, begun: true },
+                }
+            }
+            Compacting::AfterSkip => {
+                if ws {
+                    return;
+                }
+                self.state = Compacting::Normal;
+                if !(c == b',' && out.last() == Some(&b'{')) {
+                    self.byte(c, out);
+                }
+            }
+            Compacting::Normal => {
+                if ws {
+                    return;
+                }
+                if c == b'"' {
+                    self.state = Compacting::InString { start: out.len(), escaped: false };
+                }
+                out.push(c);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod compactor_tests {
+    use super::*;
+
+    fn compact(text: &str, chunk: usize) -> String {
+        let mut c = Compactor::default();
+        let mut out = Vec::new();
+        for piece in text.as_bytes().chunks(chunk) {
+            c.feed(piece, &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn compacting_keeps_what_the_walk_reads_in_any_chunking() {
+        let dump = "{\n  \"tokLen\": 3,\n  \"kind\" : \"A b\",\n  \"loc\": { \"offset\": 1, \"includedFrom\": {\n \"file\": \"x \\\" y\" }, \"col\": 4 },\n  \"valueCategory\": \"prvalue\",\n  \"inner\": [ { \"decl\": { \"a\": [1, {\"b\": \"}\"}] } }, \"s\\\\\" ],\n  \"value\": \"1\"\n}";
+        let want = r#"{"kind":"A b","loc":{"offset":1,"col":4},"inner":[{},"s\\"]}"#;
+        for chunk in [1, 2, 3, 7, 1000] {
+            assert_eq!(compact(dump, chunk), want, "chunks of {chunk}");
+        }
+        assert!(parse(want).is_ok());
     }
 }

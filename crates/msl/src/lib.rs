@@ -45,7 +45,7 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 8";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 17";
 
 /// This crate's code, part of every content key.
 const CODE: [&str; 13] = [
@@ -308,13 +308,7 @@ impl Checker {
         let mut problems = ws.refused.clone();
         for f in ws.files.values() {
             let reject_fc = self.opts.function_constants == FunctionConstants::Reject;
-            rules::tokens(
-                &f.display,
-                &f.original,
-                &|name| sources::is_foreign_angle_include(name, &dirs),
-                reject_fc,
-                &mut problems,
-            );
+            rules::tokens(&f.display, &f.original, reject_fc, &mut problems);
         }
         // A define of `__METAL_VERSION__` checks against that version (its own precompiled
         // prelude: a PCH fixes the macros it was built with); `__METAL__` is always defined.
@@ -340,7 +334,7 @@ impl Checker {
             &other
         };
         let texts: Vec<(&str, &str)> = ws.files.values().map(|f| (f.display.as_str(), f.original.as_str())).collect();
-        rules::conditionals(&texts, defines, &prelude.macros, &mut problems);
+        rules::conditionals(&texts, defines, &prelude.macros, prelude::gpp_macros(), &mut problems);
         let mut cmd = self.clang.command();
         cmd.args(clang::Clang::base_flags(version))
             .arg("-fsyntax-only")
@@ -355,7 +349,8 @@ impl Checker {
             cmd.arg("-I").arg(d);
         }
         cmd.args(["-Xclang", "-ast-dump=json"]).arg(&ws.main_path);
-        let out = clang::run_capped(&mut cmd, MAX_AST_BYTES, self.opts.timeout)
+        let mut compactor = json::Compactor::default();
+        let out = clang::run_capped(&mut cmd, MAX_AST_BYTES, self.opts.timeout, |chunk, out| compactor.feed(chunk, out))
             .map_err(|e| Error::Io(format!("running {}: {e}", self.clang.path.display())))?;
         if out.timed_out {
             return Err(Error::Limit(format!(
@@ -365,9 +360,8 @@ impl Checker {
         }
         if out.over {
             return Err(Error::Limit(format!(
-                "clang's AST dump of it passed {} MiB, the most the check reads (the dump grows with the source's size, \
-                 and with the square of an expression's nesting: an expression of a couple of thousand terms, such as \
-                 a long chain of +, prints gigabytes); split the file, or the expression into statements",
+                "clang's AST dump of it passed {} MiB without its indentation and the keys no rule reads, the most the \
+                 check keeps (the dump grows with the source and its template instantiations); split the file",
                 MAX_AST_BYTES >> 20
             )));
         }
@@ -462,6 +456,15 @@ impl Checker {
                 .collect();
             let refs: Vec<&ast::Function> = mapped.iter().collect();
             kernels.extend(rules::kernels(&f.display, &f.original, &refs, problems));
+            let globals: Vec<(u32, &str, &str)> = ast
+                .facts
+                .iter()
+                .filter_map(|fact| match fact {
+                    ast::Fact::GlobalVar(l, name, ty) if *l.file == *path => Some((l.line, name.as_str(), ty.as_str())),
+                    _ => None,
+                })
+                .collect();
+            rules::function_constant_types(&f.display, &f.original, &globals, problems);
             rules::deduced_thread_params(&f.display, &f.rewritten.deduced_thread_params, &refs, problems);
         }
         let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
@@ -470,6 +473,8 @@ impl Checker {
             .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
             .collect();
         rules::ast(ast, &kernels, &tg, metal_version, &map, problems);
+        let tokens = ws.files.values().map(|f| (f.display.clone(), lex::tokenize(&f.original))).collect();
+        rules::pointer_types(ast, &kernels, &tokens, &map, problems);
     }
 }
 

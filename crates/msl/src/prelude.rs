@@ -41,8 +41,17 @@ pub fn is_metal_header(name: &str) -> bool {
 }
 
 /// Header names that Metal's `#include <...>` accepts; each resolves to the one prelude.
-pub const METAL_HEADERS: [&str; 16] = [
+pub const METAL_HEADERS: [&str; 25] = [
     "metal_stdlib",
+    "metal_limits",
+    "metal_quadgroup",
+    "metal_array",
+    "metal_uniform",
+    "metal_utility",
+    "metal_initializer_list",
+    "metal_texture",
+    "metal_graphics",
+    "metal_imageblocks",
     "metal_math",
     "metal_simdgroup",
     "metal_simdgroup_matrix",
@@ -68,6 +77,47 @@ pub struct Prelude {
     /// and the prelude's), and those Metal 4's model headers define: the kernelgen emulator's
     /// g++ defines them differently, or not at all.
     pub macros: std::collections::HashSet<String>,
+}
+
+/// The flag sets kernelgen's emulator compiles with (crates/emu's compile.rs: C++17, -O3, the
+/// x86 FMA and F16C extensions, AddressSanitizer and UBSan when sanitizing): each changes what
+/// g++ predefines, so the macros of every one of them count.
+const GPP_FLAG_SETS: [&[&str]; 3] = [
+    &["-std=c++17", "-O3"],
+    &["-std=c++17", "-O3", "-mfma", "-mf16c"],
+    &["-std=c++17", "-O3", "-fsanitize=address,undefined"],
+];
+
+/// Every macro g++ predefines with one of the emulator's flag sets ([`GPP_FLAG_SETS`]), asked
+/// of g++ once a process; `None` without g++ (then no emulator runs, and the rule on
+/// conditionals takes every reserved name as one g++ may define).
+pub fn gpp_macros() -> Option<&'static std::collections::HashSet<String>> {
+    static MACROS: std::sync::OnceLock<Option<std::collections::HashSet<String>>> = std::sync::OnceLock::new();
+    MACROS
+        .get_or_init(|| {
+            let mut all = std::collections::HashSet::new();
+            let mut any = false;
+            for flags in GPP_FLAG_SETS {
+                let Ok(out) = std::process::Command::new("g++")
+                    .env_remove("LD_PRELOAD")
+                    .args(["-x", "c++"])
+                    .args(flags)
+                    .args(["-dM", "-E", "-"])
+                    .stdin(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .output()
+                else {
+                    continue;
+                };
+                // a flag set this g++ does not take (-mfma off x86) defines nothing of its own
+                if out.status.success() {
+                    any = true;
+                    all.extend(defined_names(&String::from_utf8_lossy(&out.stdout)));
+                }
+            }
+            any.then_some(all)
+        })
+        .as_ref()
 }
 
 /// The file beside the PCH listing [`Prelude::macros`] (one name a line).

@@ -28,6 +28,9 @@
 //!    as an address-space conversion), while a bare `T` deduces with the argument's space: those
 //!    parameters are recorded, and a rule reports one whose `T` deduced a device, constant or
 //!    threadgroup object (Metal does not bind those to thread references).
+//! 8. A template's non-type parameter of function pointer type, `void (*f)(A, B)`, is declared
+//!    as a function, `void   f (A, B)` (the same type once adjusted): clang gives the spelt-out
+//!    pointer a `__generic` pointee that no function's address matches.
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -272,6 +275,7 @@ fn brace_step(toks: &[Token], i: usize, stack: &mut Vec<Brace>) {
 }
 
 fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &mut Vec<ThreadgroupDecl>) {
+    let uses_metal = uses_namespace_metal(toks);
     let mut stack: Vec<Brace> = Vec::new();
     for i in 0..toks.len() {
         let t = &toks[i];
@@ -287,9 +291,17 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
             continue;
         }
         // threadgroup <type tokens> name [dims]* ;
-        let Some(semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
+        let Some(mut semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
             continue;
         };
+        // a braced initializer after `=`: the declaration ends at the `;` after its braces
+        if toks[semi].is("{") && toks[i..semi].iter().any(|t| t.is("=")) {
+            let Some(close) = matching(toks, semi) else { continue };
+            match toks.get(close + 1) {
+                Some(t) if t.is(";") => semi = close + 1,
+                _ => continue,
+            }
+        }
         if !toks[semi].is(";") {
             continue;
         }
@@ -311,10 +323,10 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
         }
         // One plain declarator only before the dimensions (no initializer, pointer, reference
         // or second name); commas inside template arguments are fine.
-        let decl_end = first_bracket.unwrap_or(body.len());
-        if body[decl_end..].iter().any(|t| t.is("=")) {
-            continue;
-        }
+        // An initializer (`threadgroup float sums[32] = {0};`, MLX's layer_norm.metal) is
+        // blanked: Metal accepts it; what it sets is not the check's.
+        let assign = body.iter().position(|t| t.is("=") && !t.pp);
+        let decl_end = first_bracket.unwrap_or(body.len()).min(assign.unwrap_or(body.len()));
         let mut angle = 0i32;
         let mut plain = true;
         for t in &body[..decl_end] {
@@ -336,11 +348,17 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
         if name_idx == 0 {
             continue;
         }
-        let type_text = &src[t.offset..name.offset];
-        let dims_text = match first_bracket {
-            Some(k) => &src[body[k].offset..toks[semi].offset],
+        let type_text = qualified_opencl_names(&src[t.offset..name.offset], uses_metal);
+        let dims_end = assign.map_or(toks[semi].offset, |a| body[a].offset);
+        let dims_text = match first_bracket.filter(|&k| assign.is_none_or(|a| k < a)) {
+            Some(k) => &src[body[k].offset..dims_end],
             None => "",
         };
+        if let Some(a) = assign {
+            let from = body[a].offset;
+            let blank: String = src[from..toks[semi].offset].chars().map(|c| if c == '\n' { '\n' } else { ' ' }).collect();
+            edits.push(Edit { offset: from, delete: toks[semi].offset - from, insert: blank });
+        }
         let name_end = name.offset + name.text.len();
         edits.push(Edit { offset: name.offset, delete: 0, insert: "(&".into() });
         edits.push(Edit { offset: name_end, delete: 0, insert: ")".into() });
@@ -372,9 +390,47 @@ fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
 /// declares in namespace metal.
 const OPENCL_IMPLICIT: [&str; 4] = ["atomic_int", "atomic_uint", "atomic_float", "memory_order"];
 
-fn opencl_names(toks: &[Token], edits: &mut Vec<Edit>) {
-    let uses_metal = toks.windows(3).any(|w| w[0].is("using") && w[1].is("namespace") && w[2].is("metal"));
+fn uses_namespace_metal(toks: &[Token]) -> bool {
+    toks.windows(3).any(|w| w[0].is("using") && w[1].is("namespace") && w[2].is("metal"))
+}
+
+/// `text` (a type copied into inserted code) with [`OPENCL_IMPLICIT`]'s names qualified as
+/// [`opencl_names`] qualifies the source's.
+fn qualified_opencl_names(text: &str, uses_metal: bool) -> String {
     if !uses_metal {
+        return text.to_string();
+    }
+    let mut out = text.to_string();
+    for name in OPENCL_IMPLICIT {
+        let mut from = 0;
+        while let Some(at) = out[from..].find(name).map(|p| p + from) {
+            let before = out[..at].chars().next_back();
+            let after = out[at + name.len()..].chars().next();
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+            if !word(before) && !word(after) {
+                out.insert_str(at, "metal::");
+                from = at + "metal::".len() + name.len();
+            } else {
+                from = at + name.len();
+            }
+        }
+    }
+    out
+}
+
+/// `constant` qualifying a member function (after its parameter list) is the address space
+/// alone: the prelude's `constant` is `const __constant` (constant objects are read-only), and a
+/// constructor takes no const (MLX's complex.h: `complex_t(...) constant`).
+fn member_constant_qualifiers(toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 1..toks.len() {
+        if toks[i].is("constant") && toks[i].kind == Kind::Ident && toks[i - 1].is(")") {
+            edits.push(Edit { offset: toks[i].offset, delete: 0, insert: "__".into() });
+        }
+    }
+}
+
+fn opencl_names(toks: &[Token], edits: &mut Vec<Edit>) {
+    if !uses_namespace_metal(toks) {
         return;
     }
     for i in 0..toks.len() {
@@ -427,12 +483,36 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
     opencl_names(&toks, &mut edits);
+    member_constant_qualifiers(&toks, &mut edits);
     let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
+    function_pointer_template_params(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits, threadgroup_decls);
     r.deduced_thread_params = deduced_thread_params;
     r.constructor_braces = constructor_braces;
     r
+}
+
+/// Rewrite 8: a template's non-type parameter of function pointer type, `void (*f)(device const
+/// B*, short)`, is declared as a function, `void   f (device const B*, short)`, which adjusts to
+/// the same pointer type: clang gives the pointer spelt out a `__generic` pointee (`void
+/// (__generic *)(...)`), which no function's address matches, so every argument (ggml's and
+/// candle's `dequantize_q4_0`) was refused.
+fn function_pointer_template_params(toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len().saturating_sub(1) {
+        if !(toks[i].is("template") && toks[i + 1].is("<") && !toks[i].pp) {
+            continue;
+        }
+        let Some(end) = skip_angles(toks, i + 1) else { continue };
+        for j in i + 2..end.saturating_sub(4) {
+            let [open, star, name, close, params] = [j, j + 1, j + 2, j + 3, j + 4].map(|k| &toks[k]);
+            if open.is("(") && star.is("*") && name.kind == Kind::Ident && close.is(")") && params.is("(") {
+                for t in [open, star, close] {
+                    edits.push(Edit { offset: t.offset, delete: 1, insert: " ".into() });
+                }
+            }
+        }
+    }
 }
 
 /// The type parameters a template header `template <...>` (at `open`, the `<`) declares, and

@@ -18,7 +18,6 @@ fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Probl
 pub fn tokens(
     file: &str,
     src: &str,
-    foreign_include: &dyn Fn(&str) -> bool,
     reject_function_constants: bool,
     out: &mut Vec<Problem>,
 ) {
@@ -27,16 +26,7 @@ pub fn tokens(
         let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
         let next = toks.get(i + 1).map_or("", |n| n.text.as_str());
         let p = |m: &str| problem(file, t.line, t.col, m);
-        if t.kind == Kind::Directive {
-            if let Some(name) = angle_include(&t.text)
-                && foreign_include(&name)
-            {
-                out.push(p(&format!(
-                        "the C++ standard library is not available in MSL (section 1.5): #include <{name}> is not a Metal header"
-                    )));
-            }
-            continue;
-        }
+        // (an #include of a foreign <header> is clang's #error where it is live: sources.rs)
         if t.kind != Kind::Ident {
             continue;
         }
@@ -59,6 +49,8 @@ pub fn tokens(
             "thread_local" => "thread_local is not supported in MSL (section 1.5)",
             "virtual" => "virtual functions are not supported in MSL (section 1.5)",
             "throw" | "try" | "catch" => "exceptions (throw, try, catch) are not supported in MSL (section 1.5)",
+            "long" if next == "long" => "long long is not a Metal type (MSL 2.1: long is Metal's 64-bit integer); use long",
+            "long" if prev == "long" => continue,
             "double" if prev == "long" => continue,
             "double" => "double is not supported in MSL (section 1.5); use float",
             "long" if next == "double" => "long double is not supported in MSL (section 1.5); use float",
@@ -72,12 +64,6 @@ pub fn tokens(
         };
         out.push(p(msg));
     }
-}
-
-fn angle_include(directive: &str) -> Option<String> {
-    let rest = directive.trim_start_matches('#').trim_start().strip_prefix("include")?.trim_start();
-    let r = rest.strip_prefix('<')?;
-    Some(r.split('>').next()?.to_string())
 }
 
 /// One `[[...]]` attribute: its name, its argument text, and position.
@@ -260,6 +246,8 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         .collect();
     let mut marks: Vec<&Attr> = attrs.iter().filter(|a| a.name == "kernel").chain(&keywords).collect();
     marks.sort_by_key(|a| (a.line, a.col));
+    // kernels by name: a second kernel of a name with other parameters overloads it
+    let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
     for a in marks.into_iter().filter(|a| !toks[a.first].pp && !instantiation(a)) {
         // The kernel is the first function declared after the attribute (clang drops the
         // attribute, so the declaration starts after it).
@@ -277,10 +265,116 @@ pub fn kernels(file: &str, src: &str, functions: &[&Function], out: &mut Vec<Pro
         if !done.insert((f.loc.line, f.loc.col)) {
             continue;
         }
+        // (function templates may share a name: each instantiation has its own host name)
+        let template = a.first > 0 && (toks[a.first - 1].is(">") || toks[a.first - 1].is(">>"));
+        let params: Vec<String> = f.params.iter().map(|p| p.desugared.clone()).collect();
+        match by_name.get(&f.name).filter(|_| !template) {
+            Some(first) if *first != params => out.push(problem(
+                file,
+                f.loc.line,
+                f.loc.col,
+                format!("kernel '{}' is overloaded: kernel functions cannot be overloaded (MSL 1.5); give it another name", f.name),
+            )),
+            Some(_) => {}
+            None if !template => {
+                by_name.insert(f.name.clone(), params);
+            }
+            None => {}
+        }
         check_kernel(file, &toks, &attrs, f, &instances, out);
     }
+    duplicate_host_names(file, &toks, &attrs, out);
     kernels
 }
+
+/// A `[[host_name("x")]]` naming a function another one in the same branch of the file's
+/// conditionals already names (MSL 5.1.11: a host name names one function of a library).
+fn duplicate_host_names(file: &str, toks: &[Token], attrs: &[Attr], out: &mut Vec<Problem>) {
+    // each token's branch: the chain of conditional groups it sits in (one id per #if, #elif,
+    // #else), so that the two branches of an #if may each name the same function
+    let mut branch: Vec<Vec<u32>> = Vec::with_capacity(toks.len());
+    let (mut stack, mut next) = (Vec::<u32>::new(), 0u32);
+    for t in toks {
+        if t.kind == Kind::Directive {
+            let d = crate::sources::logical_line(&t.text);
+            let word: String = d.trim_start_matches('#').trim_start().chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+            match word.as_str() {
+                "if" | "ifdef" | "ifndef" => {
+                    next += 1;
+                    stack.push(next);
+                }
+                "elif" | "else" | "elifdef" | "elifndef" => {
+                    next += 1;
+                    if let Some(top) = stack.last_mut() {
+                        *top = next;
+                    }
+                }
+                "endif" => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        branch.push(stack.clone());
+    }
+    let mut seen: Vec<(String, &Vec<u32>)> = Vec::new();
+    for a in attrs.iter().filter(|a| a.name == "host_name" && !toks[a.first].pp) {
+        let Some(name) = a.arg.as_deref().filter(|n| n.starts_with('"')) else { continue };
+        let here = &branch[a.first];
+        // one branch holds the other: both are compiled together
+        if seen.iter().any(|(n, b)| n == name && (here.starts_with(b) || b.starts_with(here))) {
+            out.push(problem(
+                file,
+                a.line,
+                a.col,
+                format!("[[host_name({name})]] names a second function: a host name names one function of a library (MSL 5.1.11)"),
+            ));
+        } else {
+            seen.push((name.to_string(), here));
+        }
+    }
+}
+
+/// Function constants are scalars or vectors (MSL 5.8): `[[function_constant(n)]]` on a
+/// variable whose type (from `globals`: line, name, desugared type, at namespace scope) is a
+/// structure or an array is a problem at the attribute.
+pub fn function_constant_types(file: &str, src: &str, globals: &[(u32, &str, &str)], out: &mut Vec<Problem>) {
+    let toks = tokenize(src);
+    for a in attributes(&toks).iter().filter(|a| a.name == "function_constant" && !toks[a.first].pp) {
+        // the declared name: the identifier before the attribute, `]` of an array's extent skipped
+        let mut j = a.first;
+        let mut array = false;
+        while j > 0 && toks[j - 1].is("]") {
+            array = true;
+            let Some(open) = (0..j - 1).rev().find(|&k| toks[k].is("[")) else { break };
+            j = open;
+        }
+        let Some(name) = j.checked_sub(1).map(|k| &toks[k]).filter(|t| t.kind == Kind::Ident) else { continue };
+        let Some((_, _, ty)) = globals.iter().find(|(line, n, _)| *line == name.line && *n == name.text) else { continue };
+        let element = plain_type(ty.split('[').next().unwrap_or(ty)).replace("__constant", "");
+        let element = element.trim();
+        let scalar = SCALAR_TYPES.contains(&element)
+            || element.split(" __attribute__((ext_vector_type(").next().is_some_and(|e| SCALAR_TYPES.contains(&e.trim()));
+        if array || ty.contains('[') || !scalar {
+            out.push(problem(
+                file,
+                a.line,
+                a.col,
+                format!(
+                    "function constant '{}' has type '{}': a function constant is a scalar or a vector (MSL 5.8)",
+                    name.text,
+                    crate::diag::reword(ty).replace("const constant ", "")
+                ),
+            ));
+        }
+    }
+}
+
+/// Metal's scalar types as clang spells them desugared.
+const SCALAR_TYPES: [&str; 14] = [
+    "bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",
+    "unsigned long", "half", "float", "_Float16", "bfloat",
+];
 
 /// `f`'s checks; `instances`, a template kernel's instantiations, give the types of the
 /// parameters whose type is a template parameter.
@@ -353,6 +447,11 @@ fn check_kernel(file: &str, toks: &[Token], attrs: &[Attr], f: &Function, instan
                     buffers.insert(idx, p.name.clone());
                 }
             }
+            "threadgroup" if space != Some("threadgroup") => out.push(aat(format!(
+                "[[threadgroup({})]] parameter '{}' must be a threadgroup pointer or reference (MSL 5.2.1)",
+                a.arg.clone().unwrap_or_default(),
+                p.name
+            ))),
             n if PARAMETER_ATTRIBUTES.contains(&n) => {}
             n => out.push(aat(format!("unknown kernel parameter attribute [[{n}]] on '{}' (MSL 5.2.1)", p.name))),
         }
@@ -410,8 +509,8 @@ pub fn ast(
     let mut edges: HashMap<String, Vec<(String, String, crate::ast::Loc)>> = HashMap::new();
     for fact in &ast.facts {
         match fact {
-            Fact::Lambda(l) if metal_version < 400 => {
-                push(l, "lambda expressions are not supported in MSL (section 1.5)".into());
+            Fact::Lambda(l) if metal_version < LAMBDAS_FROM => {
+                push(l, format!("lambda expressions are not supported in MSL before Metal 3.2 (section 1.5; {})", at_version(metal_version)));
             }
             Fact::Call { from, to, to_name, loc } => {
                 edges.entry(ast.canonical(from)).or_default().push((ast.canonical(to), to_name.clone(), loc.clone()));
@@ -430,10 +529,14 @@ pub fn ast(
                     );
                 }
             }
-            Fact::FunctionPointer(l, ty) => {
+            Fact::FunctionPointer(l, ty) if metal_version < FUNCTION_POINTERS_FROM => {
                 push(
                     l,
-                    format!("function pointers are not supported in MSL (section 1.5): '{}'", crate::diag::reword(ty)),
+                    format!(
+                        "function pointers are not supported in MSL before Metal 2.3 (section 1.5; {}): '{}'",
+                        at_version(metal_version),
+                        crate::diag::reword(ty)
+                    ),
                 );
             }
             // A reinterpreting cast into the thread space (`reinterpret_cast<thread ulong&>(p)`,
@@ -470,6 +573,32 @@ pub fn ast(
             {
                 push(loc, pointer_integer_message(cast_kind == "__builtin_bit_cast", from, to));
             }
+            Fact::BfloatConversion { loc, from, to, .. } => push(
+                loc,
+                format!(
+                    "implicit conversion from '{}' to '{}': between floating types, bfloat converts implicitly only to float; write the conversion (`{}(x)`) (MSL 2.1, 2.22)",
+                    crate::diag::reword(from),
+                    crate::diag::reword(to),
+                    crate::diag::reword(&plain_type(to))
+                ),
+            ),
+            Fact::StaticConstantLocal(l, name) => push(
+                l,
+                format!(
+                    "static constant variable '{name}' inside a function: constant variables are declared at program scope (MSL 4.2); move it out of the function"
+                ),
+            ),
+            Fact::MemoryOrder(l, function, order) => push(
+                l,
+                format!("{function} takes memory_order_relaxed only, not {order} (MSL 6.15.1: Metal's atomic functions are relaxed)"),
+            ),
+            Fact::AtomicType(l, element) => push(
+                l,
+                format!(
+                    "atomic<{}> is not a Metal atomic type: Metal has atomic<int>, atomic<uint>, atomic<bool>, atomic<float> and 64-bit atomic<ulong> (MSL 2.6)",
+                    crate::diag::reword(element)
+                ),
+            ),
             Fact::Union(l, name, fields) if fields.len() > 1 && fields.iter().any(|f| pointer_depth(f) > 0) => {
                 let name = if name.is_empty() { "an anonymous union".to_string() } else { format!("union '{name}'") };
                 push(
@@ -500,13 +629,14 @@ pub fn ast(
     }
     // Recursion: every call edge inside a cycle of the call graph.
     let mut reported = HashSet::new();
-    for (from, calls) in &edges {
+    for (from, calls) in edges.iter().filter(|_| metal_version < RECURSION_FROM) {
         for (to, name, loc) in calls {
             if reaches(&edges, to, from) && reported.insert((loc.line, loc.col, loc.file.to_string())) {
                 push(
                     loc,
                     format!(
-                        "recursive function calls are not supported in MSL (section 1.5): '{name}' is called recursively"
+                        "recursive function calls are not supported in MSL before Metal 2.4 (section 1.5; {}): '{name}' is called recursively",
+                        at_version(metal_version)
                     ),
                 );
             }
@@ -530,6 +660,17 @@ pub fn ast(
             });
         }
     }
+}
+
+/// The Metal versions from which section 1.5 allows what it once listed as unsupported:
+/// function pointers from Metal 2.3, recursive calls from 2.4 (in kernels, the only functions
+/// kernelgen checks), lambda expressions from 3.2.
+const FUNCTION_POINTERS_FROM: u32 = 230;
+const RECURSION_FROM: u32 = 240;
+const LAMBDAS_FROM: u32 = 320;
+
+fn at_version(metal_version: u32) -> String {
+    format!("this check is at __METAL_VERSION__ {metal_version}")
 }
 
 fn reaches(edges: &HashMap<String, Vec<(String, String, crate::ast::Loc)>>, start: &str, goal: &str) -> bool {
@@ -646,9 +787,16 @@ fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str
             groups.entry(r).or_default().push(d);
         }
     }
+    // A template whose pattern has no body links when every specialization it lists is one the
+    // source wrote (`template <> int f<int>() {...}`, candle's indexing.metal, ggml's elu_approx);
+    // one clang made from the bodiless pattern would not.
+    let mut explicit_only: HashMap<&str, bool> = HashMap::new();
+    for (pattern, written) in decls.iter().filter_map(|d| d.specializes.as_ref()) {
+        *explicit_only.entry(pattern.as_str()).or_insert(true) &= *written;
+    }
     let mut out = Vec::new();
     for group in groups.values() {
-        if group.iter().any(|d| d.defined) {
+        if group.iter().any(|d| d.defined || explicit_only.get(d.id.as_str()) == Some(&true)) {
             continue;
         }
         if let Some(first) = group.iter().filter(|d| !d.instantiated).min_by_key(|d| (d.loc.file.clone(), d.loc.line, d.loc.col)) {
@@ -659,10 +807,11 @@ fn undefined(decls: &[crate::ast::Decl]) -> Vec<(&crate::ast::Decl, &'static str
 }
 
 /// Macros a conditional may test besides the source's own: the ones a Metal compile and
-/// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__`, `__METAL__` and
-/// `__HAVE_BFLOAT__` as the check does; both compile C++17), and the feature macro MLX's
-/// headers test.
-const SHARED_MACROS: [&str; 7] = ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__HAVE_BFLOAT__", "__cplusplus"];
+/// kernelgen's emulator define alike (the emulator sets `__METAL_VERSION__` and `__METAL__` as
+/// the check does, and `__HAVE_BFLOAT__` from Metal 3.1 on, as Metal does: candle's and
+/// mistral.rs's kernels test it; both compile C++17), and the feature macro MLX's headers test.
+const SHARED_MACROS: [&str; 7] =
+    ["defined", "true", "false", "__METAL_VERSION__", "__METAL__", "__HAVE_BFLOAT__", "__cplusplus"];
 const SHARED_FEATURE_MACROS: [&str; 1] = ["__cpp_variable_templates"];
 
 /// A name the implementation reserves (`__x`, `_X`): the compilers' own macros are such.
@@ -699,8 +848,17 @@ fn pp_identifiers(expr: &str) -> Vec<String> {
 /// `__clang__`, `__aarch64__`, the OpenCL ones or the prelude's) differ from the check's clang,
 /// so a conditional on one of those, directly or through the source's macros (or built by `##`
 /// in one), would compile a branch the check never saw. Each such `#if`, `#ifdef`, `#ifndef` or
-/// `#elif` is a problem at its line; `env` holds the check's own macros.
-pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &HashSet<String>, out: &mut Vec<Problem>) {
+/// `#elif` is a problem at its line; `env` holds the check's own macros, `gpp` g++'s (with the
+/// emulator's flags; `None` when unknown: then every reserved name is taken as one g++ may
+/// define). A reserved name neither compiler defines (`__CUDACC__` in ggml's headers) is
+/// undefined for both alike.
+pub fn conditionals(
+    files: &[(&str, &str)],
+    defines: &[crate::Define],
+    env: &HashSet<String>,
+    gpp: Option<&HashSet<String>>,
+    out: &mut Vec<Problem>,
+) {
     // every definition of every macro the source (or -D) defines: its body's identifiers,
     // and whether it pastes or stringifies
     let mut macros: HashMap<String, Vec<(Vec<String>, bool)>> = HashMap::new();
@@ -744,7 +902,9 @@ pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &Has
                 if !seen.insert(id.clone()) || SHARED_MACROS.contains(&id.as_str()) || SHARED_FEATURE_MACROS.contains(&id.as_str()) {
                     continue;
                 }
-                if reserved(&id) || env.contains(&id) {
+                // `__has_include(...)` and the like are operators each compiler answers its own way
+                let builtin = id.starts_with("__has_") || id.starts_with("__is_") || id == "__building_module";
+                if env.contains(&id) || (reserved(&id) && (builtin || gpp.is_none_or(|g| g.contains(&id)))) {
                     why = Some(format!("'{id}', which kernelgen's emulator (g++) and Metal's compiler do not define alike"));
                     break;
                 }
@@ -771,6 +931,58 @@ pub fn conditionals(files: &[(&str, &str)], defines: &[crate::Define], env: &Has
                     ),
                 ));
             }
+        }
+    }
+}
+
+/// Metal's address-space keywords, one of which every pointer type names (MSL 4).
+const ADDRESS_SPACES: [&str; 7] = ["device", "constant", "thread", "threadgroup", "threadgroup_imageblock", "ray_data", "object_data"];
+
+/// A pointer type written without an address space, as a local or program-scope variable, a
+/// parameter of a function that is not a kernel (the kernel rule reports those) or a C-style
+/// cast: Apple's compiler says "pointer type must have explicit address space qualifier" (MSL 4:
+/// every pointer's pointee names its space). The type is read from the tokens where the AST says
+/// it is written; one spelled through an alias, `auto` or `decltype` is left alone, and so are
+/// templates, whose `T*` may carry its space in `T`.
+pub fn pointer_types(ast: &Ast, kernels: &HashSet<String>, texts: &HashMap<String, Vec<Token>>, map: LocMap, out: &mut Vec<Problem>) {
+    for fact in &ast.facts {
+        let Fact::PointerType { begin, name, func } = fact else { continue };
+        // a kernel's parameters are the kernel rule's
+        let kernel_param = |f: &String| {
+            kernels.contains(f)
+                && ast.functions.iter().any(|g| g.id == *f && g.params.iter().any(|p| name.as_ref().is_some_and(|n| (p.loc.line, p.loc.col) == (n.line, n.col))))
+        };
+        if func.as_ref().is_some_and(kernel_param) {
+            continue;
+        }
+        let Some((file, line, col)) = map(begin) else { continue };
+        let Some(toks) = texts.get(&file) else { continue };
+        let Some(mut first) = toks.iter().position(|t| (t.line, t.col) == (line, col)) else { continue };
+        // clang begins a `thread const T* p` local at `const`: `thread` (OpenCL's __generic, the
+        // default space) is left out of its range, so the qualifiers written before are read too
+        while first > 0 && (ADDRESS_SPACES.iter().chain(&["const", "volatile"]).any(|w| toks[first - 1].is(w))) {
+            first -= 1;
+        }
+        let span: &[Token] = match name {
+            Some(n) => {
+                let Some((_, nl, nc)) = map(n) else { continue };
+                let end = toks[first..].iter().position(|t| (t.line, t.col) >= (nl, nc)).map_or(toks.len(), |e| first + e);
+                &toks[first..end]
+            }
+            None if toks[first].is("(") => match matching(toks, first) {
+                Some(close) => &toks[first + 1..close],
+                None => continue,
+            },
+            None => continue,
+        };
+        let written = |w: &str| span.iter().any(|t| t.is(w));
+        if written("*") && !ADDRESS_SPACES.iter().any(|s| written(s)) && !["auto", "decltype", "typename", "::", "<"].iter().any(|w| written(w)) {
+            out.push(problem(
+                &file,
+                line,
+                col,
+                "pointer type must have explicit address space qualifier: write thread, device, constant or threadgroup before the pointee type (MSL 4)",
+            ));
         }
     }
 }

@@ -246,6 +246,12 @@ pub fn main_dir(file_name: &str) -> Option<PathBuf> {
     Path::new(file_name).parent().filter(|p| !p.as_os_str().is_empty()).and_then(|p| fs::canonicalize(p).ok())
 }
 
+/// The problem with `#include <name>` of a header that is neither Metal's nor in the include
+/// folders.
+pub fn foreign_include_message(name: &str) -> String {
+    format!("the C++ standard library is not available in MSL (section 1.5): #include <{name}> is not a Metal header")
+}
+
 /// Whether an angle include names a header that is neither Metal's nor found in the dirs.
 pub fn is_foreign_angle_include(name: &str, dirs: &[PathBuf]) -> bool {
     !is_metal_header(name) && !dirs.iter().any(|d| d.join(name).is_file())
@@ -423,7 +429,9 @@ impl Includes<'_> {
                 Some(_) => refuse(format!("#include {shown}: a header whose path holds a quote cannot be checked")),
                 None => refuse(format!("#include {shown}: the header is not UTF-8 text, or past the check's limit on source text")),
             },
-            Resolved::NotFound if !quoted => Vetted::Refused(None),
+            // reported where the directive is live, as Metal would (ggml-common.h includes
+            // <stdint.h> in its C and CUDA branches only)
+            Resolved::NotFound if !quoted => Vetted::Line(format!("#error {}", foreign_include_message(name))),
             Resolved::NotFound => {
                 Vetted::Line(format!("#error '{name}' file not found in the source's folder or the include folders (-I)"))
             }

@@ -124,10 +124,11 @@ fn defines_select_code_and_the_metal_version() {
     assert!(c.check(src, "d.metal", &[]).is_ok());
     let p = c.check_with(src, "d.metal", &[], &defines).unwrap_err();
     assert!(!p.is_empty() && p.iter().all(|p| p.line == 8), "{p:?}");
-    // `__METAL_VERSION__`: lambdas are MSL 4 (400).
+    // `__METAL_VERSION__`: lambdas are Metal 3.2's (MSL section 1.5).
     let lambda = "#include <metal_stdlib>\n[[kernel]] void k(device float* y [[buffer(0)]]) {\n  auto f = [](float v) { return v * 2.0f; };\n  y[0] = f(y[0]);\n}\n";
     let v = |v: &str| [("__METAL_VERSION__".to_string(), Some(v.to_string()))];
     assert!(c.check_with(lambda, "l.metal", &[], &v("310")).unwrap_err().iter().any(|p| p.line == 3));
+    assert!(c.check_with(lambda, "l.metal", &[], &v("320")).is_ok());
     assert!(c.check_with(lambda, "l.metal", &[], &v("400")).is_ok());
     let bad = c.check_with(lambda, "l.metal", &[], &v("four")).unwrap_err();
     assert!(bad[0].message.contains("__METAL_VERSION__"), "{bad:?}");
@@ -178,4 +179,30 @@ fn a_hanging_clang_is_stopped_at_the_timeout() {
     std::fs::remove_file(&hang).unwrap();
     assert_eq!(c.check(KERNEL, "k.metal", &[]), Ok(()));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What Metal accepts where clang's OpenCL rules do not (tests/valid: scalar_vector_rank,
+/// cstyle_vector_cast, half_picks_float_over_bfloat) stays an error just beside it: a C-style
+/// cast between vectors of different lengths, and a call two non-bfloat overloads make
+/// ambiguous (g++ rejects both too, so they are not in tests/invalid).
+#[test]
+fn metal_conversions_stop_where_metal_stops() {
+    let c = common::checker();
+    let body = |b: &str, decls: &str| {
+        format!(
+            "#include <metal_stdlib>\nusing namespace metal;\n{decls}\n[[kernel]] void k(device float4* y [[buffer(0)]], device half2* x [[buffer(1)]], uint i [[thread_position_in_grid]]) {{\n  {b}\n}}\n"
+        )
+    };
+    let cases = [
+        (body("y[i] = (float4)x[i];", ""), "of different size"),
+        (
+            body("y[i].x = float(twice(int(i)));", "inline float twice(float v) { return 2.0f * v; } inline half twice(half v) { return v; }"),
+            "is ambiguous",
+        ),
+    ];
+    for (src, want) in cases {
+        let problems = c.check(&src, "k.metal", &[]).expect_err(&src);
+        // (the statement is the fifth line)
+        assert!(problems.iter().any(|p| p.line == 5 && p.message.contains(want)), "{src}\n{problems:?}");
+    }
 }

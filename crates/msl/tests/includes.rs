@@ -118,6 +118,10 @@ fn a_conditional_on_a_macro_the_emulator_defines_otherwise_is_refused() {
         "#ifdef __cpp_variable_templates",
         "#define WIDE 1\n#if WIDE && __cplusplus >= 201703L",
         "#ifndef FROM_THE_COMMAND_LINE",
+        // Metal's own macro, which the emulator defines as Metal does (candle, mistral.rs)
+        "#if defined(__HAVE_BFLOAT__)",
+        // neither compiler defines these (ggml-common.h's CUDA and HIP branches)
+        "#if defined(__CUDACC__) || defined(__HIPCC__)",
     ];
     for cond in accepted {
         let src = format!("#include <metal_stdlib>\n{cond}\n#define V 2.0f\n#else\n#define V 1.0f\n#endif\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {{\n  y[i] = V;\n}}\n");

@@ -10,4 +10,5 @@ mod deep;
 mod generated;
 mod includes;
 mod mlx_headers;
+mod real_world;
 mod seeds;

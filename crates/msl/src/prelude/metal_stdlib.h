@@ -12,7 +12,10 @@
 // ---- Metal's predefined macros. __METAL_VERSION__ comes from the command line (-D).
 #define __METAL__ 1
 #define __METAL_MACOS__ 1
+// bfloat is Metal 3.1's (MSL 2.1)
+#if __METAL_VERSION__ >= 310
 #define __HAVE_BFLOAT__ 1
+#endif
 #define __HAVE_SIMDGROUP_MATRIX__ 1
 #define METAL_FUNC inline __attribute__((__always_inline__))
 #define METAL_INTERNAL
@@ -32,7 +35,9 @@
 // conversion (Metal has none), except into the implicit copy and move members, which Metal
 // gives every address space.
 #define device __global
-#define constant __constant
+// `constant` objects are read-only (MSL 4.2): const, so a `const constant T` binds to `constant T&`
+// (MLX, mistral.rs) and a table to `constant T*` (ggml); `const constant` repeats it, fine.
+#define constant const __constant
 #define threadgroup __local
 #define thread __generic
 #define threadgroup_imageblock __local
@@ -49,6 +54,10 @@
 #define pipe __kgmsl_id_pipe
 #define vec_step __kgmsl_id_vec_step
 #define __kernel __kgmsl_id___kernel
+// Metal's `kernel` keyword is not OpenCL's (which forbids templates, and parameter types
+// such as atomics, in a kernel): the rules find kernels in the source's tokens, `kernel void f`
+// as `[[kernel]] void f` (where it leaves `[[]]`, an empty attribute list).
+#define kernel
 
 // ---- Scalars. `half` is OpenCL's native half; `bfloat` a distinct native 16-bit float.
 typedef _Float16 bfloat;
@@ -70,7 +79,9 @@ typedef long intptr_t;
 typedef unsigned long uintptr_t;
 // MLX's preamble (utils.h, bf16.h) names these; redeclaring a typedef to the same type is fine.
 typedef half float16_t;
+#if __METAL_VERSION__ >= 310
 typedef bfloat bfloat16_t;
+#endif
 
 #define KGMSL_VEC(T)                                         \
   typedef T T##2 __attribute__((ext_vector_type(2)));        \
@@ -91,12 +102,22 @@ KGMSL_VEC(bfloat)
 typedef char bool2 __attribute__((ext_vector_type(2)));
 typedef char bool3 __attribute__((ext_vector_type(3)));
 typedef char bool4 __attribute__((ext_vector_type(4)));
-typedef float packed_float2 __attribute__((ext_vector_type(2), aligned(4)));
-typedef float packed_float3 __attribute__((ext_vector_type(3), aligned(4)));
-typedef float packed_float4 __attribute__((ext_vector_type(4), aligned(4)));
-typedef half packed_half2 __attribute__((ext_vector_type(2), aligned(2)));
-typedef half packed_half3 __attribute__((ext_vector_type(3), aligned(2)));
-typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
+// Packed vectors (MSL 2.2.3): aligned as their element, for every scalar type Metal packs.
+#define KGMSL_PACKED(T)                                                                 \
+  typedef T packed_##T##2 __attribute__((ext_vector_type(2), aligned(sizeof(T))));      \
+  typedef T packed_##T##3 __attribute__((ext_vector_type(3), aligned(sizeof(T))));      \
+  typedef T packed_##T##4 __attribute__((ext_vector_type(4), aligned(sizeof(T))));
+KGMSL_PACKED(char)
+KGMSL_PACKED(uchar)
+KGMSL_PACKED(short)
+KGMSL_PACKED(ushort)
+KGMSL_PACKED(int)
+KGMSL_PACKED(uint)
+KGMSL_PACKED(long)
+KGMSL_PACKED(ulong)
+KGMSL_PACKED(float)
+KGMSL_PACKED(half)
+KGMSL_PACKED(bfloat)
 
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
@@ -105,6 +126,7 @@ typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
 #define FLT_MIN 0x1.0p-126f
 #define FLT_EPSILON 0x1.0p-23f
 #define HALF_MAX 65504.0h
+#define MAXHALF 65504.0h
 #define HALF_MIN 0x1.0p-14h
 #define HALF_EPSILON 0x1.0p-10h
 #define M_PI_F 3.14159265358979323846264338327950288f
@@ -125,6 +147,15 @@ typedef half packed_half4 __attribute__((ext_vector_type(4), aligned(2)));
 #define INT_MAX 2147483647
 #define INT_MIN (-2147483647 - 1)
 #define UINT_MAX 4294967295u
+// assert (MSL 6.x, <metal_assert> through <metal_stdlib>): the condition is checked as an
+// expression; what a failed one does at run time is the runtime's.
+#define assert(condition) ((void)(bool)(condition))
+// Memory coherence of a device object (MSL 4.8, Metal 3.2): `volatile coherent(device) uint*`
+// is a device pointer (coherent memory is device memory: `coherent(system) device` repeats
+// the space, which is fine); what coherence guarantees is not modelled.
+#if __METAL_VERSION__ >= 320
+#define coherent(scope) __global
+#endif
 
 // One-argument vector constructors (see rewrite.rs): `half2(float2_value)` converts element by
 // element in Metal (a functional cast between vector types of different sizes is an error in
@@ -187,7 +218,8 @@ template <typename T> struct remove_pointer<T* const> { typedef T type; };
 template <typename T> using remove_pointer_t = typename remove_pointer<T>::type;
 template <typename T> struct remove_addrspace { typedef T type; };
 template <typename T> struct remove_addrspace<device T> { typedef T type; };
-template <typename T> struct remove_addrspace<constant T> { typedef T type; };
+// (`__constant`, not `constant`, which is `const __constant`: a deduced `__constant int` is not const)
+template <typename T> struct remove_addrspace<__constant T> { typedef T type; };
 template <typename T> struct remove_addrspace<threadgroup T> { typedef T type; };
 template <typename T> struct remove_addrspace<__private T> { typedef T type; };
 template <typename T> struct remove_addrspace<__generic T> { typedef T type; };
@@ -285,6 +317,14 @@ template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(2)))> 
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(3)))> { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(4)))> { typedef T type; };
 template <typename T> using __kg_scalar_t = typename __kg_scalar<T>::type;
+// Metal's own traits, which sources name (candle's reduce.metal): a vector's element count (0
+// for a scalar), and whether simd functions take a type (scalars and vectors of numbers).
+template <typename T> struct vec_elements : integral_constant<int, 0> {};
+template <typename T> struct vec_elements<T __attribute__((ext_vector_type(2)))> : integral_constant<int, 2> {};
+template <typename T> struct vec_elements<T __attribute__((ext_vector_type(3)))> : integral_constant<int, 3> {};
+template <typename T> struct vec_elements<T __attribute__((ext_vector_type(4)))> : integral_constant<int, 4> {};
+template <typename T> struct __is_valid_simdgroup_type
+    : bool_constant<is_arithmetic<__kg_scalar_t<remove_cv_t<T>>>::value && !is_same<remove_cv_t<__kg_scalar_t<remove_cv_t<T>>>, bool>::value> {};
 
 template <typename T, size_t N> struct array {
   T __elems[N > 0 ? N : 1];
@@ -298,12 +338,52 @@ template <typename T, size_t N> struct array {
   constexpr const constant T& operator[](size_t i) const constant { return __elems[i]; }
 };
 
-// ---- numeric_limits (constexpr: MLX initialises program-scope constants from it).
-template <typename T> struct numeric_limits {
+// ---- Matrices (MSL 2.3): `matrix<T, Cols, Rows>` of half or float (floatCxR, halfCxR),
+// column-major: `m[i]` is a column. What the operations compute is not modelled, only types.
+template <typename T, int Cols, int Rows> struct matrix;
+template <typename M> struct __kg_is_matrix : false_type {};
+template <typename T, int C, int R> struct __kg_is_matrix<matrix<T, C, R>> : true_type {};
+template <typename T, int Cols, int Rows> struct matrix {
+  vec<T, Rows> columns[Cols];
+  matrix() thread = default;
+  explicit constexpr matrix(T diagonal) thread;
+  template <typename... C, typename = enable_if_t<sizeof...(C) + 1 == Cols>>
+  constexpr matrix(vec<T, Rows> first, C... rest) thread;
+  // from a matrix of another element type, by value (deduces from any address space)
+  template <typename M, typename = enable_if_t<__kg_is_matrix<M>::value>> explicit constexpr matrix(M other) thread;
+  thread vec<T, Rows>& operator[](int i) thread { return columns[i]; }
+  const thread vec<T, Rows>& operator[](int i) const thread { return columns[i]; }
+  device vec<T, Rows>& operator[](int i) device { return columns[i]; }
+  const device vec<T, Rows>& operator[](int i) const device { return columns[i]; }
+  threadgroup vec<T, Rows>& operator[](int i) threadgroup { return columns[i]; }
+  const threadgroup vec<T, Rows>& operator[](int i) const threadgroup { return columns[i]; }
+  const constant vec<T, Rows>& operator[](int i) const constant { return columns[i]; }
+};
+template <typename T, int C, int R> matrix<T, C, R> operator+(matrix<T, C, R>, matrix<T, C, R>);
+template <typename T, int C, int R> matrix<T, C, R> operator-(matrix<T, C, R>, matrix<T, C, R>);
+template <typename T, int C, int R> matrix<T, C, R> operator*(matrix<T, C, R>, T);
+template <typename T, int C, int R> matrix<T, C, R> operator*(T, matrix<T, C, R>);
+template <typename T, int C, int R> vec<T, R> operator*(matrix<T, C, R>, vec<T, C>);
+template <typename T, int C, int R> vec<T, C> operator*(vec<T, R>, matrix<T, C, R>);
+template <typename T, int C, int K, int R> matrix<T, C, R> operator*(matrix<T, K, R>, matrix<T, C, K>);
+template <typename T, int C, int R> matrix<T, R, C> transpose(matrix<T, C, R>);
+template <typename T, int N> T determinant(matrix<T, N, N>);
+#define KGMSL_MATRIX(T)                                                                          \
+  typedef matrix<T, 2, 2> T##2x2; typedef matrix<T, 2, 3> T##2x3; typedef matrix<T, 2, 4> T##2x4; \
+  typedef matrix<T, 3, 2> T##3x2; typedef matrix<T, 3, 3> T##3x3; typedef matrix<T, 3, 4> T##3x4; \
+  typedef matrix<T, 4, 2> T##4x2; typedef matrix<T, 4, 3> T##4x3; typedef matrix<T, 4, 4> T##4x4;
+KGMSL_MATRIX(float)
+KGMSL_MATRIX(half)
+
+// ---- numeric_limits (constexpr: MLX initialises program-scope constants from it). As in
+// Metal's own header, the limits are _numeric_limits_impl's, which a source may specialize for
+// its own types (candle's reduce.metal does, for its indexed<T>).
+template <typename T> struct _numeric_limits_impl {
   static constexpr constant bool is_specialized = false;
 };
+template <typename T> struct numeric_limits : _numeric_limits_impl<T> {};
 #define KGMSL_INT_LIMITS(T, MINV, MAXV, SIGNED, DIGITS)                   \
-  template <> struct numeric_limits<T> {                                  \
+  template <> struct _numeric_limits_impl<T> {                            \
     static constexpr constant bool is_specialized = true;                \
     static constexpr constant bool is_integer = true;                    \
     static constexpr constant bool is_signed = SIGNED;                   \
@@ -323,7 +403,7 @@ KGMSL_INT_LIMITS(unsigned int, 0u, 4294967295u, false, 32)
 KGMSL_INT_LIMITS(long, -9223372036854775807L - 1, 9223372036854775807L, true, 63)
 KGMSL_INT_LIMITS(unsigned long, 0ul, 18446744073709551615ul, false, 64)
 #define KGMSL_FLOAT_LIMITS(T, MINV, MAXV, EPS, DIGITS)                              \
-  template <> struct numeric_limits<T> {                                             \
+  template <> struct _numeric_limits_impl<T> {                                       \
     static constexpr constant bool is_specialized = true;                           \
     static constexpr constant bool is_integer = false;                              \
     static constexpr constant bool is_signed = true;                                \
@@ -382,14 +462,14 @@ constexpr T as_type(U x) {
   float sincos(float, thread float&); half sincos(half, thread half&);                   \
   int ilogb(float); int ilogb(half);
 KGMSL_MATH_SET
-// bfloat arguments convert to float (the only implicit conversion Metal gives bfloat), so
-// Metal's float overloads take them and return float. Templates model that without clashing
+// Metal 3.1's math functions take bfloat and return bfloat (MSL 6.5: T is half, float or
+// bfloat), so `bfloat y = exp(x)` needs no conversion. Templates model that without clashing
 // with MLX's bf16_math.h, whose non-template bfloat overloads win wherever they exist.
 template <typename T> struct __kg_bf_ret {};
-template <> struct __kg_bf_ret<bfloat> { typedef float type; };
-template <> struct __kg_bf_ret<bfloat2> { typedef float2 type; };
-template <> struct __kg_bf_ret<bfloat3> { typedef float3 type; };
-template <> struct __kg_bf_ret<bfloat4> { typedef float4 type; };
+template <> struct __kg_bf_ret<bfloat> { typedef bfloat type; };
+template <> struct __kg_bf_ret<bfloat2> { typedef bfloat2 type; };
+template <> struct __kg_bf_ret<bfloat3> { typedef bfloat3 type; };
+template <> struct __kg_bf_ret<bfloat4> { typedef bfloat4 type; };
 template <typename T> using __kg_bf_ret_t = typename __kg_bf_ret<T>::type;
 #define KGMSL_B1(name) template <typename T> __kg_bf_ret_t<T> name(T);
 #define KGMSL_B2(name) template <typename T> __kg_bf_ret_t<T> name(T, T);
@@ -407,8 +487,25 @@ template <typename T> using __kg_bf_ret_t = typename __kg_bf_ret<T>::type;
   KGMSL_B2(step) KGMSL_B2(max) KGMSL_B2(min) KGMSL_B3(fma) KGMSL_B3(fmax3) KGMSL_B3(fmin3)\
   KGMSL_B3(fmedian3) KGMSL_B3(mix) KGMSL_B3(smoothstep) KGMSL_B3(clamp)
 KGMSL_BF_SET
-namespace fast { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
-namespace precise { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
+// An unsuffixed literal in a template is `double` to clang and `float` to Metal (which has no
+// double), so `fmin(1, x / 6 + 0.5)` ties float and half overloads for clang where Metal picks
+// float: arguments that are such literals or integers, one at least a literal, take the float
+// overload. (`double` cannot be written here: the floating type of 8 bytes is it.)
+template <typename T> struct __kg_lit_double : bool_constant<(__is_floating_point(T) && sizeof(T) == 8)> {};
+template <typename T> struct __kg_lit_arg : bool_constant<__kg_lit_double<T>::value || is_integral<T>::value> {};
+template <typename A, typename B, typename C = int> using __kg_lit_ret_t = enable_if_t<
+    (__kg_lit_double<A>::value || __kg_lit_double<B>::value || __kg_lit_double<C>::value) &&
+        __kg_lit_arg<A>::value && __kg_lit_arg<B>::value && __kg_lit_arg<C>::value, float>;
+#define KGMSL_L2(name) template <typename A, typename B> __kg_lit_ret_t<A, B> name(A, B);
+#define KGMSL_L3(name) template <typename A, typename B, typename C> __kg_lit_ret_t<A, B, C> name(A, B, C);
+#define KGMSL_LIT_SET                                                                    \
+  KGMSL_L2(atan2) KGMSL_L2(copysign) KGMSL_L2(divide) KGMSL_L2(fdim) KGMSL_L2(fmax)      \
+  KGMSL_L2(fmin) KGMSL_L2(fmod) KGMSL_L2(nextafter) KGMSL_L2(pow) KGMSL_L2(powr)         \
+  KGMSL_L2(step) KGMSL_L3(fma) KGMSL_L3(fmax3) KGMSL_L3(fmin3) KGMSL_L3(fmedian3)        \
+  KGMSL_L3(mix) KGMSL_L3(smoothstep)
+KGMSL_LIT_SET
+namespace fast { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_LIT_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
+namespace precise { KGMSL_MATH_SET KGMSL_BF_SET KGMSL_LIT_SET KGMSL_F1(abs) KGMSL_F2(max) KGMSL_F2(min) KGMSL_F3(clamp) }
 
 // Integer and common functions, for every integer type (scalar and vector).
 #define KGMSL_I_ALL(M) M(char) M(uchar) M(short) M(ushort) M(int) M(uint) M(long) M(ulong)
@@ -445,7 +542,10 @@ template <typename T> bool isfinite(T); template <typename T> bool isnormal(T);
 template <typename T> bool signbit(T);
 template <typename T> bool all(T); template <typename T> bool any(T);
 template <typename T, typename C> T select(T, T, C);
-template <typename T> __kg_scalar_t<T> dot(T, T);
+// dot is Metal's overloads for floating vectors, not a template: a source's own `template <typename
+// T> float dot(T, T)` (mistral.rs's paged attention) is then no tie for its own types.
+#define KGMSL_DOT(T) T dot(T##2, T##2); T dot(T##3, T##3); T dot(T##4, T##4);
+KGMSL_DOT(float) KGMSL_DOT(half) KGMSL_DOT(bfloat)
 template <typename T> __kg_scalar_t<T> length(T);
 template <typename T> __kg_scalar_t<T> length_squared(T);
 template <typename T> __kg_scalar_t<T> distance(T, T);
@@ -509,6 +609,22 @@ typedef atomic<uint> atomic_uint;
 typedef atomic<bool> atomic_bool;
 typedef atomic<float> atomic_float;
 typedef atomic<ulong> atomic_ulong;
+// What Metal's atomic functions take (MSL 6.15): the bitwise ones (and, or, xor) integers only;
+// on a threadgroup atomic_float, no read-modify-write (Metal's float atomics are device memory's).
+// Each check is a default template argument, so a call that breaks it stops at a static_assert
+// saying why, where the call is.
+template <typename T> struct __kg_atomic_bitwise {
+  static_assert(is_integral<T>::value, "the bitwise atomic functions (fetch_and, fetch_or, fetch_xor) take atomic integers only, not atomic_float (MSL 6.15)");
+  typedef void type;
+};
+// (the threadgroup one is checked in the body of the threadgroup variants below: deduction
+// succeeds for a device pointer too, so a default template argument would fire for every call)
+#define KGMSL_ATOMIC_TG_FLOAT_RMW(name)                                                                    \
+  template <typename T, typename U> T name(volatile threadgroup atomic<T>*, U, memory_order) {             \
+    static_assert(!is_same<T, float>::value, "atomic_float supports atomic read-modify-write functions "  \
+                  "in device memory only, not threadgroup memory (MSL 6.15)");                             \
+    return T();                                                                                            \
+  }
 #define KGMSL_ATOMIC_AS(AS)                                                                                           \
   template <typename T, typename U> void atomic_store_explicit(volatile AS atomic<T>*, U, memory_order);             \
   template <typename T> T atomic_load_explicit(const volatile AS atomic<T>*, memory_order);                          \
@@ -517,26 +633,36 @@ typedef atomic<ulong> atomic_ulong;
                                                                                memory_order, memory_order);           \
   template <typename T, typename U> bool atomic_compare_exchange_strong_explicit(volatile AS atomic<T>*, thread T*, U,\
                                                                                  memory_order, memory_order);         \
-  template <typename T, typename U> T atomic_fetch_add_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_sub_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_and_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_or_explicit(volatile AS atomic<T>*, U, memory_order);              \
-  template <typename T, typename U> T atomic_fetch_xor_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_min_explicit(volatile AS atomic<T>*, U, memory_order);             \
-  template <typename T, typename U> T atomic_fetch_max_explicit(volatile AS atomic<T>*, U, memory_order);
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_add_explicit)             \
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_sub_explicit)             \
+  template <typename T, typename U, typename = typename __kg_atomic_bitwise<T>::type> T atomic_fetch_and_explicit(volatile AS atomic<T>*, U, memory_order);             \
+  template <typename T, typename U, typename = typename __kg_atomic_bitwise<T>::type> T atomic_fetch_or_explicit(volatile AS atomic<T>*, U, memory_order);              \
+  template <typename T, typename U, typename = typename __kg_atomic_bitwise<T>::type> T atomic_fetch_xor_explicit(volatile AS atomic<T>*, U, memory_order);             \
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_min_explicit)             \
+  KGMSL_ATOMIC_RMW_##AS(atomic_fetch_max_explicit)
+#define KGMSL_ATOMIC_RMW_device(name) template <typename T, typename U> T name(volatile device atomic<T>*, U, memory_order);
+#define KGMSL_ATOMIC_RMW_threadgroup(name) KGMSL_ATOMIC_TG_FLOAT_RMW(name)
 KGMSL_ATOMIC_AS(device)
 KGMSL_ATOMIC_AS(threadgroup)
 void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device);
 
 // ---- SIMD-group matrices (the 8x8 float, half and bfloat ones MLX's steel uses).
 template <typename T, int Cols, int Rows> struct simdgroup_matrix {
+  static_assert(is_same<T, float>::value || is_same<T, half>::value || is_same<T, bfloat>::value,
+                "simdgroup_matrix holds float, half or bfloat elements only (MSL 6.7)");
+  static_assert(Cols == 8 && Rows == 8, "simdgroup_matrix is 8x8 only (MSL 6.7)");
   typedef T value_type;
   simdgroup_matrix() thread = default;
   explicit simdgroup_matrix(T) thread;
   thread vec<T, 2>& thread_elements() thread;
   const thread vec<T, 2>& thread_elements() const thread;
 };
-template <typename T, int C, int R> simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T);
+template <typename T, int C, int R = C> simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T);
+// `a * b` multiplies (MSL 6.7: as simdgroup_multiply), `a + b` adds.
+template <typename T, int M, int N, int K>
+simdgroup_matrix<T, N, M> operator*(const simdgroup_matrix<T, K, M>&, const simdgroup_matrix<T, N, K>&);
+template <typename T, int C, int R>
+simdgroup_matrix<T, C, R> operator+(const simdgroup_matrix<T, C, R>&, const simdgroup_matrix<T, C, R>&);
 #define KGMSL_SGM_AS(AS)                                                                                  \
   template <typename T, typename U, int C, int R>                                                         \
   void simdgroup_load(simdgroup_matrix<T, C, R>&, const AS U*, size_t = C, ulong2 = 0, bool = false); \
@@ -578,7 +704,8 @@ template <typename T> constexpr bool is_function_constant_defined(const T&) { re
 #if __METAL_VERSION__ >= 320
 class os_log {
 public:
-  constexpr os_log(const constant char* subsystem, const constant char* category) constant : __subsystem(subsystem), __category(category) {}
+  // (a constructor takes no const: the space alone)
+  constexpr os_log(const constant char* subsystem, const constant char* category) __constant : __subsystem(subsystem), __category(category) {}
 #define KGMSL_OS_LOG_CALL(name)                                                 \
   template <typename... Args> void name(const constant char* format, Args...) const constant; \
   template <typename... Args> void name(const constant char* format, Args...) const thread;
@@ -605,6 +732,11 @@ KGMSL_USE_VEC(char) KGMSL_USE_VEC(uchar) KGMSL_USE_VEC(short) KGMSL_USE_VEC(usho
 KGMSL_USE_VEC(uint) KGMSL_USE_VEC(long) KGMSL_USE_VEC(ulong) KGMSL_USE_VEC(float) KGMSL_USE_VEC(half)
 KGMSL_USE_VEC(bfloat) KGMSL_USE_VEC(bool)
 }
+// Matrices are global names too (declared in namespace metal above).
+#define KGMSL_USE_MATRIX(T)                                                                      \
+  using metal::T##2x2; using metal::T##2x3; using metal::T##2x4; using metal::T##3x2;            \
+  using metal::T##3x3; using metal::T##3x4; using metal::T##4x2; using metal::T##4x3; using metal::T##4x4;
+KGMSL_USE_MATRIX(float) KGMSL_USE_MATRIX(half)
 
 // ---- Compiler builtins that Metal's own headers are written with (MLX's bf16_math.h calls them).
 #define KGMSL_BUILTIN1(name) template <typename T> T __metal_##name(T, bool = false);

@@ -117,7 +117,7 @@ template <class T> struct space { static constexpr constant int value = 0; }; //
 template <class T> struct space<__private T> { static constexpr constant int value = 0; };
 template <class T> struct space<__generic T> { static constexpr constant int value = 0; };
 template <class T> struct space<device T> { static constexpr constant int value = 1; };
-template <class T> struct space<constant T> { static constexpr constant int value = 2; };
+template <class T> struct space<__constant T> { static constexpr constant int value = 2; };
 template <class T> struct space<threadgroup T> { static constexpr constant int value = 3; };
 template <class T> constexpr bool is_thread() { return space<T>::value == 0; }
 template <class T> constexpr bool is_device() { return space<T>::value == 1; }

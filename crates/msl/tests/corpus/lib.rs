@@ -1,0 +1,1 @@
+//! Nothing: this package exists to be fetched (see Cargo.toml).

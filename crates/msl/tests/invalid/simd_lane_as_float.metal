@@ -1,0 +1,8 @@
+// Invalid MSL ([[thread_index_in_simdgroup]] as float): g++ with the emulator's macros accepts it, Metal does not.
+// Cites: MSL specification section 5.2.3.6 (indices are uint or ushort).
+// expect: 6: thread_index_in_simdgroup
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void k(device float* y [[buffer(0)]], float lane [[thread_index_in_simdgroup]]) {
+  y[0] = lane;
+}
