@@ -2,7 +2,7 @@
 //! kernelgen's stages read, in one place (the twin of `kernelgen_msl::vocab`, of the same
 //! shape: the thread builtins, the reserved words, the type names). The generator checks the
 //! names of a CUDA kernel's parameters against [`reserved`] (buffer types are
-//! [`Dtype::cuda_name`], beside Metal's, on the contract's one dtype table); the emulator's CUDA
+//! [`Dtype::cuda_name`](kernelgen_contract::Dtype::cuda_name), beside Metal's, on the contract's one dtype table); the emulator's CUDA
 //! mode reads a source with the rest: the headers it may include ([`INCLUDES`]), the macros
 //! nvrtc predefines, and the names those headers give a body.
 
