@@ -3,28 +3,13 @@
 //! as `<kernel> [cuda]`, and each bug planted in the CUDA body caught, named by that row and,
 //! where the emulator stops at it, by the .cu file's line.
 
+use crate::verify_families::{copy_project, verify};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A copy of tests/planted_cuda in a temporary folder.
 fn project() -> tempfile::TempDir {
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/planted_cuda");
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    for sub in ["families", "families/refs", "kernels"] {
-        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
-        for e in std::fs::read_dir(fixture.join(sub)).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_file() {
-                std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
-            }
-        }
-    }
-    dir
-}
-
-fn verify(dir: &Path, args: &[&str]) -> (i32, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kernelgen")).current_dir(dir).args(["verify", "--specs", "kernels"]).args(args).output().expect("kernelgen runs");
-    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    copy_project(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/planted_cuda"), &["families", "families/refs", "kernels"])
 }
 
 /// The failure of the CUDA body of `w64_warpsum_<bug>`.

@@ -205,6 +205,19 @@ impl Reader<'_> {
         self.toks.get(k).map(|t| t.kind)
     }
 
+    /// The token after the name at `k` and its template arguments, where it names a template
+    /// (`None` when `k` is not a name).
+    fn name_with_arguments(&self, k: usize) -> Option<usize> {
+        if self.kind(k) != Some(Kind::Ident) {
+            return None;
+        }
+        let name = self.tx(k);
+        if self.tx(k + 1) == "<" && self.declared.is_template(name) {
+            return Some(self.template_close(k + 1)? + 1);
+        }
+        Some(k + 1)
+    }
+
     /// The index of the `>` closing the template argument list opened at `open`, if the
     /// tokens up to it can be one.
     fn template_close(&self, open: usize) -> Option<usize> {
@@ -310,14 +323,7 @@ impl Reader<'_> {
                     k += 1;
                 }
                 loop {
-                    if self.kind(k) != Some(Kind::Ident) {
-                        return None;
-                    }
-                    let name = self.tx(k);
-                    k += 1;
-                    if self.tx(k) == "<" && self.declared.is_template(name) {
-                        k = self.template_close(k)? + 1;
-                    }
+                    k = self.name_with_arguments(k)?;
                     if self.tx(k) == "::" {
                         k += 1;
                         continue;
@@ -348,14 +354,7 @@ impl Reader<'_> {
                     if self.tx(k) == "~" {
                         k += 1;
                     }
-                    if self.kind(k) != Some(Kind::Ident) {
-                        return None;
-                    }
-                    let name = self.tx(k);
-                    k += 1;
-                    if self.tx(k) == "<" && self.declared.is_template(name) {
-                        k = self.template_close(k)? + 1;
-                    }
+                    k = self.name_with_arguments(k)?;
                 }
                 "++" | "--" => k += 1,
                 _ => break,
