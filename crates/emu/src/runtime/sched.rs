@@ -498,18 +498,29 @@ extern "C" fn fiber_entry(f: *mut Fiber) -> ! {
     }
 }
 
-pub(super) unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: u32) {
+/// Parks the running fiber at a collective call (`state`, with what its release reads: the
+/// lane's data, the function, the operation and the line) and counts it blocked in its
+/// SIMD-group; returns the fiber and its SIMD-group.
+#[inline(always)]
+pub(super) unsafe fn park(s: *mut Sched, state: State, lane: *mut c_void, f: CollFn, op: u32, line: u32) -> (usize, usize) {
     unsafe {
-        let s = cur_sched();
         let i = (*s).cur;
         let fib = fiber(s, i);
-        (*fib).state = State::Coll;
+        (*fib).state = state;
         (*fib).lane = lane;
         (*fib).coll = Some(f);
         (*fib).op = op;
         (*fib).line = line;
         let sg = i / SIMD;
         (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        (i, sg)
+    }
+}
+
+pub(super) unsafe extern "C" fn rt_collective(lane: *mut c_void, f: CollFn, op: u32, line: u32) {
+    unsafe {
+        let s = cur_sched();
+        let (_, sg) = park(s, State::Coll, lane, f, op, line);
         sg_settled(s, sg);
         yield_fiber(s);
     }

@@ -20,7 +20,7 @@ use std::ptr::null_mut;
 use super::faults::SanReport;
 use super::object::{CollFn, ThreadInfo};
 use super::racecheck;
-use super::sched::{Pending, SIMD, Sched, State, abandon_fiber, cur_sched, fiber, sg_settled, yield_fiber};
+use super::sched::{Pending, SIMD, Sched, State, abandon_fiber, cur_sched, fiber, park, sg_settled, yield_fiber};
 use super::tg_memory::rt_tg_alloc;
 
 /// Operation ids of the masked operations (`kgemu::cu::Op` in the shim), above Metal's.
@@ -148,15 +148,7 @@ pub(super) unsafe fn stuck(s: *mut Sched, sg: usize) -> Option<(usize, usize)> {
 pub(super) unsafe extern "C" fn rt_warp(lane: *mut c_void, f: CollFn, op: u32, line: u32) {
     unsafe {
         let s = cur_sched();
-        let i = (*s).cur;
-        let fib = fiber(s, i);
-        (*fib).state = State::Warp;
-        (*fib).lane = lane;
-        (*fib).coll = Some(f);
-        (*fib).op = op;
-        (*fib).line = line;
-        let sg = i / SIMD;
-        (*(*s).sgs.as_mut_ptr().add(sg)).blocked += 1;
+        let (i, sg) = park(s, State::Warp, lane, f, op, line);
         (*s).warp_waits += 1;
         if !try_release(s, i) {
             sg_settled(s, sg);
