@@ -19,11 +19,13 @@ say() { printf 'gpu/build.sh: %s\n' "$*" >&2; }
 
 bash mlx/setup.sh
 
-# 1. The binaries: the CLI and the tests that launch through MLX (tests/mlx_*.rs but the
+# 1. The binaries: the CLI, make bench-gpu's harness and the tests that launch through MLX (tests/mlx_*.rs but the
 #    emulator's comparison with MLX's quantizer, which needs g++ and runs in make test-mlx).
 lane=(--features mlx --config mlx/cargo-config.toml)
 status=0
 "$CARGO" build -p kernelgen-cli "${lane[@]}" || status=$?
+# make bench-gpu's harness (gpu/bench.rs)
+((status == 0)) && { "$CARGO" build --example bench_gpu "${lane[@]}" || status=$?; }
 tests=()
 if ((status == 0)); then
     mapfile -t tests < <("$CARGO" test "${lane[@]}" --test mlx_backend --test mlx_conformance --no-run --message-format=json \
@@ -41,6 +43,7 @@ rm -rf "$BUNDLE.tmp"
 mkdir -p "$BUNDLE.tmp/bin" "$BUNDLE.tmp/tests"
 # without debug information: a tenth of the size, and nothing a run needs
 objcopy --strip-debug target/debug/kernelgen "$BUNDLE.tmp/bin/kernelgen"
+objcopy --strip-debug target/debug/examples/bench_gpu "$BUNDLE.tmp/bin/bench_gpu"
 for t in "${tests[@]}"; do
     objcopy --strip-debug "${t#* }" "$BUNDLE.tmp/tests/${t%% *}"
 done

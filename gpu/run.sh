@@ -11,24 +11,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUNDLE="${KERNELGEN_GPU_BUNDLE:-$ROOT/target/gpu/bundle}"
 PYTHON="${PYTHON:-python3}"
-say() { printf 'gpu/run.sh: %s\n' "$*" >&2; }
 
-if [[ ! -x $BUNDLE/bin/kernelgen || ! -f $BUNDLE/mlx-cuda/mlx/lib/libmlx.so ]]; then
-    say "no bundle at $BUNDLE: build it with make gpu-build (on a Linux machine with pip and cargo)"
-    exit 2
-fi
-# MLX's CUDA build first (the binaries load libmlx.so by name), then the CUDA libraries.
-cuda_libs="$("$PYTHON" - <<'PY'
-import glob, os, site
-roots = site.getsitepackages() + [site.getusersitepackages()]
-print(":".join(sorted({d for r in roots for d in glob.glob(os.path.join(r, "nvidia", "*", "lib")) + glob.glob(os.path.join(r, "nvidia", "*", "*", "lib"))})))
-PY
-)"
-export LD_LIBRARY_PATH="$BUNDLE/mlx-cuda/mlx/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-echo "---- the machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-echo "MLX $(cat "$BUNDLE/mlx-cuda/VERSION") (mlx-cuda-13), kernelgen built from $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '(unknown)')"
+source "$ROOT/gpu/env.sh"
 
 status=0
 for t in "$BUNDLE"/tests/*; do

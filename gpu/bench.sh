@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make bench-gpu`, run where MLX's CUDA build has an NVIDIA GPU, from the bundle gpu/build.sh made
+# (as gpu/run.sh): the device's copy bandwidth, then the harness (gpu/bench.rs) twice: timed as
+# users see it (lazy chains, wall time), and under Nsight Compute (`ncu`) for each kernel's own
+# time and DRAM bytes. gpu/bench_report.py joins them into one table (the table docs/benchmarks.md
+# records). Builds nothing. Arguments go to the harness (`--filter SUBSTRING`).
+# Output: $KERNELGEN_BENCH_OUT (default target/gpu/bench/): bench.jsonl, profile.jsonl, ncu.csv,
+# report.md; the report is also printed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUNDLE="${KERNELGEN_GPU_BUNDLE:-$ROOT/target/gpu/bundle}"
+PYTHON="${PYTHON:-python3}"
+OUT="${KERNELGEN_BENCH_OUT:-$ROOT/target/gpu/bench}"
+NCU="${NCU:-ncu}"
+source "$ROOT/gpu/env.sh"
+mkdir -p "$OUT"
+
+echo "---- device-to-device copy (PyTorch, 1 GiB, read + write)"
+"$PYTHON" - > "$OUT/copy.txt" <<'PY'
+import torch
+a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+b = torch.empty_like(a)
+best = float("inf")
+for _ in range(20):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); b.copy_(a); e.record(); e.synchronize()
+    best = min(best, s.elapsed_time(e) / 1e3)
+print(f"{2 * a.numel() / best / 1e12:.4f}")
+PY
+echo "$(cat "$OUT/copy.txt") TB/s"
+
+echo "---- timed (lazy chains, wall time)"
+"$BUNDLE/bin/bench_gpu" "$@" | tee "$OUT/bench.jsonl"
+
+echo "---- profiled ($NCU)"
+rm -f "$OUT/profile.ncu-rep"
+"$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    -o "$OUT/profile" "$BUNDLE/bin/bench_gpu" --profile "$@" > "$OUT/profile.jsonl"
+"$NCU" --import "$OUT/profile.ncu-rep" --csv --page raw > "$OUT/ncu.csv"
+
+"$PYTHON" "$ROOT/gpu/bench_report.py" "$OUT" | tee "$OUT/report.md"

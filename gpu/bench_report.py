@@ -1,0 +1,89 @@
+"""make bench-gpu's report: joins the harness's timed run (bench.jsonl), its profiled run
+(profile.jsonl, in launch order) and Nsight Compute's raw page (ncu.csv) into markdown tables.
+
+In the profiled run each case's iterations sit between two launches of the marker kernel
+(custom_kernel_small_affine_q4_bf16); every kernel between them is the case's. Bandwidth is the
+bytes a case must move (the manifest's cost for a kernel) over its kernel time, as a fraction of
+the copy bandwidth measured in the same run (copy.txt).
+
+usage: python3 gpu/bench_report.py OUT_DIR
+"""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+MARKER = "custom_kernel_small_affine_q4_bf16"
+
+
+def jsonl(path):
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+    return rows
+
+
+def ncu_kernels(path):
+    """(name, seconds, dram bytes read + written) per profiled kernel, in launch order."""
+    lines = [l for l in Path(path).read_text().splitlines() if l.startswith('"')]
+    rows = list(csv.reader(lines))
+    header, units, data = rows[0], rows[1], rows[2:]
+    col = {name: i for i, name in enumerate(header)}
+    # one unit a column, which Nsight Compute picks for the column's values
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3,
+             "second": 1.0, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}
+
+    def value(row, name):
+        i = col[name]
+        if units[i] not in scale:
+            raise SystemExit(f"ncu.csv: unit {units[i]!r} of {name} is not known")
+        return float(row[i].replace(",", "")) * scale[units[i]]
+
+    data.sort(key=lambda r: int(r[col["ID"]]))
+    return [
+        (r[col["Kernel Name"]], value(r, "gpu__time_duration.sum"),
+         value(r, "dram__bytes_read.sum") + value(r, "dram__bytes_write.sum"))
+        for r in data
+    ]
+
+
+def per_case(cases, kernels):
+    """Each case's kernel time and DRAM bytes per iteration, from the kernels between its markers."""
+    out, i = {}, 0
+    marks = [k for k, kernel in enumerate(kernels) if MARKER in kernel[0]]
+    if len(marks) != 2 * len(cases):
+        raise SystemExit(f"{len(marks)} marker launches for {len(cases)} cases: the profile is incomplete")
+    for case, (begin, end) in zip(cases, zip(marks[0::2], marks[1::2])):
+        inside = kernels[begin + 1:end]
+        n = case["iterations"]
+        out[(case["name"], case["sizes"])] = (sum(k[1] for k in inside) / n, sum(k[2] for k in inside) / n, len(inside) / n)
+    return out
+
+
+def main():
+    out = Path(sys.argv[1])
+    copy = float((out / "copy.txt").read_text())
+    timed = jsonl(out / "bench.jsonl")
+    profiled = {}
+    if (out / "ncu.csv").exists():
+        profiled = per_case(jsonl(out / "profile.jsonl"), ncu_kernels(out / "ncu.csv"))
+    print(f"Device-to-device copy (read + write): {copy:.2f} TB/s; fractions below are of it.\n")
+    print("| case | sizes | MB moved | wall us / iter | kernel us / iter | kernels / iter | TB/s | of copy | DRAM MB (ncu) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for c in timed:
+        mb = c["bytes"] / 1e6
+        kernel_s, dram, launches = profiled.get((c["name"], c["sizes"]), (None, None, None))
+        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", f"{c['wall_us']:.1f}"]
+        if kernel_s:
+            tbps = c["bytes"] / kernel_s / 1e12
+            cells += [f"{kernel_s * 1e6:.1f}", f"{launches:.0f}", f"{tbps:.2f}", f"{100 * tbps / copy:.0f}%", f"{dram / 1e6:.2f}"]
+        else:
+            cells += ["-"] * 5
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
