@@ -37,19 +37,33 @@ __global__ void custom_kernel_glm52_expert_q4_f32_r4_gate_up(
 
   float gateAcc = 0.0f;
   float upAcc = 0.0f;
-  for (unsigned int word = lane; word < 768u; word += 32u) {
-    const uint32_t gatePacked = gateRow[word];
-    const uint32_t upPacked = upRow[word];
-    const unsigned int k0 = word * 8u;
+  // The lane's words are lane, lane + 32, ...: 8 of them loaded, then used.
+  for (unsigned int first = 0; first < 24u; first += 8u) {
+    uint32_t gatePacked[8];
+    uint32_t upPacked[8];
 #pragma unroll
-    for (unsigned int place = 0; place < 8u; ++place) {
-      const float xv = static_cast<float>(sampleX[k0 + place]);
-      const float gateWeight =
-        (float)((gatePacked >> (place * 4u)) & 0xFu) - 8.0f;
-      const float upWeight =
-        (float)((upPacked >> (place * 4u)) & 0xFu) - 8.0f;
-      gateAcc = fmaf(gateWeight, xv, gateAcc);
-      upAcc = fmaf(upWeight, xv, upAcc);
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      gatePacked[j] = word < 768u ? gateRow[word] : 0u;
+      upPacked[j] = word < 768u ? upRow[word] : 0u;
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      if (word >= 768u) {
+        break;
+      }
+      const unsigned int k0 = word * 8u;
+#pragma unroll
+      for (unsigned int place = 0; place < 8u; ++place) {
+        const float xv = static_cast<float>(sampleX[k0 + place]);
+        const float gateWeight =
+          __uint_as_float(0x4B000000u | ((gatePacked[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
+        const float upWeight =
+          __uint_as_float(0x4B000000u | ((upPacked[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
+        gateAcc = fmaf(gateWeight, xv, gateAcc);
+        upAcc = fmaf(upWeight, xv, upAcc);
+      }
     }
   }
 

@@ -36,10 +36,29 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_gate_up(
 
   float gateAcc = 0.0f;
   float upAcc = 0.0f;
-  for (unsigned int k = lane; k < 6144u; k += 32u) {
-    const float xv = static_cast<float>(x[(unsigned long long)sample * 6144ull + k]);
-    gateAcc = fmaf((float)gateRow[k], xv, gateAcc);
-    upAcc = fmaf((float)upRow[k], xv, upAcc);
+  // The lane's weights are k = lane, lane + 32, ...: 16 of them loaded, then used.
+  for (unsigned int first = 0; first < 192u; first += 16u) {
+    uint8_t gateByte[16];
+    uint8_t upByte[16];
+#pragma unroll
+    for (unsigned int j = 0; j < 16u; ++j) {
+      const unsigned int k = lane + 32u * (first + j);
+      gateByte[j] = k < 6144u ? (uint8_t)gateRow[k] : (uint8_t)0u;
+      upByte[j] = k < 6144u ? (uint8_t)upRow[k] : (uint8_t)0u;
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 16u; ++j) {
+      const unsigned int k = lane + 32u * (first + j);
+      if (k >= 6144u) {
+        break;
+      }
+      const float xv = static_cast<float>(x[(unsigned long long)sample * 6144ull + k]);
+      // int8 w as 2^23 + (w + 128), minus 2^23 + 128
+      const float gateWeight = __uint_as_float(0x4B000000u | (gateByte[j] ^ 0x80u)) - 8388736.0f;
+      const float upWeight = __uint_as_float(0x4B000000u | (upByte[j] ^ 0x80u)) - 8388736.0f;
+      gateAcc = fmaf(gateWeight, xv, gateAcc);
+      upAcc = fmaf(upWeight, xv, upAcc);
+    }
   }
 
   // simd_sum: the butterfly leaves the same sum in every lane.

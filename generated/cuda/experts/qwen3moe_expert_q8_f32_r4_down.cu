@@ -30,9 +30,25 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_down(
   const float* downScales = (const float*)(slot + 4724736);
   const float scale = downScales[row];
   float acc = 0.0f;
-  for (unsigned int k = lane; k < 768u; k += 32u) {
-    const float xv = static_cast<float>(mid[(unsigned long long)sample * 768ull + k]);
-    acc = fmaf((float)downRow[k], xv, acc);
+  // The lane's weights are k = lane, lane + 32, ...: 16 of them loaded, then used.
+  for (unsigned int first = 0; first < 24u; first += 16u) {
+    uint8_t bytes[16];
+#pragma unroll
+    for (unsigned int j = 0; j < 16u; ++j) {
+      const unsigned int k = lane + 32u * (first + j);
+      bytes[j] = k < 768u ? (uint8_t)downRow[k] : (uint8_t)0u;
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 16u; ++j) {
+      const unsigned int k = lane + 32u * (first + j);
+      if (k >= 768u) {
+        break;
+      }
+      const float xv = static_cast<float>(mid[(unsigned long long)sample * 768ull + k]);
+      // int8 w as 2^23 + (w + 128), minus 2^23 + 128
+      const float weight = __uint_as_float(0x4B000000u | (bytes[j] ^ 0x80u)) - 8388736.0f;
+      acc = fmaf(weight, xv, acc);
+    }
   }
   // simd_sum: the butterfly leaves the same sum in every lane.
   for (int offset = 16; offset > 0; offset /= 2) {

@@ -31,15 +31,28 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_down(
   const float* downScales = (const float*)(slot + 69632);
   const float scale = downScales[row];
   float acc = 0.0f;
-  for (unsigned int word = lane; word < 16u; word += 32u) {
-    const uint32_t packed = downRow[word];
-    const unsigned int k0 = word * 8u;
+  // The lane's words are lane, lane + 32, ...: 8 of them loaded, then used.
+  for (unsigned int first = 0; first < 1u; first += 8u) {
+    uint32_t packed[8];
 #pragma unroll
-    for (unsigned int place = 0; place < 8u; ++place) {
-      const float xv = static_cast<float>(sampleMid[k0 + place]);
-      const float weight =
-        (float)((packed >> (place * 4u)) & 0xFu) - 8.0f;
-      acc = fmaf(weight, xv, acc);
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      packed[j] = word < 16u ? downRow[word] : 0u;
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      if (word >= 16u) {
+        break;
+      }
+      const unsigned int k0 = word * 8u;
+#pragma unroll
+      for (unsigned int place = 0; place < 8u; ++place) {
+        const float xv = static_cast<float>(sampleMid[k0 + place]);
+        const float weight =
+          __uint_as_float(0x4B000000u | ((packed[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
+        acc = fmaf(weight, xv, acc);
+      }
     }
   }
   // simd_sum: the butterfly leaves the same sum in every lane.
