@@ -772,4 +772,14 @@ uint __metal_get_simdgroup_size(uint);
 ushort __metal_get_thread_index_in_simdgroup(ushort);
 uint __metal_get_thread_index_in_simdgroup(uint);
 
+// ---- `p += x` and `p -= x` on a pointer, with `x` of a class that converts to an integer (MLX's
+// `src += Int<1>{}`, its own integral_constant): Metal's compiler takes them; clang 14 finds no
+// built-in candidate (it binds the pointer through a reference with no address space, which no
+// OpenCL object is in), though `p + x` works. These stand in for the built-in as `p = p + x`:
+// what that refuses, they do not take. (`P&` deduces the pointer object's space with it.)
+template <typename P, typename C, typename = metal::enable_if_t<__is_class(C) && metal::is_pointer<metal::remove_addrspace_t<P>>::value>>
+constexpr auto operator+=(P& p, C x) -> decltype(p = p + x) { return p = p + x; }
+template <typename P, typename C, typename = metal::enable_if_t<__is_class(C) && metal::is_pointer<metal::remove_addrspace_t<P>>::value>>
+constexpr auto operator-=(P& p, C x) -> decltype(p = p - x) { return p = p - x; }
+
 #endif // KGMSL_METAL_STDLIB
