@@ -31,6 +31,11 @@
 //! 8. A template's non-type parameter of function pointer type, `void (*f)(A, B)`, is declared
 //!    as a function, `void   f (A, B)` (the same type once adjusted): clang gives the spelt-out
 //!    pointer a `__generic` pointee that no function's address matches.
+//! 10. Metal's `vec` naming the type of a typedef, of an alias that is no template, or of a
+//!    variable or field (`typedef metal::vec<T, N> frag_type;`, `using V = vec<T, 4>;`,
+//!    `vec<T, 2> v;`) becomes `__kgmsl_bvec`, the prelude's `vec` that maps bool to char (clang
+//!    14 has no vectors of bool; Metal's `booln` are char vectors to the check). Elsewhere `vec`
+//!    stays: a parameter's or a partial specialization's `vec<T, N>` must deduce `T`.
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -368,6 +373,58 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
     }
 }
 
+/// Rewrite 10: `vec` → `__kgmsl_bvec` where it names the type of a typedef, a non-template alias,
+/// or a variable or field.
+fn bool_vector_declarations(toks: &[Token], edits: &mut Vec<Edit>) {
+    // A file declaring a `vec` of its own: its unqualified `vec` is not Metal's.
+    // (`struct vec`, `using vec =`, `typedef X vec;`; not `using metal::vec;`)
+    let own_vec = toks.windows(3).any(|w| {
+        w[1].is("vec") && (matches!(w[0].text.as_str(), "struct" | "class") || (w[0].is("using") && w[2].is("=")) || (!w[0].is("::") && w[2].is(";")))
+    });
+    for v in 0..toks.len() {
+        if !(toks[v].is("vec") && toks.get(v + 1).is_some_and(|t| t.is("<"))) {
+            continue;
+        }
+        // the qualified name's start: `metal::vec`, `::metal::vec`, or `vec` alone
+        let start = match v.checked_sub(2).map(|q| (&toks[q], &toks[q + 1])) {
+            Some((m, c)) if m.is("metal") && c.is("::") => v - 2 - usize::from(v >= 3 && toks[v - 3].is("::")),
+            _ if v >= 1 && toks[v - 1].is("::") => continue,
+            _ if own_vec => continue,
+            _ => v,
+        };
+        let at = |k: usize, s: &str| k < toks.len() && toks[k].is(s);
+        let mut before = start;
+        if before >= 1 && at(before - 1, "typename") {
+            before -= 1;
+        }
+        let typedef = before >= 1 && at(before - 1, "typedef");
+        // `using X = vec<...>`, not `template <...> using X = ...` (an alias template deduces)
+        let alias = before >= 3
+            && at(before - 1, "=")
+            && toks[before - 2].kind == Kind::Ident
+            && at(before - 3, "using")
+            && !(before >= 4 && (at(before - 4, ">") || at(before - 4, ">>")));
+        let variable = || {
+            let mut b = start;
+            while b >= 1
+                && matches!(toks[b - 1].text.as_str(), "const" | "constexpr" | "static" | "volatile" | "thread" | "threadgroup" | "device" | "constant")
+            {
+                b -= 1;
+            }
+            let opens = b == 0
+                || matches!(toks[b - 1].text.as_str(), ";" | "{" | "}")
+                || (at(b - 1, ":") && b >= 2 && matches!(toks[b - 2].text.as_str(), "public" | "private" | "protected"));
+            let Some(end) = skip_angles(toks, v + 1) else { return false };
+            opens
+                && toks.get(end).is_some_and(|n| n.kind == Kind::Ident)
+                && toks.get(end + 1).is_some_and(|n| matches!(n.text.as_str(), ";" | "=" | "{" | "[" | ","))
+        };
+        if typedef || alias || variable() {
+            edits.push(Edit { offset: toks[v].offset, delete: 0, insert: "__kgmsl_b".into() });
+        }
+    }
+}
+
 fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
     let in_body = function_bodies(toks);
     for i in 1..toks.len() {
@@ -480,6 +537,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     vector_constructors(&toks, vector_aliases, &mut edits, &mut constructor_braces);
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
+    bool_vector_declarations(&toks, &mut edits);
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
     opencl_names(&toks, &mut edits);
@@ -813,5 +871,31 @@ mod tests {
         assert_eq!(r.threadgroup_decls, vec![ThreadgroupDecl { name: "xs".into(), line: 2, col: 21 }]);
         assert!(r.text.ends_with("struct S { threadgroup float y[2]; };"));
         assert_eq!(r.original_col(2, 23), 21);
+    }
+
+    #[test]
+    fn declared_vectors_may_be_of_bool() {
+        let src = "template <typename T, int N> struct F {\n\
+                   typedef metal::vec<T, N> frag_type;\n\
+                   using row_t = typename vec<T, 2>;\n\
+                   public: const vec<T, N> v, w;\n\
+                   template <typename U> using dtype_t = vec<U, N>;\n\
+                   vec<T, 2> get(vec<T, 2> x);\n\
+                   };\n\
+                   template <typename T> struct G<vec<T, 2>> { ::metal::vec<T, 4> a[2]; foo::vec<T, 4> b; };";
+        let r = rewrite(src, &[]);
+        let lines: Vec<&str> = r.text.lines().collect();
+        assert_eq!(lines[1], "typedef metal::__kgmsl_bvec<T, N> frag_type;");
+        assert_eq!(lines[2], "using row_t = typename __kgmsl_bvec<T, 2>;");
+        assert_eq!(lines[3], "public: const __kgmsl_bvec<T, N> v, w;");
+        // deducible: an alias template, a function's return and parameter, a partial specialization
+        assert_eq!(lines[4], "template <typename U> using dtype_t = vec<U, N>;");
+        assert_eq!(lines[5], "vec<T, 2> get(vec<T, 2> x);");
+        assert_eq!(lines[7], "template <typename T> struct G<vec<T, 2>> { ::metal::__kgmsl_bvec<T, 4> a[2]; foo::vec<T, 4> b; };");
+        // a file with a `vec` of its own keeps its unqualified ones
+        let r = rewrite("template <class T, int N> struct vec {};\nvec<T, 2> v; metal::vec<T, 2> w;", &[]);
+        assert!(r.text.ends_with("vec<T, 2> v; metal::__kgmsl_bvec<T, 2> w;"), "{}", r.text);
+        let r = rewrite("using metal::vec;\ntypedef vec<T, 2> V;", &[]);
+        assert!(r.text.ends_with("typedef __kgmsl_bvec<T, 2> V;"), "{}", r.text);
     }
 }

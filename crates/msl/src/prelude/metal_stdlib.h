@@ -312,6 +312,13 @@ template <typename T> constexpr constant bool is_class_v = is_class<T>::value;
 
 // ---- Vectors and fixed-size arrays.
 template <typename T, int N> using vec = T __attribute__((ext_vector_type(N)));
+// clang 14 has no vectors of bool (booln are char vectors, above), and `vec` must stay
+// deducible (`vec<T, 2>` parameters, partial specializations): rewrite 10 (rewrite.rs) names the
+// vector type of a typedef, an alias or a variable through this one, which maps bool to char
+// (MLX's `typedef vec<T, N> frag_type;` of a bool mask tile).
+template <typename T, int N> struct __kgmsl_vec_of { typedef T __attribute__((ext_vector_type(N))) type; };
+template <int N> struct __kgmsl_vec_of<bool, N> { typedef char __attribute__((ext_vector_type(N))) type; };
+template <typename T, int N> using __kgmsl_bvec = typename __kgmsl_vec_of<T, N>::type;
 template <typename T> struct __kg_scalar { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(2)))> { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(3)))> { typedef T type; };
@@ -737,6 +744,8 @@ KGMSL_USE_VEC(bfloat) KGMSL_USE_VEC(bool)
   using metal::T##2x2; using metal::T##2x3; using metal::T##2x4; using metal::T##3x2;            \
   using metal::T##3x3; using metal::T##3x4; using metal::T##4x2; using metal::T##4x3; using metal::T##4x4;
 KGMSL_USE_MATRIX(float) KGMSL_USE_MATRIX(half)
+// (for a `vec` named unqualified without `using namespace metal`, as through `using metal::vec;`)
+using metal::__kgmsl_bvec;
 
 // ---- Compiler builtins that Metal's own headers are written with (MLX's bf16_math.h calls them).
 #define KGMSL_BUILTIN1(name) template <typename T> T __metal_##name(T, bool = false);
