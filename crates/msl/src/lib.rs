@@ -467,12 +467,11 @@ impl Checker {
             rules::function_constant_types(&f.display, &f.original, &globals, problems);
             rules::deduced_thread_params(&f.display, &f.rewritten.deduced_thread_params, &refs, problems);
         }
-        let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
-            .files
-            .values()
-            .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
-            .collect();
-        rules::ast(ast, &kernels, &tg, metal_version, &map, problems);
+        kernels.extend(ast.facts.iter().filter_map(|fact| match fact {
+            ast::Fact::MacroKernel(id) => Some(id.clone()),
+            _ => None,
+        }));
+        rules::ast(ast, &kernels, metal_version, &map, problems);
         let tokens = ws.files.values().map(|f| (f.display.clone(), lex::tokenize(&f.original))).collect();
         rules::pointer_types(ast, &kernels, &tokens, &map, problems);
     }
