@@ -69,8 +69,11 @@ pub enum Fact {
         to_desugared: String,
         exempt: bool,
     },
-    /// A variable declared inside a function: (location, name, enclosing function id).
-    LocalVar(Loc, String, Option<String>),
+    /// A variable or field declared `threadgroup` (rewrite 3 of rewrite.rs, found by its
+    /// initializer): (location, name, enclosing function id).
+    ThreadgroupVar(Loc, String, Option<String>),
+    /// A kernel defined in a macro's body (rewrite 9 of rewrite.rs): its id.
+    MacroKernel(String),
     /// An attribute written in the source (clang's kind, `ConstructorAttr`), at its location.
     Attr(Loc, String),
     /// Inline assembly: an `asm` statement or a file-scope `asm` declaration.
@@ -626,8 +629,16 @@ impl Walker<'_> {
                 if kind == "VarDecl" && self.templated == 0 && desugared(n).contains('*') {
                     self.facts.push(Fact::PointerType { begin: begin.clone(), name: Some(loc.clone()), func: func.map(str::to_string) });
                 }
+                if threadgroup_allocation(n) {
+                    self.facts.push(Fact::ThreadgroupVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
+                }
+                if kind == "VarDecl"
+                    && s(n, "name") == crate::rewrite::MACRO_KERNEL_MARKER
+                    && let Some(f) = func
+                {
+                    self.facts.push(Fact::MacroKernel(f.to_string()));
+                }
                 if kind == "VarDecl" {
-                    self.facts.push(Fact::LocalVar(loc.clone(), s(n, "name").to_string(), func.map(str::to_string)));
                     let ty = desugared(n);
                     if func.is_some() && s(n, "storageClass") == "static" && ty.split(['*', '&', '<']).next().unwrap_or("").contains("__constant") {
                         self.facts.push(Fact::StaticConstantLocal(loc.clone(), s(n, "name").to_string()));
@@ -743,6 +754,19 @@ fn pointer_cast(n: &Value, loc: &Loc, cast_kind: &str) -> Fact {
         from_desugared: operand.map(desugared).unwrap_or_default(),
         to_desugared: desugared(n),
     }
+}
+
+/// Whether a variable or field is initialized by a call of `__kgmsl_threadgroup_alloc`, the
+/// declaration rewrite 3 (rewrite.rs) makes of `threadgroup T x[N];`: resolved, or in a template
+/// (an unresolved lookup) where its type depends on a parameter.
+fn threadgroup_allocation(decl: &Value) -> bool {
+    const ALLOC: &str = "__kgmsl_threadgroup_alloc";
+    let inner = decl.get("inner").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    inner.iter().filter(|c| s(c, "kind") == "CallExpr").any(|call| {
+        let unresolved = call.get("inner").and_then(Value::as_array).and_then(|i| i.first());
+        callee(call).is_some_and(|(_, name)| name == ALLOC)
+            || unresolved.is_some_and(|u| s(u, "kind") == "UnresolvedLookupExpr" && s(u, "name") == ALLOC)
+    })
 }
 
 /// The function a call expression calls, from the DeclRefExpr/MemberExpr under it.

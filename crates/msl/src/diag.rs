@@ -120,6 +120,7 @@ pub fn reword(message: &str) -> String {
         ("__local", "threadgroup"),
         ("__private", "thread"),
         ("__kgmsl_id_", ""),
+        ("__kgmsl_bvec", "vec"),
         ("__generic ", "thread "),
         (" *__generic", " *"),
         ("&__generic", "&"),

@@ -334,6 +334,28 @@ pub fn matching(toks: &[Token], open: usize) -> Option<usize> {
     None
 }
 
+/// The body of the `#define` whose directive token is at `define` ([`Directives::DefinesOpen`]
+/// tokens): the macro's name's index and the range of its body's tokens (after a function-like
+/// macro's parameters).
+pub fn define_body(toks: &[Token], define: usize) -> Option<(usize, std::ops::Range<usize>)> {
+    if !(toks.get(define)?.kind == Kind::Directive && toks[define].text == "#define") {
+        return None;
+    }
+    let name = define + 1;
+    let n = toks.get(name).filter(|n| n.kind == Kind::Ident && n.pp)?;
+    let mut j = name + 1;
+    // a function-like macro's parameters: `(` right after the name
+    if toks.get(j).is_some_and(|p| p.is("(") && p.offset == n.end()) {
+        while toks.get(j).is_some_and(|p| p.pp && !p.is(")")) {
+            j += 1;
+        }
+        j += 1;
+    }
+    let start = j.min(toks.len());
+    let len = toks[start..].iter().take_while(|b| b.pp && b.kind != Kind::Directive).count();
+    Some((name, start..start + len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,7 +45,7 @@ use std::path::PathBuf;
 /// Bumped whenever the prelude, the rewrites or the rules change what a check reports (cached
 /// results also depend on the text of this crate's sources, so a changed rule never reads a
 /// stale result).
-pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 17";
+pub const CHECKER_VERSION: &str = "kernelgen-msl 0.1.0 rules 18";
 
 /// This crate's code, part of every content key.
 const CODE: [&str; 13] = [
@@ -467,12 +467,11 @@ impl Checker {
             rules::function_constant_types(&f.display, &f.original, &globals, problems);
             rules::deduced_thread_params(&f.display, &f.rewritten.deduced_thread_params, &refs, problems);
         }
-        let tg: Vec<(String, rewrite::ThreadgroupDecl)> = ws
-            .files
-            .values()
-            .flat_map(|f| f.rewritten.threadgroup_decls.iter().map(|d| (f.display.clone(), d.clone())))
-            .collect();
-        rules::ast(ast, &kernels, &tg, metal_version, &map, problems);
+        kernels.extend(ast.facts.iter().filter_map(|fact| match fact {
+            ast::Fact::MacroKernel(id) => Some(id.clone()),
+            _ => None,
+        }));
+        rules::ast(ast, &kernels, metal_version, &map, problems);
         let tokens = ws.files.values().map(|f| (f.display.clone(), lex::tokenize(&f.original))).collect();
         rules::pointer_types(ast, &kernels, &tokens, &map, problems);
     }

@@ -10,9 +10,11 @@
 //!    (`typedef float2 complex_T;`) count as vector types.
 //! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
 //!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
-//! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
-//!    OpenCL allows `__local` variables only in OpenCL kernels, and a Metal kernel is not one.
-//!    The declarations are recorded so that the rules can check they sit in a Metal kernel.
+//! 3. `threadgroup T x[N];` inside a function, or opening a statement in a macro's body,
+//!    becomes a reference to a threadgroup allocation, `threadgroup T (&x)[N] =
+//!    __kgmsl_threadgroup_alloc<threadgroup T[N]>();`: OpenCL allows `__local` variables only in
+//!    OpenCL kernels, and a Metal kernel is not one. The rules find that initializer in the AST
+//!    and check that each such declaration sits in a Metal kernel.
 //! 5. `thread` opening a declaration inside a function body is blanked: a local variable is
 //!    in the thread space already (elsewhere `thread` stands for OpenCL's generic space).
 //! 4. A function constant `constant T x [[function_constant(n)]];` becomes `constant T x {};`:
@@ -31,20 +33,20 @@
 //! 8. A template's non-type parameter of function pointer type, `void (*f)(A, B)`, is declared
 //!    as a function, `void   f (A, B)` (the same type once adjusted): clang gives the spelt-out
 //!    pointer a `__generic` pointee that no function's address matches.
+//! 9. A kernel defined in a macro's body (`kernel void NAME(...) { ... }`, all of candle's) gets
+//!    a marker first in its body, `constexpr int __kgmsl_macro_kernel = 0;`: the rules find
+//!    other kernels by the position of their `kernel`, which says nothing of the functions a
+//!    macro expands to; the AST names the function that declares the marker.
+//! 10. Metal's `vec` naming the type of a typedef, of an alias that is no template, or of a
+//!    variable or field (`typedef metal::vec<T, N> frag_type;`, `using V = vec<T, 4>;`,
+//!    `vec<T, 2> v;`) becomes `__kgmsl_bvec`, the prelude's `vec` that maps bool to char (clang
+//!    14 has no vectors of bool; Metal's `booln` are char vectors to the check). Elsewhere `vec`
+//!    stays: a parameter's or a partial specialization's `vec<T, N>` must deduce `T`.
 
-use crate::lex::{Kind, Token, matching, tokenize};
-
-/// A threadgroup variable declaration that was rewritten (original position of its name).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadgroupDecl {
-    pub name: String,
-    pub line: u32,
-    pub col: u32,
-}
+use crate::lex::{Kind, Token, define_body, matching, tokenize};
 
 pub struct Rewritten {
     pub text: String,
-    pub threadgroup_decls: Vec<ThreadgroupDecl>,
     /// Parameters `thread T& name` of function templates whose `thread` was blanked (rewrite
     /// 7): original position of the name.
     pub deduced_thread_params: Vec<(u32, u32)>,
@@ -226,9 +228,7 @@ fn instantiation_attributes(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
             let Some(close) = matching(toks, j) else { break };
             let start = toks[j].offset;
             let end = toks[close].offset + 1;
-            // Blank, keeping newlines and line continuations so lines stay where they were.
-            let blank: String = src[start..end].chars().map(|c| if c == '\n' || c == '\\' { c } else { ' ' }).collect();
-            edits.push(Edit { offset: start, delete: end - start, insert: blank });
+            edits.push(Edit { offset: start, delete: end - start, insert: blanked(&src[start..end]) });
             j = close + 1;
         }
     }
@@ -274,7 +274,7 @@ fn brace_step(toks: &[Token], i: usize, stack: &mut Vec<Brace>) {
     }
 }
 
-fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &mut Vec<ThreadgroupDecl>) {
+fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
     let uses_metal = uses_namespace_metal(toks);
     let mut stack: Vec<Brace> = Vec::new();
     for i in 0..toks.len() {
@@ -287,85 +287,204 @@ fn threadgroup_locals(src: &str, toks: &[Token], edits: &mut Vec<Edit>, decls: &
             continue;
         }
         let prev = if i > 0 { toks[i - 1].text.as_str() } else { "" };
-        if !matches!(prev, ";" | "{" | "}") {
-            continue;
+        if matches!(prev, ";" | "{" | "}") {
+            threadgroup_local(src, toks, i, toks.len(), uses_metal, edits);
         }
-        // threadgroup <type tokens> name [dims]* ;
-        let Some(mut semi) = toks[i..].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
-            continue;
-        };
-        // a braced initializer after `=`: the declaration ends at the `;` after its braces
-        if toks[semi].is("{") && toks[i..semi].iter().any(|t| t.is("=")) {
-            let Some(close) = matching(toks, semi) else { continue };
-            match toks.get(close + 1) {
-                Some(t) if t.is(";") => semi = close + 1,
-                _ => continue,
-            }
-        }
-        if !toks[semi].is(";") {
-            continue;
-        }
-        let body = &toks[i + 1..semi];
-        // The name is the last identifier before the first `[` at angle depth 0 (or before `;`).
-        let mut depth = 0i32;
-        let mut first_bracket = None;
-        for (k, t) in body.iter().enumerate() {
-            match t.text.as_str() {
-                "<" => depth += 1,
-                ">" => depth -= 1,
-                ">>" => depth -= 2,
-                "[" if depth == 0 => {
-                    first_bracket = Some(k);
-                    break;
-                }
-                _ => {}
-            }
-        }
-        // One plain declarator only before the dimensions (no initializer, pointer, reference
-        // or second name); commas inside template arguments are fine.
-        // An initializer (`threadgroup float sums[32] = {0};`, MLX's layer_norm.metal) is
-        // blanked: Metal accepts it; what it sets is not the check's.
-        let assign = body.iter().position(|t| t.is("=") && !t.pp);
-        let decl_end = first_bracket.unwrap_or(body.len()).min(assign.unwrap_or(body.len()));
-        let mut angle = 0i32;
-        let mut plain = true;
-        for t in &body[..decl_end] {
-            match t.text.as_str() {
-                "<" => angle += 1,
-                ">" => angle -= 1,
-                ">>" => angle -= 2,
-                "," if angle > 0 => {}
-                "=" | "," | "*" | "&" | "(" | "&&" => plain = false,
-                _ => {}
-            }
-            plain &= !t.pp;
-        }
-        if !plain {
-            continue;
-        }
-        let name_idx = decl_end.wrapping_sub(1);
-        let Some(name) = body.get(name_idx).filter(|t| t.kind == Kind::Ident) else { continue };
-        if name_idx == 0 {
-            continue;
-        }
-        let type_text = qualified_opencl_names(&src[t.offset..name.offset], uses_metal);
-        let dims_end = assign.map_or(toks[semi].offset, |a| body[a].offset);
-        let dims_text = match first_bracket.filter(|&k| assign.is_none_or(|a| k < a)) {
-            Some(k) => &src[body[k].offset..dims_end],
-            None => "",
-        };
-        if let Some(a) = assign {
-            let from = body[a].offset;
-            let blank: String = src[from..toks[semi].offset].chars().map(|c| if c == '\n' { '\n' } else { ' ' }).collect();
-            edits.push(Edit { offset: from, delete: toks[semi].offset - from, insert: blank });
-        }
-        let name_end = name.offset + name.text.len();
-        edits.push(Edit { offset: name.offset, delete: 0, insert: "(&".into() });
-        edits.push(Edit { offset: name_end, delete: 0, insert: ")".into() });
-        let init = format!(" = __kgmsl_threadgroup_alloc<{}{}>()", type_text.trim_end(), dims_text.trim_end());
-        edits.push(Edit { offset: toks[semi].offset, delete: 0, insert: init.replace('\n', " ") });
-        decls.push(ThreadgroupDecl { name: name.text.clone(), line: name.line, col: name.col });
     }
+    // In a macro's body (candle's `case N: { threadgroup float shared[N]; ... }`) where it
+    // expands is not known: a declaration opening a statement there, at the body's top or in
+    // a block, is rewritten all the same (not in a class's or an initializer's braces); one that
+    // lands outside a kernel function (a helper, a struct, program scope) is reported by the
+    // rule every rewritten declaration goes through (its initializer marks it in the AST).
+    for d in 0..toks.len() {
+        let Some((_, body)) = define_body(toks, d) else { continue };
+        let mut stack = vec![Brace::Block];
+        for i in body.clone() {
+            let t = &toks[i];
+            if t.kind == Kind::Punct && (t.is("{") || t.is("}")) {
+                brace_step(toks, i, &mut stack);
+                continue;
+            }
+            let opens_statement = i == body.start || matches!(toks[i - 1].text.as_str(), ";" | "{" | "}");
+            if t.is("threadgroup") && opens_statement && matches!(stack.last(), Some(Brace::Function | Brace::Block)) {
+                threadgroup_local(src, toks, i, body.end, uses_metal, edits);
+            }
+        }
+    }
+}
+
+/// The marker of rewrite 9, a local variable's name (the AST reports the function declaring it).
+pub const MACRO_KERNEL_MARKER: &str = "__kgmsl_macro_kernel";
+
+/// Rewrite 9: the marker first in the body of each kernel (`kernel void f(...)` or
+/// `[[kernel]] void f(...)`) defined in a macro's body.
+fn macro_kernels(toks: &[Token], edits: &mut Vec<Edit>) {
+    for d in 0..toks.len() {
+        let Some((_, body)) = define_body(toks, d) else { continue };
+        for k in body.clone().filter(|&k| toks[k].is("kernel")) {
+            // the parameter list: the first `(` after it, past attribute lists
+            let mut j = k + 1;
+            while j < body.end && !toks[j].is("(") {
+                j = if toks[j].is("[") { matching(&toks[..body.end], j).map_or(body.end, |c| c + 1) } else { j + 1 };
+            }
+            let Some(close) = matching(&toks[..body.end], j) else { continue };
+            // then the body's `{`, not a declaration's (or an explicit instantiation's) `;`
+            let Some(open) = (close + 1..body.end).find(|&m| toks[m].is("{") || toks[m].is(";")).filter(|&m| toks[m].is("{")) else {
+                continue;
+            };
+            edits.push(Edit { offset: toks[open].end(), delete: 0, insert: format!(" constexpr int {MACRO_KERNEL_MARKER} = 0;") });
+        }
+    }
+}
+
+/// Rewrite 10: `vec` → `__kgmsl_bvec` where it names the type of a typedef, a non-template alias,
+/// or a variable or field.
+fn bool_vector_declarations(toks: &[Token], edits: &mut Vec<Edit>) {
+    // A file declaring a `vec` of its own: its unqualified `vec` is not Metal's.
+    // (`struct vec`, `using vec =`, `typedef X vec;`; not `using metal::vec;`)
+    let own_vec = toks.windows(3).any(|w| {
+        w[1].is("vec") && (matches!(w[0].text.as_str(), "struct" | "class") || (w[0].is("using") && w[2].is("=")) || (!w[0].is("::") && w[2].is(";")))
+    });
+    for v in 0..toks.len() {
+        if !(toks[v].is("vec") && toks.get(v + 1).is_some_and(|t| t.is("<"))) {
+            continue;
+        }
+        // the qualified name's start: `metal::vec`, `::metal::vec`, or `vec` alone
+        let start = match v.checked_sub(2).map(|q| (&toks[q], &toks[q + 1])) {
+            Some((m, c)) if m.is("metal") && c.is("::") => v - 2 - usize::from(v >= 3 && toks[v - 3].is("::")),
+            _ if v >= 1 && toks[v - 1].is("::") => continue,
+            _ if own_vec => continue,
+            _ => v,
+        };
+        let at = |k: usize, s: &str| k < toks.len() && toks[k].is(s);
+        let mut before = start;
+        if before >= 1 && at(before - 1, "typename") {
+            before -= 1;
+        }
+        let typedef = before >= 1 && at(before - 1, "typedef");
+        // `using X = vec<...>`, not `template <...> using X = ...` (an alias template deduces)
+        let alias = before >= 3
+            && at(before - 1, "=")
+            && toks[before - 2].kind == Kind::Ident
+            && at(before - 3, "using")
+            && !(before >= 4 && (at(before - 4, ">") || at(before - 4, ">>")));
+        let variable = || {
+            let mut b = start;
+            while b >= 1
+                && matches!(toks[b - 1].text.as_str(), "const" | "constexpr" | "static" | "volatile" | "thread" | "threadgroup" | "device" | "constant")
+            {
+                b -= 1;
+            }
+            let opens = b == 0
+                || matches!(toks[b - 1].text.as_str(), ";" | "{" | "}")
+                || (at(b - 1, ":") && b >= 2 && matches!(toks[b - 2].text.as_str(), "public" | "private" | "protected"));
+            let Some(end) = skip_angles(toks, v + 1) else { return false };
+            opens
+                && toks.get(end).is_some_and(|n| n.kind == Kind::Ident)
+                && toks.get(end + 1).is_some_and(|n| matches!(n.text.as_str(), ";" | "=" | "{" | "[" | ","))
+        };
+        if typedef || alias || variable() {
+            edits.push(Edit { offset: toks[v].offset, delete: 0, insert: "__kgmsl_b".into() });
+        }
+    }
+}
+
+/// Rewrite 3 of the declaration `threadgroup <type> name [dims]* [= init];` starting at `i`
+/// (the `threadgroup`) and ending before `end`, if it is one plain declarator.
+fn threadgroup_local(src: &str, toks: &[Token], i: usize, end: usize, uses_metal: bool, edits: &mut Vec<Edit>) {
+    // Tokens of the same code as the `threadgroup`: a macro's body, or outside directives.
+    let pp = toks[i].pp;
+    let Some(mut semi) = toks[i..end].iter().position(|t| t.is(";") || t.is("{") || t.is("}")).map(|p| p + i) else {
+        return;
+    };
+    // a braced initializer after `=`: the declaration ends at the `;` after its braces
+    if toks[semi].is("{") && toks[i..semi].iter().any(|t| t.is("=")) {
+        let Some(close) = matching(&toks[..end], semi) else { return };
+        match toks.get(close + 1).filter(|_| close + 1 < end) {
+            Some(t) if t.is(";") => semi = close + 1,
+            _ => return,
+        }
+    }
+    if !toks[semi].is(";") {
+        return;
+    }
+    let body = &toks[i + 1..semi];
+    // The name is the last identifier before the first `[` at angle depth 0 (or before `;`).
+    let mut depth = 0i32;
+    let mut first_bracket = None;
+    for (k, t) in body.iter().enumerate() {
+        match t.text.as_str() {
+            "<" => depth += 1,
+            ">" => depth -= 1,
+            ">>" => depth -= 2,
+            "[" if depth == 0 => {
+                first_bracket = Some(k);
+                break;
+            }
+            _ => {}
+        }
+    }
+    // One plain declarator only before the dimensions (no initializer, pointer, reference
+    // or second name, nor a macro's `#`/`##`); commas inside template arguments are fine.
+    // An initializer (`threadgroup float sums[32] = {0};`, MLX's layer_norm.metal) is
+    // blanked: Metal accepts it; what it sets is not the check's.
+    let assign = body.iter().position(|t| t.is("=") && t.pp == pp);
+    let decl_end = first_bracket.unwrap_or(body.len()).min(assign.unwrap_or(body.len()));
+    let mut angle = 0i32;
+    let mut plain = true;
+    for t in &body[..decl_end] {
+        match t.text.as_str() {
+            "<" => angle += 1,
+            ">" => angle -= 1,
+            ">>" => angle -= 2,
+            "," if angle > 0 => {}
+            "=" | "," | "*" | "&" | "(" | "&&" | "#" | "##" => plain = false,
+            _ => {}
+        }
+        plain &= t.pp == pp;
+    }
+    if !plain {
+        return;
+    }
+    let name_idx = decl_end.wrapping_sub(1);
+    let Some(name) = body.get(name_idx).filter(|t| t.kind == Kind::Ident) else { return };
+    if name_idx == 0 {
+        return;
+    }
+    let type_text = qualified_opencl_names(&src[toks[i].offset..name.offset], uses_metal);
+    let dims_end = assign.map_or(toks[semi].offset, |a| body[a].offset);
+    let dims_text = match first_bracket.filter(|&k| assign.is_none_or(|a| k < a)) {
+        Some(k) => &src[body[k].offset..dims_end],
+        None => "",
+    };
+    if let Some(a) = assign {
+        let from = body[a].offset;
+        edits.push(Edit { offset: from, delete: toks[semi].offset - from, insert: blanked(&src[from..toks[semi].offset]) });
+    }
+    let name_end = name.offset + name.text.len();
+    edits.push(Edit { offset: name.offset, delete: 0, insert: "(&".into() });
+    edits.push(Edit { offset: name_end, delete: 0, insert: ")".into() });
+    // One line, whatever lines (and a macro's line splices) the type and dimensions spanned.
+    let one_line = |s: &str| s.replace("\\\r\n", " ").replace("\\\n", " ").replace(['\r', '\n'], " ");
+    let init = format!(" = __kgmsl_threadgroup_alloc<{}{}>()", one_line(&type_text).trim_end(), one_line(dims_text).trim_end());
+    edits.push(Edit { offset: toks[semi].offset, delete: 0, insert: init });
+}
+
+/// `text` blanked, keeping its newlines and line splices so that lines (and a macro's body)
+/// stay where they were.
+fn blanked(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    for (k, c) in text.char_indices() {
+        let splice = c == '\\' && matches!(b.get(k + 1), Some(b'\n' | b'\r'));
+        if c == '\n' || c == '\r' || splice {
+            out.push(c);
+        } else {
+            // as many bytes, so that columns after it are unchanged
+            out.extend(std::iter::repeat_n(' ', c.len_utf8()));
+        }
+    }
+    out
 }
 
 fn thread_locals(toks: &[Token], edits: &mut Vec<Edit>) {
@@ -475,11 +594,12 @@ fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
 pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     let toks = tokenize(src);
     let mut edits = Vec::new();
-    let mut threadgroup_decls = Vec::new();
     let mut constructor_braces = Vec::new();
     vector_constructors(&toks, vector_aliases, &mut edits, &mut constructor_braces);
     instantiation_attributes(src, &toks, &mut edits);
-    threadgroup_locals(src, &toks, &mut edits, &mut threadgroup_decls);
+    threadgroup_locals(src, &toks, &mut edits);
+    macro_kernels(&toks, &mut edits);
+    bool_vector_declarations(&toks, &mut edits);
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
     opencl_names(&toks, &mut edits);
@@ -487,7 +607,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
     function_pointer_template_params(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
-    let mut r = apply(src, edits, threadgroup_decls);
+    let mut r = apply(src, edits);
     r.deduced_thread_params = deduced_thread_params;
     r.constructor_braces = constructor_braces;
     r
@@ -699,7 +819,7 @@ fn qualifier_names(toks: &[Token], open: usize) -> Vec<String> {
     names
 }
 
-fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -> Rewritten {
+fn apply(src: &str, edits: Vec<Edit>) -> Rewritten {
     let mut text = String::with_capacity(src.len() + 64);
     let mut segments: Vec<Vec<(u32, u32)>> = vec![vec![(1, 1)]];
     let (mut out_col, mut orig_col) = (1u32, 1u32);
@@ -736,7 +856,7 @@ fn apply(src: &str, edits: Vec<Edit>, threadgroup_decls: Vec<ThreadgroupDecl>) -
         pos = e.offset + e.delete;
     }
     push_orig(&mut text, &mut segments, &src[pos..], &mut out_col, &mut orig_col);
-    Rewritten { text, threadgroup_decls, deduced_thread_params: Vec::new(), constructor_braces: Vec::new(), segments }
+    Rewritten { text, deduced_thread_params: Vec::new(), constructor_braces: Vec::new(), segments }
 }
 
 #[cfg(test)]
@@ -810,8 +930,51 @@ mod tests {
             r.text.lines().nth(1).unwrap(),
             "  threadgroup float (&xs)[4 * N] = __kgmsl_threadgroup_alloc<threadgroup float[4 * N]>();"
         );
-        assert_eq!(r.threadgroup_decls, vec![ThreadgroupDecl { name: "xs".into(), line: 2, col: 21 }]);
         assert!(r.text.ends_with("struct S { threadgroup float y[2]; };"));
         assert_eq!(r.original_col(2, 23), 21);
+    }
+
+    #[test]
+    fn declared_vectors_may_be_of_bool() {
+        let src = "template <typename T, int N> struct F {\n\
+                   typedef metal::vec<T, N> frag_type;\n\
+                   using row_t = typename vec<T, 2>;\n\
+                   public: const vec<T, N> v, w;\n\
+                   template <typename U> using dtype_t = vec<U, N>;\n\
+                   vec<T, 2> get(vec<T, 2> x);\n\
+                   };\n\
+                   template <typename T> struct G<vec<T, 2>> { ::metal::vec<T, 4> a[2]; foo::vec<T, 4> b; };";
+        let r = rewrite(src, &[]);
+        let lines: Vec<&str> = r.text.lines().collect();
+        assert_eq!(lines[1], "typedef metal::__kgmsl_bvec<T, N> frag_type;");
+        assert_eq!(lines[2], "using row_t = typename __kgmsl_bvec<T, 2>;");
+        assert_eq!(lines[3], "public: const __kgmsl_bvec<T, N> v, w;");
+        // deducible: an alias template, a function's return and parameter, a partial specialization
+        assert_eq!(lines[4], "template <typename U> using dtype_t = vec<U, N>;");
+        assert_eq!(lines[5], "vec<T, 2> get(vec<T, 2> x);");
+        assert_eq!(lines[7], "template <typename T> struct G<vec<T, 2>> { ::metal::__kgmsl_bvec<T, 4> a[2]; foo::vec<T, 4> b; };");
+        // a file with a `vec` of its own keeps its unqualified ones
+        let r = rewrite("template <class T, int N> struct vec {};\nvec<T, 2> v; metal::vec<T, 2> w;", &[]);
+        assert!(r.text.ends_with("vec<T, 2> v; metal::__kgmsl_bvec<T, 2> w;"), "{}", r.text);
+        let r = rewrite("using metal::vec;\ntypedef vec<T, 2> V;", &[]);
+        assert!(r.text.ends_with("typedef __kgmsl_bvec<T, 2> V;"), "{}", r.text);
+    }
+
+    #[test]
+    fn threadgroup_local_in_a_macro_becomes_reference() {
+        // candle's reduce.metal: a `case` of a switch, declared in a macro's body over lines
+        let src = "#define CASE(T, N) \\\ncase N: { \\\n  threadgroup T \\\n    shared[N] = {0}; \\\n  f(shared); \\\n}\n\
+                   #define TOP threadgroup float t[2];\n\
+                   #define S struct A { threadgroup float y[2]; };\n\
+                   #define P threadgroup float* p; threadgroup float q##N[2];\n";
+        let r = rewrite(src, &[]);
+        let lines: Vec<&str> = r.text.lines().collect();
+        assert_eq!(lines[0], "#define CASE(T, N) \\");
+        assert_eq!(lines[2], "  threadgroup T \\");
+        // the type's line splice stays out of the initializer made on the declaration's last line
+        assert_eq!(lines[3], "    (&shared)[N]       = __kgmsl_threadgroup_alloc<threadgroup T[N]>(); \\");
+        assert_eq!(lines[6], "#define TOP threadgroup float (&t)[2] = __kgmsl_threadgroup_alloc<threadgroup float[2]>();");
+        // not in a class's braces, nor a pointer, nor a pasted name
+        assert_eq!(&lines[7..], ["#define S struct A { threadgroup float y[2]; };", "#define P threadgroup float* p; threadgroup float q##N[2];"]);
     }
 }

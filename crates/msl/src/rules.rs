@@ -6,8 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::{Problem, ProblemKind};
 use crate::ast::{Ast, Fact, Function};
-use crate::lex::{Kind, Token, matching, tokenize};
-use crate::rewrite::ThreadgroupDecl;
+use crate::lex::{Kind, Token, define_body, matching, tokenize};
 use crate::vocab::{Attribute, PARAMETER_ATTRIBUTES};
 
 fn problem(file: &str, line: u32, col: u32, message: impl Into<String>) -> Problem {
@@ -496,7 +495,6 @@ pub type LocMap<'a> = &'a dyn Fn(&crate::ast::Loc) -> Option<(String, u32, u32)>
 pub fn ast(
     ast: &Ast,
     kernels: &HashSet<String>,
-    tg_decls: &[(String, ThreadgroupDecl)],
     metal_version: u32,
     map: LocMap,
     out: &mut Vec<Problem>,
@@ -642,13 +640,11 @@ pub fn ast(
             }
         }
     }
-    // Threadgroup variables (rewritten into references) must sit in a kernel.
+    // Threadgroup variables (rewritten into references, which may land in a struct or at
+    // program scope from a macro) must sit in a kernel.
     for fact in &ast.facts {
-        let Fact::LocalVar(l, name, func) = fact else { continue };
+        let Fact::ThreadgroupVar(l, name, func) = fact else { continue };
         let Some((file, line, col)) = map(l) else { continue };
-        if !tg_decls.iter().any(|(f, d)| *f == file && d.line == line && d.col == col && d.name == *name) {
-            continue;
-        }
         let in_kernel = func.as_ref().is_some_and(|id| kernels.contains(id) || kernels.contains(&ast.canonical(id)));
         if !in_kernel {
             out.push(Problem {
@@ -864,20 +860,10 @@ pub fn conditionals(
     let mut macros: HashMap<String, Vec<(Vec<String>, bool)>> = HashMap::new();
     for (_, src) in files {
         let toks = tokenize(src);
-        for (i, t) in toks.iter().enumerate() {
-            if !(t.kind == Kind::Directive && t.text == "#define") {
-                continue;
-            }
-            let Some(name) = toks.get(i + 1).filter(|n| n.kind == Kind::Ident && n.pp) else { continue };
-            let mut j = i + 2;
-            // a function-like macro's parameters: `(` right after the name
-            if toks.get(j).is_some_and(|p| p.is("(") && p.offset == name.offset + name.text.len()) {
-                while toks.get(j).is_some_and(|p| p.pp && !p.is(")")) {
-                    j += 1;
-                }
-                j += 1;
-            }
-            let body: Vec<&Token> = toks[j.min(toks.len())..].iter().take_while(|b| b.pp && b.kind != Kind::Directive).collect();
+        for i in 0..toks.len() {
+            let Some((name, body)) = define_body(&toks, i) else { continue };
+            let name = &toks[name];
+            let body = &toks[body];
             let idents = body.iter().filter(|b| b.kind == Kind::Ident).map(|b| b.text.clone()).collect();
             let pastes = body.iter().any(|b| b.kind == Kind::Punct && b.text.starts_with('#'));
             macros.entry(name.text.clone()).or_default().push((idents, pastes));

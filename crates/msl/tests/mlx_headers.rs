@@ -54,7 +54,8 @@ fn context(rel: &str) -> &'static [&'static str] {
 /// not), affine_qmv and affine_qmm_t in quantized.h's; one kernel of each NAX family, so the
 /// whole MetalPerformancePrimitives path (matmul2d descriptors, cooperative tensors in
 /// registers, run) is instantiated, not only parsed (each costs a second or more). Left out:
-/// the attention kernels' bool-mask variant (bool vectors are not modelled) and
+/// the attention kernels' bool-mask variant (a bool vector that `load` deduces through, which
+/// the check cannot model on clang 14) and
 /// gather_mm_rhs_nax, whose `auto do_gemm = gemm_loop<...>` is a function pointer variable,
 /// which the section 1.5 rule reports.
 fn instantiations(rel: &str) -> &'static str {

@@ -312,6 +312,13 @@ template <typename T> constexpr constant bool is_class_v = is_class<T>::value;
 
 // ---- Vectors and fixed-size arrays.
 template <typename T, int N> using vec = T __attribute__((ext_vector_type(N)));
+// clang 14 has no vectors of bool (booln are char vectors, above), and `vec` must stay
+// deducible (`vec<T, 2>` parameters, partial specializations): rewrite 10 (rewrite.rs) names the
+// vector type of a typedef, an alias or a variable through this one, which maps bool to char
+// (MLX's `typedef vec<T, N> frag_type;` of a bool mask tile).
+template <typename T, int N> struct __kgmsl_vec_of { typedef T __attribute__((ext_vector_type(N))) type; };
+template <int N> struct __kgmsl_vec_of<bool, N> { typedef char __attribute__((ext_vector_type(N))) type; };
+template <typename T, int N> using __kgmsl_bvec = typename __kgmsl_vec_of<T, N>::type;
 template <typename T> struct __kg_scalar { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(2)))> { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(3)))> { typedef T type; };
@@ -737,6 +744,8 @@ KGMSL_USE_VEC(bfloat) KGMSL_USE_VEC(bool)
   using metal::T##2x2; using metal::T##2x3; using metal::T##2x4; using metal::T##3x2;            \
   using metal::T##3x3; using metal::T##3x4; using metal::T##4x2; using metal::T##4x3; using metal::T##4x4;
 KGMSL_USE_MATRIX(float) KGMSL_USE_MATRIX(half)
+// (for a `vec` named unqualified without `using namespace metal`, as through `using metal::vec;`)
+using metal::__kgmsl_bvec;
 
 // ---- Compiler builtins that Metal's own headers are written with (MLX's bf16_math.h calls them).
 #define KGMSL_BUILTIN1(name) template <typename T> T __metal_##name(T, bool = false);
@@ -771,5 +780,15 @@ ushort __metal_get_simdgroup_size(ushort);
 uint __metal_get_simdgroup_size(uint);
 ushort __metal_get_thread_index_in_simdgroup(ushort);
 uint __metal_get_thread_index_in_simdgroup(uint);
+
+// ---- `p += x` and `p -= x` on a pointer, with `x` of a class that converts to an integer (MLX's
+// `src += Int<1>{}`, its own integral_constant): Metal's compiler takes them; clang 14 finds no
+// built-in candidate (it binds the pointer through a reference with no address space, which no
+// OpenCL object is in), though `p + x` works. These stand in for the built-in as `p = p + x`:
+// what that refuses, they do not take. (`P&` deduces the pointer object's space with it.)
+template <typename P, typename C, typename = metal::enable_if_t<__is_class(C) && metal::is_pointer<metal::remove_addrspace_t<P>>::value>>
+constexpr auto operator+=(P& p, C x) -> decltype(p = p + x) { return p = p + x; }
+template <typename P, typename C, typename = metal::enable_if_t<__is_class(C) && metal::is_pointer<metal::remove_addrspace_t<P>>::value>>
+constexpr auto operator-=(P& p, C x) -> decltype(p = p - x) { return p = p - x; }
 
 #endif // KGMSL_METAL_STDLIB
