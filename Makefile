@@ -99,7 +99,7 @@ package:
 	@# would cost minutes here.
 	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-macros-ui --allow-dirty \
 	    $(foreach p,$(OPTIMIZED_CRATES),--config 'profile.dev.package.$(p).opt-level=0') 2>&1 \
-	  | grep -v -e '^warning: ignoring \(test\|benchmark\) `[^`]*` as `[^`]*` is not included in the published package$$'
+	  | grep -v -e '^warning: ignoring \(test\|benchmark\|example\) `[^`]*` as `[^`]*` is not included in the published package$$'
 
 ## The same kernels built with AddressSanitizer and UBSan.
 test-sanitize: deps test-build

