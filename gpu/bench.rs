@@ -361,7 +361,9 @@ fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &
     if !wants(&ours) && !wants(&theirs) {
         return Ok(Vec::new());
     }
-    let (slot_bytes, gate_up, down): (u64, fn(&MlxBackend, &Array, &Array) -> std::result::Result<Array, kernelgen::launch::LaunchError>, fn(&MlxBackend, &Array, &Array) -> std::result::Result<Array, kernelgen::launch::LaunchError>) = if bits == 4 {
+    // a typed launcher of the expert family: (backend, activations, slot) -> output
+    type Launcher = fn(&MlxBackend, &Array, &Array) -> std::result::Result<Array, kernelgen::launch::LaunchError>;
+    let (slot_bytes, gate_up, down): (u64, Launcher, Launcher) = if bits == 4 {
         (experts::Glm52ExpertQ4Bf16R4::SLOT.bytes, experts::Glm52ExpertQ4Bf16R4::gate_up, experts::Glm52ExpertQ4Bf16R4::down)
     } else {
         (experts::Glm52ExpertQ8Bf16R4::SLOT.bytes, experts::Glm52ExpertQ8Bf16R4::gate_up, experts::Glm52ExpertQ8Bf16R4::down)
