@@ -168,7 +168,6 @@ fn ggml_embedded(metal: &str, src: &Path) -> String {
 const KNOWN_FALSE_POSITIVES: &[(&str, &str)] = &[
     ("candle-metal-kernels 0.11.1: reduce.metal", "threadgroup locals declared in a macro's body (rms_norm_case, :1114), which the source rewrite does not reach"),
     ("candle-metal-kernels 0.11.1: scaled_dot_product_attention.metal", "bool vectors subscripted (clang 14 has none)"),
-    ("mistralrs-paged-attn 0.8.1: pagedattention.metal", "Qk_dot::dot(const threadgroup Vec (&q)[N], const thread Vec (&k)[N]) called with a local array: clang's __generic Vec[N] does not deduce from a __private array (C8's kind)"),
 ];
 
 /// 85 s of clang on two cores (ggml's file alone is a 245 MB AST dump): `make test-slow`.
