@@ -6,8 +6,9 @@
 //!    braces are recorded: too few components there is an error, unlike in braces the user
 //!    wrote, which Metal value-initialises the rest of); with one
 //!    argument, `half2(v)` becomes `__kgmsl_vcast<half2>(v)` (the prelude converts a vector
-//!    element by element, as Metal does, or splats a scalar). Names that alias vector types
-//!    (`typedef float2 complex_T;`) count as vector types.
+//!    element by element, as Metal does, or splats a scalar; a comma inside a template argument
+//!    list, `float4(*reinterpret_cast<const device vec<T, 4>*>(p))`, separates no arguments).
+//!    Names that alias vector types (`typedef float2 complex_T;`) count as vector types.
 //! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
 //!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
 //! 3. `threadgroup T x[N];` inside a function becomes a reference to a threadgroup allocation:
@@ -120,15 +121,27 @@ fn skip_angles(toks: &[Token], i: usize) -> Option<usize> {
     None
 }
 
+/// Whether the parentheses at `open`..`close` hold more than one argument. A template argument
+/// list's commas are not the call's (`float4(*reinterpret_cast<const device vec<T, 4>*>(p))`, MLX's
+/// dot.h, is one argument): a `<` right after a name (`a < b, c > (d)` is two comparisons) whose `>`
+/// is followed by `(`, `{` or `::`.
 fn has_top_level_comma(toks: &[Token], open: usize, close: usize) -> bool {
     let mut depth = 0i32;
-    for t in &toks[open + 1..close] {
-        match t.text.as_str() {
+    let mut k = open + 1;
+    while k < close {
+        match toks[k].text.as_str() {
             "(" | "[" | "{" => depth += 1,
             ")" | "]" | "}" => depth -= 1,
+            "<" if toks[k - 1].kind == Kind::Ident && toks[k - 1].offset + toks[k - 1].text.len() == toks[k].offset => {
+                if let Some(end) = skip_angles(toks, k).filter(|&e| e < close && ["(", "{", "::"].iter().any(|s| toks[e].is(s))) {
+                    k = end;
+                    continue;
+                }
+            }
             "," if depth == 0 => return true,
             _ => {}
         }
+        k += 1;
     }
     false
 }
@@ -837,6 +850,12 @@ mod tests {
         assert_eq!(r.original_col(1, 32), 32);
         // `a` of `float4(a)` (original column 61) sits 15 columns later after the rewrite.
         assert_eq!(r.original_col(1, 76), 61);
+        // One argument whose template argument list has a comma (MLX's dot.h): a conversion.
+        let r = rewrite("c = float4(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2(a < b, c > (d));", &[]);
+        assert_eq!(
+            r.text,
+            "c = __kgmsl_vcast<float4>(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2{a < b, c > (d)};"
+        );
         let r = rewrite("y = metal::vec<float, 2>(h) + float2(); operator float2() const; float2 v(w);", &[]);
         assert_eq!(r.text, "y = __kgmsl_vcast<metal::vec<float, 2>>(h) + float2(); operator float2() const; float2 v(w);");
         assert_eq!(
