@@ -37,6 +37,8 @@
 //! 8. A template's non-type parameter of function pointer type, `void (*f)(A, B)`, is declared
 //!    as a function, `void   f (A, B)` (the same type once adjusted): clang gives the spelt-out
 //!    pointer a `__generic` pointee that no function's address matches.
+//! 9. An alias of a function pointer type, `using F = void (*)(A);`, names the prelude's pointer
+//!    to that function type, `__kgmsl_function_pointer<void   (A)>`, for the same reason.
 
 use crate::lex::{Kind, Token, matching, tokenize};
 
@@ -504,6 +506,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     member_constant_qualifiers(&toks, &mut edits);
     let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
     function_pointer_template_params(&toks, &mut edits);
+    function_pointer_aliases(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits, threadgroup_decls);
     r.deduced_thread_params = deduced_thread_params;
@@ -530,6 +533,33 @@ fn function_pointer_template_params(toks: &[Token], edits: &mut Vec<Edit>) {
                 }
             }
         }
+    }
+}
+
+/// Rewrite 9: an alias of a function pointer type, `using F = void (*)(thread float*, int);`,
+/// becomes `using F = __kgmsl_function_pointer<void   (thread float*, int)>;`, the prelude's
+/// pointer made by adjusting a parameter of that function type: as in rewrite 8, the pointer spelt
+/// out has a `__generic` pointee, which no function's address matches (MLX's fft.h passes
+/// `radix4<T>` as a `RadixFunc<T>` template argument).
+fn function_pointer_aliases(toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len().saturating_sub(3) {
+        if !(toks[i].is("using") && !toks[i].pp && toks[i + 1].kind == Kind::Ident && toks[i + 2].is("=")) {
+            continue;
+        }
+        let Some(semi) = (i + 3..toks.len()).find(|&k| [";", "{", "}"].iter().any(|s| toks[k].is(s))) else { continue };
+        let Some(star) = (i + 4..semi.saturating_sub(3)).find(|&k| toks[k - 1].is("(") && toks[k].is("*") && toks[k + 1].is(")"))
+        else {
+            continue;
+        };
+        let params = star + 2;
+        if !(toks[params].is("(") && matching(toks, params) == Some(semi - 1) && toks[semi].is(";")) {
+            continue;
+        }
+        edits.push(Edit { offset: toks[i + 3].offset, delete: 0, insert: "__kgmsl_function_pointer<".into() });
+        for t in [&toks[star - 1], &toks[star], &toks[star + 1]] {
+            edits.push(Edit { offset: t.offset, delete: 1, insert: " ".into() });
+        }
+        edits.push(Edit { offset: toks[semi].offset, delete: 0, insert: ">".into() });
     }
 }
 
@@ -910,6 +940,18 @@ mod tests {
         assert_eq!(lines[1], "template <typename T> template <class U> void S<T>::h(thread T& a,        U& b) {}");
         assert!(lines[2].contains("operator()(thread T& x)"), "{}", lines[2]);
         assert_eq!(lines[3], "template <typename T> typename S<T>::type ns::f(       T& x);");
+    }
+
+    #[test]
+    fn function_pointer_alias_becomes_adjusted_function_type() {
+        let r = rewrite("template <typename T>\nusing RadixFunc = void (*)(thread vec<T, 2>*, thread vec<T, 2>*);\nusing G = int (*)[4];", &[]);
+        assert_eq!(
+            r.text.lines().nth(1).unwrap(),
+            "using RadixFunc = __kgmsl_function_pointer<void    (thread vec<T, 2>*, thread vec<T, 2>*)>;"
+        );
+        assert!(r.text.ends_with("using G = int (*)[4];"));
+        // `void` (original column 19) sits 25 columns later.
+        assert_eq!(r.original_col(2, 44), 19);
     }
 
     #[test]
