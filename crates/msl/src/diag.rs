@@ -185,9 +185,13 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 ///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h), and the later
 ///   calls of that instantiation, which clang then refuses as a substitution failure;
 /// - the out-of-line definition of a `static constexpr` member (`constant constexpr const
-///   float S::m[8];`) takes its initializer from the class, as in C++.
+///   float S::m[8];`) takes its initializer from the class, as in C++;
+/// - a class object is a value in every address space ([`class_value_across_spaces`]).
 fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
     let m = d.message.as_str();
+    if class_value_across_spaces(d) {
+        return true;
+    }
     if m.starts_with("scalar operand type has greater rank than the type of the vector element") {
         return true;
     }
@@ -227,6 +231,53 @@ fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
             let col = ws.original(&d.file, d.line, d.col).map_or(d.col, |o| o.2) as usize;
             t.get(..col.saturating_sub(1)).is_some_and(|before| before.trim_end().ends_with("::") && t.contains("constexpr"))
         });
+    }
+    false
+}
+
+/// A class object read as a value from another address space than the one it goes to, which
+/// clang's OpenCL model refuses and Metal does (MLX's `complex_t`, in reduce, scan, sort and the
+/// steel GEMMs):
+/// - copied out of constant memory (`x = op.init;`, `T v = p;` with `constant T& p`): clang's
+///   implicit copy and move members take a `__generic` reference, which a `__constant` object
+///   does not bind to; Metal's copy them from every space;
+/// - the two operands of `?:` of one class in two spaces (`i < n ? tg[i] : T(0)`): clang finds
+///   no common type, or several (through a class's conversions); Metal's is the class;
+/// - a `constexpr` variable whose initializer clang cannot evaluate and gives no reason for
+///   (only the instantiation context): clang 14's evaluator has no vector element access (`v.x`),
+///   which the conversions above reach (`complex_t(vec<T, 2> v) constant : real(v.x)`) and
+///   which Metal's evaluates.
+fn class_value_across_spaces(d: &Diag) -> bool {
+    let m = d.message.as_str();
+    if m == "no viable overloaded '='" || m.starts_with("no matching constructor for initialization of '") {
+        return d.notes.iter().any(|n| {
+            (n.message.contains("(the implicit copy constructor) not viable") || n.message.contains("(the implicit copy assignment operator) not viable"))
+                && n.message.ends_with("cannot bind reference in address space '__constant' to object in address space '__generic' in 1st argument")
+        });
+    }
+    let operands = m
+        .strip_prefix("conditional expression is ambiguous; ")
+        .and_then(|r| r.strip_suffix(" can be converted to several common types"))
+        .or_else(|| m.strip_prefix("incompatible operand types (").and_then(|r| r.strip_suffix(')')));
+    if let Some(operands) = operands {
+        // 'A' and 'B': one class type (no pointer, reference, array or function) but for its
+        // address space and const
+        let types: Vec<&str> = operands.split(" and ").collect();
+        let class = |t: &str| -> Option<String> {
+            let t = t.strip_prefix('\'')?.strip_suffix('\'')?;
+            if t.contains(['*', '&', '[', '(']) {
+                return None;
+            }
+            let words: Vec<&str> = t
+                .split(' ')
+                .filter(|w| !["const", "__global", "__constant", "__local", "__private", "__generic"].contains(w))
+                .collect();
+            Some(words.join(" "))
+        };
+        return types.len() == 2 && class(types[0]).is_some_and(|a| Some(a) == class(types[1]));
+    }
+    if m.starts_with("constexpr variable '") && m.ends_with("' must be initialized by a constant expression") {
+        return d.notes.iter().all(|n| n.message.starts_with("in instantiation of") || n.message.starts_with("expanded from macro"));
     }
     false
 }
