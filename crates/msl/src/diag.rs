@@ -160,12 +160,30 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
         .filter(|(_, u)| **u)
         .flat_map(|(d, _)| d.notes.iter().map(|n| (n.file.as_str(), n.line, n.col)))
         .collect();
+    // A function template specialization whose instantiation failed (its errors reported, or
+    // let through by metal_accepts: MLX's radix3<T> with a double literal times a float vector)
+    // is then an invalid template argument with no reason of its own, on the line that
+    // instantiated it (fft.h: `radix_n_steps<T, ..., radix3<T>>(...)`, once per caller).
+    let instantiated: Vec<(&str, u32)> = diags
+        .iter()
+        .flat_map(|d| &d.notes)
+        .filter(|n| n.message.starts_with("in instantiation of function template specialization"))
+        .map(|n| (n.file.as_str(), n.line))
+        .collect();
+    let invalid_argument = |d: &Diag| {
+        let candidates: Vec<&Diag> = d.notes.iter().filter(|n| n.message.starts_with("candidate")).collect();
+        d.message.starts_with("no matching function for call to '")
+            && !candidates.is_empty()
+            && candidates.iter().all(|n| n.message.starts_with("candidate template ignored: invalid explicitly-specified argument for template parameter '"))
+            && instantiated.contains(&(d.file.as_str(), d.line))
+    };
     diags
         .iter()
         .zip(&unqualified)
         .map(|(d, u)| {
             *u || (d.message.starts_with("static_assert expression is not an integral constant expression")
                 && sites.contains(&(d.file.as_str(), d.line, d.col)))
+                || invalid_argument(d)
         })
         .collect()
 }
@@ -182,8 +200,9 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 ///   `operator float` and `operator bfloat`), where clang, for which bfloat is `_Float16`, sees
 ///   two floating conversions;
 /// - a local of a template's type `T` deduced from a thread object through a pointer
-///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h), and the later
-///   calls of that instantiation, which clang then refuses as a substitution failure;
+///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h);
+/// - the later calls of a specialization whose instantiation failed, which clang then refuses as
+///   a substitution failure with no reason (its errors are reported, or let through here);
 /// - the out-of-line definition of a `static constexpr` member (`constant constexpr const
 ///   float S::m[8];`) takes its initializer from the class, as in C++;
 /// - a class object is a value in every address space ([`class_value_across_spaces`]).
@@ -217,14 +236,16 @@ fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
         return d.notes.iter().any(|n| n.message.starts_with("in instantiation of") && generic_only(n));
     }
     if m.starts_with("no matching function for call to '") {
-        // the same deduction again, once clang marked that instantiation invalid: every candidate
-        // is the template, ignored as a substitution failure with a `__generic` T and no reason
-        // of its own (one with a reason, `T::type` of a float, is Metal's error too)
+        // a call of a specialization clang marked invalid when it instantiated it (its errors
+        // were reported there, or accepted here: a `__generic` T above, MLX's
+        // `dequantize_scale<half, 32>` with a `half(fp8_e8m0)` of two conversion operators):
+        // every candidate is the template, ignored as a substitution failure with no reason of
+        // its own (one with a reason, `T::type` of a float, is Metal's error too)
         let candidates: Vec<&Diag> = d.notes.iter().filter(|n| n.message.starts_with("candidate")).collect();
         return !candidates.is_empty()
-            && candidates.iter().all(|n| {
-                n.message.starts_with("candidate template ignored: substitution failure [with") && n.message.ends_with(']') && generic_only(n)
-            });
+            && candidates
+                .iter()
+                .all(|n| n.message.starts_with("candidate template ignored: substitution failure [with") && n.message.ends_with(']'));
     }
     if m == "variable in constant address space must be initialized" {
         return line_text(ws, &d.file, d.line).is_some_and(|t| {
