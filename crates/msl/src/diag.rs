@@ -161,12 +161,30 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
         .filter(|(_, u)| **u)
         .flat_map(|(d, _)| d.notes.iter().map(|n| (n.file.as_str(), n.line, n.col)))
         .collect();
+    // A function template specialization whose instantiation failed (its errors reported, or
+    // let through by metal_accepts: MLX's radix3<T> with a double literal times a float vector)
+    // is then an invalid template argument with no reason of its own, on the line that
+    // instantiated it (fft.h: `radix_n_steps<T, ..., radix3<T>>(...)`, once per caller).
+    let instantiated: Vec<(&str, u32)> = diags
+        .iter()
+        .flat_map(|d| &d.notes)
+        .filter(|n| n.message.starts_with("in instantiation of function template specialization"))
+        .map(|n| (n.file.as_str(), n.line))
+        .collect();
+    let invalid_argument = |d: &Diag| {
+        let candidates: Vec<&Diag> = d.notes.iter().filter(|n| n.message.starts_with("candidate")).collect();
+        d.message.starts_with("no matching function for call to '")
+            && !candidates.is_empty()
+            && candidates.iter().all(|n| n.message.starts_with("candidate template ignored: invalid explicitly-specified argument for template parameter '"))
+            && instantiated.contains(&(d.file.as_str(), d.line))
+    };
     diags
         .iter()
         .zip(&unqualified)
         .map(|(d, u)| {
             *u || (d.message.starts_with("static_assert expression is not an integral constant expression")
                 && sites.contains(&(d.file.as_str(), d.line, d.col)))
+                || invalid_argument(d)
         })
         .collect()
 }
@@ -183,12 +201,17 @@ fn artifacts(diags: &[Diag]) -> Vec<bool> {
 ///   `operator float` and `operator bfloat`), where clang, for which bfloat is `_Float16`, sees
 ///   two floating conversions;
 /// - a local of a template's type `T` deduced from a thread object through a pointer
-///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h), and the later
-///   calls of that instantiation, which clang then refuses as a substitution failure;
+///   (`thread_swap(vals[j], vals[k])` with `vals` a `thread T*`: MLX's sort.h);
+/// - the later calls of a specialization whose instantiation failed, which clang then refuses as
+///   a substitution failure with no reason (its errors are reported, or let through here);
 /// - the out-of-line definition of a `static constexpr` member (`constant constexpr const
-///   float S::m[8];`) takes its initializer from the class, as in C++.
+///   float S::m[8];`) takes its initializer from the class, as in C++;
+/// - a class object is a value in every address space ([`class_value_across_spaces`]).
 fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
     let m = d.message.as_str();
+    if class_value_across_spaces(d) {
+        return true;
+    }
     if m.starts_with("scalar operand type has greater rank than the type of the vector element") {
         return true;
     }
@@ -214,20 +237,69 @@ fn metal_accepts(d: &Diag, ws: &Workspace) -> bool {
         return d.notes.iter().any(|n| n.message.starts_with("in instantiation of") && generic_only(n));
     }
     if m.starts_with("no matching function for call to '") {
-        // the same deduction again, once clang marked that instantiation invalid: every candidate
-        // is the template, ignored as a substitution failure with a `__generic` T and no reason
-        // of its own (one with a reason, `T::type` of a float, is Metal's error too)
+        // a call of a specialization clang marked invalid when it instantiated it (its errors
+        // were reported there, or accepted here: a `__generic` T above, MLX's
+        // `dequantize_scale<half, 32>` with a `half(fp8_e8m0)` of two conversion operators):
+        // every candidate is the template, ignored as a substitution failure with no reason of
+        // its own (one with a reason, `T::type` of a float, is Metal's error too)
         let candidates: Vec<&Diag> = d.notes.iter().filter(|n| n.message.starts_with("candidate")).collect();
         return !candidates.is_empty()
-            && candidates.iter().all(|n| {
-                n.message.starts_with("candidate template ignored: substitution failure [with") && n.message.ends_with(']') && generic_only(n)
-            });
+            && candidates
+                .iter()
+                .all(|n| n.message.starts_with("candidate template ignored: substitution failure [with") && n.message.ends_with(']'));
     }
     if m == "variable in constant address space must be initialized" {
         return line_text(ws, &d.file, d.line).is_some_and(|t| {
             let col = ws.original(&d.file, d.line, d.col).map_or(d.col, |o| o.2) as usize;
             t.get(..col.saturating_sub(1)).is_some_and(|before| before.trim_end().ends_with("::") && t.contains("constexpr"))
         });
+    }
+    false
+}
+
+/// A class object read as a value from another address space than the one it goes to, which
+/// clang's OpenCL model refuses and Metal does (MLX's `complex_t`, in reduce, scan, sort and the
+/// steel GEMMs):
+/// - copied out of constant memory (`x = op.init;`, `T v = p;` with `constant T& p`): clang's
+///   implicit copy and move members take a `__generic` reference, which a `__constant` object
+///   does not bind to; Metal's copy them from every space;
+/// - the two operands of `?:` of one class in two spaces (`i < n ? tg[i] : T(0)`): clang finds
+///   no common type, or several (through a class's conversions); Metal's is the class;
+/// - a `constexpr` variable whose initializer clang cannot evaluate and gives no reason for
+///   (only the instantiation context): clang 14's evaluator has no vector element access (`v.x`),
+///   which the conversions above reach (`complex_t(vec<T, 2> v) constant : real(v.x)`) and
+///   which Metal's evaluates.
+fn class_value_across_spaces(d: &Diag) -> bool {
+    let m = d.message.as_str();
+    if m == "no viable overloaded '='" || m.starts_with("no matching constructor for initialization of '") {
+        return d.notes.iter().any(|n| {
+            (n.message.contains("(the implicit copy constructor) not viable") || n.message.contains("(the implicit copy assignment operator) not viable"))
+                && n.message.ends_with("cannot bind reference in address space '__constant' to object in address space '__generic' in 1st argument")
+        });
+    }
+    let operands = m
+        .strip_prefix("conditional expression is ambiguous; ")
+        .and_then(|r| r.strip_suffix(" can be converted to several common types"))
+        .or_else(|| m.strip_prefix("incompatible operand types (").and_then(|r| r.strip_suffix(')')));
+    if let Some(operands) = operands {
+        // 'A' and 'B': one class type (no pointer, reference, array or function) but for its
+        // address space and const
+        let types: Vec<&str> = operands.split(" and ").collect();
+        let class = |t: &str| -> Option<String> {
+            let t = t.strip_prefix('\'')?.strip_suffix('\'')?;
+            if t.contains(['*', '&', '[', '(']) {
+                return None;
+            }
+            let words: Vec<&str> = t
+                .split(' ')
+                .filter(|w| !["const", "__global", "__constant", "__local", "__private", "__generic"].contains(w))
+                .collect();
+            Some(words.join(" "))
+        };
+        return types.len() == 2 && class(types[0]).is_some_and(|a| Some(a) == class(types[1]));
+    }
+    if m.starts_with("constexpr variable '") && m.ends_with("' must be initialized by a constant expression") {
+        return d.notes.iter().all(|n| n.message.starts_with("in instantiation of") || n.message.starts_with("expanded from macro"));
     }
     false
 }

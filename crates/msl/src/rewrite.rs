@@ -6,8 +6,9 @@
 //!    braces are recorded: too few components there is an error, unlike in braces the user
 //!    wrote, which Metal value-initialises the rest of); with one
 //!    argument, `half2(v)` becomes `__kgmsl_vcast<half2>(v)` (the prelude converts a vector
-//!    element by element, as Metal does, or splats a scalar). Names that alias vector types
-//!    (`typedef float2 complex_T;`) count as vector types.
+//!    element by element, as Metal does, or splats a scalar; a comma inside a template argument
+//!    list, `float4(*reinterpret_cast<const device vec<T, 4>*>(p))`, separates no arguments).
+//!    Names that alias vector types (`typedef float2 complex_T;`) count as vector types.
 //! 2. The attribute lists of an explicit instantiation (`template [[host_name("f")]] [[kernel]]
 //!    decltype(f<1>) f<1>;`, which Metal accepts and clang does not) are blanked.
 //! 3. `threadgroup T x[N];` inside a function, or opening a statement in a macro's body,
@@ -29,7 +30,12 @@
 //!    the OpenCL model), which Metal can. Without it `vec<T, 4>&` is generic again once deduced (a device argument shows
 //!    as an address-space conversion), while a bare `T` deduces with the argument's space: those
 //!    parameters are recorded, and a rule reports one whose `T` deduced a device, constant or
-//!    threadgroup object (Metal does not bind those to thread references).
+//!    threadgroup object (Metal does not bind those to thread references). A reference to an
+//!    array, `const thread T (&k)[N]`, is one too. A bare `T` that another parameter deduces as
+//!    well (`const threadgroup T (&q)[N]`, `T b`) becomes `__private T&` instead: blanked, it
+//!    would deduce `__private X` from a local beside the other's `X`, two types where Metal sees
+//!    one; `__private` deduces `X` and binds locals only (a thread object reached through a
+//!    pointer is `__generic` to clang, and stays refused there).
 //! 8. A template's non-type parameter of function pointer type, `void (*f)(A, B)`, is declared
 //!    as a function, `void   f (A, B)` (the same type once adjusted): clang gives the spelt-out
 //!    pointer a `__generic` pointee that no function's address matches.
@@ -42,6 +48,8 @@
 //!    `vec<T, 2> v;`) becomes `__kgmsl_bvec`, the prelude's `vec` that maps bool to char (clang
 //!    14 has no vectors of bool; Metal's `booln` are char vectors to the check). Elsewhere `vec`
 //!    stays: a parameter's or a partial specialization's `vec<T, N>` must deduce `T`.
+//! 11. An alias of a function pointer type, `using F = void (*)(A);`, names the prelude's pointer
+//!    to that function type, `__kgmsl_function_pointer<void   (A)>`, for the same reason.
 
 use crate::lex::{Kind, Token, define_body, matching, tokenize};
 
@@ -117,15 +125,27 @@ fn skip_angles(toks: &[Token], i: usize) -> Option<usize> {
     None
 }
 
+/// Whether the parentheses at `open`..`close` hold more than one argument. A template argument
+/// list's commas are not the call's (`float4(*reinterpret_cast<const device vec<T, 4>*>(p))`, MLX's
+/// dot.h, is one argument): a `<` right after a name (`a < b, c > (d)` is two comparisons) whose `>`
+/// is followed by `(`, `{` or `::`.
 fn has_top_level_comma(toks: &[Token], open: usize, close: usize) -> bool {
     let mut depth = 0i32;
-    for t in &toks[open + 1..close] {
-        match t.text.as_str() {
+    let mut k = open + 1;
+    while k < close {
+        match toks[k].text.as_str() {
             "(" | "[" | "{" => depth += 1,
             ")" | "]" | "}" => depth -= 1,
+            "<" if toks[k - 1].kind == Kind::Ident && toks[k - 1].offset + toks[k - 1].text.len() == toks[k].offset => {
+                if let Some(end) = skip_angles(toks, k).filter(|&e| e < close && ["(", "{", "::"].iter().any(|s| toks[e].is(s))) {
+                    k = end;
+                    continue;
+                }
+            }
             "," if depth == 0 => return true,
             _ => {}
         }
+        k += 1;
     }
     false
 }
@@ -606,6 +626,7 @@ pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
     member_constant_qualifiers(&toks, &mut edits);
     let deduced_thread_params = deduced_thread_refs(&toks, &mut edits);
     function_pointer_template_params(&toks, &mut edits);
+    function_pointer_aliases(&toks, &mut edits);
     edits.sort_by_key(|e| (e.offset, e.delete == 0));
     let mut r = apply(src, edits);
     r.deduced_thread_params = deduced_thread_params;
@@ -632,6 +653,33 @@ fn function_pointer_template_params(toks: &[Token], edits: &mut Vec<Edit>) {
                 }
             }
         }
+    }
+}
+
+/// Rewrite 11: an alias of a function pointer type, `using F = void (*)(thread float*, int);`,
+/// becomes `using F = __kgmsl_function_pointer<void   (thread float*, int)>;`, the prelude's
+/// pointer made by adjusting a parameter of that function type: as in rewrite 8, the pointer spelt
+/// out has a `__generic` pointee, which no function's address matches (MLX's fft.h passes
+/// `radix4<T>` as a `RadixFunc<T>` template argument).
+fn function_pointer_aliases(toks: &[Token], edits: &mut Vec<Edit>) {
+    for i in 0..toks.len().saturating_sub(3) {
+        if !(toks[i].is("using") && !toks[i].pp && toks[i + 1].kind == Kind::Ident && toks[i + 2].is("=")) {
+            continue;
+        }
+        let Some(semi) = (i + 3..toks.len()).find(|&k| [";", "{", "}"].iter().any(|s| toks[k].is(s))) else { continue };
+        let Some(star) = (i + 4..semi.saturating_sub(3)).find(|&k| toks[k - 1].is("(") && toks[k].is("*") && toks[k + 1].is(")"))
+        else {
+            continue;
+        };
+        let params = star + 2;
+        if !(toks[params].is("(") && matching(toks, params) == Some(semi - 1) && toks[semi].is(";")) {
+            continue;
+        }
+        edits.push(Edit { offset: toks[i + 3].offset, delete: 0, insert: "__kgmsl_function_pointer<".into() });
+        for t in [&toks[star - 1], &toks[star], &toks[star + 1]] {
+            edits.push(Edit { offset: t.offset, delete: 1, insert: " ".into() });
+        }
+        edits.push(Edit { offset: toks[semi].offset, delete: 0, insert: ">".into() });
     }
 }
 
@@ -667,8 +715,100 @@ fn template_type_params(toks: &[Token], open: usize) -> Option<(Vec<String>, usi
     Some((names, end))
 }
 
-/// Rewrite 7: blank `thread` in `thread T&` / `const thread vec<T, N>&` parameters of a function
-/// template, T one of its type parameters; returns the positions of the bare-`T` ones' names.
+/// A parameter `thread T& x`, `const thread T (&x)[N]` or `thread vec<T, 4>& v` of a function
+/// template, T one of its type parameters.
+struct ThreadRef {
+    /// The parameter's tokens (start, end exclusive), the `thread` token and the name's.
+    range: (usize, usize),
+    thread: usize,
+    name: Option<usize>,
+    /// The type parameter, when it is the whole referenced type (`T&`, `T (&)[N]`).
+    bare: Option<String>,
+}
+
+/// The parameters of the list between `open` and `close` (its parentheses), as token ranges.
+fn parameter_ranges(toks: &[Token], open: usize, close: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut depth, mut angle, mut start) = (0i32, 0i32, open + 1);
+    for k in open + 1..close {
+        match toks[k].text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth -= 1,
+            "<" if depth == 0 => angle += 1,
+            ">" if depth == 0 => angle -= 1,
+            ">>" if depth == 0 => angle -= 2,
+            "," if depth == 0 && angle <= 0 => {
+                out.push((start, k));
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < close {
+        out.push((start, close));
+    }
+    out
+}
+
+/// The parameter at `range` when it is a thread reference (or reference to an array) whose type
+/// names one of `params`.
+fn thread_ref(toks: &[Token], range: (usize, usize), params: &[String]) -> Option<ThreadRef> {
+    let k = (range.0..range.1).find(|&k| toks[k].is("thread") && !toks[k].pp)?;
+    // The type up to the reference declarator: `&`, or `(&name)[` of a reference to an array.
+    let mut angle = 0i32;
+    let mut end = None;
+    for m in k + 1..range.1 {
+        match toks[m].text.as_str() {
+            "<" => angle += 1,
+            ">" => angle -= 1,
+            ">>" => angle -= 2,
+            "&" | "&&" if angle <= 0 => {
+                end = Some(m);
+                break;
+            }
+            "(" if angle <= 0 => {
+                let array = toks.get(m + 1..m + 5).is_some_and(|d| {
+                    d[0].is("&") && d[1].kind == Kind::Ident && d[2].is(")") && d[3].is("[")
+                });
+                end = array.then_some(m + 1);
+                break;
+            }
+            "*" | "," | ")" if angle <= 0 => break,
+            _ => {}
+        }
+    }
+    let end = end?;
+    let ty: Vec<&Token> = toks[k + 1..end].iter().filter(|x| !x.is("const") && !x.is("(")).collect();
+    if !ty.iter().any(|x| x.kind == Kind::Ident && params.contains(&x.text)) {
+        return None;
+    }
+    let name = Some(end + 1).filter(|&n| toks.get(n).is_some_and(|x| x.kind == Kind::Ident));
+    let bare = (ty.len() == 1).then(|| ty[0].text.clone());
+    Some(ThreadRef { range, thread: k, name, bare })
+}
+
+/// Whether the parameter at `range` names the type parameter `p` in its type (not in a default
+/// argument, not as a qualifier: `typename T::type` deduces nothing).
+fn names_type(toks: &[Token], range: (usize, usize), p: &str) -> bool {
+    let (mut depth, mut angle) = (0i32, 0i32);
+    for k in range.0..range.1 {
+        match toks[k].text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth -= 1,
+            "<" => angle += 1,
+            ">" => angle -= 1,
+            ">>" => angle -= 2,
+            "=" if depth == 0 && angle <= 0 => return false,
+            _ if toks[k].is(p) && !toks.get(k + 1).is_some_and(|x| x.is("::")) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Rewrite 7: blank `thread` in `thread T&` / `const thread vec<T, N>&` / `thread T (&a)[N]`
+/// parameters of a function template, T one of its type parameters (`__private` for a bare `T`
+/// another parameter deduces too); returns the positions of the blanked bare-`T` ones' names.
 /// (Pointers keep `thread`: a `thread T*` argument is generic already, unless it points at a
 /// local.)
 fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)> {
@@ -730,43 +870,27 @@ fn deduced_thread_refs(toks: &[Token], edits: &mut Vec<Edit>) -> Vec<(u32, u32)>
         if let Some((open, close)) = list
             && !params.is_empty()
         {
-            let mut depth = 0i32;
-            for k in open + 1..close {
-                let t = &toks[k];
-                match t.text.as_str() {
-                    "(" | "[" | "{" => depth += 1,
-                    ")" | "]" | "}" => depth -= 1,
-                    _ => {}
-                }
-                if !(t.is("thread") && !t.pp && depth == 0) {
-                    continue;
-                }
-                // The type up to the reference or pointer declarator.
-                let mut angle = 0i32;
-                let mut end = None;
-                for (m, x) in toks.iter().enumerate().take(close).skip(k + 1) {
-                    match x.text.as_str() {
-                        "<" => angle += 1,
-                        ">" => angle -= 1,
-                        ">>" => angle -= 2,
-                        "&" | "&&" if angle <= 0 => {
-                            end = Some(m);
-                            break;
-                        }
-                        "*" | "," | "(" | ")" if angle <= 0 => break,
-                        _ => {}
-                    }
-                }
-                let Some(end) = end else { continue };
-                let ty: Vec<&Token> = toks[k + 1..end].iter().filter(|x| !x.is("const")).collect();
-                if !ty.iter().any(|x| x.kind == Kind::Ident && params.contains(&x.text)) {
+            let refs: Vec<ThreadRef> =
+                parameter_ranges(toks, open, close).into_iter().filter_map(|r| thread_ref(toks, r, &params)).collect();
+            for r in &refs {
+                let t = &toks[r.thread];
+                // A bare `T` another parameter deduces too (`threadgroup T (&q)[N]`, `T b`): that
+                // one gives `X`, a bare `T&` of a local `__private X`, two types where Metal sees
+                // one; `__private T&` gives `X` (and binds locals only, as a thread object is).
+                let private = r.bare.as_ref().is_some_and(|p| {
+                    parameter_ranges(toks, open, close).into_iter().any(|range| {
+                        !refs.iter().any(|o| o.range == range && o.bare.as_ref() == Some(p)) && names_type(toks, range, p)
+                    })
+                });
+                if private {
+                    edits.push(Edit { offset: t.offset, delete: 6, insert: "__private".into() });
                     continue;
                 }
                 edits.push(Edit { offset: t.offset, delete: 6, insert: "      ".into() });
                 // A bare `T`: it deduces the argument's space (rule deduced_thread_params); in
                 // `vec<T, 4>&` the reference stays generic, and a conversion into it shows.
-                if ty.len() == 1
-                    && let Some(pn) = toks.get(end + 1).filter(|x| x.kind == Kind::Ident)
+                if r.bare.is_some()
+                    && let Some(pn) = r.name.map(|n| &toks[n])
                 {
                     out.push((pn.line, pn.col));
                 }
@@ -876,6 +1000,12 @@ mod tests {
         assert_eq!(r.original_col(1, 32), 32);
         // `a` of `float4(a)` (original column 61) sits 15 columns later after the rewrite.
         assert_eq!(r.original_col(1, 76), 61);
+        // One argument whose template argument list has a comma (MLX's dot.h): a conversion.
+        let r = rewrite("c = float4(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2(a < b, c > (d));", &[]);
+        assert_eq!(
+            r.text,
+            "c = __kgmsl_vcast<float4>(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2{a < b, c > (d)};"
+        );
         let r = rewrite("y = metal::vec<float, 2>(h) + float2(); operator float2() const; float2 v(w);", &[]);
         assert_eq!(r.text, "y = __kgmsl_vcast<metal::vec<float, 2>>(h) + float2(); operator float2() const; float2 v(w);");
         assert_eq!(
@@ -898,14 +1028,26 @@ mod tests {
 
     #[test]
     fn deduced_thread_reference_loses_thread() {
-        let src = "template <class C, typename T, int N>\nvoid f(thread C& c, const thread T& p, thread float& x, thread C v, thread vec<T, N>& w, thread T* q);\ntemplate <typename T> struct S { void g(thread T& y); };";
+        let src = "template <class C, typename T, typename U, class D, int N>\n\
+                   void f(thread C& c, const thread T& p, thread float& x, thread vec<U, N>& w, thread D (&a)[N], thread U* q);\n\
+                   template <typename T> struct S { void g(thread T& y); };";
         let r = rewrite(src, &[]);
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
-            "void f(       C& c, const        T& p, thread float& x, thread C v,        vec<T, N>& w, thread T* q);"
+            "void f(       C& c, const        T& p, thread float& x,        vec<U, N>& w,        D (&a)[N], thread U* q);"
         );
         assert!(r.text.ends_with("void g(thread T& y); };"));
-        assert_eq!(r.deduced_thread_params, vec![(2, 18), (2, 37)]);
+        assert_eq!(r.deduced_thread_params, vec![(2, 18), (2, 37), (2, 89)]);
+        // A bare `T` another parameter deduces too becomes `__private` (one type deduced, as in
+        // Metal), not recorded: it binds nothing but a local. `T::type` deduces nothing.
+        let src = "template <typename V, int N, class T, class C>\n\
+                   float d(const threadgroup V (&q)[N], const thread V (&k)[N], thread T& a, T b, thread T& c, thread C& e, typename C::type f = C());";
+        let r = rewrite(src, &[]);
+        assert_eq!(
+            r.text.lines().nth(1).unwrap(),
+            "float d(const threadgroup V (&q)[N], const __private V (&k)[N], __private T& a, T b, __private T& c,        C& e, typename C::type f = C());"
+        );
+        assert_eq!(r.deduced_thread_params, vec![(2, 103)]);
         // Out of line, a class template's parameter is not the member's own: its `thread`
         // stays, as in the declaration in the class; a member template's own one goes, as there.
         let src = "template <typename T> void S<T>::g(thread T& y) {}\n\
@@ -918,6 +1060,18 @@ mod tests {
         assert_eq!(lines[1], "template <typename T> template <class U> void S<T>::h(thread T& a,        U& b) {}");
         assert!(lines[2].contains("operator()(thread T& x)"), "{}", lines[2]);
         assert_eq!(lines[3], "template <typename T> typename S<T>::type ns::f(       T& x);");
+    }
+
+    #[test]
+    fn function_pointer_alias_becomes_adjusted_function_type() {
+        let r = rewrite("template <typename T>\nusing RadixFunc = void (*)(thread vec<T, 2>*, thread vec<T, 2>*);\nusing G = int (*)[4];", &[]);
+        assert_eq!(
+            r.text.lines().nth(1).unwrap(),
+            "using RadixFunc = __kgmsl_function_pointer<void    (thread vec<T, 2>*, thread vec<T, 2>*)>;"
+        );
+        assert!(r.text.ends_with("using G = int (*)[4];"));
+        // `void` (original column 19) sits 25 columns later.
+        assert_eq!(r.original_col(2, 44), 19);
     }
 
     #[test]

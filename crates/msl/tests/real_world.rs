@@ -166,7 +166,6 @@ fn ggml_embedded(metal: &str, src: &Path) -> String {
 /// check, each with its cause (crates/msl/README.md, "What only a Mac can tell"). The test fails
 /// on a refusal not listed here, and on a listed unit that passes (take it off the list).
 const KNOWN_FALSE_POSITIVES: &[(&str, &str)] = &[
-    ("mistralrs-paged-attn 0.8.1: pagedattention.metal", "Qk_dot::dot(const threadgroup Vec (&q)[N], const thread Vec (&k)[N]) called with a local array: clang's __generic Vec[N] does not deduce from a __private array (C8's kind)"),
 ];
 
 /// 85 s of clang on two cores (ggml's file alone is a 245 MB AST dump): `make test-slow`.

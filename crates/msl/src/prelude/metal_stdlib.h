@@ -169,6 +169,13 @@ constexpr To __kgmsl_vcast(__kgmsl_vector<E, N> x) { return __builtin_convertvec
 // threadgroup allocation made by the runtime.
 template <typename T> T& __kgmsl_threadgroup_alloc();
 
+// For the function-pointer-alias rewrite (rewrite.rs, 9): a pointer to the function type F made
+// by adjusting a parameter of type F, which gives the pointee no address space (`F*` would give
+// it OpenCL's __generic, which no function's address matches).
+template <typename F> struct __kgmsl_adjusted_parameter;
+template <typename P> struct __kgmsl_adjusted_parameter<void(P)> { using type = P; };
+template <typename F> using __kgmsl_function_pointer = typename __kgmsl_adjusted_parameter<void(F)>::type;
+
 namespace metal {
 
 // ---- Type traits (the subset MLX uses, with Metal's names).
