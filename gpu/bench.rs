@@ -68,7 +68,9 @@ struct Case<'a> {
     name: String,
     /// `kernel` (a catalog kernel), `mlx` (MLX's own op) or `step` (an MoE decode step).
     kind: &'static str,
-    kernel: Option<&'static str>,
+    /// The catalog kernel a case times, or, for MLX's op, the case of kernelgen's it is the
+    /// baseline of (with the same `sizes`): the report puts the two side by side.
+    kernel: Option<String>,
     sizes: String,
     /// Bytes one iteration must move (the manifest's cost for a kernel).
     bytes: u64,
@@ -153,7 +155,7 @@ fn kernel_case<'a>(mlx: &'a MlxBackend, def: &'static KernelDef, sizes: &[(&str,
     Ok(Case {
         name: def.name.to_string(),
         kind: "kernel",
-        kernel: Some(def.name.as_ref()),
+        kernel: Some(def.name.to_string()),
         sizes: sizes.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(","),
         bytes: read + written,
         launches: 1,
@@ -214,7 +216,7 @@ fn affine_baselines<'a>(profile: bool, wants: &dyn Fn(&str) -> bool) -> Result<V
         cases.push(Case {
             name,
             kind: "mlx",
-            kernel: Some(def.name.as_ref()),
+            kernel: Some(def.name.to_string()),
             sizes: String::new(),
             bytes: read + def.cost.bytes_written.eval(&[]).unwrap_or(0),
             launches: 0,
@@ -231,7 +233,7 @@ fn affine_baselines<'a>(profile: bool, wants: &dyn Fn(&str) -> bool) -> Result<V
 /// gated norm's shapes, and the SiLU-RMS heads composed the same way.
 fn norm_baselines<'a>(wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
     let mut cases = Vec::new();
-    for (d, r) in [(128, 16384), (4096, 1024)] {
+    for (d, r, ours) in [(128, 16384, "head128_gated_rms_norm_bf16"), (4096, 1024, "wide4096_gated_rms_norm_bf16")] {
         let name = format!("mlx rms_norm * silu(gate) R={r} D={d}");
         if !wants(&name) {
             continue;
@@ -243,7 +245,7 @@ fn norm_baselines<'a>(wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
         cases.push(Case {
             name,
             kind: "mlx",
-            kernel: None,
+            kernel: Some(ours.into()),
             sizes: format!("R={r}"),
             bytes,
             launches: 0,
@@ -266,7 +268,7 @@ fn norm_baselines<'a>(wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
         cases.push(Case {
             name,
             kind: "mlx",
-            kernel: None,
+            kernel: Some("qwen35_silu_rms_heads_bf16".into()),
             sizes: format!("B={s},S=1"),
             bytes: 2 * 2 * 8192 * s as u64,
             launches: 0,
@@ -303,7 +305,7 @@ fn delta_baselines<'a>(wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
         cases.push(Case {
             name,
             kind: "mlx",
-            kernel: None,
+            kernel: Some("qwen35_delta_bf16_f32".into()),
             sizes: format!("B={b},T=1"),
             bytes,
             launches: 0,
@@ -390,7 +392,7 @@ fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &
     {
         let (routes, x, scores, slots) = (routes.clone(), x.clone(), scores.clone(), slots.clone());
         cases.push(Case {
-            name: ours,
+            name: ours.clone(),
             kind: "step",
             kernel: None,
             sizes: format!("M={m}"),
@@ -446,7 +448,7 @@ fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &
     cases.push(Case {
         name: theirs,
         kind: "mlx",
-        kernel: None,
+        kernel: Some(ours),
         sizes: format!("M={m}"),
         bytes: mlx_expert_bytes(mean_distinct),
         launches: 0,
@@ -536,7 +538,7 @@ impl Runner<'_> {
     }
 
     fn run(&mut self, mut case: Case<'_>) -> Result<()> {
-        if !(self.wants(&case.name) || case.kernel.is_some_and(|k| self.wants(k))) {
+        if !(self.wants(&case.name) || case.kernel.as_deref().is_some_and(|k| self.wants(k))) {
             return Ok(());
         }
         let id = self.next_id;
@@ -545,7 +547,7 @@ impl Runner<'_> {
             "\"id\": {id}, \"name\": {}, \"kind\": {}, \"kernel\": {}, \"sizes\": {}, \"bytes\": {}, \"launches\": {}",
             json_string(&case.name),
             json_string(case.kind),
-            case.kernel.map_or("null".into(), json_string),
+            case.kernel.as_deref().map_or("null".into(), json_string),
             json_string(&case.sizes),
             case.bytes,
             case.launches

@@ -67,10 +67,12 @@ def per_case(cases, kernels):
 def main():
     out = Path(sys.argv[1])
     copy = float((out / "copy.txt").read_text())
-    timed = jsonl(out / "bench.jsonl")
+    # a case that failed prints its error instead of its times (listed at the end)
+    runs = jsonl(out / "bench.jsonl")
+    timed = [c for c in runs if "wall_us" in c]
     profiled = {}
     if (out / "ncu.csv").exists():
-        profiled = per_case(jsonl(out / "profile.jsonl"), ncu_kernels(out / "ncu.csv"))
+        profiled = per_case([c for c in jsonl(out / "profile.jsonl") if "iterations" in c], ncu_kernels(out / "ncu.csv"))
     print(f"Device-to-device copy (read + write): {copy:.2f} TB/s; fractions below are of it.\n")
     print("| case | sizes | MB moved | wall us / iter | kernel us / iter | kernels / iter | TB/s | of copy | DRAM MB (ncu) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -84,6 +86,29 @@ def main():
         else:
             cells += ["-"] * 5
         print("| " + " | ".join(cells) + " |")
+
+    # kernelgen beside MLX: each MLX case names the case of kernelgen's it is the baseline of
+    ours = {(c["name"], c["sizes"]): c for c in timed if c["kind"] != "mlx"}
+    pairs = [(ours[(c["kernel"], c["sizes"])], c) for c in timed if c["kind"] == "mlx" and (c.get("kernel"), c["sizes"]) in ours]
+    if pairs:
+        print("\nSide by side (kernel time from ncu where profiled; wall time of a lazy chain):\n")
+        print("| kernelgen | sizes | kernel us | of copy | wall us | MLX | kernel us | of copy | wall us | MLX wall / kernelgen wall |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for k, m in pairs:
+            def timing(c):
+                kernel_s = profiled.get((c["name"], c["sizes"]), (None,))[0]
+                if not kernel_s:
+                    return ["-", "-"]
+                return [f"{kernel_s * 1e6:.1f}", f"{100 * c['bytes'] / kernel_s / 1e12 / copy:.0f}%"]
+            cells = [k["name"], k["sizes"] or "-", *timing(k), f"{k['wall_us']:.1f}", m["name"], *timing(m), f"{m['wall_us']:.1f}",
+                     f"{m['wall_us'] / k['wall_us']:.2f}"]
+            print("| " + " | ".join(cells) + " |")
+
+    failed = [c for c in runs if "error" in c]
+    if failed:
+        print("\nFailed:\n")
+        for c in failed:
+            print(f"- {c.get('name') or c.get('setup')} {c.get('sizes', '')}: {c['error']}")
 
 
 if __name__ == "__main__":
