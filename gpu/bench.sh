@@ -15,6 +15,10 @@ PYTHON="${PYTHON:-python3}"
 OUT="${KERNELGEN_BENCH_OUT:-$ROOT/target/gpu/bench}"
 NCU="${NCU:-ncu}"
 source "$ROOT/gpu/env.sh"
+if [[ ! -x $BUNDLE/bin/bench_gpu ]]; then
+    echo "gpu/bench.sh: the bundle at $BUNDLE has no bench_gpu: build it again with make gpu-build" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 
 echo "---- device-to-device copy (PyTorch, 1 GiB, read + write)"

@@ -19,12 +19,12 @@ say() { printf 'gpu/build.sh: %s\n' "$*" >&2; }
 
 bash mlx/setup.sh
 
-# 1. The binaries: the CLI, make bench-gpu's harness and the tests that launch through MLX (tests/mlx_*.rs but the
-#    emulator's comparison with MLX's quantizer, which needs g++ and runs in make test-mlx).
+# 1. The binaries: the CLI, make bench-gpu's harness (gpu/bench.rs) and the tests that launch
+#    through MLX (tests/mlx_*.rs but the emulator's comparison with MLX's quantizer, which needs
+#    g++ and runs in make test-mlx).
 lane=(--features mlx --config mlx/cargo-config.toml)
 status=0
 "$CARGO" build -p kernelgen-cli "${lane[@]}" || status=$?
-# make bench-gpu's harness (gpu/bench.rs)
 ((status == 0)) && { "$CARGO" build --example bench_gpu "${lane[@]}" || status=$?; }
 tests=()
 if ((status == 0)); then

@@ -5,7 +5,6 @@ if [[ ! -x $BUNDLE/bin/kernelgen || ! -f $BUNDLE/mlx-cuda/mlx/lib/libmlx.so ]]; 
     printf '%s: no bundle at %s: build it with make gpu-build (on a Linux machine with pip and cargo)\n' "$0" "$BUNDLE" >&2
     exit 2
 fi
-# MLX's CUDA build first (the binaries load libmlx.so by name), then the CUDA libraries.
 cuda_libs="$("$PYTHON" - <<'PY'
 import glob, os, site
 roots = site.getsitepackages() + [site.getusersitepackages()]
@@ -13,7 +12,6 @@ print(":".join(sorted({d for r in roots for d in glob.glob(os.path.join(r, "nvid
 PY
 )"
 export LD_LIBRARY_PATH="$BUNDLE/mlx-cuda/mlx/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
 
 echo "---- the machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
