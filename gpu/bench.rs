@@ -95,9 +95,9 @@ fn upload(dtype: kernelgen::Dtype, shape: &[u64], bytes: &[u8]) -> Result<Array>
     Ok(Array::from_slice(bytes, &[len]).view_dtype(mlx)?.reshape(&mlx_shape(shape)?)?)
 }
 
-/// Random values drawn here and uploaded (MLX's CUDA build failed its own random draws with
-/// "out of memory" on an H200 with 140 GB free): floats uniform in [-1, 1) as `dtype`, or
-/// random bits for an integer `dtype` (weights whose every bit pattern is valid).
+/// Random values drawn here from a fixed seed and uploaded (a run's inputs do not depend on
+/// MLX's generator): floats uniform in [-1, 1) as `dtype`, or random bits for an integer `dtype`
+/// (weights whose every bit pattern is valid).
 fn random(dtype: Dtype, shape: &[i32]) -> Result<Array> {
     static SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let mut rng = Rng(SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
@@ -120,9 +120,9 @@ fn random(dtype: Dtype, shape: &[i32]) -> Result<Array> {
     Ok(a)
 }
 
-/// Random values of `shape` whose leading axis is made of at most 16 distinct slices, each
-/// drawn alone (MLX's CUDA build refused one draw of 1 GiB with "out of memory"): the weights of
-/// 256 experts, as far as bandwidth is concerned.
+/// Random values of `shape` whose leading axis repeats at most 16 distinct slices, copied on
+/// the GPU (drawing gigabytes here would take minutes): the weights of 256 experts, as far as
+/// bandwidth is concerned.
 fn random_rows(dtype: Dtype, shape: &[i32]) -> Result<Array> {
     let (rows, rest) = shape.split_first().ok_or("a scalar")?;
     let one: Vec<i32> = std::iter::once(1).chain(rest.iter().copied()).collect();
@@ -187,8 +187,8 @@ fn kernel_cases(mlx: &MlxBackend, runner: &mut Runner<'_>) -> Result<()> {
     Ok(())
 }
 
-/// MLX's `quantized_matmul` at each affine kernel's shapes (group 64, its bits), on the very
-/// arrays the kernel reads (the affine family takes MLX's quantized layout as it is).
+/// MLX's `quantized_matmul` at each affine kernel's shapes (group 64, its bits: the affine family
+/// reads MLX's quantized layout as it is).
 fn affine_baselines<'a>(profile: bool, wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
     let mut cases = Vec::new();
     for def in CATALOG.iter().copied().filter(|d| production(d) && &*d.family == "affine") {
