@@ -325,7 +325,7 @@ fn delta_baselines<'a>(wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
     Ok(cases)
 }
 
-/// A tiny deterministic generator for routing (which experts, in which order).
+/// SplitMix64: the routing (which experts, in which order) and the values drawn here.
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
