@@ -44,12 +44,17 @@
 //!    other kernels by the position of their `kernel`, which says nothing of the functions a
 //!    macro expands to; the AST names the function that declares the marker.
 //! 10. Metal's `vec` naming the type of a typedef, of an alias that is no template, or of a
-//!    variable or field (`typedef metal::vec<T, N> frag_type;`, `using V = vec<T, 4>;`,
-//!    `vec<T, 2> v;`) becomes `__kgmsl_bvec`, the prelude's `vec` that maps bool to char (clang
-//!    14 has no vectors of bool; Metal's `booln` are char vectors to the check). Elsewhere `vec`
-//!    stays: a parameter's or a partial specialization's `vec<T, N>` must deduce `T`.
+//!     variable or field (`typedef metal::vec<T, N> frag_type;`, `using V = vec<T, 4>;`,
+//!     `vec<T, 2> v;`) becomes `__kgmsl_bvec`, the prelude's `vec` that maps bool to char (clang
+//!     14 has no vectors of bool; Metal's `booln` are char vectors to the check). Elsewhere `vec`
+//!     stays: a parameter's or a partial specialization's `vec<T, N>` must deduce `T`. So stays
+//!     an alias template of `vec` (`template <typename U> using frag_t = vec<U, N>;`, whose
+//!     `frag_t<T>&` parameters deduce `T`); where such a template names the type of a typedef,
+//!     an alias or a variable (`typedef typename F::template frag_t<T> frag_type;`), its element
+//!     argument becomes `::metal::__kgmsl_velem<T>` (bool to char) instead, so that a bool
+//!     fragment is a char vector and deduces `T` = char (MLX's steel_attention_nax mask tile).
 //! 11. An alias of a function pointer type, `using F = void (*)(A);`, names the prelude's pointer
-//!    to that function type, `__kgmsl_function_pointer<void   (A)>`, for the same reason.
+//!     to that function type, `__kgmsl_function_pointer<void   (A)>`, for the same reason.
 
 use crate::lex::{Kind, Token, define_body, matching, tokenize};
 
@@ -150,9 +155,84 @@ fn has_top_level_comma(toks: &[Token], open: usize, close: usize) -> bool {
     false
 }
 
-/// Names declared as aliases of vector types: `typedef float2 X;`, `using X = vec<T, 2>;`.
-pub fn vector_aliases(src: &str) -> Vec<String> {
+/// Aliases of vector types that a file declares.
+#[derive(Default)]
+pub struct VectorAliases {
+    /// `typedef float2 X;`, `using X = vec<T, 2>;`: vector names to rewrite 1.
+    pub names: Vec<String>,
+    /// `template <typename U> using X = vec<U, N>;`: the name, and the index of the template
+    /// argument that is the element type (rewrite 10).
+    pub templates: Vec<(String, usize)>,
+}
+
+impl VectorAliases {
+    pub fn extend(&mut self, other: VectorAliases) {
+        self.names.extend(other.names);
+        self.templates.extend(other.templates);
+    }
+}
+
+/// The vector aliases and alias templates of `vec` that `src` declares.
+pub fn vector_aliases(src: &str) -> VectorAliases {
     let toks = tokenize(src);
+    VectorAliases { names: vector_alias_names(&toks), templates: vec_alias_templates(&toks) }
+}
+
+/// `template <...> using X = [typename] [::][metal::]vec<U, ...>;`, U one of its type parameters:
+/// X and the index of U among its parameters. Not where the file declares a `vec` of its own
+/// and names this one unqualified.
+fn vec_alias_templates(toks: &[Token]) -> Vec<(String, usize)> {
+    let own_vec = declares_own_vec(toks);
+    let mut out = Vec::new();
+    for i in 0..toks.len() {
+        if !(toks[i].is("template") && toks.get(i + 1).is_some_and(|t| t.is("<"))) {
+            continue;
+        }
+        let Some(end) = skip_angles(toks, i + 1) else { continue };
+        let at = |k: usize, s: &str| toks.get(k).is_some_and(|t| t.is(s));
+        if !(at(end, "using") && toks.get(end + 1).is_some_and(|t| t.kind == Kind::Ident) && at(end + 2, "=")) {
+            continue;
+        }
+        let mut j = end + 3 + usize::from(at(end + 3, "typename"));
+        j += usize::from(at(j, "::"));
+        let qualified = at(j, "metal") && at(j + 1, "::");
+        if qualified {
+            j += 2;
+        } else if own_vec {
+            continue;
+        }
+        let element = toks.get(j + 2).filter(|t| t.kind == Kind::Ident);
+        let (Some(element), true) = (element, at(j, "vec") && at(j + 1, "<") && at(j + 3, ",")) else { continue };
+        if !skip_angles(toks, j + 1).is_some_and(|k| at(k, ";")) {
+            continue;
+        }
+        let params = template_arguments(toks, i + 1);
+        let index = params.iter().position(|&(a, b)| {
+            matches!(toks[a].text.as_str(), "typename" | "class")
+                && toks[a..b].iter().take_while(|t| !t.is("=")).last().is_some_and(|t| t.text == element.text)
+        });
+        if let Some(index) = index {
+            out.push((toks[end + 1].text.clone(), index));
+        }
+    }
+    out
+}
+
+/// The arguments (or parameters) of the angle brackets at `open`, as token ranges.
+fn template_arguments(toks: &[Token], open: usize) -> Vec<(usize, usize)> {
+    skip_angles(toks, open).map_or_else(Vec::new, |end| parameter_ranges(toks, open, end - 1))
+}
+
+/// Whether a file declares a `vec` of its own (`struct vec`, `using vec =`, `typedef X vec;`;
+/// not `using metal::vec;`): its unqualified `vec` is not Metal's.
+fn declares_own_vec(toks: &[Token]) -> bool {
+    toks.windows(3).any(|w| {
+        w[1].is("vec") && (matches!(w[0].text.as_str(), "struct" | "class") || (w[0].is("using") && w[2].is("=")) || (!w[0].is("::") && w[2].is(";")))
+    })
+}
+
+/// Names declared as aliases of vector types: `typedef float2 X;`, `using X = vec<T, 2>;`.
+fn vector_alias_names(toks: &[Token]) -> Vec<String> {
     let mut out = Vec::new();
     for i in 0..toks.len() {
         let vector_at = |j: usize| {
@@ -358,23 +438,27 @@ fn macro_kernels(toks: &[Token], edits: &mut Vec<Edit>) {
 }
 
 /// Rewrite 10: `vec` → `__kgmsl_bvec` where it names the type of a typedef, a non-template alias,
-/// or a variable or field.
-fn bool_vector_declarations(toks: &[Token], edits: &mut Vec<Edit>) {
-    // A file declaring a `vec` of its own: its unqualified `vec` is not Metal's.
-    // (`struct vec`, `using vec =`, `typedef X vec;`; not `using metal::vec;`)
-    let own_vec = toks.windows(3).any(|w| {
-        w[1].is("vec") && (matches!(w[0].text.as_str(), "struct" | "class") || (w[0].is("using") && w[2].is("=")) || (!w[0].is("::") && w[2].is(";")))
-    });
+/// or a variable or field; there an alias template of `vec` (`templates`: name, element argument)
+/// gets its element argument wrapped in `::metal::__kgmsl_velem<...>`.
+fn bool_vector_declarations(toks: &[Token], templates: &[(String, usize)], edits: &mut Vec<Edit>) {
+    let own_vec = declares_own_vec(toks);
     for v in 0..toks.len() {
-        if !(toks[v].is("vec") && toks.get(v + 1).is_some_and(|t| t.is("<"))) {
+        if !toks.get(v + 1).is_some_and(|t| t.is("<")) {
             continue;
         }
-        // the qualified name's start: `metal::vec`, `::metal::vec`, or `vec` alone
-        let start = match v.checked_sub(2).map(|q| (&toks[q], &toks[q + 1])) {
-            Some((m, c)) if m.is("metal") && c.is("::") => v - 2 - usize::from(v >= 3 && toks[v - 3].is("::")),
-            _ if v >= 1 && toks[v - 1].is("::") => continue,
-            _ if own_vec => continue,
-            _ => v,
+        let element = templates.iter().find(|(name, _)| toks[v].is(name)).map(|&(_, k)| k);
+        let start = if toks[v].is("vec") {
+            // the qualified name's start: `metal::vec`, `::metal::vec`, or `vec` alone
+            match v.checked_sub(2).map(|q| (&toks[q], &toks[q + 1])) {
+                Some((m, c)) if m.is("metal") && c.is("::") => v - 2 - usize::from(v >= 3 && toks[v - 3].is("::")),
+                _ if v >= 1 && toks[v - 1].is("::") => continue,
+                _ if own_vec => continue,
+                _ => v,
+            }
+        } else if element.is_some() {
+            qualified_start(toks, v)
+        } else {
+            continue;
         };
         let at = |k: usize, s: &str| k < toks.len() && toks[k].is(s);
         let mut before = start;
@@ -391,7 +475,10 @@ fn bool_vector_declarations(toks: &[Token], edits: &mut Vec<Edit>) {
         let variable = || {
             let mut b = start;
             while b >= 1
-                && matches!(toks[b - 1].text.as_str(), "const" | "constexpr" | "static" | "volatile" | "thread" | "threadgroup" | "device" | "constant")
+                && matches!(
+                    toks[b - 1].text.as_str(),
+                    "const" | "constexpr" | "static" | "volatile" | "thread" | "threadgroup" | "device" | "constant" | "typename"
+                )
             {
                 b -= 1;
             }
@@ -403,10 +490,57 @@ fn bool_vector_declarations(toks: &[Token], edits: &mut Vec<Edit>) {
                 && toks.get(end).is_some_and(|n| n.kind == Kind::Ident)
                 && toks.get(end + 1).is_some_and(|n| matches!(n.text.as_str(), ";" | "=" | "{" | "[" | ","))
         };
-        if typedef || alias || variable() {
-            edits.push(Edit { offset: toks[v].offset, delete: 0, insert: "__kgmsl_b".into() });
+        if !(typedef || alias || variable()) {
+            continue;
+        }
+        match element {
+            None => edits.push(Edit { offset: toks[v].offset, delete: 0, insert: "__kgmsl_b".into() }),
+            Some(k) => {
+                if let Some(&(a, b)) = template_arguments(toks, v + 1).get(k) {
+                    edits.push(Edit { offset: toks[a].offset, delete: 0, insert: "::metal::__kgmsl_velem<".into() });
+                    edits.push(Edit { offset: toks[b - 1].end(), delete: 0, insert: ">".into() });
+                }
+            }
         }
     }
+}
+
+/// Where the qualified name ending at `v` starts: `A::B<T>::template v`, `::v`.
+fn qualified_start(toks: &[Token], v: usize) -> usize {
+    let mut s = v;
+    if s >= 2 && toks[s - 1].is("template") && toks[s - 2].is("::") {
+        s -= 1;
+    }
+    while s >= 1 && toks[s - 1].is("::") {
+        s -= 1;
+        // the qualifier before `::`: a name, or a template-id `A<...>`
+        let mut q = s;
+        if q >= 1 && matches!(toks[q - 1].text.as_str(), ">" | ">>") {
+            let mut depth = 0i32;
+            while q >= 1 {
+                q -= 1;
+                match toks[q].text.as_str() {
+                    ">" => depth += 1,
+                    ">>" => depth += 2,
+                    "<" => depth -= 1,
+                    ";" | "{" | "}" => return s,
+                    _ => {}
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+        }
+        if q >= 1 && toks[q - 1].kind == Kind::Ident {
+            s = q - 1;
+        } else {
+            break;
+        }
+        if s >= 2 && toks[s - 1].is("template") && toks[s - 2].is("::") {
+            s -= 1;
+        }
+    }
+    s
 }
 
 /// Rewrite 3 of the declaration `threadgroup <type> name [dims]* [= init];` starting at `i`
@@ -611,15 +745,15 @@ fn function_constants(src: &str, toks: &[Token], edits: &mut Vec<Edit>) {
     }
 }
 
-pub fn rewrite(src: &str, vector_aliases: &[String]) -> Rewritten {
+pub fn rewrite(src: &str, vector_aliases: &VectorAliases) -> Rewritten {
     let toks = tokenize(src);
     let mut edits = Vec::new();
     let mut constructor_braces = Vec::new();
-    vector_constructors(&toks, vector_aliases, &mut edits, &mut constructor_braces);
+    vector_constructors(&toks, &vector_aliases.names, &mut edits, &mut constructor_braces);
     instantiation_attributes(src, &toks, &mut edits);
     threadgroup_locals(src, &toks, &mut edits);
     macro_kernels(&toks, &mut edits);
-    bool_vector_declarations(&toks, &mut edits);
+    bool_vector_declarations(&toks, &vector_aliases.templates, &mut edits);
     function_constants(src, &toks, &mut edits);
     thread_locals(&toks, &mut edits);
     opencl_names(&toks, &mut edits);
@@ -726,7 +860,8 @@ struct ThreadRef {
     bare: Option<String>,
 }
 
-/// The parameters of the list between `open` and `close` (its parentheses), as token ranges.
+/// The parameters of the list between `open` and `close` (its parentheses or angle brackets), as
+/// token ranges.
 fn parameter_ranges(toks: &[Token], open: usize, close: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let (mut depth, mut angle, mut start) = (0i32, 0i32, open + 1);
@@ -990,7 +1125,7 @@ mod tests {
     #[test]
     fn vector_constructor_takes_braces() {
         let src = "void f() { float4 v = float4(a, b.xy, 1); float4 w = float4(a); x = metal::vec<float, 2>(1, 2); short2 o(p, q); C c(1, 2); }\nvec<int, 2> g(uint3 e, int n);";
-        let r = rewrite(src, &["C".to_string()]);
+        let r = rewrite(src, &VectorAliases { names: vec!["C".to_string()], ..Default::default() });
         assert_eq!(
             r.text,
             "void f() { float4 v = float4{a, b.xy, 1}; float4 w = __kgmsl_vcast<float4>(a); x = metal::vec<float, 2>{1, 2}; short2 o{p, q}; C c{1, 2}; }\nvec<int, 2> g(uint3 e, int n);"
@@ -1001,28 +1136,28 @@ mod tests {
         // `a` of `float4(a)` (original column 61) sits 15 columns later after the rewrite.
         assert_eq!(r.original_col(1, 76), 61);
         // One argument whose template argument list has a comma (MLX's dot.h): a conversion.
-        let r = rewrite("c = float4(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2(a < b, c > (d));", &[]);
+        let r = rewrite("c = float4(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2(a < b, c > (d));", &VectorAliases::default());
         assert_eq!(
             r.text,
             "c = __kgmsl_vcast<float4>(*reinterpret_cast<const device metal::vec<T, 4>*>(a + j)); d = float2{a < b, c > (d)};"
         );
-        let r = rewrite("y = metal::vec<float, 2>(h) + float2(); operator float2() const; float2 v(w);", &[]);
+        let r = rewrite("y = metal::vec<float, 2>(h) + float2(); operator float2() const; float2 v(w);", &VectorAliases::default());
         assert_eq!(r.text, "y = __kgmsl_vcast<metal::vec<float, 2>>(h) + float2(); operator float2() const; float2 v(w);");
         assert_eq!(
-            vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;"),
+            vector_aliases("typedef float2 complex_T; using F = metal::vec<T, 4>; typedef int I;").names,
             vec!["complex_T", "F"]
         );
     }
 
     #[test]
     fn instantiation_attributes_are_blanked() {
-        let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;", &[]);
+        let r = rewrite("template [[host_name(\"f\")]] [[kernel]] decltype(f<1>) f<1>;", &VectorAliases::default());
         assert_eq!(r.text, format!("template {} decltype(f<1>) f<1>;", " ".repeat(29)));
     }
 
     #[test]
     fn function_constant_becomes_initialised_constant() {
-        let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;", &[]);
+        let r = rewrite("constant bool align_M [[function_constant(200)]];\nint x;", &VectorAliases::default());
         assert_eq!(r.text, format!("constant bool align_M {{}}{};\nint x;", " ".repeat(24)));
     }
 
@@ -1031,7 +1166,7 @@ mod tests {
         let src = "template <class C, typename T, typename U, class D, int N>\n\
                    void f(thread C& c, const thread T& p, thread float& x, thread vec<U, N>& w, thread D (&a)[N], thread U* q);\n\
                    template <typename T> struct S { void g(thread T& y); };";
-        let r = rewrite(src, &[]);
+        let r = rewrite(src, &VectorAliases::default());
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
             "void f(       C& c, const        T& p, thread float& x,        vec<U, N>& w,        D (&a)[N], thread U* q);"
@@ -1042,7 +1177,7 @@ mod tests {
         // Metal), not recorded: it binds nothing but a local. `T::type` deduces nothing.
         let src = "template <typename V, int N, class T, class C>\n\
                    float d(const threadgroup V (&q)[N], const thread V (&k)[N], thread T& a, T b, thread T& c, thread C& e, typename C::type f = C());";
-        let r = rewrite(src, &[]);
+        let r = rewrite(src, &VectorAliases::default());
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
             "float d(const threadgroup V (&q)[N], const __private V (&k)[N], __private T& a, T b, __private T& c,        C& e, typename C::type f = C());"
@@ -1054,7 +1189,7 @@ mod tests {
                    template <typename T> template <class U> void S<T>::h(thread T& a, thread U& b) {}\n\
                    template <int N, class T> bool A<N, vec<T, 2>>::operator()(thread T& x) const { return 1; }\n\
                    template <typename T> typename S<T>::type ns::f(thread T& x);";
-        let r = rewrite(src, &[]);
+        let r = rewrite(src, &VectorAliases::default());
         let lines: Vec<&str> = r.text.lines().collect();
         assert_eq!(lines[0], "template <typename T> void S<T>::g(thread T& y) {}");
         assert_eq!(lines[1], "template <typename T> template <class U> void S<T>::h(thread T& a,        U& b) {}");
@@ -1064,7 +1199,7 @@ mod tests {
 
     #[test]
     fn function_pointer_alias_becomes_adjusted_function_type() {
-        let r = rewrite("template <typename T>\nusing RadixFunc = void (*)(thread vec<T, 2>*, thread vec<T, 2>*);\nusing G = int (*)[4];", &[]);
+        let r = rewrite("template <typename T>\nusing RadixFunc = void (*)(thread vec<T, 2>*, thread vec<T, 2>*);\nusing G = int (*)[4];", &VectorAliases::default());
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
             "using RadixFunc = __kgmsl_function_pointer<void    (thread vec<T, 2>*, thread vec<T, 2>*)>;"
@@ -1078,7 +1213,7 @@ mod tests {
     fn threadgroup_local_becomes_reference() {
         let r = rewrite(
             "void k() {\n  threadgroup float xs[4 * N];\n  x = 1;\n}\nstruct S { threadgroup float y[2]; };",
-            &[],
+            &VectorAliases::default(),
         );
         assert_eq!(
             r.text.lines().nth(1).unwrap(),
@@ -1098,7 +1233,7 @@ mod tests {
                    vec<T, 2> get(vec<T, 2> x);\n\
                    };\n\
                    template <typename T> struct G<vec<T, 2>> { ::metal::vec<T, 4> a[2]; foo::vec<T, 4> b; };";
-        let r = rewrite(src, &[]);
+        let r = rewrite(src, &VectorAliases::default());
         let lines: Vec<&str> = r.text.lines().collect();
         assert_eq!(lines[1], "typedef metal::__kgmsl_bvec<T, N> frag_type;");
         assert_eq!(lines[2], "using row_t = typename __kgmsl_bvec<T, 2>;");
@@ -1108,10 +1243,35 @@ mod tests {
         assert_eq!(lines[5], "vec<T, 2> get(vec<T, 2> x);");
         assert_eq!(lines[7], "template <typename T> struct G<vec<T, 2>> { ::metal::__kgmsl_bvec<T, 4> a[2]; foo::vec<T, 4> b; };");
         // a file with a `vec` of its own keeps its unqualified ones
-        let r = rewrite("template <class T, int N> struct vec {};\nvec<T, 2> v; metal::vec<T, 2> w;", &[]);
+        let r = rewrite("template <class T, int N> struct vec {};\nvec<T, 2> v; metal::vec<T, 2> w;", &VectorAliases::default());
         assert!(r.text.ends_with("vec<T, 2> v; metal::__kgmsl_bvec<T, 2> w;"), "{}", r.text);
-        let r = rewrite("using metal::vec;\ntypedef vec<T, 2> V;", &[]);
+        let r = rewrite("using metal::vec;\ntypedef vec<T, 2> V;", &VectorAliases::default());
         assert!(r.text.ends_with("typedef __kgmsl_bvec<T, 2> V;"), "{}", r.text);
+    }
+
+    #[test]
+    fn vec_alias_templates_name_bool_vectors_in_declarations() {
+        let src = "struct F { template <typename U, int M> using frag_t = typename metal::vec<U, M>;\n\
+                   template <class A, typename B> using pair_t = vec<B, 2>; template <typename U> using arr_t = array<U, 2>; };\n\
+                   template <typename T> struct G { typedef typename F::template frag_t<T, 8> frag_type;\n\
+                   typename X<T>::template pair_t<T, T> p; using a_t = pair_t<int, vec<T, 2>>; arr_t<T> q;\n\
+                   void f(thread F::frag_t<T, 8>& x); };";
+        let aliases = vector_aliases(src);
+        assert_eq!(aliases.templates, [("frag_t".to_string(), 0), ("pair_t".to_string(), 1)]);
+        let r = rewrite(src, &aliases);
+        let lines: Vec<&str> = r.text.lines().collect();
+        // the alias templates themselves stay deducible
+        assert_eq!(lines[0], "struct F { template <typename U, int M> using frag_t = typename metal::vec<U, M>;");
+        assert_eq!(lines[2], "template <typename T> struct G { typedef typename F::template frag_t<::metal::__kgmsl_velem<T>, 8> frag_type;");
+        // the element argument only; not another template's, nor a parameter's
+        assert_eq!(
+            lines[3],
+            "typename X<T>::template pair_t<T, ::metal::__kgmsl_velem<T>> p; using a_t = pair_t<int, ::metal::__kgmsl_velem<vec<T, 2>>>; arr_t<T> q;"
+        );
+        assert_eq!(lines[4], "void f(thread F::frag_t<T, 8>& x); };");
+        assert_eq!(r.original_col(3, lines[2].find("frag_type").unwrap() as u32 + 1), 76);
+        // a file with a `vec` of its own declares no alias template of Metal's
+        assert!(vector_aliases("struct vec {};\ntemplate <typename U> using V = vec<U, 2>;").templates.is_empty());
     }
 
     #[test]
@@ -1121,7 +1281,7 @@ mod tests {
                    #define TOP threadgroup float t[2];\n\
                    #define S struct A { threadgroup float y[2]; };\n\
                    #define P threadgroup float* p; threadgroup float q##N[2];\n";
-        let r = rewrite(src, &[]);
+        let r = rewrite(src, &VectorAliases::default());
         let lines: Vec<&str> = r.text.lines().collect();
         assert_eq!(lines[0], "#define CASE(T, N) \\");
         assert_eq!(lines[2], "  threadgroup T \\");

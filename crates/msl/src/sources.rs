@@ -10,7 +10,7 @@ use crate::Error;
 use crate::lex::{Kind, tokenize};
 use crate::prelude::is_metal_header;
 use crate::private_dir::PrivateDir;
-use crate::rewrite::{Rewritten, rewrite, vector_aliases};
+use crate::rewrite::{Rewritten, VectorAliases, rewrite, vector_aliases};
 
 pub struct SourceFile {
     /// What problems name: the caller's file name, or the header's real path.
@@ -312,7 +312,7 @@ impl Workspace {
         path: &Path,
         text: &str,
         display: String,
-        aliases: &[String],
+        aliases: &VectorAliases,
         includes: &Includes,
         includer: Option<&Path>,
     ) -> Result<(), Error> {

@@ -53,11 +53,10 @@ fn context(rel: &str) -> &'static [&'static str] {
 /// instantiate_kernel): MLX's affine_qmv_fast (bits 3 and 4, group 64, bfloat16_t, batched and
 /// not), affine_qmv and affine_qmm_t in quantized.h's; one kernel of each NAX family, so the
 /// whole MetalPerformancePrimitives path (matmul2d descriptors, cooperative tensors in
-/// registers, run) is instantiated, not only parsed (each costs a second or more). Left out:
-/// the attention kernels' bool-mask variant (a bool vector that `load` deduces through, which
-/// the check cannot model on clang 14) and
-/// gather_mm_rhs_nax, whose `auto do_gemm = gemm_loop<...>` is a function pointer variable,
-/// which the section 1.5 rule reports.
+/// registers, run) is instantiated, not only parsed (each costs a second or more); attention's
+/// float and bool masks (the bool tile's fragment is a bool vector that `load` deduces through:
+/// rewrite 10). Left out: gather_mm_rhs_nax, whose `auto do_gemm = gemm_loop<...>` is a function
+/// pointer variable, which the section 1.5 rule reports.
 fn instantiations(rel: &str) -> &'static str {
     match rel {
         "quantized.h" => concat!(
@@ -82,9 +81,10 @@ fn instantiations(rel: &str) -> &'static str {
         "fp_quantized_nax.h" => {
             "instantiate_kernel(\"mxfp8_gather_qmm_rhs_nax_nt_float16_t_gs_32_b_8_bm_64_bn_64_bk_64_wm_2_wn_2\", fp_gather_qmm_rhs_nax, float16_t, 32, 8, 64, 64, 64, 2, 2, true)\n"
         }
-        "steel/attn/kernels/steel_attention_nax.h" => {
-            "instantiate_kernel(\"steel_attention_float16_bq64_bk32_bd64_wm4_wn1_maskfloat16\", attention_nax, half, 64, 32, 64, 4, 1, half, float)\n"
-        }
+        "steel/attn/kernels/steel_attention_nax.h" => concat!(
+            "instantiate_kernel(\"steel_attention_float16_bq64_bk32_bd64_wm4_wn1_maskfloat16\", attention_nax, half, 64, 32, 64, 4, 1, half, float)\n",
+            "instantiate_kernel(\"steel_attention_float16_bq64_bk32_bd64_wm4_wn1_maskbool_\", attention_nax, half, 64, 32, 64, 4, 1, bool, float)\n",
+        ),
         _ => "",
     }
 }

@@ -322,10 +322,12 @@ template <typename T, int N> using vec = T __attribute__((ext_vector_type(N)));
 // clang 14 has no vectors of bool (booln are char vectors, above), and `vec` must stay
 // deducible (`vec<T, 2>` parameters, partial specializations): rewrite 10 (rewrite.rs) names the
 // vector type of a typedef, an alias or a variable through this one, which maps bool to char
-// (MLX's `typedef vec<T, N> frag_type;` of a bool mask tile).
-template <typename T, int N> struct __kgmsl_vec_of { typedef T __attribute__((ext_vector_type(N))) type; };
-template <int N> struct __kgmsl_vec_of<bool, N> { typedef char __attribute__((ext_vector_type(N))) type; };
-template <typename T, int N> using __kgmsl_bvec = typename __kgmsl_vec_of<T, N>::type;
+// (MLX's `typedef vec<T, N> frag_type;` of a bool mask tile), and the element argument of an
+// alias template of `vec` named there through `__kgmsl_velem` (MLX's `dtype_frag_t<bool>`).
+template <typename T> struct __kgmsl_vec_elem { typedef T type; };
+template <> struct __kgmsl_vec_elem<bool> { typedef char type; };
+template <typename T> using __kgmsl_velem = typename __kgmsl_vec_elem<T>::type;
+template <typename T, int N> using __kgmsl_bvec = __kgmsl_vector<__kgmsl_velem<T>, N>;
 template <typename T> struct __kg_scalar { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(2)))> { typedef T type; };
 template <typename T> struct __kg_scalar<T __attribute__((ext_vector_type(3)))> { typedef T type; };
@@ -753,6 +755,7 @@ KGMSL_USE_VEC(bfloat) KGMSL_USE_VEC(bool)
 KGMSL_USE_MATRIX(float) KGMSL_USE_MATRIX(half)
 // (for a `vec` named unqualified without `using namespace metal`, as through `using metal::vec;`)
 using metal::__kgmsl_bvec;
+using metal::__kgmsl_velem;
 
 // ---- Compiler builtins that Metal's own headers are written with (MLX's bf16_math.h calls them).
 #define KGMSL_BUILTIN1(name) template <typename T> T __metal_##name(T, bool = false);
