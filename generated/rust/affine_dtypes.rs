@@ -77,8 +77,8 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f16.cu")),
-        header: TextRange { start: 80, end: 3501 },
-        body: TextRange { start: 3729, end: 6132 },
+        header: TextRange { start: 80, end: 2870 },
+        body: TextRange { start: 3098, end: 4993 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f16.cu"),
         shared_memory_bytes: 0,
     }),
@@ -151,8 +151,8 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f32.cu")),
-        header: TextRange { start: 80, end: 3498 },
-        body: TextRange { start: 3722, end: 6120 },
+        header: TextRange { start: 80, end: 2867 },
+        body: TextRange { start: 3091, end: 4982 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f32.cu"),
         shared_memory_bytes: 0,
     }),
@@ -184,7 +184,7 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(256), Dim::Fixed(128)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[]),
-            align: 8,
+            align: 4,
             at_most: None,
         },
         BufferDef {
@@ -225,8 +225,8 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f16.cu")),
-        header: TextRange { start: 80, end: 2568 },
-        body: TextRange { start: 2796, end: 5199 },
+        header: TextRange { start: 80, end: 2416 },
+        body: TextRange { start: 2644, end: 4539 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f16.cu"),
         shared_memory_bytes: 0,
     }),
@@ -258,7 +258,7 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
             shape: Cow::Borrowed(&[Dim::Fixed(256), Dim::Fixed(128)]),
             source: Source::Data,
             regions: Cow::Borrowed(&[]),
-            align: 8,
+            align: 4,
             at_most: None,
         },
         BufferDef {
@@ -299,8 +299,8 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f32.cu")),
-        header: TextRange { start: 80, end: 2565 },
-        body: TextRange { start: 2789, end: 5187 },
+        header: TextRange { start: 80, end: 2413 },
+        body: TextRange { start: 2637, end: 4528 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f32.cu"),
         shared_memory_bytes: 0,
     }),

@@ -22,21 +22,16 @@ __device__ inline float mlxq_load_vector(const __nv_bfloat16* x, float* x_thread
 
 // float(q) for a masked field q < 2^23: q in the mantissa of 2^23, minus 2^23 (exact).
 #define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | 0x4B000000u) - 8388608.0f)
-// A lane's 8 weight bytes of one row and step (16 values): one 8-byte load (the offset is a
-// multiple of 8 from a row of whole 256-byte steps).
-typedef uint2 mlxq_weights;
-__device__ inline mlxq_weights mlxq_load_weights(const uint8_t* w) {
-  return *(const uint2*)w;
-}
 
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 4: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
-__device__ inline float mlxq_qdot(mlxq_weights wv, const float* x_thread, float scale, float bias, float sum) {
+__device__ inline float mlxq_qdot(const unsigned char* w, const float* x_thread, float scale, float bias, float sum) {
   float accum = 0;
   // 4-bit: four nibbles per uint16, least significant first. The lane's 8 bytes are two
-  // uint32 words: uint16 i is half i % 2 of word i / 2 (little-endian), the value Metal
-  // reads as ws[i].
-  const unsigned int packed[2] = {wv.x, wv.y};
+  // aligned uint32 words (w is u32 and every offset a multiple of 8): uint16 i is half
+  // i % 2 of word i / 2 (little-endian), the value Metal reads as ws[i].
+  const unsigned int* words = (const unsigned int*)w;
+  const unsigned int packed[2] = {words[0], words[1]};
   for (int i = 0; i < 4; i++) {
     const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
     accum = __fadd_rn(accum,
@@ -78,32 +73,18 @@ __global__ void custom_kernel_k1024_n12288_affine_q4_bf16(
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
-  // 2 steps of 512 values; 2 steps' weights, scales and biases loaded, then used.
 #pragma unroll 1
-  for (int first = 0; first < 2; first += 2) {
-    mlxq_weights wv[2][4];
-    __nv_bfloat16 s[2][4], b[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      if (first + j < 2) {
-        for (int r = 0; r < 4; r++) {
-          wv[j][r] = mlxq_load_weights(ws + (first + j) * 32 * BPL + r * ROWB);
-          s[j][r] = sc[(first + j) * 8 + r * GROUPS];
-          b[j][r] = bi[(first + j) * 8 + r * GROUPS];
-        }
-      }
+  for (int k = 0; k < 1024; k += 512) {
+    const float sum = ss[(k + lane * 16) / 16];
+    const float* x_thread = xs + k + lane * 16;
+    for (int r = 0; r < 4; r++) {
+      const float s = static_cast<float>(sc[r * GROUPS]);
+      const float b = static_cast<float>(bi[r * GROUPS]);
+      result[r] += mlxq_qdot(ws + r * ROWB, x_thread, s, b, sum);
     }
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      if (first + j < 2) {
-        const int k = (first + j) * 512;
-        const float sum = ss[(k + lane * 16) / 16];
-        const float* x_thread = xs + k + lane * 16;
-        for (int r = 0; r < 4; r++) {
-          result[r] += mlxq_qdot(wv[j][r], x_thread, static_cast<float>(s[j][r]), static_cast<float>(b[j][r]), sum);
-        }
-      }
-    }
+    ws += 32 * BPL;
+    sc += 8;
+    bi += 8;
   }
   for (int r = 0; r < 4; r++) {
     // simd_sum: the butterfly leaves the same sum in every lane.

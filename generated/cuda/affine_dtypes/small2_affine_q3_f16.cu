@@ -27,31 +27,13 @@ __device__ inline float mlxq_load_vector(const __half* x, float* x_thread) {
 
 // float(q) for a masked field q < 2^23: q in the mantissa of 2^23, minus 2^23 (exact).
 #define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | 0x4B000000u) - 8388608.0f)
-// A lane's 6 weight bytes of one row and step (16 values): three uint16, as the offset
-// (a multiple of 6 from a row of whole 192-byte steps) is only 2-byte aligned.
-struct mlxq_weights {
-  unsigned short h[3];
-};
-__device__ inline mlxq_weights mlxq_load_weights(const uint8_t* w) {
-  const unsigned short* p = (const unsigned short*)w;
-  mlxq_weights v;
-  for (int j = 0; j < 3; j++) {
-    v.h[j] = p[j];
-  }
-  return v;
-}
 
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 3: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
-__device__ inline float mlxq_qdot(mlxq_weights wv, const float* x_thread, float scale, float bias, float sum) {
+__device__ inline float mlxq_qdot(const unsigned char* w, const float* x_thread, float scale, float bias, float sum) {
   float accum = 0;
   // 3-bit: every 3 bytes hold 8 values; fields that straddle a byte boundary read the
-  // pre-divided x times 256. Byte j is half j % 2 of uint16 j / 2 (little-endian).
-  unsigned char bytes[6];
-  for (int j = 0; j < 6; j++) {
-    bytes[j] = (unsigned char)(wv.h[j / 2] >> (8 * (j % 2)));
-  }
-  const unsigned char* w = bytes;
+  // pre-divided x times 256.
   for (int i = 0; i < 2; i++) {
     x_thread += 8 * i;
     w += 3 * i;
@@ -98,32 +80,18 @@ __global__ void custom_kernel_small2_affine_q3_f16(
   const __half* sc = scales + row0 * GROUPS + lane / 4;
   const __half* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
-  // 2 steps of 512 values; 2 steps' weights, scales and biases loaded, then used.
 #pragma unroll 1
-  for (int first = 0; first < 2; first += 2) {
-    mlxq_weights wv[2][4];
-    __half s[2][4], b[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      if (first + j < 2) {
-        for (int r = 0; r < 4; r++) {
-          wv[j][r] = mlxq_load_weights(ws + (first + j) * 32 * BPL + r * ROWB);
-          s[j][r] = sc[(first + j) * 8 + r * GROUPS];
-          b[j][r] = bi[(first + j) * 8 + r * GROUPS];
-        }
-      }
+  for (int k = 0; k < 1024; k += 512) {
+    const float sum = ss[(k + lane * 16) / 16];
+    const float* x_thread = xs + k + lane * 16;
+    for (int r = 0; r < 4; r++) {
+      const float s = static_cast<float>(sc[r * GROUPS]);
+      const float b = static_cast<float>(bi[r * GROUPS]);
+      result[r] += mlxq_qdot(ws + r * ROWB, x_thread, s, b, sum);
     }
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      if (first + j < 2) {
-        const int k = (first + j) * 512;
-        const float sum = ss[(k + lane * 16) / 16];
-        const float* x_thread = xs + k + lane * 16;
-        for (int r = 0; r < 4; r++) {
-          result[r] += mlxq_qdot(wv[j][r], x_thread, static_cast<float>(s[j][r]), static_cast<float>(b[j][r]), sum);
-        }
-      }
-    }
+    ws += 32 * BPL;
+    sc += 8;
+    bi += 8;
   }
   for (int r = 0; r < 4; r++) {
     // simd_sum: the butterfly leaves the same sum in every lane.
