@@ -18,7 +18,7 @@ TESTED_KERNELGEN = $(CARGO_TARGET_DIR)/debug/kernelgen
 # This workspace's crates the dev profile optimizes (.cargo/config.toml, the one list).
 OPTIMIZED_CRATES = $(shell sed -n 's/^\[profile\.dev\.package\.\(kernelgen-[a-z-]*\)\]$$/\1/p' .cargo/config.toml)
 
-.PHONY: generate check test test-build test-slow test-sanitize fuzz bench deps cli package
+.PHONY: generate check test test-build test-slow test-sanitize fuzz bench deps cli package check-cuda
 
 ## Build the `kernelgen` command (target/debug/kernelgen), showing cargo's progress.
 cli:
@@ -100,6 +100,17 @@ package:
 	set -o pipefail; $(CARGO) package --workspace --exclude kernelgen-macros-ui --allow-dirty \
 	    $(foreach p,$(OPTIMIZED_CRATES),--config 'profile.dev.package.$(p).opt-level=0') 2>&1 \
 	  | grep -v -e '^warning: ignoring \(test\|benchmark\|example\) `[^`]*` as `[^`]*` is not included in the published package$$'
+
+## Every CUDA body compiled as MLX's CUDA backend compiles it, without a GPU: nvrtc 13.0 for an
+## H200 (sm_90) against MLX 0.32.2's device headers and CUDA 13.0's, fetched from PyPI at pinned
+## versions into target/nvrtc (crates/cuda/nvrtc/fetch.sh). A refused source fails at its line; the
+## table gives each kernel's registers, spills and what they leave an SM (target/check-cuda.md).
+check-cuda: deps
+	bash crates/cuda/nvrtc/fetch.sh
+	KERNELGEN_NVRTC_REQUIRED=1 python3 -m pytest -q tests/python/test_cuda_check.py
+	mkdir -p target
+	python3 crates/cuda/nvrtc/check.py > target/check-cuda.md
+	cat target/check-cuda.md
 
 ## The same kernels built with AddressSanitizer and UBSan.
 test-sanitize: deps test-build

@@ -19,7 +19,6 @@ __global__ void custom_kernel_head128_gated_rms_norm_bf16(
   auto rounded = [](float f) { return static_cast<float>(static_cast<__nv_bfloat16>(f)); };
   const unsigned int row = blockIdx.x;
   const unsigned int tid = threadIdx.x;
-  const unsigned int lane = tid % 32u;
   float acc = 0.0f;
   // One pass covers the row: this thread's values of x, kept for the second loop.
   float xs[4];

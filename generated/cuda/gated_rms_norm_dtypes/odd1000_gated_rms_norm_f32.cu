@@ -19,7 +19,6 @@ __global__ void custom_kernel_odd1000_gated_rms_norm_f32(
   auto rounded = [](float f) { return static_cast<float>(static_cast<float>(f)); };
   const unsigned int row = blockIdx.x;
   const unsigned int tid = threadIdx.x;
-  const unsigned int lane = tid % 32u;
   float acc = 0.0f;
   __shared__ float sums[32];
   __shared__ float inverse[1];
@@ -39,7 +38,7 @@ __global__ void custom_kernel_odd1000_gated_rms_norm_f32(
   // 256 threads are 8 warps: their sums meet in warp 0, which
   // computes the inverse for the whole row.
   {
-    const unsigned int sg = tid / 32u;
+    const unsigned int sg = tid / 32u, lane = tid % 32u;
     if (sg == 0) sums[lane] = 0.0f;
     __syncthreads();
     if (lane == 0) sums[sg] = acc;

@@ -1,0 +1,171 @@
+"""`make check-cuda`: every CUDA kernel source compiled as MLX's CUDA backend compiles it, without
+a GPU: nvrtc 13.0 (the compiler MLX runs on a custom kernel), for an H200 (sm_90), against
+MLX 0.32.2's device headers and CCCL and CUDA 13.0's headers (crates/cuda/nvrtc/fetch.sh puts
+them in target/nvrtc). A source nvrtc refuses is an error at its file and line (exit 1). For each
+kernel that compiles it reports what ptxas allocated (registers a thread, bytes spilled, static
+shared memory) and what that leaves an SM of an H200: blocks and warps resident at once, and
+which limit binds (registers, shared memory, threads, blocks).
+
+Usage: check.py [--nvrtc-dir DIR] [--manifest generated/manifest.json] [FILE.cu ...]
+With no FILE, every kernel of the manifest that has a CUDA body, with its threads per block;
+a FILE alone is compiled and its occupancy left out (its block size is not known).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+# An H200 (compute capability 9.0): what an SM holds at once.
+SM_REGISTERS = 65536
+SM_SHARED = 233472  # 228 KiB, of which each block also reserves 1 KiB
+BLOCK_RESERVED_SHARED = 1024
+SM_THREADS = 2048
+SM_BLOCKS = 32
+# Registers are allocated a warp at a time, in units of 256.
+REGISTER_UNIT = 256
+ARCH = "sm_90"
+
+
+@dataclass
+class Compiled:
+    ok: bool
+    log: str
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack: int = 0
+    shared: int = 0
+
+
+def parse_ptxas(log):
+    """ptxas's -v lines of the one kernel a source holds."""
+    c = {"registers": 0, "spill_stores": 0, "spill_loads": 0, "stack": 0, "shared": 0}
+    if m := re.search(r"Used (\d+) registers", log):
+        c["registers"] = int(m.group(1))
+    if m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log):
+        c["stack"], c["spill_stores"], c["spill_loads"] = map(int, m.groups())
+    if m := re.search(r"Used \d+ registers.*?(\d+) bytes smem", log):
+        c["shared"] = int(m.group(1))
+    return c
+
+
+def diagnostics(log, path):
+    """nvrtc's `name(line): error: message` lines as `path:line: error: message`."""
+    out = []
+    for line in log.splitlines():
+        if m := re.match(r"^(.*?)\((\d+)\): (error|warning)(?: #\S+)?: (.*)$", line):
+            out.append((m.group(3), f"{path}:{m.group(2)}: {m.group(3)}: {m.group(4)}"))
+        elif line.startswith("nvrtc: error") or line.startswith("ptxas error") or line.startswith("ptxas fatal"):
+            out.append(("error", f"{path}: {line}"))
+    return out
+
+
+def occupancy(threads, registers, shared):
+    """Blocks of `threads` resident on one SM, and the limit that binds."""
+    warps = -(-threads // 32)
+    regs_per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    limits = {
+        "registers": SM_REGISTERS // (regs_per_warp * warps) if regs_per_warp else SM_BLOCKS,
+        "shared memory": SM_SHARED // (shared + BLOCK_RESERVED_SHARED),
+        "threads": SM_THREADS // (warps * 32),
+        "blocks": SM_BLOCKS,
+    }
+    blocks = min(limits.values())
+    binding = " and ".join(k for k, v in limits.items() if v == blocks)
+    return blocks, blocks * warps, binding
+
+
+class Nvrtc:
+    def __init__(self, directory):
+        lib = os.path.join(directory, "nvidia", "cu13", "lib")
+        builtins = os.path.join(lib, "libnvrtc-builtins.so.13.0")
+        main = os.path.join(lib, "libnvrtc.so.13")
+        if not (os.path.isfile(builtins) and os.path.isfile(main)):
+            sys.exit(f"check.py: no nvrtc in {lib}: run crates/cuda/nvrtc/fetch.sh (make check-cuda does)")
+        # nvrtc dlopens its builtins by soname: loaded first, it is found without LD_LIBRARY_PATH.
+        ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+        self.lib = ctypes.CDLL(main)
+        include = os.path.join(directory, "mlx", "include")
+        self.options = [
+            f"--gpu-architecture={ARCH}",
+            f"--include-path={os.path.join(include, 'cccl')}",
+            f"--include-path={os.path.join(directory, 'nvidia', 'cu13', 'include')}",
+            # MLX hands nvrtc its device headers by name; here they are files under mlx/include.
+            f"--include-path={include}",
+            "--ptxas-options=-v",
+        ]
+
+    def compile(self, source, name):
+        lib = self.lib
+        prog = ctypes.c_void_p()
+        if lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None) != 0:
+            return Compiled(False, "nvrtc: error: nvrtcCreateProgram failed")
+        try:
+            opts = (ctypes.c_char_p * len(self.options))(*[o.encode() for o in self.options])
+            status = lib.nvrtcCompileProgram(prog, len(self.options), opts)
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            buf = ctypes.create_string_buffer(size.value + 1)
+            lib.nvrtcGetProgramLog(prog, buf)
+            log = buf.value.decode("utf-8", "replace")
+            return Compiled(status == 0, log, **(parse_ptxas(log) if status == 0 else {}))
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nvrtc-dir", default=os.environ.get("KERNELGEN_NVRTC_DIR", os.path.join(ROOT, "target", "nvrtc")))
+    ap.add_argument("--manifest", default=os.path.join(ROOT, "generated", "manifest.json"))
+    ap.add_argument("files", nargs="*")
+    args = ap.parse_args(argv)
+
+    if args.files:
+        kernels = [(os.path.basename(f)[:-3] if f.endswith(".cu") else f, f, None) for f in args.files]
+    else:
+        manifest = json.load(open(args.manifest))
+        kernels = [(k["name"], os.path.join(ROOT, k["cuda"]["path"]), k["threads_per_threadgroup"]) for k in manifest["kernels"] if k.get("cuda")]
+    nvrtc = Nvrtc(args.nvrtc_dir)
+    failed = 0
+    print(f"| kernel | registers | spilled bytes (stores / loads) | static shared | threads | blocks an SM | warps an SM | bound by |")
+    print(f"| --- | --- | --- | --- | --- | --- | --- | --- |")
+    notes = []
+    for name, path, threads in kernels:
+        shown = os.path.relpath(path, ROOT) if os.path.isabs(path) else path
+        try:
+            source = open(path, "rb").read()
+        except OSError as e:
+            notes.append(f"{shown}: error: cannot read: {e.strerror}")
+            failed += 1
+            continue
+        c = nvrtc.compile(source, os.path.basename(path))
+        for kind, text in diagnostics(c.log, shown):
+            notes.append(text)
+        if not c.ok:
+            failed += 1
+            if not any(k == "error" for k, _ in diagnostics(c.log, shown)):
+                notes.append(f"{shown}: error: nvrtc refused it: {c.log.strip()[:2000]}")
+            print(f"| {name} | refused | | | | | | |")
+            continue
+        if c.spill_stores or c.spill_loads:
+            notes.append(f"{shown}: warning: ptxas spills {c.spill_stores} bytes and reloads {c.spill_loads} a thread (local memory traffic)")
+        if threads:
+            blocks, warps, binding = occupancy(threads, c.registers, c.shared)
+            occ = f"{threads} | {blocks} | {warps} | {binding}"
+        else:
+            occ = "- | - | - | -"
+        print(f"| {name} | {c.registers} | {c.spill_stores} / {c.spill_loads} | {c.shared} | {occ} |")
+    for n in notes:
+        print(n, file=sys.stderr)
+    print(f"check-cuda: {len(kernels) - failed} compiled, {failed} refused (nvrtc, {ARCH})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
