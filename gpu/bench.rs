@@ -2,8 +2,10 @@
 //!
 //! Every kernel of the bundled catalog at its production geometries, launched through the typed
 //! launch path (`backend::check`, then `MlxBackend::run`: what each generated launcher calls),
-//! MLX's own equivalent ops in the same process as baselines, and one MoE decode step both
-//! ways (8 routed experts of 256 resident, gate/up then down, then the weighted sum).
+//! MLX's own equivalent ops in the same process as baselines, and one MoE decode step three
+//! ways (8 routed experts of 256 resident): kernelgen's per-expert kernels (gate/up then down
+//! per expert, then the weighted sum in MLX ops), its grouped kernels (two launches), and
+//! MLX's gather_qmm.
 //!
 //! Each case is timed as users see it: a lazy chain of launches, evaluated once, wall time per
 //! iteration. Inputs rotate over enough copies that the weights of a chain never fit the GPU's
@@ -360,7 +362,8 @@ const INTERMEDIATE: i32 = 2048;
 /// `m * 8 >= 64`, as mlx-lm does). Both end with the weighted sum of the routed outputs.
 fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &dyn Fn(&str) -> bool) -> Result<Vec<Case<'a>>> {
     let (ours, theirs) = (format!("kernelgen MoE step q{bits} M={m}"), format!("mlx gather_qmm MoE step q{bits} M={m}"));
-    if !wants(&ours) && !wants(&theirs) {
+    let grouped = format!("kernelgen grouped MoE step q{bits} M={m}");
+    if !wants(&ours) && !wants(&theirs) && !wants(&grouped) {
         return Ok(Vec::new());
     }
     // a typed launcher of the expert family: (backend, activations, slot) -> output
@@ -369,6 +372,14 @@ fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &
         (experts::Glm52ExpertQ4Bf16R4::SLOT.bytes, experts::Glm52ExpertQ4Bf16R4::gate_up, experts::Glm52ExpertQ4Bf16R4::down)
     } else {
         (experts::Glm52ExpertQ8Bf16R4::SLOT.bytes, experts::Glm52ExpertQ8Bf16R4::gate_up, experts::Glm52ExpertQ8Bf16R4::down)
+    };
+    // the grouped launchers: (backend, x, slots, experts) -> mid, (backend, mid, slots, experts, weights) -> out
+    type GateUpGrouped = fn(&MlxBackend, &Array, &Array, &Array) -> std::result::Result<Array, kernelgen::launch::LaunchError>;
+    type DownGrouped = fn(&MlxBackend, &Array, &Array, &Array, &Array) -> std::result::Result<Array, kernelgen::launch::LaunchError>;
+    let (gate_up_grouped, down_grouped): (GateUpGrouped, DownGrouped) = if bits == 4 {
+        (experts::Glm52ExpertQ4Bf16R4::gate_up_grouped, experts::Glm52ExpertQ4Bf16R4::down_grouped)
+    } else {
+        (experts::Glm52ExpertQ8Bf16R4::gate_up_grouped, experts::Glm52ExpertQ8Bf16R4::down_grouped)
     };
     let mut rng = Rng(7 + bits as u64 * 100 + m as u64);
     // per step: each token's 8 experts and their weights
@@ -431,6 +442,25 @@ fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &
             }),
         });
     }
+    {
+        // the same step in two launches: every (token, route) pair's gate/up from the [256,
+        // slot_bytes] slots, then each token's weighted sum of its routes' down rows
+        let (x, scores, slots) = (x.clone(), scores.clone(), slots.clone());
+        let indices: Vec<Array> = routes.iter().map(|r| Array::from_slice(&r.concat(), &[m, ROUTED as i32])).collect();
+        cases.push(Case {
+            name: grouped.clone(),
+            kind: "step",
+            kernel: None,
+            sizes: format!("M={m}"),
+            bytes: expert_bytes(mean_distinct.round() as usize),
+            launches: 2,
+            build: Box::new(move |i| {
+                let experts = &indices[i % indices.len()];
+                let mid = gate_up_grouped(mlx, &x, &slots, experts)?;
+                Ok(vec![down_grouped(mlx, &mid, &slots, experts, &scores)?])
+            }),
+        });
+    }
     // MLX: the same experts as [256, out, in] quantized matrices, group 64
     let q = |rows: i32, cols: i32| -> Result<[Array; 3]> {
         let groups = cols / 64;
@@ -448,7 +478,8 @@ fn step_cases<'a>(mlx: &'a MlxBackend, bits: i32, m: i32, steps: usize, wants: &
     cases.push(Case {
         name: theirs,
         kind: "mlx",
-        kernel: Some(ours),
+        // the two-launch step is the one issue 28 compares with gather_qmm's
+        kernel: Some(grouped),
         sizes: format!("M={m}"),
         bytes: mlx_expert_bytes(mean_distinct),
         launches: 0,

@@ -480,10 +480,14 @@ pub fn check<'d>(def: &'d KernelDef, arrays: &[ArgInfo], host: &[&[i32]], given_
         }
         // (each dimension is at most MAX_ELEMENTS; their product may pass 2^64)
         let elements = a.shape.iter().try_fold(1u128, |n, &d| n.checked_mul(u128::from(d)));
+        // An array of packed buffers ([S, bytes]) may pass MAX_ELEMENTS in all: a kernel
+        // indexes each buffer of it with 32 bits, and finds the buffer with 64-bit arithmetic
+        // (S residency slots of a large expert are gigabytes).
+        let limit = if b.packed_bytes().is_some() && b.shape.len() > 1 { i64::MAX as u64 } else { MAX_ELEMENTS };
         let elements = match elements {
-            Some(n) if n <= u128::from(MAX_ELEMENTS) => n as u64,
+            Some(n) if n <= u128::from(limit) => n as u64,
             _ => {
-                c.push(Some(&b.name), ErrorKind::Size, format!("at most {MAX_ELEMENTS} elements"), elements.map_or_else(|| format!("shape {}", shown(&a.shape)), |n| n.to_string()));
+                c.push(Some(&b.name), ErrorKind::Size, format!("at most {limit} elements"), elements.map_or_else(|| format!("shape {}", shown(&a.shape)), |n| n.to_string()));
                 continue;
             }
         };

@@ -113,6 +113,33 @@
 //! takes them as a `u8` array, and `backend::mlx::array_from_bytes` wraps
 //! them as an MLX array without a copy.
 //!
+//! The grouped parts (`gate_up_grouped`, `down_grouped`: every routed expert
+//! of each token in one launch) read the resident experts' slots as one
+//! array, `u8 [S, slot_bytes]`; [`pack::stack`] builds it from packed slots
+//! (`backend::mlx::array_from_slots` as an MLX array), and the launch reads
+//! `S` off its shape:
+//!
+//! ```
+//! use kernelgen::kernels::experts::{TinyExpertQ4Bf16R4 as Tiny, TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED as GROUPED};
+//! use kernelgen::launch::{self, ArgInfo};
+//! use kernelgen::{pack, Dtype};
+//!
+//! let (h, i) = (256, 128);
+//! let slot = |w: i8| Tiny::pack_slot(&vec![w; i * h], &vec![w; i * h], &vec![w; h * i], &vec![0.01; i], &vec![0.01; i], &vec![0.01; h]);
+//! let (a, b) = (slot(1)?, slot(-1)?);
+//! let slots = pack::stack(Tiny::SLOT, &[&a, &b, &a])?;
+//! assert_eq!(slots.len() as u64, 3 * Tiny::SLOT.bytes);
+//! assert_eq!(&slots[Tiny::SLOT.bytes as usize..][..a.len()], &b[..]); // slot 1
+//!
+//! // x: bf16 [M, 256], slots: u8 [S, 73728], experts: u32 [M, K] -> mid: bf16 [M, K, 128]
+//! let array = |dtype: Dtype, shape: &[u64]| ArgInfo { dtype: Ok(dtype), shape: shape.to_vec(), bytes: shape.iter().product::<u64>() * dtype.size() as u64, row_contiguous: true, address: None };
+//! let args = [array(Dtype::Bf16, &[2, h as u64]), array(Dtype::U8, &[3, Tiny::SLOT.bytes]), array(Dtype::U32, &[2, 8])];
+//! let plan = launch::check(&GROUPED, &args, &[], &[]).unwrap();
+//! assert_eq!(plan.sizes(), [2, 8, 3]); // M, K, S
+//! assert_eq!(plan.outputs()[0].shape, [2, 8, i as u64]);
+//! # Ok::<(), kernelgen::pack::PackError>(())
+//! ```
+//!
 //! # Launching through the emulator
 //!
 //! `kernelgen_emu::EmuBackend` implements [`Backend`](backend::Backend) over

@@ -250,10 +250,53 @@ pub fn pack(layout: &PackedLayout, data: &[RegionData<'_>]) -> Result<AlignedByt
     Ok(out)
 }
 
+/// Stacks packed buffers of one layout (each from [`pack`] or a generated packer, such as S
+/// experts' `pack_slot`) into the `[S, layout.bytes]` array a kernel taking an array of them
+/// reads (`Glm52ExpertQ4Bf16R4::gate_up_grouped`'s `slots`): buffer `s` at bytes
+/// `s * layout.bytes..`, page-aligned. Each must be `layout.bytes` long, and the layout's size a
+/// multiple of its alignment (so every buffer of the array starts aligned).
+pub fn stack(layout: &PackedLayout, buffers: &[&[u8]]) -> Result<AlignedBytes, PackError> {
+    let mut problems = Vec::new();
+    if layout.align > 1 && layout.bytes % layout.align != 0 {
+        problems.push(("(all)".to_string(), format!("the layout is {} bytes, not a multiple of its alignment {}: the second buffer would start misaligned", layout.bytes, layout.align)));
+    }
+    for (i, b) in buffers.iter().enumerate() {
+        if b.len() as u64 != layout.bytes {
+            problems.push((format!("(buffer {i})"), format!("expected {} bytes, given {}", layout.bytes, b.len())));
+        }
+    }
+    let total = (buffers.len() as u64).checked_mul(layout.bytes).filter(|&t| t <= isize::MAX as u64);
+    if total.is_none() {
+        problems.push(("(all)".to_string(), format!("{} buffers of {} bytes are more than memory holds", buffers.len(), layout.bytes)));
+    }
+    if !problems.is_empty() {
+        return Err(PackError { buffer: layout.name.to_string(), problems });
+    }
+    let mut out = AlignedBytes::zeroed(total.unwrap_or(0) as usize);
+    for (chunk, b) in out.chunks_exact_mut(layout.bytes.max(1) as usize).zip(buffers) {
+        chunk.copy_from_slice(b);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::borrow::Cow;
+
+    #[test]
+    fn stack_places_each_buffer_at_its_index_and_refuses_bad_lengths() {
+        let layout = PackedLayout { name: Cow::Borrowed("slot"), bytes: 8, align: 4, regions: vec![region("w", 0, Format::I8, &[4])].into() };
+        let (a, b) = ([1u8; 8], [2u8; 8]);
+        let s = stack(&layout, &[&a, &b, &a]).unwrap();
+        assert_eq!(s.as_ptr() as usize % PAGE_ALIGN, 0);
+        assert_eq!(&s[..], &[[1u8; 8], [2; 8], [1; 8]].concat()[..]);
+        assert!(stack(&layout, &[]).unwrap().is_empty());
+        let e = stack(&layout, &[&a, &[0u8; 7]]).unwrap_err();
+        assert_eq!(e.problems, vec![("(buffer 1)".to_string(), "expected 8 bytes, given 7".to_string())]);
+        let odd = PackedLayout { bytes: 6, ..layout };
+        assert!(stack(&odd, &[&[0u8; 6]]).unwrap_err().to_string().contains("not a multiple of its alignment 4"));
+    }
 
     fn region(name: &'static str, offset: u64, format: Format, shape: &'static [u64]) -> Region {
         let values: u64 = shape.iter().product();

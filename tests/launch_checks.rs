@@ -178,3 +178,24 @@ fn a_size_no_argument_gives_is_blamed_on_the_argument() {
     let e = rejected(&Recorder, &def, &args, ErrorKind::Rank, Some(&x), "an extra dimension");
     assert!(!e.violations().iter().any(|v| v.argument.as_deref() == Some("M")), "{e}");
 }
+
+/// An array of packed buffers (the grouped experts' `slots`, `u8 [S, slot_bytes]`): S is read
+/// off its first dimension, the second must be one slot's bytes, and the whole may pass 2^31
+/// bytes (256 GLM-5.2 slots are 4.8 GB: the kernels find a slot with 64-bit arithmetic), where
+/// any other argument may not.
+#[test]
+fn an_array_of_slots_gives_s_and_may_pass_2_31_bytes() {
+    let def = &kernels::experts::GLM52_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED;
+    let slots = def.inputs.iter().find(|b| b.name == "slots").unwrap();
+    let slot = slots.packed_bytes().expect("a packed array");
+    assert_eq!(slots.region_ranges(2 * slot).len(), 2 * slots.regions.len());
+    let args = |s: u64, bytes: u64| (vec![dense(Dtype::Bf16, &[1, 6144]), dense(Dtype::U8, &[s, bytes]), dense(Dtype::U32, &[1, 8])], Vec::new());
+    let a = args(256, slot);
+    assert!(256 * slot > MAX_ELEMENTS);
+    let plan = kernelgen::launch::check(def, &a.0, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.sizes(), [1, 8, 256]); // M, K, S
+    let (result, launches) = launch(&Recorder, def, &a.0, &a.1);
+    assert!(result.is_ok() && launches == 1);
+    rejected(&Recorder, def, &args(256, slot - 4), ErrorKind::Dim, Some("slots"), "slots of the wrong size");
+    rejected(&Recorder, def, &args(MAX_ELEMENTS + 1, slot), ErrorKind::Size, None, "more slots than a dimension holds");
+}

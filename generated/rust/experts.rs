@@ -130,6 +130,189 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `glm52_expert_q4_bf16_r4_gate_up_grouped`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry glm52, part gate_up_grouped.
+pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q4_bf16_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up_grouped_bfloat16_t_uint8_t_uint32_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_bf16_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 576, end: 576 },
+    body: TextRange { start: 1219, end: 4161 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_bf16_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(18923520)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12599300), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(12288), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 295 },
+        body: TextRange { start: 586, end: 4597 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `glm52_expert_q4_bf16_r4_down_grouped`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down_grouped.
+pub static GLM52_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q4_bf16_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down_grouped_bfloat16_t_uint8_t_uint32_t_bfloat16_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_bf16_r4_down_grouped.metal")),
+    header: TextRange { start: 595, end: 595 },
+    body: TextRange { start: 1298, end: 3449 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_bf16_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(18923520)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(6320134), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(12288), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 292 },
+        body: TextRange { start: 616, end: 3662 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// `glm52_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
 pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     name: Cow::Borrowed("glm52_expert_q4_f32_r4_gate_up"),
@@ -246,6 +429,189 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
         header: TextRange { start: 80, end: 283 },
         body: TextRange { start: 470, end: 2621 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `glm52_expert_q4_f32_r4_gate_up_grouped`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up_grouped.
+pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q4_f32_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up_grouped_float_uint8_t_uint32_t_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_f32_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 575, end: 575 },
+    body: TextRange { start: 1197, end: 4078 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_f32_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(18923520)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 6291456, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 18874368, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 18882560, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12599300), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(24576), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 294 },
+        body: TextRange { start: 568, end: 4482 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `glm52_expert_q4_f32_r4_down_grouped`: quant q4, dtype f32, rows_per_threadgroup 4, geometry glm52, part down_grouped.
+pub static GLM52_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q4_f32_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down_grouped_float_uint8_t_uint32_t_float_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q4_f32_r4_down_grouped.metal")),
+    header: TextRange { start: 594, end: 594 },
+    body: TextRange { start: 1266, end: 3401 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q4_f32_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(18923520)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 12582912, bytes: 6291456, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 18890752, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(6324232), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(12288), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 291 },
+        body: TextRange { start: 590, end: 3611 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
     }),
 };
@@ -370,6 +736,189 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `glm52_expert_q8_bf16_r4_gate_up_grouped`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part gate_up_grouped.
+pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q8_bf16_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up_grouped_bfloat16_t_uint8_t_uint32_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_bf16_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 576, end: 576 },
+    body: TextRange { start: 1219, end: 3703 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_bf16_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(37797888)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(25182212), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(12288), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 295 },
+        body: TextRange { start: 586, end: 4379 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `glm52_expert_q8_bf16_r4_down_grouped`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry glm52, part down_grouped.
+pub static GLM52_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q8_bf16_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down_grouped_bfloat16_t_uint8_t_uint32_t_bfloat16_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_bf16_r4_down_grouped.metal")),
+    header: TextRange { start: 595, end: 595 },
+    body: TextRange { start: 1298, end: 3129 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_bf16_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(37797888)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12611590), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(12288), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(12288), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 292 },
+        body: TextRange { start: 616, end: 3469 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// `glm52_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up.
 pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     name: Cow::Borrowed("glm52_expert_q8_f32_r4_gate_up"),
@@ -486,6 +1035,189 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
         header: TextRange { start: 80, end: 283 },
         body: TextRange { start: 470, end: 2436 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `glm52_expert_q8_f32_r4_gate_up_grouped`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part gate_up_grouped.
+pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q8_f32_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up_grouped_float_uint8_t_uint32_t_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_f32_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 575, end: 575 },
+    body: TextRange { start: 1197, end: 3625 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_f32_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(37797888)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 12582912, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 6144]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 37748736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 37756928, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(25182212), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(24576), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(50331648), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 294 },
+        body: TextRange { start: 568, end: 4272 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `glm52_expert_q8_f32_r4_down_grouped`: quant q8, dtype f32, rows_per_threadgroup 4, geometry glm52, part down_grouped.
+pub static GLM52_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("glm52_expert_q8_f32_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down_grouped_float_uint8_t_uint32_t_float_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/glm52_expert_q8_f32_r4_down_grouped.metal")),
+    header: TextRange { start: 594, end: 594 },
+    body: TextRange { start: 1266, end: 3086 },
+    metal_path: Cow::Borrowed("generated/metal/experts/glm52_expert_q8_f32_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(37797888)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 25165824, bytes: 12582912, align: 1, format: Format::I8, shape: Cow::Borrowed(&[6144, 2048]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 37765120, bytes: 24576, align: 4, format: Format::F32, shape: Cow::Borrowed(&[6144]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(6144)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(1536), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(12615688), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(24576), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(25165824), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(12288), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 291 },
+        body: TextRange { start: 590, end: 3426 },
+        path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
     }),
 };
@@ -610,6 +1342,189 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `qwen3moe_expert_q4_bf16_r4_gate_up_grouped`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up_grouped.
+pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q4_bf16_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up_grouped_bfloat16_t_uint8_t_uint32_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_bf16_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 579, end: 579 },
+    body: TextRange { start: 1225, end: 4161 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_bf16_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(2375680)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1579012), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(4096), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 298 },
+        body: TextRange { start: 592, end: 4596 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `qwen3moe_expert_q4_bf16_r4_down_grouped`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down_grouped.
+pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q4_bf16_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped_bfloat16_t_uint8_t_uint32_t_bfloat16_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.metal")),
+    header: TextRange { start: 598, end: 598 },
+    body: TextRange { start: 1304, end: 3450 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(2375680)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(796166), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(4096), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 295 },
+        body: TextRange { start: 622, end: 3662 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// `qwen3moe_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
 pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     name: Cow::Borrowed("qwen3moe_expert_q4_f32_r4_gate_up"),
@@ -726,6 +1641,189 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
         header: TextRange { start: 80, end: 286 },
         body: TextRange { start: 476, end: 2623 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `qwen3moe_expert_q4_f32_r4_gate_up_grouped`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up_grouped.
+pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q4_f32_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up_grouped_float_uint8_t_uint32_t_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_f32_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 578, end: 578 },
+    body: TextRange { start: 1203, end: 4078 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_f32_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(2375680)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 786432, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 2359296, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 2362368, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1579012), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 297 },
+        body: TextRange { start: 574, end: 4481 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `qwen3moe_expert_q4_f32_r4_down_grouped`: quant q4, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down_grouped.
+pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q4_f32_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down_grouped_float_uint8_t_uint32_t_float_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q4_f32_r4_down_grouped.metal")),
+    header: TextRange { start: 597, end: 597 },
+    body: TextRange { start: 1272, end: 3402 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q4_f32_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(2375680)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 1572864, bytes: 786432, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 2365440, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(797704), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(4096), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 294 },
+        body: TextRange { start: 596, end: 3611 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
     }),
 };
@@ -850,6 +1948,189 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `qwen3moe_expert_q8_bf16_r4_gate_up_grouped`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part gate_up_grouped.
+pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q8_bf16_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_grouped_bfloat16_t_uint8_t_uint32_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_bf16_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 579, end: 579 },
+    body: TextRange { start: 1225, end: 3703 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_bf16_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(4734976)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(3151876), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(4096), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 298 },
+        body: TextRange { start: 592, end: 4378 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `qwen3moe_expert_q8_bf16_r4_down_grouped`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry qwen3moe, part down_grouped.
+pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q8_bf16_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down_grouped_bfloat16_t_uint8_t_uint32_t_bfloat16_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.metal")),
+    header: TextRange { start: 598, end: 598 },
+    body: TextRange { start: 1304, end: 3130 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(4734976)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1582598), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(4096), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(4096), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 295 },
+        body: TextRange { start: 622, end: 3469 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// `qwen3moe_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up.
 pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     name: Cow::Borrowed("qwen3moe_expert_q8_f32_r4_gate_up"),
@@ -966,6 +2247,189 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
         header: TextRange { start: 80, end: 286 },
         body: TextRange { start: 476, end: 2438 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `qwen3moe_expert_q8_f32_r4_gate_up_grouped`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part gate_up_grouped.
+pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q8_f32_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_grouped_float_uint8_t_uint32_t_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_f32_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 578, end: 578 },
+    body: TextRange { start: 1203, end: 3625 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_f32_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(4734976)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 1572864, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[768, 2048]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 4718592, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 4721664, bytes: 3072, align: 4, format: Format::F32, shape: Cow::Borrowed(&[768]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(192), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(3151876), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8192), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(3072), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(6291456), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 297 },
+        body: TextRange { start: 574, end: 4271 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `qwen3moe_expert_q8_f32_r4_down_grouped`: quant q8, dtype f32, rows_per_threadgroup 4, geometry qwen3moe, part down_grouped.
+pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("qwen3moe_expert_q8_f32_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped_float_uint8_t_uint32_t_float_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/qwen3moe_expert_q8_f32_r4_down_grouped.metal")),
+    header: TextRange { start: 597, end: 597 },
+    body: TextRange { start: 1272, end: 3087 },
+    metal_path: Cow::Borrowed("generated/metal/experts/qwen3moe_expert_q8_f32_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(768)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(4734976)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 3145728, bytes: 1572864, align: 1, format: Format::I8, shape: Cow::Borrowed(&[2048, 768]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 4724736, bytes: 8192, align: 4, format: Format::F32, shape: Cow::Borrowed(&[2048]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(2048)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(512), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1584136), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8192), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(3145728), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(4096), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 294 },
+        body: TextRange { start: 596, end: 3426 },
+        path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
     }),
 };
@@ -1090,6 +2554,189 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `tiny_expert_q4_bf16_r4_gate_up_grouped`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up_grouped.
+pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q4_bf16_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up_grouped_bfloat16_t_uint8_t_uint32_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_bf16_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 575, end: 575 },
+    body: TextRange { start: 1217, end: 4123 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_bf16_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(73728)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(33796), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 294 },
+        body: TextRange { start: 584, end: 4556 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `tiny_expert_q4_bf16_r4_down_grouped`: quant q4, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down_grouped.
+pub static TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q4_bf16_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down_grouped_bfloat16_t_uint8_t_uint32_t_bfloat16_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_bf16_r4_down_grouped.metal")),
+    header: TextRange { start: 594, end: 594 },
+    body: TextRange { start: 1296, end: 3415 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_bf16_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(73728)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(17670), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 291 },
+        body: TextRange { start: 614, end: 3627 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// `tiny_expert_q4_f32_r4_gate_up`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
 pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
     name: Cow::Borrowed("tiny_expert_q4_f32_r4_gate_up"),
@@ -1206,6 +2853,189 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
         header: TextRange { start: 80, end: 282 },
         body: TextRange { start: 468, end: 2592 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_down.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `tiny_expert_q4_f32_r4_gate_up_grouped`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up_grouped.
+pub static TINY_EXPERT_Q4_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q4_f32_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up_grouped_float_uint8_t_uint32_t_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_f32_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 574, end: 574 },
+    body: TextRange { start: 1195, end: 4040 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_f32_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(73728)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 20480, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 61440, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 65536, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(33796), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(1024), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 293 },
+        body: TextRange { start: 566, end: 4441 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `tiny_expert_q4_f32_r4_down_grouped`: quant q4, dtype f32, rows_per_threadgroup 4, geometry tiny, part down_grouped.
+pub static TINY_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q4_f32_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down_grouped_float_uint8_t_uint32_t_float_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q4_f32_r4_down_grouped.metal")),
+    header: TextRange { start: 593, end: 593 },
+    body: TextRange { start: 1264, end: 3367 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q4_f32_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(73728)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 40960, bytes: 16384, align: 4, format: Format::Q4, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 69632, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(17928), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 290 },
+        body: TextRange { start: 588, end: 3576 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
     }),
 };
@@ -1330,6 +3160,189 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `tiny_expert_q8_bf16_r4_gate_up_grouped`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part gate_up_grouped.
+pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q8_bf16_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up_grouped_bfloat16_t_uint8_t_uint32_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_bf16_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 575, end: 575 },
+    body: TextRange { start: 1217, end: 3668 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_bf16_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(122880)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(66564), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 294 },
+        body: TextRange { start: 584, end: 4340 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `tiny_expert_q8_bf16_r4_down_grouped`: quant q8, dtype bf16, rows_per_threadgroup 4, geometry tiny, part down_grouped.
+pub static TINY_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q8_bf16_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down_grouped_bfloat16_t_uint8_t_uint32_t_bfloat16_t_int32_tc_int32_tc_bfloat16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_bf16_r4_down_grouped.metal")),
+    header: TextRange { start: 594, end: 594 },
+    body: TextRange { start: 1296, end: 3098 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_bf16_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(122880)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::Bf16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(34054), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 291 },
+        body: TextRange { start: 614, end: 3436 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// `tiny_expert_q8_f32_r4_gate_up`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up.
 pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
     name: Cow::Borrowed("tiny_expert_q8_f32_r4_gate_up"),
@@ -1450,32 +3463,239 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
     }),
 };
 
+/// `tiny_expert_q8_f32_r4_gate_up_grouped`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part gate_up_grouped.
+pub static TINY_EXPERT_Q8_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q8_f32_r4_gate_up_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up_grouped_float_uint8_t_uint32_t_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_f32_r4_gate_up_grouped.metal")),
+    header: TextRange { start: 574, end: 574 },
+    body: TextRange { start: 1195, end: 3590 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_f32_r4_gate_up_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(122880)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("gate_weights"), offset: 0, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("up_weights"), offset: 36864, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[128, 256]) },
+                Region { name: Cow::Borrowed("gate_scales"), offset: 110592, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+                Region { name: Cow::Borrowed("up_scales"), offset: 114688, bytes: 512, align: 4, format: Format::F32, shape: Cow::Borrowed(&[128]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(32), Dim::expr(&[Op::Size(0), Op::Size(1), Op::Mul])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(66564), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(1024), Op::Size(0), Op::Mul, Op::Add, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(131072), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_gate_up_grouped.cu")),
+        header: TextRange { start: 80, end: 293 },
+        body: TextRange { start: 566, end: 4233 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_gate_up_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
+/// `tiny_expert_q8_f32_r4_down_grouped`: quant q8, dtype f32, rows_per_threadgroup 4, geometry tiny, part down_grouped.
+pub static TINY_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
+    name: Cow::Borrowed("tiny_expert_q8_f32_r4_down_grouped"),
+    family: Cow::Borrowed("expert"),
+    spec: Cow::Borrowed("specs/experts.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down_grouped_float_uint8_t_uint32_t_float_int32_tc_int32_tc_float"),
+    metal: Cow::Borrowed(include_str!("../metal/experts/tiny_expert_q8_f32_r4_down_grouped.metal")),
+    header: TextRange { start: 593, end: 593 },
+    body: TextRange { start: 1264, end: 3055 },
+    metal_path: Cow::Borrowed("generated/metal/experts/tiny_expert_q8_f32_r4_down_grouped.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("mid"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("slots"),
+            dtype: Dtype::U8,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(2)]), Dim::Fixed(122880)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[
+                Region { name: Cow::Borrowed("down_weights"), offset: 73728, bytes: 32768, align: 1, format: Format::I8, shape: Cow::Borrowed(&[256, 128]) },
+                Region { name: Cow::Borrowed("down_scales"), offset: 118784, bytes: 1024, align: 4, format: Format::F32, shape: Cow::Borrowed(&[256]) },
+            ]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("experts"),
+            dtype: Dtype::U32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weights"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::expr(&[Op::Size(1)])]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Kin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(1),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("Sin"),
+            dtype: Dtype::I32,
+            shape: Cow::Borrowed(&[Dim::Fixed(1)]),
+            source: Source::SizeValue(2),
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(256)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("M"), Cow::Borrowed("K"), Cow::Borrowed("S")]),
+    grid: [Dim::Fixed(128), Dim::Fixed(64), Dim::expr(&[Op::Size(0)])],
+    threadgroup: [128, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(34312), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(8), Op::Add]), bytes_written: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), flops: Some(Dim::expr(&[Op::Const(65536), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Const(512), Op::Size(0), Op::Mul, Op::Size(1), Op::Mul, Op::Add])) },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down_grouped"),
+        source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_down_grouped.cu")),
+        header: TextRange { start: 80, end: 290 },
+        body: TextRange { start: 588, end: 3393 },
+        path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_down_grouped.cu"),
+        shared_memory_bytes: 0,
+    }),
+};
+
 /// Every kernel of this spec.
 pub static KERNELS: &[&KernelDef] = &[
     &GLM52_EXPERT_Q4_BF16_R4_GATE_UP,
     &GLM52_EXPERT_Q4_BF16_R4_DOWN,
+    &GLM52_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED,
+    &GLM52_EXPERT_Q4_BF16_R4_DOWN_GROUPED,
     &GLM52_EXPERT_Q4_F32_R4_GATE_UP,
     &GLM52_EXPERT_Q4_F32_R4_DOWN,
+    &GLM52_EXPERT_Q4_F32_R4_GATE_UP_GROUPED,
+    &GLM52_EXPERT_Q4_F32_R4_DOWN_GROUPED,
     &GLM52_EXPERT_Q8_BF16_R4_GATE_UP,
     &GLM52_EXPERT_Q8_BF16_R4_DOWN,
+    &GLM52_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED,
+    &GLM52_EXPERT_Q8_BF16_R4_DOWN_GROUPED,
     &GLM52_EXPERT_Q8_F32_R4_GATE_UP,
     &GLM52_EXPERT_Q8_F32_R4_DOWN,
+    &GLM52_EXPERT_Q8_F32_R4_GATE_UP_GROUPED,
+    &GLM52_EXPERT_Q8_F32_R4_DOWN_GROUPED,
     &QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP,
     &QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN,
+    &QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED,
+    &QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN_GROUPED,
     &QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP,
     &QWEN3MOE_EXPERT_Q4_F32_R4_DOWN,
+    &QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP_GROUPED,
+    &QWEN3MOE_EXPERT_Q4_F32_R4_DOWN_GROUPED,
     &QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP,
     &QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN,
+    &QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED,
+    &QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN_GROUPED,
     &QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP,
     &QWEN3MOE_EXPERT_Q8_F32_R4_DOWN,
+    &QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP_GROUPED,
+    &QWEN3MOE_EXPERT_Q8_F32_R4_DOWN_GROUPED,
     &TINY_EXPERT_Q4_BF16_R4_GATE_UP,
     &TINY_EXPERT_Q4_BF16_R4_DOWN,
+    &TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED,
+    &TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED,
     &TINY_EXPERT_Q4_F32_R4_GATE_UP,
     &TINY_EXPERT_Q4_F32_R4_DOWN,
+    &TINY_EXPERT_Q4_F32_R4_GATE_UP_GROUPED,
+    &TINY_EXPERT_Q4_F32_R4_DOWN_GROUPED,
     &TINY_EXPERT_Q8_BF16_R4_GATE_UP,
     &TINY_EXPERT_Q8_BF16_R4_DOWN,
+    &TINY_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED,
+    &TINY_EXPERT_Q8_BF16_R4_DOWN_GROUPED,
     &TINY_EXPERT_Q8_F32_R4_GATE_UP,
     &TINY_EXPERT_Q8_F32_R4_DOWN,
+    &TINY_EXPERT_Q8_F32_R4_GATE_UP_GROUPED,
+    &TINY_EXPERT_Q8_F32_R4_DOWN_GROUPED,
 ];
 
 // Typed launchers: arguments named as in the contract, every precondition
@@ -1568,6 +3788,56 @@ impl Glm52ExpertQ4Bf16R4 {
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
+
+    /// `glm52_expert_q4_bf16_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `bf16 [M, 6144]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 18923520]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `bf16 [M, K, 2048]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &GLM52_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q4_bf16_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `bf16 [M, K, 2048]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 18923520]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `bf16 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `bf16 [M, 6144]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_BF16_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &GLM52_EXPERT_Q4_BF16_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
 }
 
 /// The layout of `slot`: 18923520 bytes, 6 regions: every region's offset, length and alignment,
@@ -1648,6 +3918,56 @@ impl Glm52ExpertQ4F32R4 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &GLM52_EXPERT_Q4_F32_R4_DOWN, &[mid, slot], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+
+    /// `glm52_expert_q4_f32_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `f32 [M, 6144]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 18923520]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `f32 [M, K, 2048]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_F32_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &GLM52_EXPERT_Q4_F32_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q4_f32_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `f32 [M, K, 2048]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 18923520]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `f32 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `f32 [M, 6144]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q4_F32_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &GLM52_EXPERT_Q4_F32_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
@@ -1734,6 +4054,56 @@ impl Glm52ExpertQ8Bf16R4 {
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
+
+    /// `glm52_expert_q8_bf16_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `bf16 [M, 6144]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 37797888]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `bf16 [M, K, 2048]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &GLM52_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q8_bf16_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `bf16 [M, K, 2048]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 37797888]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `bf16 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `bf16 [M, 6144]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_BF16_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &GLM52_EXPERT_Q8_BF16_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
 }
 
 /// The layout of `slot`: 37797888 bytes, 6 regions: every region's offset, length and alignment,
@@ -1814,6 +4184,56 @@ impl Glm52ExpertQ8F32R4 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &GLM52_EXPERT_Q8_F32_R4_DOWN, &[mid, slot], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+
+    /// `glm52_expert_q8_f32_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `f32 [M, 6144]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 37797888]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `f32 [M, K, 2048]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_F32_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &GLM52_EXPERT_Q8_F32_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `glm52_expert_q8_f32_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `f32 [M, K, 2048]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 37797888]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `f32 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `f32 [M, 6144]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`GLM52_EXPERT_Q8_F32_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &GLM52_EXPERT_Q8_F32_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
@@ -1900,6 +4320,56 @@ impl Qwen3moeExpertQ4Bf16R4 {
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
+
+    /// `qwen3moe_expert_q4_bf16_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `bf16 [M, 2048]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 2375680]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `bf16 [M, K, 768]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q4_bf16_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `bf16 [M, K, 768]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 2375680]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `bf16 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `bf16 [M, 2048]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
 }
 
 /// The layout of `slot`: 2375680 bytes, 6 regions: every region's offset, length and alignment,
@@ -1980,6 +4450,56 @@ impl Qwen3moeExpertQ4F32R4 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &QWEN3MOE_EXPERT_Q4_F32_R4_DOWN, &[mid, slot], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+
+    /// `qwen3moe_expert_q4_f32_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `f32 [M, 2048]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 2375680]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `f32 [M, K, 768]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q4_f32_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `f32 [M, K, 768]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 2375680]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `f32 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `f32 [M, 2048]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q4_F32_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &QWEN3MOE_EXPERT_Q4_F32_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
@@ -2066,6 +4586,56 @@ impl Qwen3moeExpertQ8Bf16R4 {
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
+
+    /// `qwen3moe_expert_q8_bf16_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `bf16 [M, 2048]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 4734976]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `bf16 [M, K, 768]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q8_bf16_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `bf16 [M, K, 768]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 4734976]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `bf16 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `bf16 [M, 2048]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
 }
 
 /// The layout of `slot`: 4734976 bytes, 6 regions: every region's offset, length and alignment,
@@ -2146,6 +4716,56 @@ impl Qwen3moeExpertQ8F32R4 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &QWEN3MOE_EXPERT_Q8_F32_R4_DOWN, &[mid, slot], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+
+    /// `qwen3moe_expert_q8_f32_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `f32 [M, 2048]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 4734976]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `f32 [M, K, 768]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `qwen3moe_expert_q8_f32_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `f32 [M, K, 768]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 4734976]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `f32 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `f32 [M, 2048]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`QWEN3MOE_EXPERT_Q8_F32_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &QWEN3MOE_EXPERT_Q8_F32_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
@@ -2232,6 +4852,56 @@ impl TinyExpertQ4Bf16R4 {
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
+
+    /// `tiny_expert_q4_bf16_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `bf16 [M, 256]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 73728]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `bf16 [M, K, 128]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q4_bf16_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `bf16 [M, K, 128]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 73728]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `bf16 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `bf16 [M, 256]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
 }
 
 /// The layout of `slot`: 73728 bytes, 6 regions: every region's offset, length and alignment,
@@ -2312,6 +4982,56 @@ impl TinyExpertQ4F32R4 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &TINY_EXPERT_Q4_F32_R4_DOWN, &[mid, slot], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+
+    /// `tiny_expert_q4_f32_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `f32 [M, 256]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 73728]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `f32 [M, K, 128]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_F32_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &TINY_EXPERT_Q4_F32_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q4_f32_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `f32 [M, K, 128]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 73728]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `f32 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `f32 [M, 256]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q4_F32_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &TINY_EXPERT_Q4_F32_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
@@ -2398,6 +5118,56 @@ impl TinyExpertQ8Bf16R4 {
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }
+
+    /// `tiny_expert_q8_bf16_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `bf16 [M, 256]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 122880]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `bf16 [M, K, 128]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &TINY_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q8_bf16_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `bf16 [M, K, 128]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 122880]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `bf16 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `bf16 [M, 256]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_BF16_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &TINY_EXPERT_Q8_BF16_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
 }
 
 /// The layout of `slot`: 122880 bytes, 6 regions: every region's offset, length and alignment,
@@ -2478,6 +5248,56 @@ impl TinyExpertQ8F32R4 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &TINY_EXPERT_Q8_F32_R4_DOWN, &[mid, slot], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+
+    /// `tiny_expert_q8_f32_r4_gate_up_grouped`: mid\[m, k\] = gate_up(x\[m\]) with the slot experts\[m, k\], for every token m and route k in one launch; mid\[m, k\] is zeros where experts\[m, k\] >= S (no slot is read).
+    ///
+    /// - `x` `f32 [M, 256]`: activations of the M tokens, row-major
+    /// - `slots` `u8 [S, 122880]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (mid\[m, k\] = 0), as the launch cannot read device values
+    /// - returns `mid` `f32 [M, K, 128]`: gated activations per (token, route), row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_F32_R4_GATE_UP_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn gate_up_grouped<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [mid] =
+            launch(backend, &TINY_EXPERT_Q8_F32_R4_GATE_UP_GROUPED, &[x, slots, experts], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(mid)
+    }
+
+    /// `tiny_expert_q8_f32_r4_down_grouped`: out\[m\] = T(sum over k = 0..K-1 of float(weights\[m, k\]) * down(mid\[m, k\]) with the slot experts\[m, k\]): each route's f32 row value before down rounds it, accumulated in f32 by fma in route order; a route whose experts\[m, k\] >= S adds nothing (no slot is read).
+    ///
+    /// - `mid` `f32 [M, K, 128]`: gated activations per (token, route) from gate_up_grouped, row-major
+    /// - `slots` `u8 [S, 122880]`: S residency slots, each laid out as `slot`
+    /// - `experts` `u32 [M, K]`: the slot of token m's k-th routed expert; an index >= S is skipped on the GPU (adds nothing), as the launch cannot read device values
+    /// - `weights` `f32 [M, K]`: the router's weight of each (token, route)
+    /// - returns `out` `f32 [M, 256]`: each token's weighted sum of its routed experts' outputs, row-major
+    ///
+    /// The launcher fills `Kin` (holds K), `Sin` (holds S) itself.
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`TINY_EXPERT_Q8_F32_R4_DOWN_GROUPED`] before anything runs, and
+    /// reports every violation at once.
+    pub fn down_grouped<B: Backend>(
+        backend: &B,
+        mid: &B::Array,
+        slots: &B::Array,
+        experts: &B::Array,
+        weights: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &TINY_EXPERT_Q8_F32_R4_DOWN_GROUPED, &[mid, slots, experts, weights], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }

@@ -485,6 +485,29 @@ pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Result<Array, MlxEr
     }
 }
 
+/// Stacks packed buffers of one layout (S experts' `pack_slot` outputs, say) into the MLX
+/// `uint8` array `[S, layout.bytes]` that a kernel taking an array of them reads (the expert
+/// family's `slots`), as [`crate::pack::stack`] stacks them, then wraps it as
+/// [`array_from_bytes`] wraps one buffer (in place where MLX has Metal). Each dimension must
+/// fit an `i32`; the whole may pass 2^31 bytes (256 residency slots of a large expert do).
+pub fn array_from_slots(layout: &crate::contract::PackedLayout, buffers: &[&[u8]]) -> Result<Array, crate::pack::PackError> {
+    unsafe extern "C" fn release(payload: *mut std::ffi::c_void) {
+        // SAFETY: `payload` is the Box made below, released exactly once by MLX.
+        drop(unsafe { Box::from_raw(payload.cast::<crate::pack::AlignedBytes>()) });
+    }
+    let too_large = |n: usize| crate::pack::PackError { buffer: layout.name.to_string(), problems: vec![("(all)".into(), MlxError::TooLarge(n).to_string())] };
+    let shape = [i32::try_from(buffers.len()).map_err(|_| too_large(buffers.len()))?, i32::try_from(layout.bytes).map_err(|_| too_large(layout.bytes as usize))?];
+    let bytes = crate::pack::stack(layout, buffers)?;
+    let data = bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>();
+    let payload = Box::into_raw(Box::new(bytes)).cast::<std::ffi::c_void>();
+    // SAFETY: as in `array_from_bytes`: `data` points to `shape[0] * shape[1]` bytes owned by
+    // `payload`, alive and unmoved until MLX calls `release`; MLX only reads them.
+    unsafe {
+        let raw = mlx_sys::mlx_array_new_data_managed_payload(data, shape.as_ptr(), 2, mlx_sys::mlx_dtype__MLX_UINT8, payload, Some(release));
+        Ok(Array::from_ptr(raw))
+    }
+}
+
 /// Packs a buffer from MLX arrays, one per region in the layout's order
 /// (`int8` for Q4 and int8 regions, `float32`, `float16`, `bfloat16`,
 /// `int32`, `uint32`, `uint8`), as the generated host packers do, and wraps

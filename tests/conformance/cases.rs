@@ -169,6 +169,51 @@ pub fn expert_down(mid: &[bf16]) -> Case {
     }
 }
 
+/// Three slots of the tiny Q4 bf16 expert stacked as the grouped kernels' `[S, slot_bytes]`
+/// `slots` (the first is [`expert_slot`]), and routes for M = 2 tokens of K = 3: slot indices
+/// in range, repeated, and one past the slots (its pair is skipped).
+fn expert_routes() -> (Vec<u8>, Vec<u32>) {
+    let (g, quant) = expert_geometry();
+    let slots = (0..3).flat_map(|s| ExpertWeights::random(quant, g.hidden, g.intermediate, 11 + s).pack(quant, &g)).collect();
+    (slots, vec![2, 0, 2, 1, 3, 0])
+}
+
+/// The tiny Q4 bf16 expert's gate_up for every (token, route) pair in one launch.
+pub fn expert_gate_up_grouped() -> Case {
+    let def = &experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED;
+    let (g, quant) = expert_geometry();
+    let (slots, experts) = expert_routes();
+    let (m, k) = (2, 3);
+    let x: Vec<bf16> = random(&mut SplitMix64::new(6), m * g.hidden, 1.0);
+    let routes = expert::Routes { slots: &slots, experts: &experts, m, k };
+    let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant);
+    let exact = expert::gate_up_grouped_f64(&x, &routes, &g, quant);
+    let sizes = sizes_of(def, &[("M", m), ("K", k), ("S", 3)]);
+    let given = vec![data("x", &x), Data { name: "slots", dtype: Dtype::U8, shape: Vec::new(), bytes: slots.clone() }, Data { name: "experts", dtype: Dtype::U32, shape: Vec::new(), bytes: experts.iter().flat_map(|e| e.to_le_bytes()).collect() }];
+    Case { def, sizes: sizes.clone(), inputs: inputs(def, &sizes, given), host: Vec::new(), outputs: vec![expected(def, &sizes, "mid", &replay, exact)] }
+}
+
+/// The tiny Q4 bf16 expert's down of every route of each token, weighted and summed, on the
+/// `mid` given (`[2, 3, I]`, the grouped gate_up case's).
+pub fn expert_down_grouped(mid: &[bf16]) -> Case {
+    let def = &experts::TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED;
+    let (g, quant) = expert_geometry();
+    let (slots, experts) = expert_routes();
+    let (m, k) = (2, 3);
+    let weights: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(0.125 * (i + 1) as f32)).collect();
+    let routes = expert::Routes { slots: &slots, experts: &experts, m, k };
+    let replay = expert::down_grouped_replay(mid, &weights, &routes, &g, quant);
+    let exact = expert::down_grouped_f64(mid, &weights, &routes, &g, quant);
+    let sizes = sizes_of(def, &[("M", m), ("K", k), ("S", 3)]);
+    let given = vec![data("mid", mid), Data { name: "slots", dtype: Dtype::U8, shape: Vec::new(), bytes: slots.clone() }, Data { name: "experts", dtype: Dtype::U32, shape: Vec::new(), bytes: experts.iter().flat_map(|e| e.to_le_bytes()).collect() }, data("weights", &weights)];
+    Case { def, sizes: sizes.clone(), inputs: inputs(def, &sizes, given), host: Vec::new(), outputs: vec![expected(def, &sizes, "out", &replay, exact)] }
+}
+
+/// The kernel's run-time sizes in its contract's order, by name.
+fn sizes_of(def: &KernelDef, named: &[(&str, usize)]) -> Vec<u64> {
+    def.sizes.iter().map(|s| named.iter().find(|(n, _)| *n == s.as_ref()).unwrap_or_else(|| panic!("{}: no value for size `{s}`", def.name)).1 as u64).collect()
+}
+
 /// MLX's affine one-row matmul, 4 bits, f32, K = 1024, N = 256.
 pub fn affine_row() -> Case {
     let def = &affine_dtypes::SMALL2_AFFINE_Q4_F32;
@@ -306,9 +351,12 @@ pub fn gated_rms_norm() -> Case {
     }
 }
 
-/// The kernels the cases launch (the expert's down on the gate/up case's replay).
+/// The kernels the cases launch (the expert's down on the gate/up case's replay, the grouped
+/// down on the grouped gate_up's).
 pub fn all() -> Vec<Case> {
     let up = expert_gate_up();
     let mid: Vec<bf16> = elements(&up.outputs[0].replay);
-    vec![up, expert_down(&mid), affine_row(), delta_step(false), delta_step(true), delta_prefix_state(), silu_rms_heads(), gated_rms_norm()]
+    let grouped = expert_gate_up_grouped();
+    let grouped_mid: Vec<bf16> = elements(&grouped.outputs[0].replay);
+    vec![up, expert_down(&mid), grouped, expert_down_grouped(&grouped_mid), affine_row(), delta_step(false), delta_step(true), delta_prefix_state(), silu_rms_heads(), gated_rms_norm()]
 }

@@ -517,6 +517,15 @@ pub fn expert_gate_up_matches_the_reference<H: Harness>(h: &H) {
     values(h, &cases::expert_gate_up());
 }
 
+/// Every routed expert of two tokens in two launches (grouped gate_up, then grouped down on
+/// its replay), one route's slot index past the slots.
+pub fn expert_grouped_step_matches_the_reference<H: Harness>(h: &H) {
+    let up = cases::expert_gate_up_grouped();
+    let mid: Vec<bf16> = cases::elements(&up.outputs[0].replay);
+    values(h, &up);
+    values(h, &cases::expert_down_grouped(&mid));
+}
+
 pub fn affine_row_matches_the_reference<H: Harness>(h: &H) {
     values(h, &cases::affine_row());
 }
@@ -656,6 +665,7 @@ macro_rules! conformance_tests {
             typed_launchers_name_kernel_argument_and_expectation,
             valid_launches_return_contract_outputs,
             expert_gate_up_matches_the_reference,
+            expert_grouped_step_matches_the_reference,
             affine_row_matches_the_reference,
             delta_step_matches_the_reference,
             delta_masked_step_matches_the_reference,

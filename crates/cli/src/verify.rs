@@ -64,6 +64,8 @@ fn report<B: VerifyBackend>(backend: &B, selected: &[&RenderedKernel], sanitize:
     // a kernel with a CUDA body has a second row, `<name> [cuda]`
     let label = |r: &&RenderedKernel| r.kernel.name.len() + if r.def.cuda.is_some() { CUDA_SUFFIX.len() } else { 0 };
     let width = selected.iter().map(label).max().unwrap_or(6).max(6);
+    // `M=2,K=2,S=3`: each size with a value of up to two digits (the rows print as they finish)
+    let sizes = selected.iter().map(|r| r.def.sizes.iter().map(|s| s.len() + 4).sum::<usize>()).max().unwrap_or(0).max(10);
     let under = if sanitize { ", under AddressSanitizer and UBSan" } else { "" };
     if backend.emulator().is_none() {
         outln!("Each kernel's outputs are compared with its reference: the f64 model within its bound (kernelgen's");
@@ -81,8 +83,8 @@ fn report<B: VerifyBackend>(backend: &B, selected: &[&RenderedKernel], sanitize:
     if backend.emulator().is_some() && selected.iter().any(|r| r.def.cuda.is_some()) {
         outln!("A kernel with a CUDA body has it verified the same way, on the same inputs: its row is `<kernel> [cuda]`.");
     }
-    outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "REFERENCE", "MAX ULP", "BOUND", "TIME");
-    let report = kernelgen_verify::run(backend, selected, options, |o| row(o, width));
+    outln!("{:<width$}  {:<sizes$}  {:<10}  {:>8}  {:>8}  {:>7}", "KERNEL", "SIZES", "REFERENCE", "MAX ULP", "BOUND", "TIME");
+    let report = kernelgen_verify::run(backend, selected, options, |o| row(o, width, sizes));
     let failures: Vec<String> = report.outcomes.iter().filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.label()))).collect();
     for f in &failures {
         eprintln!("FAILED {f}");
@@ -92,7 +94,7 @@ fn report<B: VerifyBackend>(backend: &B, selected: &[&RenderedKernel], sanitize:
 }
 
 /// One row of the table.
-fn row(o: &Outcome, width: usize) {
+fn row(o: &Outcome, width: usize, sizes: usize) {
     let (reference, max_ulp, bound) = match &o.result {
         Err(_) => ("FAIL".to_string(), "-".to_string(), "-".to_string()),
         Ok(Values::Model { max_ulp, bound, replay }) => {
@@ -103,5 +105,5 @@ fn row(o: &Outcome, width: usize) {
         Ok(Values::None) => ("none".into(), "-".into(), "-".into()),
         Ok(Values::Skipped) => ("skipped".into(), "-".into(), "-".into()),
     };
-    outln!("{:<width$}  {:<10}  {:<10}  {:>8}  {:>8}  {:>6.2}s", o.label(), o.sizes, reference, max_ulp, bound, o.seconds);
+    outln!("{:<width$}  {:<sizes$}  {:<10}  {:>8}  {:>8}  {:>6.2}s", o.label(), o.sizes, reference, max_ulp, bound, o.seconds);
 }

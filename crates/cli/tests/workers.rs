@@ -15,8 +15,8 @@ fn verify_takes_a_worker_count() {
     for n in ["1", "3"] {
         let (code, text) = kernelgen(&["verify", "--filter", "tiny_expert_q4_bf16_*", "--workers", n]);
         assert_eq!(code, 0, "--workers {n}: {text}");
-        // two kernels, each with its Metal and its CUDA body
-        assert!(text.contains("4 passed, 0 failed"), "{text}");
+        // four kernels (gate_up, down and their grouped forms), each with its Metal and its CUDA body
+        assert!(text.contains("8 passed, 0 failed"), "{text}");
     }
     let (code, text) = kernelgen(&["verify", "--workers", "0"]);
     assert_eq!(code, 2, "{text}");

@@ -641,7 +641,10 @@ pub struct BufferDef {
     pub shape: List<Dim>,
     /// Where the contents come from.
     pub source: Source,
-    /// Declared regions of a packed byte buffer (empty for ordinary arrays).
+    /// Declared regions of a packed byte buffer (empty for ordinary arrays). A packed buffer's
+    /// shape is `[bytes]`, or `[S, bytes]` (leading dimensions, then the bytes of one) for an
+    /// array of packed buffers laid out alike: the regions' offsets are then relative to each
+    /// buffer's start ([`BufferDef::region_ranges`]).
     pub regions: List<Region>,
     /// Alignment in bytes the kernel relies on for the buffer's start.
     pub align: u64,
@@ -669,6 +672,27 @@ impl BufferDef {
     /// Elements when every dimension is fixed.
     pub fn fixed_elements(&self) -> Option<u64> {
         self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.as_fixed()?))
+    }
+
+    /// The bytes of one packed buffer of an array of them (the last dimension), `None` for an
+    /// ordinary array or a last dimension that is not a constant.
+    pub fn packed_bytes(&self) -> Option<u64> {
+        if self.regions.is_empty() {
+            return None;
+        }
+        self.shape.last()?.as_fixed()
+    }
+
+    /// The byte ranges the declared regions cover in a buffer of `len` bytes: each region of
+    /// each packed buffer in it (`[S, bytes]` holds `len / bytes` of them), in order; empty
+    /// for an ordinary array. Every byte outside them is a gap (the emulator poisons them).
+    pub fn region_ranges(&self, len: u64) -> Vec<std::ops::Range<u64>> {
+        let Some(stride) = self.packed_bytes().filter(|&b| b > 0) else { return Vec::new() };
+        let mut out = Vec::with_capacity(self.regions.len() * (len / stride) as usize);
+        for start in (0..len / stride).map(|i| i * stride) {
+            out.extend(self.regions.iter().map(|r| start.saturating_add(r.offset)..start.saturating_add(r.offset).saturating_add(r.bytes)));
+        }
+        out
     }
 
     /// `[M, 6144]` with the given size names.
@@ -1011,6 +1035,28 @@ mod tests {
             proptest::prop_assert_eq!(back.as_ref(), Ok(&d), "{}", text);
             proptest::prop_assert_eq!(back.unwrap().eval(&sizes), d.eval(&sizes));
         }
+    }
+
+    /// The regions of an array of packed buffers repeat in each buffer of it.
+    #[test]
+    fn regions_repeat_in_each_packed_buffer_of_an_array() {
+        let region = |name: &'static str, offset, bytes| Region { name: Cow::Borrowed(name), offset, bytes, align: 4, format: Format::Bytes, shape: Cow::Borrowed(&[]) };
+        let one = BufferDef {
+            name: Cow::Borrowed("slot"),
+            dtype: Dtype::U8,
+            shape: Cow::Owned(vec![Dim::Fixed(64)]),
+            source: Source::Data,
+            regions: Cow::Owned(vec![region("a", 0, 8), region("b", 32, 16)]),
+            align: 4,
+            at_most: None,
+        };
+        assert_eq!(one.packed_bytes(), Some(64));
+        assert_eq!(one.region_ranges(64), vec![0..8, 32..48]);
+        let array = BufferDef { shape: Cow::Owned(vec![Dim::size(0), Dim::Fixed(64)]), ..one.clone() };
+        assert_eq!(array.region_ranges(3 * 64), vec![0..8, 32..48, 64..72, 96..112, 128..136, 160..176]);
+        assert_eq!(array.region_ranges(0), vec![]);
+        let plain = BufferDef { regions: Cow::Borrowed(&[]), ..one };
+        assert_eq!((plain.packed_bytes(), plain.region_ranges(64)), (None, vec![]));
     }
 
     #[test]

@@ -212,7 +212,8 @@ impl EmuBackend {
             };
             let mut buf = DeviceBuffer::try_from_bytes_placed(bytes, align, workers, at_start)?;
             if !b.regions.is_empty() {
-                let regions: Vec<std::ops::Range<usize>> = b.regions.iter().map(|r| r.offset as usize..(r.offset + r.bytes) as usize).collect();
+                // (each packed buffer of an array of them has its regions, and its gaps poisoned)
+                let regions: Vec<std::ops::Range<usize>> = b.region_ranges(bytes.len() as u64).into_iter().map(|r| r.start as usize..r.end as usize).collect();
                 buf.set_regions(&regions);
             }
             copies.push(Some(buf));

@@ -101,7 +101,8 @@ fn kernels_macro_launchers_check_their_arguments() {
 
 #[test]
 fn inline_and_included_specs_give_the_same_kernels() {
-    assert_eq!(small_inline::KERNELS.len(), 2);
+    // gate_up, down and their grouped forms
+    assert_eq!(small_inline::KERNELS.len(), 4);
     for (a, b) in small_inline::KERNELS.iter().zip(small::KERNELS) {
         assert_eq!(
             (&a.name, a.metal.as_ref(), a.header(), a.body(), &a.mlx_name, &a.grid, a.threadgroup),
@@ -113,7 +114,7 @@ fn inline_and_included_specs_give_the_same_kernels() {
     assert_eq!(small::KERNELS[0].spec, "specs/small.toml");
     assert_eq!(
         small_q8::KERNELS.iter().map(|k| k.name.as_ref()).collect::<Vec<_>>(),
-        ["small8_expert_q8_f32_r4_gate_up", "small8_expert_q8_f32_r4_down"]
+        ["small8_expert_q8_f32_r4_gate_up", "small8_expert_q8_f32_r4_down", "small8_expert_q8_f32_r4_gate_up_grouped", "small8_expert_q8_f32_r4_down_grouped"]
     );
 }
 

@@ -387,18 +387,20 @@ pub fn down_replay<T: Element>(
     quant: Quant,
     m: usize,
 ) -> Vec<T> {
-    let (h, i) = (g.hidden, g.intermediate);
+    let i = g.intermediate;
     check_call(mid.len(), m, i, slot, g, quant);
-    let mut out = Vec::with_capacity(m * h);
-    for sample in 0..m {
-        let ms = &mid[sample * i..(sample + 1) * i];
-        for row in 0..h {
-            let acc = lane_accumulators(ms, slot, g.down_weights, row, i, quant);
-            let value = simd_sum(&acc) * load_f32(slot, g.down_scales + 4 * row);
-            out.push(T::from_f32(value));
-        }
-    }
-    out
+    (0..m).flat_map(|sample| down_row_values(&mid[sample * i..(sample + 1) * i], slot, g, quant)).map(T::from_f32).collect()
+}
+
+/// The f32 value of each of down's `H` rows for one sample, before the rounding to `T`:
+/// `simd_sum(acc) * down_scale[h]`.
+fn down_row_values<T: Element>(mid: &[T], slot: &[u8], g: &ExpertGeometry, quant: Quant) -> Vec<f32> {
+    (0..g.hidden)
+        .map(|row| {
+            let acc = lane_accumulators(mid, slot, g.down_weights, row, g.intermediate, quant);
+            simd_sum(&acc) * load_f32(slot, g.down_scales + 4 * row)
+        })
+        .collect()
 }
 
 // ------------------------------------------------------------------- f64
@@ -449,9 +451,12 @@ pub fn gate_up_f64<T: Element>(
     quant: Quant,
     m: usize,
 ) -> Exact {
+    check_call(x.len(), m, g.hidden, slot, g, quant);
+    gate_up_f64_of(x, &ExpertWeights::unpack(slot, quant, g), g, quant, m)
+}
+
+fn gate_up_f64_of<T: Element>(x: &[T], w: &ExpertWeights, g: &ExpertGeometry, quant: Quant, m: usize) -> Exact {
     let (h, i) = (g.hidden, g.intermediate);
-    check_call(x.len(), m, h, slot, g, quant);
-    let w = ExpertWeights::unpack(slot, quant, g);
     let mut value = Vec::with_capacity(m * i);
     let mut tol = Vec::with_capacity(m * i);
     for sample in 0..m {
@@ -482,10 +487,150 @@ pub fn down_f64<T: Element>(
     let mut value = Vec::with_capacity(m * h);
     let mut tol = Vec::with_capacity(m * h);
     for sample in 0..m {
-        let ms = &mid[sample * i..(sample + 1) * i];
-        for row in 0..h {
-            let out = row_value(&w.down[row * i..(row + 1) * i], ms, w.down_scales[row], quant)
-                .round_to::<T>();
+        for out in down_rows_f64(&mid[sample * i..(sample + 1) * i], &w, g, quant) {
+            let out = out.round_to::<T>();
+            value.push(out.v);
+            tol.push(out.e);
+        }
+    }
+    Exact { value, tol }
+}
+
+/// Down's `H` row values of one sample, exactly, with the bound of the kernel's f32 value
+/// before its rounding to `T`.
+fn down_rows_f64<T: Element>(mid: &[T], w: &ExpertWeights, g: &ExpertGeometry, quant: Quant) -> Vec<Tracked> {
+    let i = g.intermediate;
+    (0..g.hidden).map(|row| row_value(&w.down[row * i..(row + 1) * i], mid, w.down_scales[row], quant)).collect()
+}
+
+// --------------------------------------------------------------- grouped
+//
+// The grouped kernels run every (token m, route k) pair of a decode step in one launch, from
+// an array of S slots (`slots`, S * slot_bytes bytes, each laid out as one slot):
+//
+// * `gate_up_grouped(x [M,H], slots, experts [M,K]) -> mid [M,K,I]`: `mid[m,k]` is gate_up's
+//   row of `x[m]` with slot `experts[m,k]`, bit for bit; zeros where `experts[m,k] >= S`.
+// * `down_grouped(mid [M,K,I], slots, experts, weights [M,K]) -> out [M,H]`:
+//   `total = fma(float(weights[m,k]), value_k, total)` from `0.0f` over k = 0..K-1 in order,
+//   `value_k` down's f32 row value (`simd_sum(acc) * scale`, before down rounds it to `T`);
+//   a route with `experts[m,k] >= S` is skipped; `out[m,h] = T(total)`.
+//
+// The f64 models bound each route's value as the single models do, then each fma (one f32
+// rounding) and the final rounding to `T`.
+
+/// A decode step's routes: `experts[m * k + j]` is the slot index of token `m`'s `j`-th routed
+/// expert among the `slots.len() / slot_bytes` slots of the array the kernels read.
+#[derive(Clone, Copy, Debug)]
+pub struct Routes<'a> {
+    /// The slots array, `S * slot_bytes` bytes.
+    pub slots: &'a [u8],
+    /// `[M, K]` slot indices (any value; those `>= S` are skipped).
+    pub experts: &'a [u32],
+    /// Tokens, M.
+    pub m: usize,
+    /// Routes per token, K.
+    pub k: usize,
+}
+
+impl Routes<'_> {
+    /// The slot of pair `(token, route)`, `None` for an index past the slots.
+    fn slot(&self, g: &ExpertGeometry, pair: usize) -> Option<&[u8]> {
+        let e = self.experts[pair] as usize;
+        (e < self.slots.len() / g.slot_bytes).then(|| &self.slots[e * g.slot_bytes..(e + 1) * g.slot_bytes])
+    }
+
+    fn check(&self, g: &ExpertGeometry, quant: Quant) {
+        if let Err(e) = g.validate(quant) {
+            panic!("expert: {e}");
+        }
+        assert_eq!(self.slots.len() % g.slot_bytes, 0, "the slots array must be whole slots");
+        assert_eq!(self.experts.len(), self.m * self.k, "experts must be [M, K]");
+    }
+}
+
+/// gate_up_grouped, bit for bit: `mid [M, K, I]` from `x [M, H]`.
+pub fn gate_up_grouped_replay<T: Element>(x: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant) -> Vec<T> {
+    let (h, i) = (g.hidden, g.intermediate);
+    routes.check(g, quant);
+    assert_eq!(x.len(), routes.m * h, "expert input must be [M, {h}]");
+    let mut mid = Vec::with_capacity(routes.m * routes.k * i);
+    for pair in 0..routes.m * routes.k {
+        let xs = &x[pair / routes.k * h..(pair / routes.k + 1) * h];
+        match routes.slot(g, pair) {
+            Some(slot) => mid.extend(gate_up_replay(xs, slot, g, quant, 1)),
+            None => mid.extend(std::iter::repeat_n(T::from_f32(0.0), i)),
+        }
+    }
+    mid
+}
+
+/// f64 model of gate_up_grouped: each pair's gate_up bound, exact zeros where skipped.
+pub fn gate_up_grouped_f64<T: Element>(x: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant) -> Exact {
+    let (h, i) = (g.hidden, g.intermediate);
+    routes.check(g, quant);
+    assert_eq!(x.len(), routes.m * h, "expert input must be [M, {h}]");
+    let mut unpacked = std::collections::HashMap::new();
+    let (mut value, mut tol) = (Vec::new(), Vec::new());
+    for pair in 0..routes.m * routes.k {
+        let xs = &x[pair / routes.k * h..(pair / routes.k + 1) * h];
+        match routes.slot(g, pair) {
+            Some(slot) => {
+                let w = unpacked.entry(routes.experts[pair]).or_insert_with(|| ExpertWeights::unpack(slot, quant, g));
+                let one = gate_up_f64_of(xs, w, g, quant, 1);
+                value.extend(one.value);
+                tol.extend(one.tol);
+            }
+            None => {
+                value.extend(std::iter::repeat_n(0.0, i));
+                tol.extend(std::iter::repeat_n(0.0, i));
+            }
+        }
+    }
+    Exact { value, tol }
+}
+
+/// down_grouped, bit for bit: `out [M, H]` from `mid [M, K, I]` and `weights [M, K]`.
+pub fn down_grouped_replay<T: Element>(mid: &[T], weights: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant) -> Vec<T> {
+    let (h, i, k) = (g.hidden, g.intermediate, routes.k);
+    routes.check(g, quant);
+    assert_eq!(mid.len(), routes.m * k * i, "mid must be [M, K, {i}]");
+    assert_eq!(weights.len(), routes.m * k, "weights must be [M, K]");
+    let mut out = Vec::with_capacity(routes.m * h);
+    for sample in 0..routes.m {
+        let mut total = vec![0.0f32; h];
+        for pair in sample * k..(sample + 1) * k {
+            let Some(slot) = routes.slot(g, pair) else { continue };
+            let w = weights[pair].to_f32();
+            for (t, v) in total.iter_mut().zip(down_row_values(&mid[pair * i..(pair + 1) * i], slot, g, quant)) {
+                *t = w.mul_add(v, *t);
+            }
+        }
+        out.extend(total.into_iter().map(T::from_f32));
+    }
+    out
+}
+
+/// f64 model of down_grouped: `sum_k weights[m,k] * value_k` exactly, with each route's bound,
+/// each fma's f32 rounding and the final rounding to `T`.
+pub fn down_grouped_f64<T: Element>(mid: &[T], weights: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant) -> Exact {
+    let (h, i, k) = (g.hidden, g.intermediate, routes.k);
+    routes.check(g, quant);
+    assert_eq!(mid.len(), routes.m * k * i, "mid must be [M, K, {i}]");
+    assert_eq!(weights.len(), routes.m * k, "weights must be [M, K]");
+    let mut unpacked = std::collections::HashMap::new();
+    let (mut value, mut tol) = (Vec::with_capacity(routes.m * h), Vec::with_capacity(routes.m * h));
+    for sample in 0..routes.m {
+        let mut total = vec![Tracked::exact(0.0); h];
+        for pair in sample * k..(sample + 1) * k {
+            let Some(slot) = routes.slot(g, pair) else { continue };
+            let w = Tracked::exact(f64::from(weights[pair].to_f32()));
+            let unpacked = unpacked.entry(routes.experts[pair]).or_insert_with(|| ExpertWeights::unpack(slot, quant, g));
+            for (t, v) in total.iter_mut().zip(down_rows_f64(&mid[pair * i..(pair + 1) * i], unpacked, g, quant)) {
+                *t = w.mul(v).add(*t).round_f32();
+            }
+        }
+        for t in total {
+            let out = t.round_to::<T>();
             value.push(out.v);
             tol.push(out.e);
         }
@@ -576,6 +721,40 @@ mod tests {
             for (a, b) in got.iter().zip(&exact.value) {
                 assert_eq!(f64::from(*a), *b);
             }
+        }
+    }
+
+    /// The grouped models are the single ones per (token, route) pair: gate_up's rows where
+    /// the index names a slot, zeros past the slots; down's weighted f32 sum in route order,
+    /// which for one route of weight 1 is down's own output.
+    #[test]
+    fn grouped_models_are_the_single_ones_per_pair() {
+        let (h, i) = (64, 16);
+        for quant in [Quant::Q4, Quant::Q8] {
+            let g = packed(quant, h, i, 16);
+            let slots: Vec<u8> = (0..3).flat_map(|s| ExpertWeights::random(quant, h, i, 20 + s).pack(quant, &g)).collect();
+            let slot = |e: usize| &slots[e * g.slot_bytes..(e + 1) * g.slot_bytes];
+            let mut rng = SplitMix64::new(9);
+            let x: Vec<f32> = (0..2 * h).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+            let experts = [2, 0, 3, 1]; // M = 2, K = 2; 3 is past the 3 slots
+            let routes = Routes { slots: &slots, experts: &experts, m: 2, k: 2 };
+            let mid = gate_up_grouped_replay(&x, &routes, &g, quant);
+            assert_eq!(&mid[..i], gate_up_replay(&x[..h], slot(2), &g, quant, 1));
+            assert_eq!(&mid[i..2 * i], gate_up_replay(&x[..h], slot(0), &g, quant, 1));
+            assert!(mid[2 * i..3 * i].iter().all(|v| *v == 0.0));
+            assert_eq!(&mid[3 * i..], gate_up_replay(&x[h..], slot(1), &g, quant, 1));
+            let exact = gate_up_grouped_f64(&x, &routes, &g, quant);
+            exact.check(&mid).unwrap_or_else(|v| panic!("{v:?}"));
+            // one route of weight 1 (and one skipped) is down's output
+            let weights = [1.0f32, 0.75, 0.5, 1.0];
+            let skip_second = [2, 7, 1, 1];
+            let routes = Routes { experts: &skip_second, ..routes };
+            let out = down_grouped_replay(&mid, &weights, &routes, &g, quant);
+            assert_eq!(&out[..h], down_replay(&mid[..i], slot(2), &g, quant, 1));
+            let rows = |pair: usize, e: usize| down_row_values(&mid[pair * i..(pair + 1) * i], slot(e), &g, quant);
+            let want: Vec<f32> = rows(2, 1).iter().zip(rows(3, 1)).map(|(a, b)| 1.0f32.mul_add(b, 0.5f32.mul_add(*a, 0.0))).collect();
+            assert_eq!(&out[h..], want);
+            down_grouped_f64(&mid, &weights, &routes, &g, quant).check(&out).unwrap_or_else(|v| panic!("{v:?}"));
         }
     }
 

@@ -148,13 +148,15 @@ fn value_bytes(dtype: Dtype, rng: &mut SplitMix64, values: &InputValues, out: &m
     }
 }
 
-/// The bytes of a packed buffer: each region's values drawn by its format (float regions from
-/// the input's values), zeros between regions.
-fn packed_bytes(len: usize, regions: &[Region], rng: &mut SplitMix64, values: Option<&InputValues>) -> Vec<u8> {
+/// The bytes of a packed buffer, or of an array of them (`stride` bytes each): each region's
+/// values drawn by its format (float regions from the input's values), zeros between regions
+/// (the emulator poisons those gaps).
+fn packed_bytes(len: usize, stride: usize, regions: &[Region], rng: &mut SplitMix64, values: Option<&InputValues>) -> Vec<u8> {
     let floats = values.cloned().unwrap_or(InputValues::Range { min: -1.0, max: 1.0 });
     let mut out = vec![0u8; len];
-    for r in regions {
-        let region = &mut out[r.offset as usize..(r.offset + r.bytes) as usize];
+    let starts = (0..len.checked_div(stride).unwrap_or(0)).map(|i| i * stride);
+    for (start, r) in starts.flat_map(|s| regions.iter().map(move |r| (s, r))) {
+        let region = &mut out[start + r.offset as usize..start + (r.offset + r.bytes) as usize];
         match r.format {
             Format::F32 => {
                 for c in region.chunks_exact_mut(4) {
@@ -215,7 +217,8 @@ pub fn random_case(def: &KernelDef, sizes: &[(&str, u64)], values: &[(String, In
         };
         match b.source {
             Source::Data if !b.regions.is_empty() => {
-                let bytes = packed_bytes(n as usize, &b.regions, &mut rng, values_of(&b.name));
+                let stride = b.packed_bytes().unwrap_or(n) as usize;
+                let bytes = packed_bytes(n as usize, stride, &b.regions, &mut rng, values_of(&b.name));
                 case.arrays.insert(b.name.to_string(), HostArray::new(b.dtype, shape, bytes));
             }
             Source::Data => {

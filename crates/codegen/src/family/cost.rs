@@ -85,12 +85,17 @@ impl Poly {
     }
 }
 
-/// The bytes a buffer moves: its read regions for a packed buffer, else
+/// The bytes a buffer moves: its read regions for a packed buffer (of each one, for an array of them), else
 /// its elements times the element size. `None` when a dimension is not a
 /// polynomial (a `ceil_div`, say): the family then states its cost.
 fn buffer_bytes(b: &BufferDef) -> Option<Poly> {
     if !b.regions.is_empty() {
-        return Some(Poly::constant(b.regions.iter().try_fold(0u64, |sum, r| sum.checked_add(r.bytes))?));
+        // every buffer of an array of packed buffers (`[S, bytes]`): its leading dimensions
+        let mut p = Poly::constant(b.regions.iter().try_fold(0u64, |sum, r| sum.checked_add(r.bytes))?);
+        for d in b.shape.iter().take(b.shape.len().saturating_sub(1)) {
+            p = p.mul(&Poly::of(d)?)?;
+        }
+        return Some(p);
     }
     let mut p = Poly::constant(b.dtype.size() as u64);
     for d in b.shape.iter() {

@@ -227,7 +227,7 @@ impl Reader<'_> {
                     continue;
                 }
                 if let Some(doc) = crate::schema::string(self.r, &entry.node, &field) {
-                    sizes.push(Size { name: entry.key.clone(), doc: doc.to_string() });
+                    sizes.push(Size { name: entry.key.clone(), doc: doc.to_string(), span: entry.key_span.clone() });
                 }
             }
         }
@@ -983,9 +983,22 @@ impl Reader<'_> {
         let shape = match (body.get("shape"), &packed_ref) {
             (Some(n), None) => self.exprs(n, &body.field("shape"), with_sizes, Type::Size),
             (None, Some(_)) => Vec::new(),
+            // An array of packed buffers: `shape` lists its leading dimensions, and each buffer
+            // of it is laid out as the packed layout (`shape = ["S"]` is `[S, bytes]`).
             (Some(n), Some(_)) => {
-                self.error(n.span.clone(), body.field("shape"), "a packed buffer's shape is its byte size", None);
-                Vec::new()
+                let dims = self.exprs(n, &body.field("shape"), with_sizes, Type::Size);
+                if n.as_array().is_some_and(<[Node]>::is_empty) {
+                    self.error(
+                        n.span.clone(),
+                        body.field("shape"),
+                        "an array of packed buffers lists its leading dimensions, and this lists none",
+                        Some("leave `shape` out for one packed buffer, or write its count, such as `shape = [\"S\"]` for `[S, bytes]`".into()),
+                    );
+                }
+                if output {
+                    self.error(n.span.clone(), body.field("shape"), "an array of packed buffers is an input: kernels read packed buffers, they do not write them", None);
+                }
+                dims
             }
             (None, None) => {
                 self.error(node.span.clone(), body.field("shape"), "missing `shape` (a list of dimensions)", None);
@@ -1060,14 +1073,22 @@ impl Reader<'_> {
         }
     }
 
-    /// Every run-time size must be readable off an input's shape: some
-    /// dimension of an array or host input is `size` or `c * size`.
+    /// Every run-time size a kernel uses must be readable off one of its inputs' shapes: some
+    /// dimension of an array or host input is `size` or `c * size`. A size no kernel uses is
+    /// a mistake too (a launch could never learn it).
     fn sizes_are_readable(&mut self, sizes: &[Size], parts: &[PartDef]) {
-        for s in sizes {
-            for p in parts {
-                let readable = p.inputs.iter().filter(|b| matches!(b.role, Role::Data | Role::Host)).any(|b| b.shape.iter().any(|d| linear_in(&d.value, &s.name)));
+        // (after another error, the expression that used a size may be the one that failed)
+        let clean = self.r.count() == 0;
+        for s in sizes.iter().filter(|_| clean) {
+            if !parts.iter().any(|p| p.sizes_used(sizes).contains(&s.name)) {
+                self.error(s.span.clone(), format!("sizes.{}", s.name), format!("run-time size `{}` is used by no kernel", s.name), Some(format!("use `{}` in a kernel's buffer shapes and grid, or remove it from [sizes]", s.name)));
+            }
+        }
+        for p in parts {
+            for s in p.sizes_used(sizes) {
+                let readable = p.inputs.iter().filter(|b| matches!(b.role, Role::Data | Role::Host)).any(|b| b.shape.iter().any(|d| linear_in(&d.value, &s)));
                 if !readable {
-                    self.error(p.span.clone(), "kernel", format!("run-time size `{}` cannot be read off any input's shape", s.name), Some(format!("give some array input a dimension `{}` (or `c * {}`), so each launch knows it", s.name, s.name)));
+                    self.error(p.span.clone(), "kernel", format!("run-time size `{s}` cannot be read off any input's shape"), Some(format!("give some array input a dimension `{s}` (or `c * {s}`), so each launch knows it")));
                 }
             }
         }

@@ -168,6 +168,8 @@ pub struct Size {
     pub name: String,
     /// What it counts.
     pub doc: String,
+    /// Where `[sizes]` names it in the family file.
+    pub span: Span,
 }
 
 /// A named byte range of a packed buffer, with how its bytes are laid out.
@@ -284,6 +286,28 @@ pub struct PartDef {
     pub flops: Option<FileExpr>,
     /// Where the part is declared in the family file.
     pub span: Span,
+}
+
+impl PartDef {
+    /// The run-time sizes the kernel uses (in its buffers' shapes, its grid, its costs, a
+    /// buffer it fills with a size or bounds by one), in the family's order: its contract's
+    /// sizes. Parts of one family may use different ones (a grouped part its route count).
+    pub fn sizes_used(&self, sizes: &[Size]) -> Vec<String> {
+        let mut named: Vec<String> = Vec::new();
+        let mut add = |e: &FileExpr| named.extend(e.value.names().into_iter().map(str::to_string));
+        for b in self.inputs.iter().chain(&self.outputs) {
+            b.shape.iter().for_each(&mut add);
+        }
+        self.grid.iter().for_each(&mut add);
+        [&self.bytes_read, &self.bytes_written, &self.flops].into_iter().flatten().for_each(&mut add);
+        for b in self.inputs.iter().chain(&self.outputs) {
+            if let Role::Holds(s) = &b.role {
+                named.push(s.clone());
+            }
+            named.extend(b.at_most.clone());
+        }
+        sizes.iter().filter(|s| named.contains(&s.name)).map(|s| s.name.clone()).collect()
+    }
 }
 
 /// A family's CUDA template (`<name>.cuda.tera`, or what `cuda_template` names): rendered with

@@ -14,6 +14,9 @@ struct Bindings<'a> {
     axes: &'a [(&'a str, &'a AxisValue)],
     geometry: &'a Geometry,
     lets: BTreeMap<String, Value>,
+    /// The run-time sizes in scope, in the order their indices count: the family's while the
+    /// derived values and checks evaluate, one part's own while its kernel is planned.
+    sizes: Vec<String>,
 }
 
 impl Bindings<'_> {
@@ -58,7 +61,7 @@ impl Env for Bindings<'_> {
     }
 
     fn size_index(&self, name: &str) -> Option<usize> {
-        self.def.sizes.iter().position(|s| s.name == name)
+        self.sizes.iter().position(|s| *s == name)
     }
 
     fn has(&self, name: &str) -> bool {
@@ -70,7 +73,7 @@ impl FamilyDef {
     /// Checks one variant at one geometry and plans its kernels (one per
     /// part), or says every constraint it violates.
     pub fn plan(&self, axes: &[(&str, &AxisValue)], g: &Geometry) -> Result<Vec<KernelPlan>, Vec<Violation>> {
-        let mut b = Bindings { def: self, axes, geometry: g, lets: BTreeMap::new() };
+        let mut b = Bindings { def: self, axes, geometry: g, lets: BTreeMap::new(), sizes: self.sizes.iter().map(|s| s.name.clone()).collect() };
         let mut bad = Vec::new();
         for (name, e) in &self.lets {
             match expr::eval(&e.value, &b) {
@@ -113,6 +116,18 @@ impl FamilyDef {
                 Err(v) => bad.push(v),
             }
         }
+        // In an array of packed buffers the next one starts `bytes` on, which must keep its
+        // alignment (reported once, whichever parts read the array).
+        for (name, l) in &layouts {
+            let arrayed = self.parts.iter().flat_map(|p| &p.inputs).any(|i| !i.shape.is_empty() && i.packed.as_ref().is_some_and(|(n, _)| n == name));
+            if arrayed && l.bytes % l.align != 0 {
+                bad.push(Violation {
+                    blame: Blame::Geometry,
+                    message: format!("`{name}` is {} bytes, not a multiple of its alignment {}, and a kernel reads an array of them: the second one would start misaligned", l.bytes, l.align),
+                    help: format!("make `{name}` a multiple of {} bytes, such as {}", l.align, expr::near_multiples(l.bytes as i64, l.align as i64)),
+                });
+            }
+        }
         if !bad.is_empty() {
             return Err(bad);
         }
@@ -134,6 +149,7 @@ impl FamilyDef {
         }
         let mut plans = Vec::new();
         for part in &self.parts {
+            let b = Bindings { def: self, axes, geometry: g, lets: b.lets.clone(), sizes: part.sizes_used(&self.sizes) };
             match self.plan_part(part, &b, &layouts, &params) {
                 Ok(p) => plans.push(p),
                 Err(v) => bad.push(v),
@@ -308,10 +324,16 @@ impl FamilyDef {
                 let mut def = match &spec.packed {
                     Some((layout, reads)) => {
                         let l = &layouts[layout];
+                        // An array of packed buffers is `[leading dims..., bytes]`, each buffer laid
+                        // out alike: the next one starts `bytes` on, which must keep its alignment.
+                        // (an array of them is `[leading dims..., bytes]`; `plan` checked that
+                        // `bytes` keeps each one of it aligned)
+                        let mut shape = spec.shape.iter().map(|d| self.dim(d, b, &what)).collect::<Result<Vec<_>, _>>()?;
+                        shape.push(Dim::Fixed(l.bytes));
                         BufferDef {
                             regions: l.regions.iter().filter(|r| reads.iter().any(|x| *x == r.name)).cloned().collect::<Vec<_>>().into(),
                             align: l.align,
-                            ..array_of(&spec.name, dtype, vec![Dim::Fixed(l.bytes)])
+                            ..array_of(&spec.name, dtype, shape)
                         }
                     }
                     None => {
@@ -321,13 +343,13 @@ impl FamilyDef {
                 };
                 def.source = match &spec.role {
                     Role::Data => Source::Data,
-                    Role::Holds(size) => Source::SizeValue(self.size_index(size)),
+                    Role::Holds(size) => Source::SizeValue(size_index(b, size)),
                     Role::Host => Source::HostInts,
                 };
                 if let Some(a) = &spec.align {
                     def.align = self.int_in(a, b, &format!("{what} align"), 1..=i64::MAX)? as u64;
                 }
-                def.at_most = spec.at_most.as_deref().map(|s| self.size_index(s));
+                def.at_most = spec.at_most.as_deref().map(|s| size_index(b, s));
                 out.push(def);
             }
             Ok(out)
@@ -366,7 +388,7 @@ impl FamilyDef {
         }
         Ok(KernelPlan {
             part: part.part.clone(),
-            sizes: self.sizes.iter().map(|s| s.name.clone()).collect(),
+            sizes: b.sizes.clone(),
             inputs,
             outputs,
             grid,
@@ -378,9 +400,12 @@ impl FamilyDef {
         })
     }
 
-    fn size_index(&self, name: &str) -> usize {
-        self.sizes.iter().position(|s| s.name == name).expect("the reader checked size names")
-    }
+}
+
+/// The index of a size the part uses ([`super::PartDef::sizes_used`] lists every size a buffer
+/// holds or is bounded by).
+fn size_index(b: &Bindings<'_>, name: &str) -> usize {
+    b.size_index(name).expect("the reader checked size names, and the part uses it")
 }
 
 fn array_of(name: &str, dtype: kernelgen_contract::Dtype, shape: Vec<Dim>) -> BufferDef {

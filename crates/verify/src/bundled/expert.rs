@@ -1,5 +1,8 @@
 //! The streamed expert (`rust:expert`): random Q4/Q8 weights packed into a slot at the spec's
-//! layout (gaps filled with the reference's fill byte), random activations, M = 2 samples.
+//! layout (gaps filled with the reference's fill byte), random activations, M = 2 samples. The
+//! grouped parts get S = 3 such slots stacked, M = 2 tokens of K = 2 routes each, router
+//! weights in [0, 1), and slot indices in [0, S) but for one pair whose index is past the slots
+//! (S, or u32::MAX, at a pair the seed picks), so every run exercises the skip.
 
 use super::{host, input, per_dtype, random, RustReference};
 use crate::case::Case;
@@ -15,7 +18,7 @@ pub(super) const REFERENCE: RustReference = RustReference {
     name: "expert",
     declared: Declaration {
         params: &["dtype", "quant", "H", "I", "gate_weights", "up_weights", "down_weights", "gate_scales", "up_scales", "down_scales", "slot_bytes"],
-        inputs: &["x", "mid", "slot"],
+        inputs: &["x", "mid", "slot", "slots", "experts", "weights"],
         outputs: &["mid", "out"],
     },
     case: per_dtype!(case),
@@ -23,12 +26,15 @@ pub(super) const REFERENCE: RustReference = RustReference {
 };
 
 const M: usize = 2;
+/// Routes per token and slots of the grouped parts.
+const K: usize = 2;
+const S: usize = 3;
 
 type SlotKey = (Quant, ExpertGeometry, u64);
 
 /// The packed slot of random weights: drawing tens of millions of weights costs more than
-/// the kernels, and a geometry's gate/up and down kernels of both dtypes (four in a row in
-/// the catalog) share one slot, so the last two are kept.
+/// the kernels, and a geometry's kernels of both dtypes (eight in a row in the catalog) share
+/// slots (the grouped parts' first is the single parts' one), so the last four are kept.
 fn packed_slot(quant: Quant, g: &ExpertGeometry, seed: u64) -> Arc<Vec<u8>> {
     static LAST: Mutex<Vec<(SlotKey, Arc<Vec<u8>>)>> = Mutex::new(Vec::new());
     let key = (quant, *g, seed);
@@ -37,7 +43,7 @@ fn packed_slot(quant: Quant, g: &ExpertGeometry, seed: u64) -> Arc<Vec<u8>> {
     }
     let slot = Arc::new(ExpertWeights::random(quant, g.hidden, g.intermediate, seed).pack(quant, g));
     let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    if last.len() == 2 {
+    if last.len() == 4 {
         last.remove(0);
     }
     last.push((key, slot.clone()));
@@ -70,7 +76,59 @@ fn gate_up(k: &Kernel<'_>) -> Result<bool, Error> {
     k.has_input("x")
 }
 
+/// Whether it is a grouped part: it reads an array of slots.
+fn grouped(k: &Kernel<'_>) -> Result<bool, Error> {
+    k.has_input("slots")
+}
+
+/// The grouped parts' slot indices: in [0, S), but for one pair past the slots.
+fn experts(seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix64::new(seed ^ 0xe4e7);
+    let mut e: Vec<u32> = (0..M * K).map(|_| rng.int(0, S as i64 - 1) as u32).collect();
+    e[(seed % (M * K) as u64) as usize] = if seed % 2 == 0 { S as u32 } else { u32::MAX };
+    e
+}
+
+fn grouped_case<T: Element>(k: &Kernel<'_>, seed: u64) -> Result<Case, Error> {
+    let (quant, g) = geometry(k)?;
+    let slots: Vec<u8> = (0..S as u64).flat_map(|s| packed_slot(quant, &g, seed + s).to_vec()).collect();
+    let mut rng = SplitMix64::new(seed ^ 0x5eed);
+    let (input, shape) = if gate_up(k)? { ("x", vec![M as u64, g.hidden as u64]) } else { ("mid", vec![M as u64, K as u64, g.intermediate as u64]) };
+    let x: Vec<T> = random(&mut rng, shape.iter().product::<u64>() as usize);
+    let experts = experts(seed);
+    let mut case = Case::new()
+        .size("M", M as u64)
+        .size("K", K as u64)
+        .size("S", S as u64)
+        .array(input, host(shape, &x))
+        .array("slots", HostArray::from_u8(vec![S as u64, g.slot_bytes as u64], slots))
+        .array("experts", HostArray::new(kernelgen::contract::Dtype::U32, vec![M as u64, K as u64], experts.iter().flat_map(|e| e.to_le_bytes()).collect()));
+    if !gate_up(k)? {
+        let weights: Vec<T> = (0..M * K).map(|_| T::from_f32(rng.unit() as f32)).collect();
+        case = case.array("weights", host(vec![M as u64, K as u64], &weights));
+    }
+    Ok(case)
+}
+
+fn grouped_expected<T: Element>(k: &Kernel<'_>, case: &Case) -> Result<Vec<(String, Expected)>, Error> {
+    let (quant, g) = geometry(k)?;
+    let experts: Vec<u32> = case.get("experts")?.data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let routes = expert::Routes { slots: &case.get("slots")?.data, experts: &experts, m: M, k: K };
+    Ok(vec![if gate_up(k)? {
+        let x: Vec<T> = input(case, "x")?;
+        let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant);
+        ("mid".to_string(), Expected::Model { replay: host(vec![M as u64, K as u64, g.intermediate as u64], &replay), exact: expert::gate_up_grouped_f64(&x, &routes, &g, quant), exact_at: None })
+    } else {
+        let (mid, weights): (Vec<T>, Vec<T>) = (input(case, "mid")?, input(case, "weights")?);
+        let replay = expert::down_grouped_replay(&mid, &weights, &routes, &g, quant);
+        ("out".to_string(), Expected::Model { replay: host(vec![M as u64, g.hidden as u64], &replay), exact: expert::down_grouped_f64(&mid, &weights, &routes, &g, quant), exact_at: None })
+    }])
+}
+
 fn case<T: Element>(k: &Kernel<'_>, seed: u64) -> Result<Case, Error> {
+    if grouped(k)? {
+        return grouped_case::<T>(k, seed);
+    }
     let (quant, g) = geometry(k)?;
     let slot = packed_slot(quant, &g, seed);
     let mut rng = SplitMix64::new(seed ^ 0x5eed);
@@ -83,6 +141,9 @@ fn case<T: Element>(k: &Kernel<'_>, seed: u64) -> Result<Case, Error> {
 }
 
 fn expected<T: Element>(k: &Kernel<'_>, case: &Case, _seed: u64) -> Result<Vec<(String, Expected)>, Error> {
+    if grouped(k)? {
+        return grouped_expected::<T>(k, case);
+    }
     let (quant, g) = geometry(k)?;
     let slot = &case.get("slot")?.data;
     let (replay, exact, output, width) = if gate_up(k)? {
