@@ -1,0 +1,269 @@
+//! Real-world Metal kernels run in the emulator: the `.metal` sources of candle, mistral.rs and
+//! ggml as their crates.io releases ship them (the corpus `crates/msl/tests/corpus/fetch.sh`
+//! fetches, pinned there, never committed; `make deps` runs it), each compiled as its project
+//! compiles it (files, include folders, macros, Metal 3.1) and dispatched as the project's host
+//! code dispatches it (grid, threadgroup, buffers and `setBytes` values in the order and widths
+//! its Rust or C++ binds them). Each result is compared with a reference written here from what
+//! the kernel is documented to compute (plain f64 or exactly rounded arithmetic), not from its
+//! MSL. The figures and what does not run yet: docs/emulator.md, "Real-world kernels".
+//!
+//! `#[ignore]`d: `make test-slow` runs them (a few hundred kernels compile from each file on first
+//! use; the emulator caches the objects). Without the corpus they print why and pass, unless
+//! `KERNELGEN_MLX_METAL_REQUIRED` is set (as `make test-slow` sets it after `make deps`).
+
+use half::{bf16, f16};
+use kernelgen_emu::{DeviceBuffer, Dispatch, EmuOptions, Emulator, FunctionConstant, LoadOptions, Program};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+// ------------------------------------------------------------------ the corpus
+
+/// The pinned crates' source folders by name, as fetch.sh lists them in target/msl-corpus.
+fn corpus() -> Option<&'static HashMap<String, PathBuf>> {
+    static C: OnceLock<Option<HashMap<String, PathBuf>>> = OnceLock::new();
+    C.get_or_init(|| {
+        let list = std::env::var_os("KERNELGEN_MSL_CORPUS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/msl-corpus"))
+            .join("crates.tsv");
+        let text = std::fs::read_to_string(&list).ok()?;
+        let map: HashMap<String, PathBuf> = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split('\t');
+                let (name, _version, dir) = (it.next()?, it.next()?, it.next()?);
+                Some((name.to_string(), PathBuf::from(dir)))
+            })
+            .collect();
+        (!map.is_empty() && map.values().all(|d| d.is_dir())).then_some(map)
+    })
+    .as_ref()
+}
+
+/// One pinned crate's folder, or `None` after saying why (a panic where the corpus must be there).
+fn crate_dir(name: &str) -> Option<&'static Path> {
+    if let Some(d) = corpus().and_then(|c| c.get(name)) {
+        return Some(d);
+    }
+    let why = format!(
+        "{name} is not in the real-world MSL corpus (target/msl-corpus/crates.tsv: run crates/msl/tests/corpus/fetch.sh, as `make deps` does)"
+    );
+    if std::env::var_os("KERNELGEN_MLX_METAL_REQUIRED").is_some_and(|v| !v.is_empty()) {
+        panic!("{why}; KERNELGEN_MLX_METAL_REQUIRED is set, so this test must not skip");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
+
+macro_rules! crate_or_skip {
+    ($name:expr) => {
+        match crate_dir($name) {
+            Some(d) => d,
+            None => return,
+        }
+    };
+}
+
+fn emulator() -> &'static Emulator {
+    static E: OnceLock<Emulator> = OnceLock::new();
+    E.get_or_init(|| Emulator::new(EmuOptions::default()).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// A file of the corpus, loaded under its own path (so quoted includes resolve beside it).
+fn load_file(path: &Path, opts: &LoadOptions) -> Program {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    load_text(&text, path, opts)
+}
+
+fn load_text(text: &str, path: &Path, opts: &LoadOptions) -> Program {
+    emulator().load_with(text, &path.display().to_string(), opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+// ------------------------------------------------------------------ buffers and launches
+
+fn bytes_of<T: Copy>(v: &[T]) -> Vec<u8> {
+    // SAFETY: plain old data (integers, floats, f16, bf16, repr(C) structs of them) as bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }.to_vec()
+}
+
+/// A buffer holding `v` (also what `setBytes` of a value or a slice binds).
+fn buf<T: Copy>(v: &[T]) -> DeviceBuffer {
+    DeviceBuffer::from_bytes_aligned(&bytes_of(v), 16)
+}
+
+/// An output buffer of `bytes`, filled with 0xFF so that an element never written shows.
+fn out(bytes: usize) -> DeviceBuffer {
+    DeviceBuffer::from_bytes_aligned(&vec![0xFFu8; bytes], 16)
+}
+
+fn read<T: Copy + Default>(b: &DeviceBuffer) -> Vec<T> {
+    let n = b.len() / std::mem::size_of::<T>();
+    let mut v = vec![T::default(); n];
+    // SAFETY: `v` has room for exactly the buffer's bytes, and T is plain old data.
+    unsafe { std::ptr::copy_nonoverlapping(b.as_bytes().as_ptr(), v.as_mut_ptr() as *mut u8, n * std::mem::size_of::<T>()) };
+    v
+}
+
+/// `dispatchThreadgroups(groups, tg)` (the emulator's grid counts threads).
+fn run_groups(p: &Program, name: &str, bufs: &mut [&mut DeviceBuffer], groups: [usize; 3], tg: [usize; 3]) {
+    let grid = [(groups[0] * tg[0]) as u32, (groups[1] * tg[1]) as u32, (groups[2] * tg[2]) as u32];
+    let d = Dispatch::new(name, grid, [tg[0] as u32, tg[1] as u32, tg[2] as u32]);
+    p.run(&d, bufs).unwrap_or_else(|e| panic!("{name}: {e}"));
+}
+
+/// What `max_total_threads_per_threadgroup` of these pipelines is on Apple GPUs (1024); the
+/// projects' `linear_split` caps a threadgroup's width with it.
+const MAX_THREADS: usize = 1024;
+
+/// candle's and mistral.rs's `linear_split(pipeline, n)`: threadgroups of min(1024, n) threads.
+fn linear_split(n: usize) -> ([usize; 3], [usize; 3]) {
+    let w = MAX_THREADS.min(n).max(1);
+    ([n.div_ceil(w), 1, 1], [w, 1, 1])
+}
+
+// ------------------------------------------------------------------ inputs and comparisons
+
+/// A small deterministic generator (SplitMix64): values in [-scale, scale).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn f32s(&mut self, n: usize, scale: f64) -> Vec<f32> {
+        (0..n).map(|_| ((self.unit() * 2.0 - 1.0) * scale) as f32).collect()
+    }
+}
+
+/// Every `got[i]` within `abs + rel * |want[i]|` of `want[i]` (NaN never is).
+#[track_caller]
+fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64, abs: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: {} values, {} expected", got.len(), want.len());
+    let mut worst = (0usize, 0.0f64);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs();
+        let ok = err <= abs + rel * w.abs();
+        assert!(ok, "{what} [{i}]: {g} vs {w} (error {err:e}; allowed {abs:e} + {rel:e} x |want|)");
+        if err > worst.1 {
+            worst = (i, err);
+        }
+    }
+}
+
+fn f64s<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> Vec<f64> {
+    v.iter().map(|&x| f(x)).collect()
+}
+
+/// The element `i` of a row-major `shape` lives at this offset of a view with `strides`.
+fn strided(mut i: usize, shape: &[usize], strides: &[usize]) -> usize {
+    let mut off = 0;
+    for d in (0..shape.len()).rev() {
+        off += (i % shape[d]) * strides[d];
+        i /= shape[d];
+    }
+    off
+}
+
+// ------------------------------------------------------------------ candle
+
+/// A candle source as candle compiles it: alone, from its text (`new_library_with_source`: no
+/// include path, no macros beyond Metal's own, bfloat available as on macOS 14).
+fn candle(file: &str) -> Option<Program> {
+    static P: OnceLock<std::sync::Mutex<HashMap<String, Program>>> = OnceLock::new();
+    let dir = crate_dir("candle-metal-kernels")?;
+    let mut cache = P.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let p = cache.entry(file.to_string()).or_insert_with(|| load_file(&dir.join("src/metal_src").join(file), &LoadOptions::default()));
+    Some(p.clone())
+}
+
+macro_rules! candle_or_skip {
+    ($file:expr) => {
+        match candle($file) {
+            Some(p) => p,
+            None => return,
+        }
+    };
+}
+
+/// candle's `get_tile_size`: elements per thread of its contiguous element-wise kernels.
+fn tile(dtype_size: usize) -> usize {
+    1.max(8 / dtype_size)
+}
+
+/// `call_binary_strided`: (length, num_dims, shape, left strides, right strides, left, right,
+/// output), `linear_split` over length / tile threads.
+fn candle_binary_strided<T: Copy, U: Copy + Default>(p: &Program, name: &str, shape: &[usize], l: (&[T], &[usize]), r: (&[T], &[usize])) -> Vec<U> {
+    let n: usize = shape.iter().product();
+    let (g, t) = linear_split(n.div_ceil(tile(std::mem::size_of::<T>())));
+    let to64 = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
+    let mut o = out(n * std::mem::size_of::<U>());
+    run_groups(
+        p,
+        name,
+        &mut [
+            &mut buf(&[n as u64]),
+            &mut buf(&[shape.len() as u64]),
+            &mut buf(&to64(shape)),
+            &mut buf(&to64(l.1)),
+            &mut buf(&to64(r.1)),
+            &mut buf(l.0),
+            &mut buf(r.0),
+            &mut o,
+        ],
+        g,
+        t,
+    );
+    read(&o)
+}
+
+#[test]
+#[ignore]
+fn candle_binary() {
+    let p = candle_or_skip!("binary.metal");
+    let mut rng = Rng(1);
+    // contiguous (`call_binary_contiguous`: length, left, right, output)
+    for n in [1, 1001, 4099] {
+        let (a, b) = (rng.f32s(n, 100.0), rng.f32s(n, 100.0));
+        let (g, t) = linear_split(n.div_ceil(tile(4)));
+        let mut o = out(n * 4);
+        run_groups(&p, "badd_f32", &mut [&mut buf(&[n as u64]), &mut buf(&a), &mut buf(&b), &mut o], g, t);
+        let want: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (*x as f64 + *y as f64) as f32 as f64).collect();
+        assert_close(&format!("badd_f32 n {n}"), &f64s(&read::<f32>(&o), |v| v as f64), &want, 0.0, 0.0);
+        let (ah, bh): (Vec<f16>, Vec<f16>) = (a.iter().map(|&v| f16::from_f32(v)).collect(), b.iter().map(|&v| f16::from_f32(v)).collect());
+        let (g, t) = linear_split(n.div_ceil(tile(2)));
+        let mut o = out(n * 2);
+        run_groups(&p, "bsub_f16", &mut [&mut buf(&[n as u64]), &mut buf(&ah), &mut buf(&bh), &mut o], g, t);
+        let want: Vec<f64> = ah.iter().zip(&bh).map(|(x, y)| f16::from_f64(x.to_f64() - y.to_f64()).to_f64()).collect();
+        assert_close(&format!("bsub_f16 n {n}"), &f64s(&read::<f16>(&o), |v| v.to_f64()), &want, 0.0, 0.0);
+    }
+    // strided multiply: the left operand a transposed view of a [5, 4, 3] tensor, the right one a
+    // [4, 1] column broadcast over [3, 4, 5]; then a [2, 33, 17] by a broadcast row
+    for (shape, lstrides, lsize, rstrides, rsize) in [
+        (vec![3usize, 4, 5], vec![1usize, 3, 12], 60usize, vec![0usize, 1, 0], 4usize),
+        (vec![2, 33, 17], vec![561, 17, 1], 1122, vec![0, 0, 1], 17),
+    ] {
+        let n: usize = shape.iter().product();
+        let (l, r) = (rng.f32s(lsize, 10.0), rng.f32s(rsize, 10.0));
+        let got: Vec<f32> = candle_binary_strided(&p, "bmul_f32_strided", &shape, (&l, &lstrides), (&r, &rstrides));
+        let want: Vec<f64> =
+            (0..n).map(|i| (l[strided(i, &shape, &lstrides)] as f64 * r[strided(i, &shape, &rstrides)] as f64) as f32 as f64).collect();
+        assert_close(&format!("bmul_f32_strided {shape:?}"), &f64s(&got, |v| v as f64), &want, 0.0, 0.0);
+        let (lb, rb): (Vec<bf16>, Vec<bf16>) = (l.iter().map(|&v| bf16::from_f32(v)).collect(), r.iter().map(|&v| bf16::from_f32(v)).collect());
+        let got: Vec<bf16> = candle_binary_strided(&p, "bmul_bf16_strided", &shape, (&lb, &lstrides), (&rb, &rstrides));
+        let want: Vec<f64> = (0..n)
+            .map(|i| bf16::from_f64(lb[strided(i, &shape, &lstrides)].to_f64() * rb[strided(i, &shape, &rstrides)].to_f64()).to_f64())
+            .collect();
+        assert_close(&format!("bmul_bf16_strided {shape:?}"), &f64s(&got, |v| v.to_f64()), &want, 0.0, 0.0);
+        // a comparison writes bools (one byte each)
+        let want: Vec<u8> = (0..n).map(|i| (l[strided(i, &shape, &lstrides)] < r[strided(i, &shape, &rstrides)]) as u8).collect();
+        let got: Vec<u8> = candle_binary_strided(&p, "lt_f32_strided", &shape, (&l, &lstrides), (&r, &rstrides));
+        assert_eq!(got, want, "lt_f32_strided {shape:?}");
+    }
+}
