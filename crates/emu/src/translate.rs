@@ -264,6 +264,7 @@ fn translate_inner(
     // `threadgroup` overloads) are one declaration on the CPU.
     edits.extend(address_space_twins(&toks));
     edits.extend(class_scope_specializations(&toks));
+    edits.extend(program_scope_constants(&toks, &paren_at));
 
     let mut i = 0;
     while i < toks.len() {
@@ -1107,8 +1108,8 @@ fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32
 /// (`pointer_element<device T*>`). With the address spaces erased, each such set is one
 /// declaration repeated. So in every scope (the file, each namespace and class body)
 /// the declarations whose text up to the body is the same once the address-space
-/// keywords are removed are twins: the one that names only `thread` (else the first)
-/// is kept, the others are blanked (their lines kept). On the CPU every object lives
+/// keywords are removed are twins: the one that names only `thread` or no address space
+/// (else the first) is kept, the others that name one are blanked (their lines kept). On the CPU every object lives
 /// in one memory; MLX's twins have identical bodies.
 fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
     let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
@@ -1131,6 +1132,10 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
             start: usize,
             end: usize,
             key: String,
+            /// It names an address space (a declaration without one is only ever kept).
+            spaced: bool,
+            /// It names none but `thread` (or none at all: `T() = default` beside
+            /// `T() threadgroup = default`, candle's reduce.metal).
             thread_only: bool,
         }
         let mut decls: Vec<Decl> = Vec::new();
@@ -1161,15 +1166,22 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
                         }
                     }
                     let spaces: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| is_address_space(t)).collect();
-                    if !spaces.is_empty() {
-                        let key: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| !is_address_space(t)).collect();
-                        decls.push(Decl { start: seg, end: j, key: key.join(" "), thread_only: spaces.iter().all(|s| *s == "thread") });
-                    }
+                    let key: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| !is_address_space(t)).collect();
+                    decls.push(Decl {
+                        start: seg,
+                        end: j,
+                        key: key.join(" "),
+                        spaced: !spaces.is_empty(),
+                        thread_only: spaces.iter().all(|s| *s == "thread"),
+                    });
                 }
                 seg = j + 1;
             }
         }
         for (a, d) in decls.iter().enumerate() {
+            if !d.spaced {
+                continue;
+            }
             let twins: Vec<usize> = (0..decls.len()).filter(|&o| decls[o].key == d.key).collect();
             if twins.len() < 2 {
                 continue;
@@ -1178,6 +1190,34 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
             if keep != a {
                 edits.push(Edit { start: toks[d.start].offset, end: toks[d.end].end(), text: String::new() });
             }
+        }
+    }
+    edits
+}
+
+/// A program-scope variable in the `constant` address space is a constant, and one of integral
+/// type initialized by a constant expression is usable in constant expressions (candle's
+/// `constant uint MAX_SHARED_MEM = 32767;` as a template argument). With `constant` erased it
+/// would be a mutable global: at program scope (outside functions, classes and parameter
+/// lists) it becomes `const`. Function-constant declarations are rewritten on their own.
+fn program_scope_constants(toks: &[Token], paren_at: &[i32]) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
+    // for each open `{`: whether it opens a namespace
+    let mut stack: Vec<bool> = Vec::new();
+    let mut edits = Vec::new();
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => stack.push(scope_keyword(toks, i) == Some("namespace")),
+            "}" => {
+                stack.pop();
+            }
+            "constant" if paren_at[i] == 0 && stack.iter().all(|&ns| ns) => {
+                let end = (i..toks.len()).find(|&k| tx(k) == ";" || tx(k) == "{").unwrap_or(toks.len());
+                if !(i..end).any(|k| tx(k) == "function_constant") {
+                    edits.push(Edit { start: toks[i].offset, end: toks[i].end(), text: "const".to_string() });
+                }
+            }
+            _ => {}
         }
     }
     edits
@@ -1297,6 +1337,29 @@ mod tests {
         assert!(l[5].contains("int f(device int* p)"), "a member without a twin stays");
         assert!(l[7].contains("int g(thread int& a)") && !l[8].contains("int g"), "{}", p.cpp);
         assert!(l[9].contains("int h(device int* a);"));
+    }
+
+    #[test]
+    fn program_scope_constants_are_const() {
+        let src = "constant uint N = 8;\nnamespace a { constexpr constant int M = 2; }\nstruct S { static constant constexpr bool v = true; };\nvoid f(constant float* p) { }\ntemplate <uint X> uint g() { return X; }\nuint h() { return g<N>() + g<a::M>(); }\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        let line = |s: &str| *l.iter().find(|x| x.contains(s)).expect(&p.cpp);
+        assert!(line("N = 8").contains("const uint N"), "{}", p.cpp);
+        assert!(line("M = 2").contains("constexpr const int M"), "{}", p.cpp);
+        assert!(line("bool v").contains("static constant constexpr"), "class scope stays: {}", p.cpp);
+        assert!(line("void f(").contains("constant float* p"), "parameters stay: {}", p.cpp);
+    }
+
+    /// candle's reduce.metal: `MD<T>() = default` (no address space) and its `threadgroup` twin.
+    #[test]
+    fn a_twin_without_an_address_space_is_the_one_kept() {
+        let src = "template <typename T> struct MD {\n  T m;\n  constexpr MD<T>() = default;\n  constexpr MD<T>() threadgroup = default;\n  void f();\n  void f();\n};\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        let at = l.iter().position(|x| x.contains("constexpr MD<T>() = default;")).expect(&p.cpp);
+        assert!(!l[at + 1].contains("MD<T>()"), "{}", p.cpp);
+        assert_eq!(l.iter().filter(|x| x.contains("void f();")).count(), 2, "redeclarations without an address space stay");
     }
 
     #[test]

@@ -142,3 +142,14 @@ fn have_bfloat_is_predefined_as_the_check_defines_it() {
     p.dispatch("k", &mut [&mut y], [4, 1, 1], [4, 1, 1]).unwrap();
     assert_eq!(f32s(&y), vec![1.5; 4]);
 }
+
+/// Every header name the Metal check accepts resolves to the stand-in: `<metal_limits>` (candle's
+/// reduce.metal includes it for `numeric_limits`) and `<metal_utility>` as `<metal_stdlib>` does.
+#[test]
+fn metal_limits_and_the_other_header_names_resolve() {
+    let src = "#include <metal_limits>\n#include <metal_utility>\n#include <metal_math>\nusing namespace metal;\n[[kernel]] void k(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  y[i] = i == 0 ? numeric_limits<float>::lowest() : numeric_limits<float>::max();\n}\n";
+    let p = load(src, "limits.metal");
+    let mut y = DeviceBuffer::zeroed(2 * 4);
+    p.dispatch("k", &mut [&mut y], [2, 1, 1], [2, 1, 1]).unwrap();
+    assert_eq!(f32s(&y), vec![f32::MIN, f32::MAX]);
+}

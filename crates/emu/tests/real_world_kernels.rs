@@ -267,3 +267,273 @@ fn candle_binary() {
         assert_eq!(got, want, "lt_f32_strided {shape:?}");
     }
 }
+
+#[test]
+#[ignore]
+fn candle_unary_and_affine() {
+    let p = candle_or_skip!("unary.metal");
+    let mut rng = Rng(2);
+    let gelu = |x: f64| 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh());
+    for n in [3, 1000, 2049] {
+        let x = rng.f32s(n, 6.0);
+        // `call_unary_contiguous`: (length, input, output), length / tile threads
+        for (name, f, rel) in [
+            ("gelu_f32", &gelu as &dyn Fn(f64) -> f64, 1e-5),
+            ("exp_f32", &|x: f64| x.exp(), 1e-6),
+            ("silu_f32", &|x: f64| x / (1.0 + (-x).exp()), 1e-5),
+        ] {
+            let (g, t) = linear_split(n.div_ceil(tile(4)));
+            let mut o = out(n * 4);
+            run_groups(&p, name, &mut [&mut buf(&[n as u64]), &mut buf(&x), &mut o], g, t);
+            let want = f64s(&x, |v| f(v as f64));
+            assert_close(&format!("{name} n {n}"), &f64s(&read::<f32>(&o), |v| v as f64), &want, rel, 1e-6);
+        }
+        // bfloat16: every operation rounds to 8 bits of mantissa
+        let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+        let (g, t) = linear_split(n.div_ceil(tile(2)));
+        let mut o = out(n * 2);
+        run_groups(&p, "sigmoid_bf16", &mut [&mut buf(&[n as u64]), &mut buf(&xb), &mut o], g, t);
+        let want = f64s(&xb, |v| 1.0 / (1.0 + (-v.to_f64()).exp()));
+        assert_close(&format!("sigmoid_bf16 n {n}"), &f64s(&read::<bf16>(&o), |v| v.to_f64()), &want, 2.0 / 128.0, 1e-3);
+    }
+    // `call_unary_strided`: (length, num_dims, shape, strides, input, output), length threads;
+    // a [7, 9] view of a [9, 7] tensor
+    let (shape, strides) = ([7usize, 9], [1usize, 7]);
+    let x = rng.f32s(63, 3.0);
+    let (g, t) = linear_split(63);
+    let mut o = out(63 * 4);
+    run_groups(
+        &p,
+        "exp_f32_strided",
+        &mut [&mut buf(&[63u64]), &mut buf(&[2u64]), &mut buf(&[7u64, 9]), &mut buf(&[1u64, 7]), &mut buf(&x), &mut o],
+        g,
+        t,
+    );
+    let want: Vec<f64> = (0..63).map(|i| (x[strided(i, &shape, &strides)] as f64).exp()).collect();
+    assert_close("exp_f32_strided", &f64s(&read::<f32>(&o), |v| v as f64), &want, 1e-6, 0.0);
+
+    // affine.metal, `call_affine`: (size, mul, add, input, output), size / tile threads
+    let p = candle_or_skip!("affine.metal");
+    for n in [5, 3001] {
+        let x = rng.f32s(n, 50.0);
+        let (mul, add) = (0.37f32, -1.25f32);
+        let (g, t) = linear_split(n.div_ceil(tile(4)));
+        let mut o = out(n * 4);
+        run_groups(&p, "affine_f32", &mut [&mut buf(&[n as u64]), &mut buf(&[mul]), &mut buf(&[add]), &mut buf(&x), &mut o], g, t);
+        let want = f64s(&x, |v| v as f64 * mul as f64 + add as f64);
+        assert_close(&format!("affine_f32 n {n}"), &f64s(&read::<f32>(&o), |v| v as f64), &want, 1.2e-7, 0.0);
+        let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+        let (g, t) = linear_split(n.div_ceil(tile(2)));
+        let mut o = out(n * 2);
+        run_groups(&p, "affine_f16", &mut [&mut buf(&[n as u64]), &mut buf(&[mul]), &mut buf(&[add]), &mut buf(&xh), &mut o], g, t);
+        let want = f64s(&xh, |v| f16::from_f64(v.to_f64() * mul as f64 + add as f64).to_f64());
+        assert_close(&format!("affine_f16 n {n}"), &f64s(&read::<f16>(&o), |v| v.to_f64()), &want, 1.0 / 1024.0, 0.0);
+    }
+}
+
+/// candle's reductions over the last axis: one threadgroup per row, of
+/// min(1024, next_power_of_two(row / 2)) threads (`call_last_softmax`, `call_rms_norm`,
+/// `call_reduce_contiguous`).
+fn row_threads(row: usize) -> usize {
+    MAX_THREADS.min((row / 2).next_power_of_two())
+}
+
+fn rows_of(x: &[f32], d: usize) -> impl Iterator<Item = Vec<f64>> + '_ {
+    x.chunks(d).map(|r| r.iter().map(|&v| v as f64).collect())
+}
+
+#[test]
+#[ignore]
+fn candle_reductions() {
+    let p = candle_or_skip!("reduce.metal");
+    let mut rng = Rng(3);
+    for (rows, d) in [(4, 7), (3, 1000), (2, 4099)] {
+        let n = rows * d;
+        let x = rng.f32s(n, 8.0);
+        let groups = [rows, 1, 1];
+        let tg = [row_threads(d), 1, 1];
+
+        // softmax: (length, elements per row: usize), input, output
+        let mut o = out(n * 4);
+        run_groups(&p, "softmax_f32", &mut [&mut buf(&[n as u64]), &mut buf(&[d as u64]), &mut buf(&x), &mut o], groups, tg);
+        let want: Vec<f64> = rows_of(&x, d)
+            .flat_map(|r| {
+                let m = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let s: f64 = r.iter().map(|v| (v - m).exp()).sum();
+                r.iter().map(|v| (v - m).exp() / s).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_close(&format!("softmax_f32 {rows}x{d}"), &f64s(&read::<f32>(&o), |v| v as f64), &want, 1e-5, 1e-9);
+
+        // rms_norm: (length, elements per row: usize), input, output, alpha, eps
+        let alpha = rng.f32s(d, 2.0);
+        let eps = 1e-5f32;
+        let mut o = out(n * 4);
+        run_groups(
+            &p,
+            "rmsnorm_f32",
+            &mut [&mut buf(&[n as u64]), &mut buf(&[d as u64]), &mut buf(&x), &mut o, &mut buf(&alpha), &mut buf(&[eps])],
+            groups,
+            tg,
+        );
+        let want: Vec<f64> = rows_of(&x, d)
+            .flat_map(|r| {
+                let inv = 1.0 / (r.iter().map(|v| v * v).sum::<f64>() / d as f64 + eps as f64).sqrt();
+                r.iter().zip(&alpha).map(|(v, a)| v * inv * *a as f64).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_close(&format!("rmsnorm_f32 {rows}x{d}"), &f64s(&read::<f32>(&o), |v| v as f64), &want, 1e-5, 1e-6);
+
+        // sum, max and argmax over each row: (length: u32, num_dims: u32, shape: u32[],
+        // elements per row: u32), input, output
+        let params = |p: &Program, name: &str, o: &mut DeviceBuffer| {
+            run_groups(
+                p,
+                name,
+                &mut [&mut buf(&[n as u32]), &mut buf(&[2u32]), &mut buf(&[rows as u32, d as u32]), &mut buf(&[d as u32]), &mut buf(&x), o],
+                groups,
+                tg,
+            )
+        };
+        let mut o = out(rows * 4);
+        params(&p, "fast_sum_f32", &mut o);
+        let sums: Vec<f64> = rows_of(&x, d).map(|r| r.iter().sum()).collect();
+        assert_close(&format!("fast_sum_f32 {rows}x{d}"), &f64s(&read::<f32>(&o), |v| v as f64), &sums, 1e-5, 1e-5 * d as f64);
+        let mut o = out(rows * 4);
+        params(&p, "fast_max_f32", &mut o);
+        let maxs: Vec<f64> = rows_of(&x, d).map(|r| r.iter().cloned().fold(f64::NEG_INFINITY, f64::max)).collect();
+        assert_close(&format!("fast_max_f32 {rows}x{d}"), &f64s(&read::<f32>(&o), |v| v as f64), &maxs, 0.0, 0.0);
+        let mut o = out(rows * 4);
+        params(&p, "fast_argmax_f32", &mut o);
+        let argmax: Vec<u32> = rows_of(&x, d).map(|r| (0..d).fold(0, |b, i| if r[i] > r[b] { i } else { b }) as u32).collect();
+        assert_eq!(read::<u32>(&o), argmax, "fast_argmax_f32 {rows}x{d}");
+    }
+}
+
+/// `call_mlx_gemv` for `out[b] = mat[b] . vec[b]` (`gemv`, a row-major [M, K] matrix) or
+/// `vec[b] . mat[b]` (`gemv_t`, a row-major [K, N] one), with its tile choice; the matrix is
+/// shared by the batch (batch stride 0) when `mat_batched` is false.
+fn run_candle_gemv(p: &Program, transposed: bool, b: usize, out_size: usize, k: usize, mat: &[f32], vec: &[f32], mat_batched: bool) -> (String, Vec<f32>) {
+    let (bm, bn, sm, sn, tm, tn) = if transposed {
+        let (sm, sn) = if k >= 8192 && out_size >= 2048 { (4, 8) } else { (8, 4) };
+        let bn = if out_size >= 2048 { 16 } else if out_size >= 512 { 4 } else { 2 };
+        (1, bn, sm, sn, 4, if out_size < 4 { 1 } else { 4 })
+    } else {
+        let (bm, bn, sm, sn) = if k <= 64 {
+            (1, 1, 8, 4)
+        } else if k >= 16 * out_size {
+            (1, 8, 1, 32)
+        } else if out_size >= 4096 {
+            (8, 1, 1, 32)
+        } else {
+            (4, 1, 1, 32)
+        };
+        (bm, bn, sm, sn, if out_size < 4 { 1 } else { 4 }, 4)
+    };
+    let name =
+        format!("{}_float32_bm{bm}_bn{bn}_sm{sm}_sn{sn}_tm{tm}_tn{tn}_nc0_axpby0", if transposed { "gemv_t" } else { "gemv" });
+    let per_group = if transposed { bn * sn * tn } else { bm * sm * tm };
+    let mat_ld = if transposed { out_size } else { k };
+    let mut o = out(b * out_size * 4);
+    run_groups(
+        p,
+        &name,
+        &mut [
+            &mut buf(mat),
+            &mut buf(vec),
+            // the bias: candle binds nothing there (`()`), and the kernel reads it only with axpby
+            &mut out(16),
+            &mut o,
+            &mut buf(&[k as i32]),
+            &mut buf(&[out_size as i32]),
+            &mut buf(&[mat_ld as i32]),
+            &mut buf(&[1.0f32]),
+            &mut buf(&[0.0f32]),
+            &mut buf(&[1i32]),
+            &mut buf(&[b as i32]),
+            &mut buf(&[k as i64]),
+            &mut buf(&[if mat_batched { (k * out_size) as i64 } else { 0 }]),
+            &mut buf(&[0i64]),
+            &mut buf(&[1i32]),
+        ],
+        [out_size.div_ceil(per_group), 1, b],
+        [32, bn, bm],
+    );
+    (name, read(&o))
+}
+
+#[test]
+#[ignore]
+fn candle_gemv() {
+    let p = candle_or_skip!("gemv.metal");
+    let mut rng = Rng(4);
+    // (transposed, batch, outputs, K, matrix batched): every tile shape call_mlx_gemv picks here
+    for (transposed, b, m, k, batched) in [
+        (false, 1, 100, 256, false),
+        (false, 1, 37, 64, false),
+        (false, 2, 30, 2048, true),
+        (false, 3, 3, 100, false),
+        // gemv_t only where N is a whole number of the threadgroup's columns: see below
+        (true, 1, 320, 512, false),
+        (true, 2, 640, 96, true),
+        (true, 1, 2048, 128, false),
+    ] {
+        let mat = rng.f32s(if batched { b } else { 1 } * m * k, 1.0);
+        let vec = rng.f32s(b * k, 1.0);
+        let (name, got) = run_candle_gemv(&p, transposed, b, m, k, &mat, &vec, batched);
+        let mut want = Vec::new();
+        let mut bound = Vec::new();
+        for bi in 0..b {
+            let mat = if batched { &mat[bi * m * k..] } else { &mat[..] };
+            for o in 0..m {
+                let terms: Vec<f64> = (0..k)
+                    .map(|i| vec[bi * k + i] as f64 * if transposed { mat[i * m + o] } else { mat[o * k + i] } as f64)
+                    .collect();
+                want.push(terms.iter().sum::<f64>());
+                bound.push(terms.iter().map(|t| t.abs()).sum::<f64>());
+            }
+        }
+        // a float32 sum of K terms in any order: within K ulps of the sum of magnitudes
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let allowed = bound[i] * k as f64 * f32::EPSILON as f64 / 4.0 + 1e-30;
+            assert!((*g as f64 - w).abs() <= allowed, "{name} b {b} M {m} K {k} [{i}]: {g} vs {w}");
+        }
+    }
+    // gemv_t's main loop (MLX's GEMVTKernel) has a threadgroup_barrier inside
+    // `if (out_col < out_vec_size)`: in a threadgroup holding the last columns, threads past N
+    // skip it. Metal requires every thread of a threadgroup to reach a barrier; Apple's GPUs
+    // run it anyway, the emulator stops with a divergence (docs/emulator.md, "Real-world kernels").
+    let (mat, vec) = (rng.f32s(300 * 512, 1.0), rng.f32s(512, 1.0));
+    let e = std::panic::catch_unwind(|| run_candle_gemv(&p, true, 1, 300, 512, &mat, &vec, false)).expect_err("gemv_t with N = 300");
+    let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("divergent SIMD-group") && msg.contains("threadgroup_barrier (") && msg.contains("gemv.metal:"), "{msg}");
+}
+
+#[test]
+#[ignore]
+fn candle_argsort_threadgroup_memory() {
+    // sort.metal's bitonic argsort keeps its indices in a `[[threadgroup(0)]]` array the host
+    // sizes (`call_arg_sort`: one threadgroup of ncols_pad threads per row, ncols_pad * 4 bytes
+    // at index 0; candle-core pads ncols to the next power of two)
+    let p = candle_or_skip!("sort.metal");
+    let mut rng = Rng(5);
+    for (rows, cols) in [(1, 5), (3, 64), (2, 1000)] {
+        let pad = (cols as usize).next_power_of_two();
+        let x = rng.f32s(rows * cols, 100.0);
+        for (name, desc) in [("asort_asc_f32", false), ("asort_desc_f32", true)] {
+            let mut o = out(rows * cols * 4);
+            let d = Dispatch::new(name, [pad as u32, rows as u32, 1], [pad as u32, 1, 1]).threadgroup_memory(0, (pad * 4).max(16) as u32);
+            p.run(&d, &mut [&mut buf(&x), &mut o, &mut buf(&[cols as i64]), &mut buf(&[pad as i64])]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let got = read::<u32>(&o);
+            for r in 0..rows {
+                let row = &x[r * cols..(r + 1) * cols];
+                let mut want: Vec<u32> = (0..cols as u32).collect();
+                want.sort_by(|&a, &b| {
+                    let o = row[a as usize].partial_cmp(&row[b as usize]).unwrap();
+                    if desc { o.reverse() } else { o }
+                });
+                assert_eq!(&got[r * cols..(r + 1) * cols], &want[..], "{name} row {r} of {rows}x{cols}");
+            }
+        }
+    }
+}

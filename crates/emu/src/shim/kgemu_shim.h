@@ -563,8 +563,11 @@ template <class To, class From> KG_INLINE To as_type(const From& f) {
 }
 
 // ---------------------------------------------------------------- numeric limits
-template <class T> struct numeric_limits;
-template <> struct numeric_limits<float> {
+// As in Metal's own header, the limits are _numeric_limits_impl's, which a source may specialize
+// for its own types (candle's reduce.metal: `indexed<T>`).
+template <class T> struct _numeric_limits_impl;
+template <class T> struct numeric_limits : _numeric_limits_impl<T> {};
+template <> struct _numeric_limits_impl<float> {
   static constexpr float min() { return 1.17549435e-38f; }
   static constexpr float max() { return 3.40282347e+38f; }
   static constexpr float lowest() { return -3.40282347e+38f; }
@@ -572,7 +575,7 @@ template <> struct numeric_limits<float> {
   static constexpr float infinity() { return __builtin_inff(); }
   static constexpr float quiet_NaN() { return __builtin_nanf(""); }
 };
-template <> struct numeric_limits<half> {
+template <> struct _numeric_limits_impl<half> {
   static constexpr half min() { return half::from_bits(0x0400); }
   static constexpr half max() { return half::from_bits(0x7bff); }
   static constexpr half lowest() { return half::from_bits(0xfbff); }
@@ -580,7 +583,7 @@ template <> struct numeric_limits<half> {
   static constexpr half infinity() { return half::from_bits(0x7c00); }
   static constexpr half quiet_NaN() { return half::from_bits(0x7e00); }
 };
-template <> struct numeric_limits<bfloat> {
+template <> struct _numeric_limits_impl<bfloat> {
   static constexpr bfloat min() { return bfloat::from_bits(0x0080); }
   static constexpr bfloat max() { return bfloat::from_bits(0x7f7f); }
   static constexpr bfloat lowest() { return bfloat::from_bits(0xff7f); }
@@ -589,7 +592,7 @@ template <> struct numeric_limits<bfloat> {
   static constexpr bfloat quiet_NaN() { return bfloat::from_bits(0x7fc0); }
 };
 #define KG_INT_LIMITS(T, lo, hi)                                                       \
-  template <> struct numeric_limits<T> {                                               \
+  template <> struct _numeric_limits_impl<T> {                                         \
     static constexpr T min() { return lo; }                                            \
     static constexpr T max() { return hi; }                                            \
     static constexpr T lowest() { return lo; }                                         \
@@ -604,7 +607,15 @@ KG_INT_LIMITS(uchar, (uchar)0, (uchar)255)
 KG_INT_LIMITS(long, (-9223372036854775807L - 1), 9223372036854775807L)
 KG_INT_LIMITS(ulong, 0ul, 18446744073709551615ul)
 #undef KG_INT_LIMITS
-template <class T, int N> struct numeric_limits<vec<T, N>> : numeric_limits<T> {};
+template <class T, int N> struct _numeric_limits_impl<vec<T, N>> : _numeric_limits_impl<T> {};
+// Metal's own traits, which sources name (candle's reduce.metal): a vector's element count (0
+// for a scalar), and whether the simd functions take a type (numbers and vectors of them).
+template <class T> struct vec_elements : integral_constant<int, 0> {};
+template <class T, int N> struct vec_elements<vec<T, N>> : integral_constant<int, N> {};
+template <class T> struct kg_vec_scalar { typedef T type; };
+template <class T, int N> struct kg_vec_scalar<vec<T, N>> { typedef T type; };
+template <class T, class S = typename kg_vec_scalar<remove_cv_t<T>>::type> struct __is_valid_simdgroup_type
+    : bool_constant<is_arithmetic<S>::value && !is_same<remove_cv_t<S>, bool>::value> {};
 
 // ---------------------------------------------------------------- math
 // The bfloat overloads are templates over exactly `bfloat` (KG_BF): MLX's bf16_math.h
