@@ -525,13 +525,13 @@ fn line_is_directive(src: &str, pos: usize) -> bool {
     src[line_start..].trim_start().starts_with('#')
 }
 
-/// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;` starting at `i`;
-/// returns the parse and the index of the closing `;`.
+/// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;`, or `... [[kernel]] void
+/// f<A>(parameters);`, starting at `i`; returns the parse and the index of the closing `;`.
 fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, usize), PrepError> {
     let line = toks[i].line;
     let bad = || PrepError {
         line,
-        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`".into(),
+        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;` or `... [[kernel]] void f<args>(parameters);`".into(),
         file: None,
     };
     let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
@@ -560,6 +560,12 @@ fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, 
             k += 1;
         }
         k += 2;
+    }
+    if tx(k) == "kernel" {
+        k += 1;
+    }
+    if tx(k) == "void" {
+        return explicit_signature(toks, src, k).map(|(function, args, end)| (Instantiation { host_name, function, args, line }, end)).ok_or_else(bad);
     }
     if tx(k) != "decltype" || tx(k + 1) != "(" {
         return Err(bad());
@@ -603,6 +609,65 @@ fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, 
         return Err(bad());
     }
     Ok((Instantiation { host_name, function, args: args.replace('\n', " "), line }, end))
+}
+
+/// The other form of an instantiation, after its attributes: `void f<A>(parameters);` (mistral.rs's
+/// `[[kernel]] void fp8_to_dtype_kernel<float>(device const uchar *input [[buffer(0)]], ...)`,
+/// the parameters repeating the template's) from `void` at `k`: the function, its arguments and
+/// the index of the `;`.
+fn explicit_signature(toks: &[Token], src: &str, k: usize) -> Option<(String, String, usize)> {
+    let tx = |j: usize| toks.get(j).map_or("", |t| t.text.as_str());
+    if toks.get(k + 1)?.kind != Kind::Ident || tx(k + 2) != "<" {
+        return None;
+    }
+    // the template arguments' closing `>` (the second of a `>>`), outside parentheses
+    let (mut angle, mut paren, mut j) = (0i32, 0i32, k + 2);
+    let args_end = loop {
+        match tx(j) {
+            "(" => paren += 1,
+            ")" => paren -= 1,
+            "<" if paren == 0 => angle += 1,
+            ">" if paren == 0 => {
+                angle -= 1;
+                if angle == 0 {
+                    break toks[j - 1].end();
+                }
+            }
+            ">>" if paren == 0 => {
+                angle -= 2;
+                if angle <= 0 {
+                    break if angle == 0 { toks[j - 1].end() } else { toks[j].offset + 1 };
+                }
+            }
+            "" | ";" => return None,
+            _ => {}
+        }
+        j += 1;
+    };
+    if j <= k + 3 {
+        return None;
+    }
+    let args = src[toks[k + 3].offset..args_end].replace('\n', " ");
+    // the parameter list, then `;`
+    if tx(j + 1) != "(" {
+        return None;
+    }
+    let mut depth = 0i32;
+    let mut close = j + 1;
+    while close < toks.len() {
+        match tx(close) {
+            "(" => depth += 1,
+            ")" => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+        close += 1;
+    }
+    (tx(close + 1) == ";").then(|| (tx(k + 1).to_string(), args, close + 1))
 }
 
 /// Parse a kernel declaration: `kw_start` is the first token of `[[kernel]]` or
@@ -1199,7 +1264,13 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
 /// type initialized by a constant expression is usable in constant expressions (candle's
 /// `constant uint MAX_SHARED_MEM = 32767;` as a template argument). With `constant` erased it
 /// would be a mutable global: at program scope (outside functions, classes and parameter
-/// lists) it becomes `const`. Function-constant declarations are rewritten on their own.
+/// lists) `constant T name = ...` of a scalar `T`, not already const, becomes `const`.
+/// The scalar types of a program-scope `constant` made `const`.
+const SCALAR_TYPES: [&str; 20] = [
+    "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "bfloat", "float", "size_t", "int8_t", "uint8_t",
+    "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
+];
+
 fn program_scope_constants(toks: &[Token], paren_at: &[i32]) -> Vec<Edit> {
     let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
     // for each open `{`: whether it opens a namespace
@@ -1211,9 +1282,14 @@ fn program_scope_constants(toks: &[Token], paren_at: &[i32]) -> Vec<Edit> {
             "}" => {
                 stack.pop();
             }
+            // `constant T name =` of a scalar T, not already const (MLX's `static constant
+            // constexpr const`): objects keep their constructors and methods as they were
             "constant" if paren_at[i] == 0 && stack.iter().all(|&ns| ns) => {
-                let end = (i..toks.len()).find(|&k| tx(k) == ";" || tx(k) == "{").unwrap_or(toks.len());
-                if !(i..end).any(|k| tx(k) == "function_constant") {
+                let specifiers = |k: usize| matches!(tx(k), "static" | "inline" | "constexpr" | "const" | ";" | "{" | "}" | ">" | "") || k == 0;
+                let before_ok = (0..i).rev().take_while(|&k| matches!(tx(k), "static" | "inline" | "constexpr" | "const")).all(|k| !matches!(tx(k), "constexpr" | "const"));
+                let scalar = SCALAR_TYPES.contains(&tx(i + 1)) && toks.get(i + 2).is_some_and(|t| t.kind == Kind::Ident) && tx(i + 3) == "=";
+                let start_ok = (0..i).rev().find(|&k| !matches!(tx(k), "static" | "inline")).is_none_or(specifiers);
+                if before_ok && scalar && start_ok {
                     edits.push(Edit { start: toks[i].offset, end: toks[i].end(), text: "const".to_string() });
                 }
             }
@@ -1341,12 +1417,14 @@ mod tests {
 
     #[test]
     fn program_scope_constants_are_const() {
-        let src = "constant uint N = 8;\nnamespace a { constexpr constant int M = 2; }\nstruct S { static constant constexpr bool v = true; };\nvoid f(constant float* p) { }\ntemplate <uint X> uint g() { return X; }\nuint h() { return g<N>() + g<a::M>(); }\n";
+        let src = "constant uint N = 8;\nnamespace a { constant int M = 2; }\nstatic constant constexpr const int K = 3;\nconstant Obj o(1);\nstruct S { static constant constexpr bool v = true; };\nvoid f(constant float* p) { }\ntemplate <uint X> uint g() { return X; }\nuint h() { return g<N>() + g<a::M>(); }\n";
         let p = translate(src, "t.metal").unwrap();
         let l: Vec<&str> = p.cpp.lines().collect();
         let line = |s: &str| *l.iter().find(|x| x.contains(s)).expect(&p.cpp);
         assert!(line("N = 8").contains("const uint N"), "{}", p.cpp);
-        assert!(line("M = 2").contains("constexpr const int M"), "{}", p.cpp);
+        assert!(line("M = 2").contains("const int M"), "{}", p.cpp);
+        assert!(line("K = 3").contains("static constant constexpr const int K"), "already const: {}", p.cpp);
+        assert!(line("Obj o").contains("constant Obj o"), "objects stay: {}", p.cpp);
         assert!(line("bool v").contains("static constant constexpr"), "class scope stays: {}", p.cpp);
         assert!(line("void f(").contains("constant float* p"), "parameters stay: {}", p.cpp);
     }

@@ -153,3 +153,47 @@ fn metal_limits_and_the_other_header_names_resolve() {
     p.dispatch("k", &mut [&mut y], [2, 1, 1], [2, 1, 1]).unwrap();
     assert_eq!(f32s(&y), vec![f32::MIN, f32::MAX]);
 }
+
+/// Idioms of candle's and mistral.rs's kernels (crates/emu/tests/real_world_kernels.rs runs the
+/// kernels themselves): an instantiation spelling out its signature, a program-scope `constant`
+/// as a template argument, a defaulted constructor beside its `threadgroup` twin, a specialization
+/// of `_numeric_limits_impl`, and `vec_elements`.
+#[test]
+fn candle_and_mistralrs_idioms() {
+    let src = r#"
+#include <metal_stdlib>
+using namespace metal;
+constant uint LIMIT = 7;
+template <uint N> constexpr uint twice() { return 2 * N; }
+template <typename T> struct pair_t {
+  T a;
+  T b;
+  constexpr pair_t<T>() = default;
+  constexpr pair_t<T>() threadgroup = default;
+};
+template <typename T> struct _numeric_limits_impl<pair_t<T>> {
+  static constexpr pair_t<T> lowest() { return pair_t<T>{numeric_limits<T>::lowest(), T(0)}; }
+};
+template <typename T>
+kernel void k(device const T* x [[buffer(0)]], device float* y [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  threadgroup pair_t<T> p;
+  p = numeric_limits<pair_t<T>>::lowest();
+  y[i] = float(x[i]) * twice<LIMIT>() + float(vec_elements<float4>::value) + (float(p.a) < 0.0f ? 100.0f : 0.0f);
+}
+template [[host_name("k_float")]] [[kernel]] void k<float>(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                                                           uint i [[thread_position_in_grid]]);
+template [[host_name("k_half")]] [[kernel]] void k<half>(device const half* x [[buffer(0)]], device float* y [[buffer(1)]],
+                                                         uint i [[thread_position_in_grid]]);
+"#;
+    let p = load(src, "idioms.metal");
+    let names: Vec<&str> = p.kernels().iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["k_float", "k_half"]);
+    let mut x = f32_buf(&[1.0, -2.5]);
+    let mut y = DeviceBuffer::zeroed(2 * 4);
+    p.dispatch("k_float", &mut [&mut x, &mut y], [2, 1, 1], [2, 1, 1]).unwrap();
+    assert_eq!(f32s(&y), vec![1.0 * 14.0 + 4.0 + 100.0, -2.5 * 14.0 + 4.0 + 100.0]);
+    let mut xh = u16_buf(&[half::f16::from_f32(3.0).to_bits()]);
+    let mut y = DeviceBuffer::zeroed(4);
+    p.dispatch("k_half", &mut [&mut xh, &mut y], [1, 1, 1], [1, 1, 1]).unwrap();
+    assert_eq!(f32s(&y), vec![3.0 * 14.0 + 4.0 + 100.0]);
+}

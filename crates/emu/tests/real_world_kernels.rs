@@ -537,3 +537,176 @@ fn candle_argsort_threadgroup_memory() {
         }
     }
 }
+
+// ------------------------------------------------------------------ mistral.rs
+
+/// A mistral.rs kernel source as its build.rs compiles it (`xcrun metal -std=metal3.1 -c`, each
+/// file alone; its quoted includes resolve beside it).
+fn mistral(krate: &str, sub: &str, file: &str) -> Option<Program> {
+    static P: OnceLock<std::sync::Mutex<HashMap<String, Program>>> = OnceLock::new();
+    let dir = crate_dir(krate)?;
+    let path = dir.join(sub).join(file);
+    let mut cache = P.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let p = cache.entry(path.display().to_string()).or_insert_with(|| load_file(&path, &LoadOptions::default()));
+    Some(p.clone())
+}
+
+macro_rules! quant_or_skip {
+    ($file:expr) => {
+        match mistral("mistralrs-quant", "src/metal_kernels", $file) {
+            Some(p) => p,
+            None => return,
+        }
+    };
+}
+
+/// OCP FP8 E4M3 (the "fn" variant, no infinities): sign, 4 exponent bits of bias 7, 3 mantissa
+/// bits; exponent 0 is subnormal (m / 8 x 2^-6), S.1111.111 is NaN.
+fn e4m3(code: u8) -> f64 {
+    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 3) & 0xF) as i32, (code & 7) as f64);
+    if e == 15 && m == 7.0 {
+        return f64::NAN;
+    }
+    sign * if e == 0 { m / 8.0 * 2f64.powi(-6) } else { (1.0 + m / 8.0) * 2f64.powi(e - 7) }
+}
+
+fn same_or_both_nan(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(g == w || (g.is_nan() && w.is_nan()), "{what} [{i}]: {g} vs {w}");
+    }
+}
+
+#[test]
+#[ignore]
+fn mistralrs_fp8() {
+    let p = quant_or_skip!("scalar_fp8.metal");
+    // every code, then a longer run of them; `call_fp8_to_dtype`: (input, output, n: u32),
+    // linear_split(n)
+    let codes: Vec<u8> = (0..=255u8).collect();
+    let mut o = out(256 * 4);
+    let (g, t) = linear_split(256);
+    run_groups(&p, "fp8_to_dtype_float", &mut [&mut buf(&codes), &mut o, &mut buf(&[256u32])], g, t);
+    let got = f64s(&read::<f32>(&o), |v| v as f64);
+    // mistral.rs 0.8.1 decodes the 14 subnormal codes 8 times too small (float8.metal:
+    // `ldexp(m, 1 - 7 - 3)` of m = mantissa / 8, where the format has 2^-6): the normal codes and
+    // NaN are checked against the format, the subnormals pinned at what mistral.rs computes
+    let subnormal = |c: u8| c & 0x78 == 0 && c & 7 != 0;
+    let want: Vec<f64> = codes.iter().map(|&c| if subnormal(c) { e4m3(c) / 8.0 } else { e4m3(c) }).collect();
+    same_or_both_nan("fp8_to_dtype_float", &got, &want);
+
+    let mut rng = Rng(6);
+    for n in [1000usize, 3000] {
+        let w: Vec<u8> = (0..n).map(|_| (rng.next() & 0xFF) as u8).filter(|&c| !subnormal(c)).collect();
+        let n = w.len();
+        let (g, t) = linear_split(n);
+        // per tensor: output = fp8 x scale_inv[0]; bfloat16 out (`call_fp8_pertensor_dequant`)
+        let scale = [0.0123f32];
+        let mut o = out(n * 2);
+        run_groups(&p, "fp8_pertensor_dequant_bfloat16_t", &mut [&mut buf(&w), &mut buf(&scale), &mut o, &mut buf(&[n as u32])], g, t);
+        let want: Vec<f64> = w.iter().map(|&c| bf16::from_f32((e4m3(c) * scale[0] as f64) as f32).to_f64()).collect();
+        same_or_both_nan(&format!("fp8_pertensor_dequant_bfloat16_t n {n}"), &f64s(&read::<bf16>(&o), |v| v.to_f64()), &want);
+        // per vector of 128: output[i] = fp8[i] x scale[i / 128] (`call_fp8_vector_dequant`)
+        let scales = rng.f32s(n.div_ceil(128), 4.0);
+        let mut o = out(n * 4);
+        run_groups(&p, "fp8_vector_dequant_float", &mut [&mut buf(&w), &mut buf(&scales), &mut o, &mut buf(&[n as u32])], g, t);
+        let want: Vec<f64> = w.iter().enumerate().map(|(i, &c)| (e4m3(c) * scales[i / 128] as f64) as f32 as f64).collect();
+        same_or_both_nan(&format!("fp8_vector_dequant_float n {n}"), &f64s(&read::<f32>(&o), |v| v as f64), &want);
+    }
+
+    // float to E4M3 (`call_dtype_to_fp8`): each value's nearest code, on values that are no tie,
+    // not below the smallest normal (mistral.rs flushes those to zero) and below 240: mistral.rs
+    // saturates everything from 256 up to 448 (float8.metal: `exp > 0xE`), where the format has
+    // codes 256 to 448 (pinned below)
+    let normal: Vec<(u8, f64)> = (0..=255u8).filter(|&c| !subnormal(c) && c & 0x78 != 0 && !e4m3(c).is_nan()).map(|c| (c, e4m3(c))).collect();
+    let mut x = Vec::new();
+    while x.len() < 2000 {
+        let v = (rng.unit() * 2.0 - 1.0) * 240.0 * rng.unit().powi(6);
+        let nearest = normal.iter().map(|&(_, e)| (e - v).abs()).fold(f64::INFINITY, f64::min);
+        let ties = normal.iter().filter(|&&(_, e)| ((e - v).abs() - nearest).abs() < 1e-9 * (1.0 + nearest)).count();
+        if v.abs() >= 2f64.powi(-6) && ties == 1 {
+            x.push(v as f32);
+        }
+    }
+    let n = x.len();
+    let (g, t) = linear_split(n);
+    let mut o = out(n);
+    run_groups(&p, "dtype_to_fp8_float", &mut [&mut buf(&x), &mut o, &mut buf(&[n as u32])], g, t);
+    let want: Vec<u8> = x
+        .iter()
+        .map(|&v| {
+            let v = (v as f64).clamp(-448.0, 448.0);
+            normal.iter().min_by(|a, b| (a.1 - v).abs().partial_cmp(&(b.1 - v).abs()).unwrap()).unwrap().0
+        })
+        .collect();
+    assert_eq!(read::<u8>(&o), want, "dtype_to_fp8_float");
+    let big = [300.0f32, -288.0, 1000.0];
+    let mut o = out(3);
+    run_groups(&p, "dtype_to_fp8_float", &mut [&mut buf(&big), &mut o, &mut buf(&[3u32])], [1, 1, 1], [3, 1, 1]);
+    assert_eq!(e4m3(0x79), 288.0);
+    assert_eq!(read::<u8>(&o), [0x7E, 0xFE, 0x7E], "300 and -288 saturate to +-448 (0x7E, 0xFE), 1000 clamps");
+}
+
+#[test]
+#[ignore]
+fn mistralrs_blockwise_fp8_and_hqq() {
+    let p = quant_or_skip!("blockwise_fp8.metal");
+    let mut rng = Rng(7);
+    // `call_dequant_blockwise_fp8`: (weight, scales, output, DequantParams), one threadgroup of
+    // 32 x 32 per block of the scale grid
+    for (h, w, by, bx) in [(256usize, 384usize, 128usize, 128usize), (130, 70, 64, 32)] {
+        // normal codes only (mistral.rs's subnormals: mistralrs_fp8)
+        let codes: Vec<u8> =
+            (0..2 * h * w).map(|_| (rng.next() & 0xFF) as u8).filter(|&c| c & 0x78 != 0 && c & 0x7F != 0x7F).take(h * w).collect();
+        let codes = &codes[..];
+        assert_eq!(codes.len(), h * w);
+        let (sy, sx) = (h.div_ceil(by), w.div_ceil(bx));
+        let scales = rng.f32s(sy * sx, 2.0);
+        let params = [h as u32, w as u32, w as u32, sx as u32, by as u32, bx as u32];
+        for (name, size) in [("dequant_fp8_blockwise_float", 4), ("dequant_fp8_blockwise_bfloat16_t", 2)] {
+            let mut o = out(h * w * size);
+            run_groups(&p, name, &mut [&mut buf(codes), &mut buf(&scales), &mut o, &mut buf(&params)], [sx, sy, 1], [32, 32, 1]);
+            let exact: Vec<f64> = (0..h * w).map(|i| e4m3(codes[i]) * scales[(i / w / by) * sx + (i % w) / bx] as f64).collect();
+            let (got, want) = if size == 4 {
+                (f64s(&read::<f32>(&o), |v| v as f64), f64s(&exact, |v| v as f32 as f64))
+            } else {
+                (f64s(&read::<bf16>(&o), |v| v.to_f64()), f64s(&exact, |v| bf16::from_f32(v as f32).to_f64()))
+            };
+            same_or_both_nan(&format!("{name} {h}x{w} blocks {by}x{bx}"), &got, &want);
+        }
+    }
+
+    // HQQ 4-bit (`call_dequant_4bit`: weight, scale, zero, output, h, w; linear_split(h * w)): a
+    // [h, w] byte holds row i of the [2h, w] result in its high nibble and row h + i in its low
+    // one, each (q - zero[j]) x scale[j]
+    let p = quant_or_skip!("hqq_dequantize.metal");
+    for (h, w) in [(8usize, 64usize), (32, 96), (16, 128)] {
+        let packed: Vec<u8> = (0..h * w).map(|_| (rng.next() & 0xFF) as u8).collect();
+        let scale = rng.f32s(w, 0.1);
+        let zero: Vec<f32> = (0..w).map(|_| (rng.unit() * 15.0) as f32).collect();
+        let (g, t) = linear_split(h * w);
+        let mut o = out(2 * h * w * 4);
+        run_groups(
+            &p,
+            "dequantize_4bit_float",
+            &mut [&mut buf(&packed), &mut buf(&scale), &mut buf(&zero), &mut o, &mut buf(&[h as u32]), &mut buf(&[w as u32])],
+            g,
+            t,
+        );
+        let q = |r: usize, j: usize| if r < h { packed[r * w + j] >> 4 } else { packed[(r - h) * w + j] & 0xF } as f64;
+        let want: Vec<f64> = (0..2 * h * w).map(|i| ((q(i / w, i % w) - zero[i % w] as f64) as f32 as f64 * scale[i % w] as f64) as f32 as f64).collect();
+        assert_close(&format!("dequantize_4bit_float {h}x{w}"), &f64s(&read::<f32>(&o), |v| v as f64), &want, 1e-7, 0.0);
+    }
+    // with h x w not a multiple of 1024 the last threadgroup's threads past h x w (the kernel has
+    // no bound check) read and write past the buffers: the emulator stops at the first
+    let (h, w) = (10usize, 150usize);
+    let (g, t) = linear_split(h * w);
+    let e = p
+        .run(
+            &Dispatch::new("dequantize_4bit_float", [(g[0] * t[0]) as u32, 1, 1], [t[0] as u32, 1, 1]),
+            &mut [&mut buf(&vec![0u8; h * w]), &mut buf(&vec![1f32; w]), &mut buf(&vec![0f32; w]), &mut out(2 * h * w * 4), &mut buf(&[h as u32]), &mut buf(&[w as u32])],
+        )
+        .expect_err("dequantize_4bit over 1500 bytes in 2 threadgroups of 1024");
+    assert!(e.to_string().contains("hqq_dequantize.metal:"), "{e}");
+}
