@@ -525,13 +525,14 @@ fn line_is_directive(src: &str, pos: usize) -> bool {
     src[line_start..].trim_start().starts_with('#')
 }
 
-/// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;`, or `... [[kernel]] void
-/// f<A>(parameters);`, starting at `i`; returns the parse and the index of the closing `;`.
+/// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;`, `... [[kernel]] void
+/// f<A>(parameters);` or `... kernel f_t f<A>;` (`f_t` a typedef of the template's type), starting
+/// at `i`; returns the parse and the index of the closing `;`.
 fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, usize), PrepError> {
     let line = toks[i].line;
     let bad = || PrepError {
         line,
-        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;` or `... [[kernel]] void f<args>(parameters);`".into(),
+        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`, `... [[kernel]] void f<args>(parameters);` or `... kernel f_t f<args>;`".into(),
         file: None,
     };
     let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
@@ -566,6 +567,14 @@ fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, 
     }
     if tx(k) == "void" {
         return explicit_signature(toks, src, k).map(|(function, args, end)| (Instantiation { host_name, function, args, line }, end)).ok_or_else(bad);
+    }
+    // ggml's `kernel kernel_unary_t kernel_unary_impl<float, float, float>;`, the type a
+    // `typedef decltype(f<...>)` of the template
+    if tx(k) != "decltype" && toks.get(k).is_some_and(|t| t.kind == Kind::Ident) && toks.get(k + 1).is_some_and(|t| t.kind == Kind::Ident) {
+        return template_id(toks, src, k + 1)
+            .filter(|&(_, _, close)| tx(close + 1) == ";")
+            .map(|(function, args, close)| (Instantiation { host_name, function, args, line }, close + 1))
+            .ok_or_else(bad);
     }
     if tx(k) != "decltype" || tx(k + 1) != "(" {
         return Err(bad());
@@ -617,37 +626,7 @@ fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, 
 /// the index of the `;`.
 fn explicit_signature(toks: &[Token], src: &str, k: usize) -> Option<(String, String, usize)> {
     let tx = |j: usize| toks.get(j).map_or("", |t| t.text.as_str());
-    if toks.get(k + 1)?.kind != Kind::Ident || tx(k + 2) != "<" {
-        return None;
-    }
-    // the template arguments' closing `>` (the second of a `>>`), outside parentheses
-    let (mut angle, mut paren, mut j) = (0i32, 0i32, k + 2);
-    let args_end = loop {
-        match tx(j) {
-            "(" => paren += 1,
-            ")" => paren -= 1,
-            "<" if paren == 0 => angle += 1,
-            ">" if paren == 0 => {
-                angle -= 1;
-                if angle == 0 {
-                    break toks[j - 1].end();
-                }
-            }
-            ">>" if paren == 0 => {
-                angle -= 2;
-                if angle <= 0 {
-                    break if angle == 0 { toks[j - 1].end() } else { toks[j].offset + 1 };
-                }
-            }
-            "" | ";" => return None,
-            _ => {}
-        }
-        j += 1;
-    };
-    if j <= k + 3 {
-        return None;
-    }
-    let args = src[toks[k + 3].offset..args_end].replace('\n', " ");
+    let (function, args, j) = template_id(toks, src, k + 1)?;
     // the parameter list, then `;`
     if tx(j + 1) != "(" {
         return None;
@@ -667,7 +646,45 @@ fn explicit_signature(toks: &[Token], src: &str, k: usize) -> Option<(String, St
         }
         close += 1;
     }
-    (tx(close + 1) == ";").then(|| (tx(k + 1).to_string(), args, close + 1))
+    (tx(close + 1) == ";").then_some((function, args, close + 1))
+}
+
+/// `f<A>` from the name at `k`: the name, the arguments' text and the index of the closing `>`
+/// (or `>>`).
+fn template_id(toks: &[Token], src: &str, k: usize) -> Option<(String, String, usize)> {
+    let tx = |j: usize| toks.get(j).map_or("", |t| t.text.as_str());
+    if toks.get(k)?.kind != Kind::Ident || tx(k + 1) != "<" {
+        return None;
+    }
+    // the template arguments' closing `>` (the second of a `>>`), outside parentheses
+    let (mut angle, mut paren, mut j) = (0i32, 0i32, k + 1);
+    let args_end = loop {
+        match tx(j) {
+            "(" => paren += 1,
+            ")" => paren -= 1,
+            "<" if paren == 0 => angle += 1,
+            ">" if paren == 0 => {
+                angle -= 1;
+                if angle == 0 {
+                    break toks[j - 1].end();
+                }
+            }
+            ">>" if paren == 0 => {
+                angle -= 2;
+                if angle <= 0 {
+                    // `>>` closing an inner list and this one: the inner `>` is an argument's
+                    break if angle == 0 { toks[j].offset + 1 } else { toks[j - 1].end() };
+                }
+            }
+            "" | ";" => return None,
+            _ => {}
+        }
+        j += 1;
+    };
+    if j <= k + 2 {
+        return None;
+    }
+    Some((tx(k).to_string(), src[toks[k + 2].offset..args_end].replace('\n', " "), j))
 }
 
 /// Parse a kernel declaration: `kw_start` is the first token of `[[kernel]]` or
@@ -1106,12 +1123,26 @@ fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32
         let open = i - 2;
         let line = toks[open].line;
         let bad = || prep_err(line, "expected a program-scope `constant T name [[function_constant(index)]];`");
-        // the index, then `]] ;`
-        if tx(i + 1) != "(" || tx(i + 3) != ")" || tx(i + 4) != "]" || tx(i + 5) != "]" || tx(i + 6) != ";" {
+        // the index, a literal or a sum of them (ggml's `FC_BIN + 1`, its macro expanded), then `]] ;`
+        let close = (i + 2..toks.len()).find(|&k| tx(k) == ")" || tx(k) == ";").unwrap_or(toks.len());
+        if tx(i + 1) != "(" || tx(close) != ")" || tx(close + 1) != "]" || tx(close + 2) != "]" || tx(close + 3) != ";" {
             return Err(bad());
         }
-        let index = parse_int(tx(i + 2)).ok_or_else(|| prep_err(line, "the index of [[function_constant(index)]] must be an integer literal"))?;
-        let semi = i + 6;
+        let not_literal = || prep_err(line, "the index of [[function_constant(index)]] must be an integer literal (or a sum of them)");
+        let mut index = 0u32;
+        for (n, k) in (i + 2..close).enumerate() {
+            if n % 2 == 1 {
+                if tx(k) != "+" || k + 1 == close {
+                    return Err(not_literal());
+                }
+            } else {
+                index = parse_int(tx(k)).and_then(|v| index.checked_add(v)).ok_or_else(not_literal)?;
+            }
+        }
+        if close == i + 2 {
+            return Err(not_literal());
+        }
+        let semi = close + 3;
         let mut start = open;
         while start > 0 {
             let p = tx(start - 1);
@@ -1477,6 +1508,20 @@ mod tests {
         assert!(e.message.contains("function constant 9 is given"), "{}", e.message);
         let e = translate_with(src, "k.metal", &Options::default()).err().unwrap();
         assert_eq!(e.line, 4, "the conditional buffer needs a's value");
+    }
+
+    /// ggml's `[[function_constant(FC_BIN + 1)]]`, its macro expanded: the index is the sum.
+    #[test]
+    fn a_function_constant_index_may_be_a_sum_of_literals() {
+        let src = "constant short op [[function_constant(1300 + 0)]];\nconstant bool rb [[function_constant(1300 + 2)]];\nkernel void k(device float* x [[buffer(0)]]) { x[0] = op + rb; }\n";
+        let given = [(1300, FunctionConstant::Int(3)), (1302, FunctionConstant::Bool(true))];
+        let p = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &given }).unwrap();
+        assert!(p.cpp.contains("static constexpr short op = short(3ll);"), "{}", p.cpp);
+        assert!(p.cpp.contains("static constexpr bool rb = true;"), "{}", p.cpp);
+        for bad in ["1300 +", "1300 * 2", "+ 1"] {
+            let e = translate(&src.replace("1300 + 0", bad), "k.metal").err().unwrap();
+            assert!(e.message.contains("must be an integer literal (or a sum of them)"), "{bad}: {}", e.message);
+        }
     }
 
     #[test]

@@ -155,7 +155,8 @@ fn metal_limits_and_the_other_header_names_resolve() {
 }
 
 /// Idioms of candle's and mistral.rs's kernels (crates/emu/tests/real_world_kernels.rs runs the
-/// kernels themselves): an instantiation spelling out its signature, a program-scope `constant`
+/// kernels themselves): an instantiation spelling out its signature or naming a typedef of the
+/// template's type (ggml), a program-scope `constant`
 /// as a template argument, a defaulted constructor beside its `threadgroup` twin, a specialization
 /// of `_numeric_limits_impl`, and `vec_elements`.
 #[test]
@@ -184,10 +185,12 @@ template [[host_name("k_float")]] [[kernel]] void k<float>(device const float* x
                                                            uint i [[thread_position_in_grid]]);
 template [[host_name("k_half")]] [[kernel]] void k<half>(device const half* x [[buffer(0)]], device float* y [[buffer(1)]],
                                                          uint i [[thread_position_in_grid]]);
+typedef decltype(k<float>) k_t;
+template [[host_name("k_int")]] kernel k_t k<int>;
 "#;
     let p = load(src, "idioms.metal");
     let names: Vec<&str> = p.kernels().iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(names, ["k_float", "k_half"]);
+    assert_eq!(names, ["k_float", "k_half", "k_int"]);
     let mut x = f32_buf(&[1.0, -2.5]);
     let mut y = DeviceBuffer::zeroed(2 * 4);
     p.dispatch("k_float", &mut [&mut x, &mut y], [2, 1, 1], [2, 1, 1]).unwrap();

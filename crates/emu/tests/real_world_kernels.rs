@@ -56,15 +56,6 @@ fn crate_dir(name: &str) -> Option<&'static Path> {
     None
 }
 
-macro_rules! crate_or_skip {
-    ($name:expr) => {
-        match crate_dir($name) {
-            Some(d) => d,
-            None => return,
-        }
-    };
-}
-
 fn emulator() -> &'static Emulator {
     static E: OnceLock<Emulator> = OnceLock::new();
     E.get_or_init(|| Emulator::new(EmuOptions::default()).unwrap_or_else(|e| panic!("{e}")))
@@ -709,4 +700,80 @@ fn mistralrs_blockwise_fp8_and_hqq() {
         )
         .expect_err("dequantize_4bit over 1500 bytes in 2 threadgroups of 1024");
     assert!(e.to_string().contains("hqq_dequantize.metal:"), "{e}");
+}
+
+// ------------------------------------------------------------------ ggml (llama-cpp-sys-2)
+
+/// Every function constant ggml-metal.metal declares: (index, type, name), the index
+/// `FC_GROUP + n` resolved with ggml-metal-impl.h's `#define FC_GROUP value`.
+fn ggml_function_constants(metal: &str, impl_h: &str) -> Vec<(u32, String, String)> {
+    let groups: HashMap<&str, u32> = impl_h
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next()? == "#define").then_some(())?;
+            let (name, value) = (w.next()?, w.next()?);
+            Some((name, value.parse().ok()?)).filter(|(n, _): &(&str, u32)| n.starts_with("FC_"))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for l in metal.lines().map(str::trim).filter(|l| l.starts_with("constant ") && l.contains("[[function_constant(")) {
+        let (decl, attr) = l.split_once("[[function_constant(").unwrap();
+        let mut w = decl.split_whitespace().skip(1);
+        let (ty, name) = (w.next().unwrap().to_string(), w.next().unwrap().to_string());
+        let expr = attr.split(')').next().unwrap();
+        let index: u32 = expr.split('+').map(|t| t.trim()).map(|t| groups.get(t).copied().unwrap_or_else(|| t.parse().unwrap())).sum();
+        out.push((index, ty, name));
+    }
+    out
+}
+
+/// ggml-metal.metal's load options as ggml compiles it (`newLibraryWithSource` of the file beside
+/// ggml-common.h, GGML_METAL_HAS_BF16 on devices with bfloat; ggml-metal-device.m), with the
+/// function constants ggml's pipelines set (`ggml_metal_cv_set_*` in ggml-metal-device.cpp):
+/// `set` by name; every other one (read only by kernels not run) 1 or false, for the file to
+/// compile whole.
+fn ggml_options(src_dir: &Path, fcs: &[(u32, String, String)], set: &[(&str, FunctionConstant)]) -> LoadOptions {
+    for (name, _) in set {
+        assert!(fcs.iter().any(|(_, _, n)| n == name), "ggml-metal.metal declares no function constant {name}");
+    }
+    let function_constants = fcs
+        .iter()
+        .map(|(i, ty, name)| {
+            let v = set.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+            (*i, v.unwrap_or(if ty == "bool" { FunctionConstant::Bool(false) } else { FunctionConstant::Int(1) }))
+        })
+        .collect();
+    LoadOptions {
+        include_dirs: vec![src_dir.to_path_buf()],
+        defines: vec![("GGML_METAL_HAS_BF16".into(), Some("1".into()))],
+        function_constants,
+        ..LoadOptions::default()
+    }
+}
+
+/// ggml compiles ggml-metal.metal whole, so no kernel of it runs until all of it compiles for
+/// the emulator; it does not yet (docs/emulator.md, "Real-world kernels"): ggml-common.h puts
+/// `half` in anonymous structs (g++ refuses a member with a constructor there, clang takes it),
+/// and the file uses Metal's matrix types (`float4x4`, `half4x4`, `matrix<T, C, R>`), which the
+/// emulator's stand-in lacks. This test pins those as the first blockers: when it fails, the
+/// file compiles further, and its kernels (add, rms_norm, soft_max, mul_mv) are next.
+#[test]
+#[ignore]
+fn ggml_compiles_whole_or_names_its_blockers() {
+    let Some(dir) = crate_dir("llama-cpp-sys-2") else { return };
+    let dir = dir.join("llama.cpp/ggml/src");
+    let metal = dir.join("ggml-metal/ggml-metal.metal");
+    let text = std::fs::read_to_string(&metal).unwrap();
+    let impl_h = std::fs::read_to_string(dir.join("ggml-metal/ggml-metal-impl.h")).unwrap();
+    let fcs = ggml_function_constants(&text, &impl_h);
+    assert!(fcs.len() >= 50, "ggml-metal.metal declares {} function constants", fcs.len());
+    let opts = ggml_options(&dir, &fcs, &[]);
+    let e = match emulator().load_with(&text, &metal.display().to_string(), &opts) {
+        Ok(p) => panic!("ggml-metal.metal compiles now ({} kernels): run its kernels here", p.kernels().len()),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("does not compile for the emulator"), "{e}");
+    assert!(e.contains("with constructor not allowed in anonymous aggregate") && e.contains("ggml-common.h"), "{e}");
+    assert!(e.contains("float4x4") && e.contains("half4x4"), "{e}");
 }
