@@ -200,3 +200,14 @@ template [[host_name("k_int")]] kernel k_t k<int>;
     p.dispatch("k_half", &mut [&mut xh, &mut y], [1, 1, 1], [1, 1, 1]).unwrap();
     assert_eq!(f32s(&y), vec![3.0 * 14.0 + 4.0 + 100.0]);
 }
+
+/// `assert` is Metal's (mistral.rs's pagedattention.metal asserts on template constants): the
+/// condition is evaluated, a false one does nothing (a GPU without shader validation).
+#[test]
+fn assert_evaluates_its_condition() {
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n[[kernel]] void k(device int* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  assert(i < 4u);\n  assert(y[i]++ == 0);\n}\n";
+    let p = load(src, "assert.metal");
+    let mut y = DeviceBuffer::zeroed(2 * 4);
+    p.dispatch("k", &mut [&mut y], [2, 1, 1], [2, 1, 1]).unwrap();
+    assert_eq!(u32s(&y), vec![1, 1]);
+}

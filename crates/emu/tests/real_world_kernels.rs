@@ -777,3 +777,133 @@ fn ggml_compiles_whole_or_names_its_blockers() {
     assert!(e.contains("with constructor not allowed in anonymous aggregate") && e.contains("ggml-common.h"), "{e}");
     assert!(e.contains("float4x4") && e.contains("half4x4"), "{e}");
 }
+
+/// A mistralrs-paged-attn kernel source, with `[[function_constant]]` values as its pipeline sets them.
+fn paged(file: &str, fcs: &[(u32, bool)]) -> Option<Program> {
+    let dir = crate_dir("mistralrs-paged-attn")?;
+    let path = dir.join("src/metal/kernels").join(file);
+    let opts = LoadOptions { function_constants: fcs.iter().map(|&(i, b)| (i, FunctionConstant::Bool(b))).collect(), ..LoadOptions::default() };
+    Some(load_file(&path, &opts))
+}
+
+#[test]
+#[ignore]
+fn mistralrs_paged_attention() {
+    // vLLM's paged layout, as the kernels' signatures document it: key cache [num_blocks,
+    // num_kv_heads, head_size / x, block_size, x], value cache [num_blocks, num_kv_heads,
+    // head_size, block_size]; a sequence's token t in block block_tables[seq][t / block_size],
+    // slot t % block_size. x = 16 bytes of the cache's type (4 floats).
+    let (heads, kv_heads, d, bs, x) = (4usize, 2usize, 64usize, 16usize, 4usize);
+    let ctx = [37usize, 5];
+    let (seqs, blocks_per_seq, num_blocks) = (ctx.len(), 3usize, 8usize);
+    let tables: [[u32; 3]; 2] = [[5, 0, 6], [2, 7, 1]];
+    let kc_at = |b: usize, h: usize, i: usize, s: usize| (((b * kv_heads + h) * (d / x) + i / x) * bs + s) * x + i % x;
+    let vc_at = |b: usize, h: usize, i: usize, s: usize| ((b * kv_heads + h) * d + i) * bs + s;
+    let mut rng = Rng(8);
+    // per sequence: K and V [ctx, kv_heads, d]
+    let k: Vec<Vec<f32>> = ctx.iter().map(|&c| rng.f32s(c * kv_heads * d, 1.0)).collect();
+    let v: Vec<Vec<f32>> = ctx.iter().map(|&c| rng.f32s(c * kv_heads * d, 1.0)).collect();
+
+    // reshape_and_cache (`call_reshape_and_cache`, fp8 scales off: function constant 10 false):
+    // one threadgroup per token of min(heads x head_size, 512) threads, the slot of a token
+    // block_tables[seq][t / bs] x bs + t % bs (an int64)
+    let Some(p) = paged("reshape_and_cache.metal", &[(10, false)]) else { return };
+    let tokens: Vec<(usize, usize)> = (0..seqs).flat_map(|s| (0..ctx[s]).map(move |t| (s, t))).collect();
+    let key: Vec<f32> = tokens.iter().flat_map(|&(s, t)| k[s][t * kv_heads * d..(t + 1) * kv_heads * d].to_vec()).collect();
+    let value: Vec<f32> = tokens.iter().flat_map(|&(s, t)| v[s][t * kv_heads * d..(t + 1) * kv_heads * d].to_vec()).collect();
+    let slots: Vec<i64> = tokens.iter().map(|&(s, t)| (tables[s][t / bs] as usize * bs + t % bs) as i64).collect();
+    let cache_len = num_blocks * kv_heads * d * bs;
+    let (mut kc, mut vc) = (buf(&vec![0f32; cache_len]), buf(&vec![0f32; cache_len]));
+    let stride = (kv_heads * d) as i32;
+    run_groups(
+        &p,
+        "reshape_and_cache_kv_float_cache_float",
+        &mut [
+            &mut buf(&key),
+            &mut buf(&value),
+            &mut kc,
+            &mut vc,
+            &mut buf(&slots),
+            &mut out(16),
+            &mut out(16),
+            &mut buf(&[stride]),
+            &mut buf(&[stride]),
+            &mut buf(&[kv_heads as i32]),
+            &mut buf(&[d as i32]),
+            &mut buf(&[bs as i32]),
+            &mut buf(&[x as i32]),
+        ],
+        [tokens.len(), 1, 1],
+        [(kv_heads * d).min(512), 1, 1],
+    );
+    let (mut kc_want, mut vc_want) = (vec![0f32; cache_len], vec![0f32; cache_len]);
+    for s in 0..seqs {
+        for t in 0..ctx[s] {
+            for h in 0..kv_heads {
+                for i in 0..d {
+                    let b = tables[s][t / bs] as usize;
+                    kc_want[kc_at(b, h, i, t % bs)] = k[s][(t * kv_heads + h) * d + i];
+                    vc_want[vc_at(b, h, i, t % bs)] = v[s][(t * kv_heads + h) * d + i];
+                }
+            }
+        }
+    }
+    assert_eq!(read::<f32>(&kc), kc_want, "reshape_and_cache: key cache");
+    assert_eq!(read::<f32>(&vc), vc_want, "reshape_and_cache: value cache");
+
+    // paged_attention v1 (`call_paged_attention_v1`: partitioning, alibi, fp8 scales and sinks
+    // off, function constants 10 to 40): one threadgroup of 256 per (head, sequence), a
+    // [[threadgroup(0)]] of max(padded context x 4, 4 x head_size x 4) bytes
+    let Some(p) = paged("pagedattention.metal", &[(10, false), (20, false), (30, false), (40, false)]) else { return };
+    let q = rng.f32s(seqs * heads * d, 1.0);
+    let scale = 1.0 / (d as f32).sqrt();
+    let max_ctx = *ctx.iter().max().unwrap();
+    let shared = (max_ctx.div_ceil(bs) * bs * 4).max(4 * d * 4);
+    let mut o = out(seqs * heads * d * 4);
+    let name = format!("paged_attention_float_cache_float_hs{d}_bs{bs}_nt256_nsl32_ps0");
+    let flat_tables: Vec<u32> = tables.iter().flatten().copied().collect();
+    let ctx32: Vec<u32> = ctx.iter().map(|&c| c as u32).collect();
+    let dispatch = Dispatch::new(&name, [(heads * 256) as u32, seqs as u32, 1], [256, 1, 1]).threadgroup_memory(0, shared as u32);
+    p.run(
+        &dispatch,
+        &mut [
+            &mut out(16),
+            &mut out(16),
+            &mut o,
+            &mut buf(&q),
+            &mut buf(&kc_want),
+            &mut buf(&vc_want),
+            &mut out(16),
+            &mut out(16),
+            &mut buf(&[kv_heads as i32]),
+            &mut buf(&[scale]),
+            &mut buf(&[1.0f32]),
+            &mut buf(&flat_tables),
+            &mut buf(&ctx32),
+            &mut buf(&[blocks_per_seq as i32]),
+            &mut out(16),
+            &mut buf(&[(heads * d) as i32]),
+            &mut buf(&[(kv_heads * d * bs) as i32]),
+            &mut buf(&[(d * bs) as i32]),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    // softmax(scale q.k) . v over each sequence's tokens, query head h reading kv head h / 2
+    let mut want = Vec::new();
+    for s in 0..seqs {
+        for h in 0..heads {
+            let kh = h / (heads / kv_heads);
+            let qv = &q[(s * heads + h) * d..(s * heads + h + 1) * d];
+            let logits: Vec<f64> = (0..ctx[s])
+                .map(|t| scale as f64 * (0..d).map(|i| qv[i] as f64 * k[s][(t * kv_heads + kh) * d + i] as f64).sum::<f64>())
+                .collect();
+            let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for i in 0..d {
+                want.push((0..ctx[s]).map(|t| e[t] / sum * v[s][(t * kv_heads + kh) * d + i] as f64).sum::<f64>());
+            }
+        }
+    }
+    assert_close(&name, &f64s(&read::<f32>(&o), |v| v as f64), &want, 1e-4, 1e-5);
+}
