@@ -258,7 +258,9 @@ fn translate_inner(
 
     // Program-scope `[[function_constant(n)]]` declarations become constants with the
     // value given at load time, or a stand-in that fails to compile where it is read.
-    let (fc_decls, fc_edits) = function_constants(&toks, source, &paren_at, opts.function_constants)?;
+    let (mut fc_decls, fc_edits) = function_constants(&toks, source, &paren_at, opts.function_constants)?;
+    let derived = derived_bool_constants(&toks, &paren_at, &fc_decls);
+    fc_decls.extend(derived);
     edits.extend(fc_edits);
     // Declarations that differ only in address spaces (complex.h's `thread` and
     // `threadgroup` overloads) are one declaration on the CPU.
@@ -426,7 +428,7 @@ fn translate_inner(
             return Err(prep_err(s.metal_line, format!("kernel name `{}` is defined twice", s.name)));
         }
     }
-    Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().map(|d| d.public).collect() })
+    Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().filter(|d| !d.derived).map(|d| d.public).collect() })
 }
 
 pub(crate) fn escape_c(s: &str) -> String {
@@ -860,6 +862,12 @@ fn parse_param(toks: &[Token], src: &str, a: usize, b: usize, kernel: &str, fcs:
                     format!("parameter `{name}` of kernel `{kernel}` depends on function constant `{cname}`, which must be a bool"),
                 ));
             }
+            None if fc.derived => {
+                return Err(prep_err(
+                    line,
+                    format!("parameter `{name}` of kernel `{kernel}` exists only when `{cname}` is true, and a function constant it is made of has no value: give it at load time"),
+                ));
+            }
             None => {
                 return Err(prep_err(
                     line,
@@ -1051,6 +1059,10 @@ fn entry(sym: &str, callee: &str, params: &[ParsedParam], sites: u32, to_orig: &
 /// A `[[function_constant(n)]]` declaration found in the source.
 pub(crate) struct FcDecl {
     pub public: FunctionConstantDecl,
+    /// A program-scope `constant bool name = expression;` of function constants (candle's
+    /// `gather_bias = do_gather && use_out_source`), with the value the expression has: usable in
+    /// a parameter's `function_constant(name)`, not itself a function constant.
+    pub derived: bool,
 }
 
 /// Integer function-constant types: (signed, bits).
@@ -1100,6 +1112,99 @@ fn fc_initializer(ty: &str, v: FunctionConstant) -> Result<String, String> {
         FunctionConstant::Float(f) if is_float || is_half => Ok(format!("{ty}({})", float_literal(f as f32))),
         _ if ty == "bool" || fc_int_type(ty).is_some() || is_float || is_half => Err(format!("{} value for a {ty} constant", match v.kind() { "integer" => "an integer", k => if k == "bool" { "a bool" } else { "a float" } })),
         _ => Err(format!("function constants of type {ty} are not supported (bool, integer, float, half and bfloat scalars)")),
+    }
+}
+
+/// Program-scope `constant bool name = expression;` whose expression is made of bool function
+/// constants (and earlier such names), `true`, `false`, `!`, `&&`, `||` and parentheses, with its
+/// value (`None` when a constant in it has none).
+fn derived_bool_constants(toks: &[Token], paren_at: &[i32], fcs: &[FcDecl]) -> Vec<FcDecl> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
+    let mut out: Vec<FcDecl> = Vec::new();
+    let mut depth = 0i32;
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => depth += 1,
+            "}" => depth -= 1,
+            _ => {}
+        }
+        if depth != 0 || paren_at[i] != 0 || tx(i) != "constant" || tx(i + 1) != "bool" || tx(i + 3) != "=" {
+            continue;
+        }
+        let Some(semi) = (i + 4..toks.len()).find(|&k| tx(k) == ";") else { continue };
+        let lookup = |name: &str| -> Option<Option<bool>> {
+            let d = fcs.iter().chain(out.iter()).find(|d| d.public.name == name)?;
+            match d.public.value {
+                Some(FunctionConstant::Bool(b)) => Some(Some(b)),
+                None if d.public.type_name == "bool" => Some(None),
+                _ => None,
+            }
+        };
+        let mut p = BoolExpr { toks, pos: i + 4, end: semi, lookup: &lookup };
+        let Some(value) = p.or().filter(|_| p.pos == semi) else { continue };
+        let name = tx(i + 2).to_string();
+        out.push(FcDecl {
+            public: FunctionConstantDecl { name, index: u32::MAX, type_name: "bool".into(), value: value.map(FunctionConstant::Bool), metal_line: toks[i].line },
+            derived: true,
+        });
+    }
+    out
+}
+
+/// A recursive-descent reading of a bool expression of constants: `Some(value)` (`Some(None)`:
+/// a constant without a value), `None` when it is not one.
+struct BoolExpr<'a> {
+    toks: &'a [Token],
+    pos: usize,
+    end: usize,
+    lookup: &'a dyn Fn(&str) -> Option<Option<bool>>,
+}
+
+impl BoolExpr<'_> {
+    fn peek(&self) -> &str {
+        if self.pos < self.end { self.toks[self.pos].text.as_str() } else { "" }
+    }
+    fn or(&mut self) -> Option<Option<bool>> {
+        let mut v = self.and()?;
+        while self.peek() == "||" {
+            self.pos += 1;
+            let r = self.and()?;
+            v = match (v, r) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            };
+        }
+        Some(v)
+    }
+    fn and(&mut self) -> Option<Option<bool>> {
+        let mut v = self.unary()?;
+        while self.peek() == "&&" {
+            self.pos += 1;
+            let r = self.unary()?;
+            v = match (v, r) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            };
+        }
+        Some(v)
+    }
+    fn unary(&mut self) -> Option<Option<bool>> {
+        let t = self.peek().to_string();
+        self.pos += 1;
+        match t.as_str() {
+            "!" => self.unary().map(|v| v.map(|b| !b)),
+            "(" => {
+                let v = self.or()?;
+                (self.peek() == ")").then(|| self.pos += 1)?;
+                Some(v)
+            }
+            "true" => Some(Some(true)),
+            "false" => Some(Some(false)),
+            name if self.toks[self.pos - 1].kind == Kind::Ident => (self.lookup)(name),
+            _ => None,
+        }
     }
 }
 
@@ -1180,7 +1285,7 @@ fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32
             }
         };
         edits.push(Edit { start: toks[start].offset, end: toks[semi].end(), text });
-        decls.push(FcDecl { public: FunctionConstantDecl { name, index, type_name: ty, value, metal_line: line } });
+        decls.push(FcDecl { public: FunctionConstantDecl { name, index, type_name: ty, value, metal_line: line }, derived: false });
     }
     for (idx, _) in given {
         if !decls.iter().any(|d| d.public.index == *idx) {
@@ -1508,6 +1613,23 @@ mod tests {
         assert!(e.message.contains("function constant 9 is given"), "{}", e.message);
         let e = translate_with(src, "k.metal", &Options::default()).err().unwrap();
         assert_eq!(e.line, 4, "the conditional buffer needs a's value");
+    }
+
+    /// candle's mlx_gemm.metal: `[[buffer(12), function_constant(gather_bias)]]` with
+    /// `constant bool gather_bias = do_gather && use_out_source;`.
+    #[test]
+    fn a_parameter_may_depend_on_a_bool_made_of_function_constants() {
+        let src = "constant bool a [[function_constant(1)]];\nconstant bool b [[function_constant(2)]];\nconstant bool ab = a && !(b || false);\nkernel void k(device float* x [[buffer(0)]], device float* y [[buffer(1), function_constant(ab)]]) {}\n";
+        let given = |a: bool, b: bool| [(1, FunctionConstant::Bool(a)), (2, FunctionConstant::Bool(b))];
+        for (a, b, present) in [(true, false, true), (true, true, false), (false, false, false)] {
+            let g = given(a, b);
+            let p = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &g }).unwrap();
+            assert_eq!(p.kernels[0].params.len(), 1 + present as usize, "a {a} b {b}");
+            assert_eq!(p.function_constants.len(), 2, "ab is no function constant of its own");
+        }
+        let only_a = [(1, FunctionConstant::Bool(true))];
+        let e = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &only_a }).err().unwrap();
+        assert!(e.message.contains("exists only when `ab` is true, and a function constant it is made of has no value"), "{}", e.message);
     }
 
     /// ggml's `[[function_constant(FC_BIN + 1)]]`, its macro expanded: the index is the sum.

@@ -185,12 +185,15 @@ template [[host_name("k_float")]] [[kernel]] void k<float>(device const float* x
                                                            uint i [[thread_position_in_grid]]);
 template [[host_name("k_half")]] [[kernel]] void k<half>(device const half* x [[buffer(0)]], device float* y [[buffer(1)]],
                                                          uint i [[thread_position_in_grid]]);
-typedef decltype(k<float>) k_t;
-template [[host_name("k_int")]] kernel k_t k<int>;
+// ggml's form: a typedef of one instantiation's type (the signature does not depend on T)
+template <typename T>
+kernel void z(device char* y [[buffer(0)]], uint i [[thread_position_in_grid]]) { ((device float*)y)[i] = float(T(2.5f)); }
+typedef decltype(z<float>) z_t;
+template [[host_name("z_int")]] kernel z_t z<int>;
 "#;
     let p = load(src, "idioms.metal");
     let names: Vec<&str> = p.kernels().iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(names, ["k_float", "k_half", "k_int"]);
+    assert_eq!(names, ["k_float", "k_half", "z_int"]);
     let mut x = f32_buf(&[1.0, -2.5]);
     let mut y = DeviceBuffer::zeroed(2 * 4);
     p.dispatch("k_float", &mut [&mut x, &mut y], [2, 1, 1], [2, 1, 1]).unwrap();
@@ -199,6 +202,9 @@ template [[host_name("k_int")]] kernel k_t k<int>;
     let mut y = DeviceBuffer::zeroed(4);
     p.dispatch("k_half", &mut [&mut xh, &mut y], [1, 1, 1], [1, 1, 1]).unwrap();
     assert_eq!(f32s(&y), vec![3.0 * 14.0 + 4.0 + 100.0]);
+    let mut y = DeviceBuffer::zeroed(4);
+    p.dispatch("z_int", &mut [&mut y], [1, 1, 1], [1, 1, 1]).unwrap();
+    assert_eq!(f32s(&y), vec![2.0], "z<int>: int(2.5f)");
 }
 
 /// `assert` is Metal's (mistral.rs's pagedattention.metal asserts on template constants): the
@@ -210,4 +216,40 @@ fn assert_evaluates_its_condition() {
     let mut y = DeviceBuffer::zeroed(2 * 4);
     p.dispatch("k", &mut [&mut y], [2, 1, 1], [2, 1, 1]).unwrap();
     assert_eq!(u32s(&y), vec![1, 1]);
+}
+
+/// Packed vectors are N elements without padding (12 bytes for packed_float3), and convert to and
+/// from vectors.
+#[test]
+fn packed_vectors_have_no_padding() {
+    let src = "#include <metal_stdlib>\nusing namespace metal;\n[[kernel]] void k(device const packed_float3* p [[buffer(0)]], device float* y [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n  float3 v = p[i];\n  packed_float3 q = v * 2.0f;\n  y[i] = q.x + q[1] + v.z + float(sizeof(packed_float3));\n}\n";
+    let p = load(src, "packed.metal");
+    let mut x = f32_buf(&[1.0, 2.0, 3.0, 10.0, 20.0, 30.0]);
+    let mut y = DeviceBuffer::zeroed(2 * 4);
+    p.dispatch("k", &mut [&mut x, &mut y], [2, 1, 1], [2, 1, 1]).unwrap();
+    assert_eq!(f32s(&y), vec![2.0 + 4.0 + 3.0 + 12.0, 20.0 + 40.0 + 30.0 + 12.0]);
+}
+
+/// `simdgroup_matrix<T, 8, 8>(d)` is d on the diagonal (candle's mlx_gemm.metal starts its
+/// accumulators from `(0)`): A x diag(2.5) + diag(0) is 2.5 A.
+#[test]
+fn a_simdgroup_matrix_of_a_value_is_diagonal() {
+    let src = r#"
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void k(device const float* a [[buffer(0)]], device float* d [[buffer(1)]], ushort l [[thread_index_in_simdgroup]]) {
+  const short r = ((l / 4) & 4) + ((l / 2) % 4);
+  const short col = ((l / 4) & 2) * 2 + (l % 2) * 2;
+  simdgroup_matrix<float, 8, 8> A, D;
+  A.thread_elements() = float2(a[r * 8 + col], a[r * 8 + col + 1]);
+  simdgroup_multiply_accumulate(D, A, simdgroup_matrix<float, 8, 8>(2.5f), simdgroup_matrix<float, 8, 8>(0));
+  d[r * 8 + col] = D.thread_elements()[0];
+  d[r * 8 + col + 1] = D.thread_elements()[1];
+}
+"#;
+    let p = load(src, "diag.metal");
+    let a: Vec<f32> = (0..64).map(|i| i as f32 - 20.0).collect();
+    let (mut ab, mut d) = (f32_buf(&a), f32_buf(&[f32::NAN; 64]));
+    p.dispatch("k", &mut [&mut ab, &mut d], [32, 1, 1], [32, 1, 1]).unwrap();
+    assert_eq!(f32s(&d), a.iter().map(|v| v * 2.5).collect::<Vec<_>>());
 }

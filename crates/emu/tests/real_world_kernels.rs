@@ -907,3 +907,84 @@ fn mistralrs_paged_attention() {
     }
     assert_close(&name, &f64s(&read::<f32>(&o), |v| v as f64), &want, 1e-4, 1e-5);
 }
+
+/// candle's `GemmParams` (mlx_gemm.rs, `#[repr(C)]`, as mlx_gemm.metal's GEMMParams).
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct GemmParams {
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldd: i32,
+    tiles_n: i32,
+    tiles_m: i32,
+    batch_stride_a: isize,
+    batch_stride_b: isize,
+    batch_stride_d: isize,
+    swizzle_log: i32,
+    gemm_k_iterations_aligned: i32,
+    batch_ndim: i32,
+}
+
+#[test]
+#[ignore]
+fn candle_gemm() {
+    // `call_mlx_gemm` for row-major A [b, m, k] and B [b, k, n] (nn), on a medium device (an M
+    // Max, or one candle does not classify): tiles (bm, bn, bk, wm, wn) 32x32x16 2x2 for m < 16,
+    // else 64x32x32 2x2 for float32 below 2^20 outputs; function constants 10 (has_batch: b > 1),
+    // 100, 110, 300 false, 200-202 (M, N, K whole tiles); threadgroups (n / bn, m / bm, b) of
+    // (32, wn, wm). Buffers 0 A, 1 B, 3 D, 4 the params, and with a batch 6 the batch size and 7
+    // the two batch strides; C (2) and the addmm params (5) exist only with use_out_source.
+    let Some(dir) = crate_dir("candle-metal-kernels") else { return };
+    let path = dir.join("src/metal_src/mlx_gemm.metal");
+    let mut rng = Rng(9);
+    // (each set of function constants is a compile of the whole file: two here)
+    for (b, m, n, k) in [(2usize, 8usize, 40usize, 24usize), (1, 64, 96, 128)] {
+        let (bm, bn, bk, wm, wn) = if m < 16 { (32, 32, 16, 2, 2) } else { (64, 32, 32, 2, 2) };
+        let fcs = [(10, b > 1), (100, false), (110, false), (200, m % bm == 0), (201, n % bn == 0), (202, k % bk == 0), (300, false)];
+        let opts = LoadOptions { function_constants: fcs.iter().map(|&(i, v)| (i, FunctionConstant::Bool(v))).collect(), ..LoadOptions::default() };
+        let p = load_file(&path, &opts);
+        let (a, bb) = (rng.f32s(b * m * k, 1.0), rng.f32s(b * k * n, 1.0));
+        let params = GemmParams {
+            m: m as i32,
+            n: n as i32,
+            k: k as i32,
+            lda: k as i32,
+            ldb: n as i32,
+            ldd: n as i32,
+            tiles_n: n.div_ceil(bn) as i32,
+            tiles_m: m.div_ceil(bm) as i32,
+            batch_stride_a: (m * k) as isize,
+            batch_stride_b: (n * k) as isize,
+            batch_stride_d: (m * n) as isize,
+            swizzle_log: 0,
+            gemm_k_iterations_aligned: (k / bk) as i32,
+            batch_ndim: 1,
+        };
+        let name = format!("gemm_nn_f32_f32_{bm}_{bn}_{bk}_{wm}_{wn}");
+        let mut d = out(b * m * n * 4);
+        let (mut ab, mut bbuf, mut pb) = (buf(&a), buf(&bb), buf(&[params]));
+        let (mut none2, mut none5, mut shape, mut strides) = (out(16), out(16), buf(&[b as i32]), buf(&[(m * k) as isize, (n * k) as isize]));
+        let mut bufs: Vec<&mut DeviceBuffer> = vec![&mut ab, &mut bbuf, &mut none2, &mut d, &mut pb];
+        if b > 1 {
+            bufs.extend([&mut none5, &mut shape, &mut strides]);
+        }
+        run_groups(&p, &name, &mut bufs, [n.div_ceil(bn), m.div_ceil(bm), b], [32, wn, wm]);
+        let mut want = Vec::new();
+        let mut bound = Vec::new();
+        for bi in 0..b {
+            for i in 0..m {
+                for j in 0..n {
+                    let terms: Vec<f64> = (0..k).map(|l| a[(bi * m + i) * k + l] as f64 * bb[(bi * k + l) * n + j] as f64).collect();
+                    want.push(terms.iter().sum::<f64>());
+                    bound.push(terms.iter().map(|t| t.abs()).sum::<f64>());
+                }
+            }
+        }
+        for (i, (g, w)) in read::<f32>(&d).iter().zip(&want).enumerate() {
+            assert!((*g as f64 - w).abs() <= bound[i] * k as f64 * f32::EPSILON as f64 / 4.0 + 1e-30, "{name} {b}x{m}x{n}x{k} [{i}]: {g} vs {w}");
+        }
+    }
+}

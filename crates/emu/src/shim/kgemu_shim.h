@@ -482,6 +482,35 @@ KG_VEC_NAMES(ulong, ulong)
 KG_VEC_NAMES(bool, bool)
 #undef KG_VEC_NAMES
 
+// Packed vectors (packed_float3, ...): N elements without padding, aligned as one, converted to
+// and from the vector of the same type (candle's mlx_gemm.metal declares a packed_int3 parameter).
+template <class T, int N> struct packed_storage;
+template <class T> struct packed_storage<T, 2> { union { struct { T x, y; }; T c_[2]; }; };
+template <class T> struct packed_storage<T, 3> { union { struct { T x, y, z; }; T c_[3]; }; };
+template <class T> struct packed_storage<T, 4> { union { struct { T x, y, z, w; }; T c_[4]; }; };
+template <class T, int N> struct packed_vec : packed_storage<T, N> {
+  using packed_storage<T, N>::c_;
+  packed_vec() = default;
+  KG_INLINE packed_vec(const vec<T, N>& v) { for (int i = 0; i < N; ++i) c_[i] = v[i]; }
+  KG_INLINE operator vec<T, N>() const { vec<T, N> v; for (int i = 0; i < N; ++i) v[i] = c_[i]; return v; }
+  KG_INLINE T& operator[](int i) { return c_[i]; }
+  KG_INLINE const T& operator[](int i) const { return c_[i]; }
+};
+#define KG_PACKED_NAMES(T, name)                                                       \
+  typedef packed_vec<T, 2> packed_##name##2;                                           \
+  typedef packed_vec<T, 3> packed_##name##3;                                           \
+  typedef packed_vec<T, 4> packed_##name##4;
+KG_PACKED_NAMES(float, float)
+KG_PACKED_NAMES(half, half)
+KG_PACKED_NAMES(bfloat, bfloat)
+KG_PACKED_NAMES(int, int)
+KG_PACKED_NAMES(uint, uint)
+KG_PACKED_NAMES(short, short)
+KG_PACKED_NAMES(ushort, ushort)
+KG_PACKED_NAMES(char, char)
+KG_PACKED_NAMES(uchar, uchar)
+#undef KG_PACKED_NAMES
+
 // ---------------------------------------------------------------- ?: (conditional.rs)
 // `c ? a : b` is rewritten to `c ? (cond_to<decltype((b))>{}, (a)) : (cond_to<decltype((a))>{}, (b))`:
 // each operand converted to Metal's common type where the usual arithmetic conversions give
@@ -1426,6 +1455,12 @@ template <class T, int R, int C> struct simdgroup_matrix {
   static_assert(R == 8 && C == 8, "the emulator supports 8x8 simdgroup matrices only");
   vec<T, 2> e_;
   simdgroup_matrix() = default;
+  // Metal's simdgroup_matrix(d): d on the diagonal, zero elsewhere (this lane's two elements,
+  // MLX's steel tiles start from (0)).
+  KG_INLINE explicit simdgroup_matrix(T d) {
+    const int l = int(kgemu::rt.thread_info()->thread_index_in_simdgroup);
+    for (int e = 0; e < 2; ++e) e_[e] = kgemu::mma_row(l) == kgemu::mma_col(l) + e ? d : T(0);
+  }
   KG_INLINE vec<T, 2>& thread_elements() { return e_; }
   KG_INLINE const vec<T, 2>& thread_elements() const { return e_; }
 };
