@@ -699,7 +699,13 @@ fn mistralrs_blockwise_fp8_and_hqq() {
             &mut [&mut buf(&vec![0u8; h * w]), &mut buf(&vec![1f32; w]), &mut buf(&vec![0f32; w]), &mut out(2 * h * w * 4), &mut buf(&[h as u32]), &mut buf(&[w as u32])],
         )
         .expect_err("dequantize_4bit over 1500 bytes in 2 threadgroups of 1024");
-    assert!(e.to_string().contains("hqq_dequantize.metal:"), "{e}");
+    match &e {
+        kernelgen_emu::EmuError::Fault { metal_line: Some((file, _)), thread_position_in_grid, .. } => {
+            assert!(file.ends_with("hqq_dequantize.metal"), "{e}");
+            assert!(thread_position_in_grid[0] as usize >= h * w, "a thread past h x w faults: {e}");
+        }
+        _ => panic!("a fault in hqq_dequantize.metal expected: {e}"),
+    }
 }
 
 // ------------------------------------------------------------------ ggml (llama-cpp-sys-2)
