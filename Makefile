@@ -39,7 +39,8 @@ check: cli
 ## MLX's Metal kernel headers from the mlx-metal wheel under target/mlx-metal
 ## (the emulator's and the Metal check's tests run MLX's own kernels from them; never committed),
 ## and the Metal check's real-world corpus: crates shipping .metal sources, pinned in
-## crates/msl/tests/corpus/Cargo.toml, fetched into cargo's registry (listed in target/msl-corpus).
+## crates/msl/tests/corpus/Cargo.toml, fetched into cargo's registry (listed in target/msl-corpus;
+## the emulator runs kernels of it too).
 deps:
 	@command -v g++ >/dev/null || (apt-get update && apt-get install -y g++)
 	@found=; for c in clang clang-19 clang-18 clang-17 clang-16 clang-15 clang-14; do \
@@ -72,7 +73,8 @@ test-build:
 ## run end to end (it builds and tests the tutorial's crate), the vocabulary head's verify
 ## under 1 GiB, every bundled kernel with several emulator workers in every run order against
 ## one worker, the Metal check of all 90 of MLX's kernel headers, and of the real-world corpus
-## (crates/msl/tests/real_world.rs: crates shipping .metal sources, fetched by make deps).
+## (crates/msl/tests/real_world.rs: crates shipping .metal sources, fetched by make deps), and
+## kernels of that corpus run in the emulator against references (crates/emu/tests/real_world_kernels.rs).
 ## One command over the workspace: `make test`'s build serves it as it is (`--package` alone would
 ## unify the crates' features differently and rebuild them).
 test-slow: deps

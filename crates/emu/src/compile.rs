@@ -18,25 +18,9 @@ pub(crate) const CUDA_SHIM: &str = include_str!("shim/kgemu_cuda.h");
 /// would take `float a[warpSize]` as one).
 const CUDA_FLAGS: [&str; 1] = ["-Werror=vla"];
 
-/// Headers a source may include; each resolves to the shim.
-pub(crate) const METAL_HEADERS: [&str; 16] = [
-    "metal_stdlib",
-    "metal_simdgroup",
-    "metal_simdgroup_matrix",
-    "metal_math",
-    "metal_integer",
-    "metal_atomic",
-    "metal_compute",
-    "metal_common",
-    "metal_relational",
-    "metal_geometric",
-    "metal_logging",
-    "metal_types",
-    "metal_type_traits",
-    "metal_numeric",
-    "metal_pack",
-    "metal_matrix",
-];
+/// Headers a source may include, those the Metal check accepts (`<metal_limits>` among them);
+/// each resolves to the shim.
+pub(crate) use kernelgen_msl::METAL_HEADERS;
 
 /// Macros every Metal compile predefines (a user `define` of the same name replaces
 /// the value): `__METAL__`, `__METAL_VERSION__` of Metal 3.1, the language of macOS 14, the

@@ -258,12 +258,15 @@ fn translate_inner(
 
     // Program-scope `[[function_constant(n)]]` declarations become constants with the
     // value given at load time, or a stand-in that fails to compile where it is read.
-    let (fc_decls, fc_edits) = function_constants(&toks, source, &paren_at, opts.function_constants)?;
+    let (mut fc_decls, fc_edits) = function_constants(&toks, source, &paren_at, opts.function_constants)?;
+    let derived = derived_bool_constants(&toks, &paren_at, &fc_decls);
+    fc_decls.extend(derived);
     edits.extend(fc_edits);
     // Declarations that differ only in address spaces (complex.h's `thread` and
     // `threadgroup` overloads) are one declaration on the CPU.
     edits.extend(address_space_twins(&toks));
     edits.extend(class_scope_specializations(&toks));
+    edits.extend(program_scope_constants(&toks, &paren_at));
 
     let mut i = 0;
     while i < toks.len() {
@@ -425,7 +428,7 @@ fn translate_inner(
             return Err(prep_err(s.metal_line, format!("kernel name `{}` is defined twice", s.name)));
         }
     }
-    Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().map(|d| d.public).collect() })
+    Ok(Prepared { cpp: out, kernels: sigs, symbols, function_constants: fc_decls.into_iter().filter(|d| !d.derived).map(|d| d.public).collect() })
 }
 
 pub(crate) fn escape_c(s: &str) -> String {
@@ -524,13 +527,14 @@ fn line_is_directive(src: &str, pos: usize) -> bool {
     src[line_start..].trim_start().starts_with('#')
 }
 
-/// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;` starting at `i`;
-/// returns the parse and the index of the closing `;`.
+/// `template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;`, `... [[kernel]] void
+/// f<A>(parameters);` or `... kernel f_t f<A>;` (`f_t` a typedef of the template's type), starting
+/// at `i`; returns the parse and the index of the closing `;`.
 fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, usize), PrepError> {
     let line = toks[i].line;
     let bad = || PrepError {
         line,
-        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`".into(),
+        message: "unrecognised host_name instantiation; expected `template [[host_name(\"name\")]] [[kernel]] decltype(f<args>) f<args>;`, `... [[kernel]] void f<args>(parameters);` or `... kernel f_t f<args>;`".into(),
         file: None,
     };
     let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
@@ -559,6 +563,20 @@ fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, 
             k += 1;
         }
         k += 2;
+    }
+    if tx(k) == "kernel" {
+        k += 1;
+    }
+    if tx(k) == "void" {
+        return explicit_signature(toks, src, k).map(|(function, args, end)| (Instantiation { host_name, function, args, line }, end)).ok_or_else(bad);
+    }
+    // ggml's `kernel kernel_unary_t kernel_unary_impl<float, float, float>;`, the type a
+    // `typedef decltype(f<...>)` of the template
+    if tx(k) != "decltype" && toks.get(k).is_some_and(|t| t.kind == Kind::Ident) && toks.get(k + 1).is_some_and(|t| t.kind == Kind::Ident) {
+        return template_id(toks, src, k + 1)
+            .filter(|&(_, _, close)| tx(close + 1) == ";")
+            .map(|(function, args, close)| (Instantiation { host_name, function, args, line }, close + 1))
+            .ok_or_else(bad);
     }
     if tx(k) != "decltype" || tx(k + 1) != "(" {
         return Err(bad());
@@ -602,6 +620,73 @@ fn instantiation(toks: &[Token], src: &str, i: usize) -> Result<(Instantiation, 
         return Err(bad());
     }
     Ok((Instantiation { host_name, function, args: args.replace('\n', " "), line }, end))
+}
+
+/// The other form of an instantiation, after its attributes: `void f<A>(parameters);` (mistral.rs's
+/// `[[kernel]] void fp8_to_dtype_kernel<float>(device const uchar *input [[buffer(0)]], ...)`,
+/// the parameters repeating the template's) from `void` at `k`: the function, its arguments and
+/// the index of the `;`.
+fn explicit_signature(toks: &[Token], src: &str, k: usize) -> Option<(String, String, usize)> {
+    let tx = |j: usize| toks.get(j).map_or("", |t| t.text.as_str());
+    let (function, args, j) = template_id(toks, src, k + 1)?;
+    // the parameter list, then `;`
+    if tx(j + 1) != "(" {
+        return None;
+    }
+    let mut depth = 0i32;
+    let mut close = j + 1;
+    while close < toks.len() {
+        match tx(close) {
+            "(" => depth += 1,
+            ")" => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+        close += 1;
+    }
+    (tx(close + 1) == ";").then_some((function, args, close + 1))
+}
+
+/// `f<A>` from the name at `k`: the name, the arguments' text and the index of the closing `>`
+/// (or `>>`).
+fn template_id(toks: &[Token], src: &str, k: usize) -> Option<(String, String, usize)> {
+    let tx = |j: usize| toks.get(j).map_or("", |t| t.text.as_str());
+    if toks.get(k)?.kind != Kind::Ident || tx(k + 1) != "<" {
+        return None;
+    }
+    // the template arguments' closing `>` (the second of a `>>`), outside parentheses
+    let (mut angle, mut paren, mut j) = (0i32, 0i32, k + 1);
+    let args_end = loop {
+        match tx(j) {
+            "(" => paren += 1,
+            ")" => paren -= 1,
+            "<" if paren == 0 => angle += 1,
+            ">" if paren == 0 => {
+                angle -= 1;
+                if angle == 0 {
+                    break toks[j - 1].end();
+                }
+            }
+            ">>" if paren == 0 => {
+                angle -= 2;
+                if angle <= 0 {
+                    // `>>` closing an inner list and this one: the inner `>` is an argument's
+                    break if angle == 0 { toks[j].offset + 1 } else { toks[j - 1].end() };
+                }
+            }
+            "" | ";" => return None,
+            _ => {}
+        }
+        j += 1;
+    };
+    if j <= k + 2 {
+        return None;
+    }
+    Some((tx(k).to_string(), src[toks[k + 2].offset..args_end].replace('\n', " "), j))
 }
 
 /// Parse a kernel declaration: `kw_start` is the first token of `[[kernel]]` or
@@ -775,6 +860,12 @@ fn parse_param(toks: &[Token], src: &str, a: usize, b: usize, kernel: &str, fcs:
                 return Err(prep_err(
                     line,
                     format!("parameter `{name}` of kernel `{kernel}` depends on function constant `{cname}`, which must be a bool"),
+                ));
+            }
+            None if fc.derived => {
+                return Err(prep_err(
+                    line,
+                    format!("parameter `{name}` of kernel `{kernel}` exists only when `{cname}` is true, and a function constant it is made of has no value: give it at load time"),
                 ));
             }
             None => {
@@ -968,6 +1059,10 @@ fn entry(sym: &str, callee: &str, params: &[ParsedParam], sites: u32, to_orig: &
 /// A `[[function_constant(n)]]` declaration found in the source.
 pub(crate) struct FcDecl {
     pub public: FunctionConstantDecl,
+    /// A program-scope `constant bool name = expression;` of function constants (candle's
+    /// `gather_bias = do_gather && use_out_source`), with the value the expression has: usable in
+    /// a parameter's `function_constant(name)`, not itself a function constant.
+    pub derived: bool,
 }
 
 /// Integer function-constant types: (signed, bits).
@@ -1020,6 +1115,99 @@ fn fc_initializer(ty: &str, v: FunctionConstant) -> Result<String, String> {
     }
 }
 
+/// Program-scope `constant bool name = expression;` whose expression is made of bool function
+/// constants (and earlier such names), `true`, `false`, `!`, `&&`, `||` and parentheses, with its
+/// value (`None` when a constant in it has none).
+fn derived_bool_constants(toks: &[Token], paren_at: &[i32], fcs: &[FcDecl]) -> Vec<FcDecl> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
+    let mut out: Vec<FcDecl> = Vec::new();
+    let mut depth = 0i32;
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => depth += 1,
+            "}" => depth -= 1,
+            _ => {}
+        }
+        if depth != 0 || paren_at[i] != 0 || tx(i) != "constant" || tx(i + 1) != "bool" || tx(i + 3) != "=" {
+            continue;
+        }
+        let Some(semi) = (i + 4..toks.len()).find(|&k| tx(k) == ";") else { continue };
+        let lookup = |name: &str| -> Option<Option<bool>> {
+            let d = fcs.iter().chain(out.iter()).find(|d| d.public.name == name)?;
+            match d.public.value {
+                Some(FunctionConstant::Bool(b)) => Some(Some(b)),
+                None if d.public.type_name == "bool" => Some(None),
+                _ => None,
+            }
+        };
+        let mut p = BoolExpr { toks, pos: i + 4, end: semi, lookup: &lookup };
+        let Some(value) = p.or().filter(|_| p.pos == semi) else { continue };
+        let name = tx(i + 2).to_string();
+        out.push(FcDecl {
+            public: FunctionConstantDecl { name, index: u32::MAX, type_name: "bool".into(), value: value.map(FunctionConstant::Bool), metal_line: toks[i].line },
+            derived: true,
+        });
+    }
+    out
+}
+
+/// A recursive-descent reading of a bool expression of constants: `Some(value)` (`Some(None)`:
+/// a constant without a value), `None` when it is not one.
+struct BoolExpr<'a> {
+    toks: &'a [Token],
+    pos: usize,
+    end: usize,
+    lookup: &'a dyn Fn(&str) -> Option<Option<bool>>,
+}
+
+impl BoolExpr<'_> {
+    fn peek(&self) -> &str {
+        if self.pos < self.end { self.toks[self.pos].text.as_str() } else { "" }
+    }
+    fn or(&mut self) -> Option<Option<bool>> {
+        let mut v = self.and()?;
+        while self.peek() == "||" {
+            self.pos += 1;
+            let r = self.and()?;
+            v = match (v, r) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            };
+        }
+        Some(v)
+    }
+    fn and(&mut self) -> Option<Option<bool>> {
+        let mut v = self.unary()?;
+        while self.peek() == "&&" {
+            self.pos += 1;
+            let r = self.unary()?;
+            v = match (v, r) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            };
+        }
+        Some(v)
+    }
+    fn unary(&mut self) -> Option<Option<bool>> {
+        let t = self.peek().to_string();
+        self.pos += 1;
+        match t.as_str() {
+            "!" => self.unary().map(|v| v.map(|b| !b)),
+            "(" => {
+                let v = self.or()?;
+                (self.peek() == ")").then(|| self.pos += 1)?;
+                Some(v)
+            }
+            "true" => Some(Some(true)),
+            "false" => Some(Some(false)),
+            name if self.toks[self.pos - 1].kind == Kind::Ident => (self.lookup)(name),
+            _ => None,
+        }
+    }
+}
+
 /// Finds every program-scope `... T name [[function_constant(n)]];` and rewrites it:
 /// to `static constexpr T name = value;` when `given` has index `n` (`static const` for
 /// half and bfloat), else to a stand-in whose every read is a compile error naming the
@@ -1040,12 +1228,26 @@ fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32
         let open = i - 2;
         let line = toks[open].line;
         let bad = || prep_err(line, "expected a program-scope `constant T name [[function_constant(index)]];`");
-        // the index, then `]] ;`
-        if tx(i + 1) != "(" || tx(i + 3) != ")" || tx(i + 4) != "]" || tx(i + 5) != "]" || tx(i + 6) != ";" {
+        // the index, a literal or a sum of them (ggml's `FC_BIN + 1`, its macro expanded), then `]] ;`
+        let close = (i + 2..toks.len()).find(|&k| tx(k) == ")" || tx(k) == ";").unwrap_or(toks.len());
+        if tx(i + 1) != "(" || tx(close) != ")" || tx(close + 1) != "]" || tx(close + 2) != "]" || tx(close + 3) != ";" {
             return Err(bad());
         }
-        let index = parse_int(tx(i + 2)).ok_or_else(|| prep_err(line, "the index of [[function_constant(index)]] must be an integer literal"))?;
-        let semi = i + 6;
+        let not_literal = || prep_err(line, "the index of [[function_constant(index)]] must be an integer literal (or a sum of them)");
+        let mut index = 0u32;
+        for (n, k) in (i + 2..close).enumerate() {
+            if n % 2 == 1 {
+                if tx(k) != "+" || k + 1 == close {
+                    return Err(not_literal());
+                }
+            } else {
+                index = parse_int(tx(k)).and_then(|v| index.checked_add(v)).ok_or_else(not_literal)?;
+            }
+        }
+        if close == i + 2 {
+            return Err(not_literal());
+        }
+        let semi = close + 3;
         let mut start = open;
         while start > 0 {
             let p = tx(start - 1);
@@ -1083,7 +1285,7 @@ fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32
             }
         };
         edits.push(Edit { start: toks[start].offset, end: toks[semi].end(), text });
-        decls.push(FcDecl { public: FunctionConstantDecl { name, index, type_name: ty, value, metal_line: line } });
+        decls.push(FcDecl { public: FunctionConstantDecl { name, index, type_name: ty, value, metal_line: line }, derived: false });
     }
     for (idx, _) in given {
         if !decls.iter().any(|d| d.public.index == *idx) {
@@ -1107,8 +1309,8 @@ fn function_constants(toks: &[Token], src: &str, paren_at: &[i32], given: &[(u32
 /// (`pointer_element<device T*>`). With the address spaces erased, each such set is one
 /// declaration repeated. So in every scope (the file, each namespace and class body)
 /// the declarations whose text up to the body is the same once the address-space
-/// keywords are removed are twins: the one that names only `thread` (else the first)
-/// is kept, the others are blanked (their lines kept). On the CPU every object lives
+/// keywords are removed are twins: the one that names only `thread` or no address space
+/// (else the first) is kept, the others that name one are blanked (their lines kept). On the CPU every object lives
 /// in one memory; MLX's twins have identical bodies.
 fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
     let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
@@ -1131,6 +1333,10 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
             start: usize,
             end: usize,
             key: String,
+            /// It names an address space (a declaration without one is only ever kept).
+            spaced: bool,
+            /// It names none but `thread` (or none at all: `T() = default` beside
+            /// `T() threadgroup = default`, candle's reduce.metal).
             thread_only: bool,
         }
         let mut decls: Vec<Decl> = Vec::new();
@@ -1161,15 +1367,22 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
                         }
                     }
                     let spaces: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| is_address_space(t)).collect();
-                    if !spaces.is_empty() {
-                        let key: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| !is_address_space(t)).collect();
-                        decls.push(Decl { start: seg, end: j, key: key.join(" "), thread_only: spaces.iter().all(|s| *s == "thread") });
-                    }
+                    let key: Vec<&str> = (seg..head_end).map(|k| tx(k)).filter(|t| !is_address_space(t)).collect();
+                    decls.push(Decl {
+                        start: seg,
+                        end: j,
+                        key: key.join(" "),
+                        spaced: !spaces.is_empty(),
+                        thread_only: spaces.iter().all(|s| *s == "thread"),
+                    });
                 }
                 seg = j + 1;
             }
         }
         for (a, d) in decls.iter().enumerate() {
+            if !d.spaced {
+                continue;
+            }
             let twins: Vec<usize> = (0..decls.len()).filter(|&o| decls[o].key == d.key).collect();
             if twins.len() < 2 {
                 continue;
@@ -1178,6 +1391,45 @@ fn address_space_twins(toks: &[Token]) -> Vec<Edit> {
             if keep != a {
                 edits.push(Edit { start: toks[d.start].offset, end: toks[d.end].end(), text: String::new() });
             }
+        }
+    }
+    edits
+}
+
+/// A program-scope variable in the `constant` address space is a constant, and one of integral
+/// type initialized by a constant expression is usable in constant expressions (candle's
+/// `constant uint MAX_SHARED_MEM = 32767;` as a template argument). With `constant` erased it
+/// would be a mutable global: at program scope (outside functions, classes and parameter
+/// lists) `constant T name = ...` of a scalar `T`, not already const, becomes `const`.
+/// The scalar types of a program-scope `constant` made `const`.
+const SCALAR_TYPES: [&str; 20] = [
+    "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "bfloat", "float", "size_t", "int8_t", "uint8_t",
+    "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
+];
+
+fn program_scope_constants(toks: &[Token], paren_at: &[i32]) -> Vec<Edit> {
+    let tx = |k: usize| toks.get(k).map_or("", |t| t.text.as_str());
+    // for each open `{`: whether it opens a namespace
+    let mut stack: Vec<bool> = Vec::new();
+    let mut edits = Vec::new();
+    for i in 0..toks.len() {
+        match tx(i) {
+            "{" => stack.push(scope_keyword(toks, i) == Some("namespace")),
+            "}" => {
+                stack.pop();
+            }
+            // `constant T name =` of a scalar T, not already const (MLX's `static constant
+            // constexpr const`): objects keep their constructors and methods as they were
+            "constant" if paren_at[i] == 0 && stack.iter().all(|&ns| ns) => {
+                let specifiers = |k: usize| matches!(tx(k), "static" | "inline" | "constexpr" | "const" | ";" | "{" | "}" | ">" | "") || k == 0;
+                let before_ok = (0..i).rev().take_while(|&k| matches!(tx(k), "static" | "inline" | "constexpr" | "const")).all(|k| !matches!(tx(k), "constexpr" | "const"));
+                let scalar = SCALAR_TYPES.contains(&tx(i + 1)) && toks.get(i + 2).is_some_and(|t| t.kind == Kind::Ident) && tx(i + 3) == "=";
+                let start_ok = (0..i).rev().find(|&k| !matches!(tx(k), "static" | "inline")).is_none_or(specifiers);
+                if before_ok && scalar && start_ok {
+                    edits.push(Edit { start: toks[i].offset, end: toks[i].end(), text: "const".to_string() });
+                }
+            }
+            _ => {}
         }
     }
     edits
@@ -1300,6 +1552,31 @@ mod tests {
     }
 
     #[test]
+    fn program_scope_constants_are_const() {
+        let src = "constant uint N = 8;\nnamespace a { constant int M = 2; }\nstatic constant constexpr const int K = 3;\nconstant Obj o(1);\nstruct S { static constant constexpr bool v = true; };\nvoid f(constant float* p) { }\ntemplate <uint X> uint g() { return X; }\nuint h() { return g<N>() + g<a::M>(); }\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        let line = |s: &str| *l.iter().find(|x| x.contains(s)).expect(&p.cpp);
+        assert!(line("N = 8").contains("const uint N"), "{}", p.cpp);
+        assert!(line("M = 2").contains("const int M"), "{}", p.cpp);
+        assert!(line("K = 3").contains("static constant constexpr const int K"), "already const: {}", p.cpp);
+        assert!(line("Obj o").contains("constant Obj o"), "objects stay: {}", p.cpp);
+        assert!(line("bool v").contains("static constant constexpr"), "class scope stays: {}", p.cpp);
+        assert!(line("void f(").contains("constant float* p"), "parameters stay: {}", p.cpp);
+    }
+
+    /// candle's reduce.metal: `MD<T>() = default` (no address space) and its `threadgroup` twin.
+    #[test]
+    fn a_twin_without_an_address_space_is_the_one_kept() {
+        let src = "template <typename T> struct MD {\n  T m;\n  constexpr MD<T>() = default;\n  constexpr MD<T>() threadgroup = default;\n  void f();\n  void f();\n};\n";
+        let p = translate(src, "t.metal").unwrap();
+        let l: Vec<&str> = p.cpp.lines().collect();
+        let at = l.iter().position(|x| x.contains("constexpr MD<T>() = default;")).expect(&p.cpp);
+        assert!(!l[at + 1].contains("MD<T>()"), "{}", p.cpp);
+        assert_eq!(l.iter().filter(|x| x.contains("void f();")).count(), 2, "redeclarations without an address space stay");
+    }
+
+    #[test]
     fn member_specializations_become_overloads() {
         let src = "struct Op {\n  template <typename T> T operator()(T x) { return x; }\n  template <> float operator()(float x) { return -x; }\n};\ntemplate <> struct S<int> {};\n";
         let p = translate(src, "t.metal").unwrap();
@@ -1336,6 +1613,37 @@ mod tests {
         assert!(e.message.contains("function constant 9 is given"), "{}", e.message);
         let e = translate_with(src, "k.metal", &Options::default()).err().unwrap();
         assert_eq!(e.line, 4, "the conditional buffer needs a's value");
+    }
+
+    /// candle's mlx_gemm.metal: `[[buffer(12), function_constant(gather_bias)]]` with
+    /// `constant bool gather_bias = do_gather && use_out_source;`.
+    #[test]
+    fn a_parameter_may_depend_on_a_bool_made_of_function_constants() {
+        let src = "constant bool a [[function_constant(1)]];\nconstant bool b [[function_constant(2)]];\nconstant bool ab = a && !(b || false);\nkernel void k(device float* x [[buffer(0)]], device float* y [[buffer(1), function_constant(ab)]]) {}\n";
+        let given = |a: bool, b: bool| [(1, FunctionConstant::Bool(a)), (2, FunctionConstant::Bool(b))];
+        for (a, b, present) in [(true, false, true), (true, true, false), (false, false, false)] {
+            let g = given(a, b);
+            let p = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &g }).unwrap();
+            assert_eq!(p.kernels[0].params.len(), 1 + present as usize, "a {a} b {b}");
+            assert_eq!(p.function_constants.len(), 2, "ab is no function constant of its own");
+        }
+        let only_a = [(1, FunctionConstant::Bool(true))];
+        let e = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &only_a }).err().unwrap();
+        assert!(e.message.contains("exists only when `ab` is true, and a function constant it is made of has no value"), "{}", e.message);
+    }
+
+    /// ggml's `[[function_constant(FC_BIN + 1)]]`, its macro expanded: the index is the sum.
+    #[test]
+    fn a_function_constant_index_may_be_a_sum_of_literals() {
+        let src = "constant short op [[function_constant(1300 + 0)]];\nconstant bool rb [[function_constant(1300 + 2)]];\nkernel void k(device float* x [[buffer(0)]]) { x[0] = op + rb; }\n";
+        let given = [(1300, FunctionConstant::Int(3)), (1302, FunctionConstant::Bool(true))];
+        let p = translate_with(src, "k.metal", &Options { preprocessed: false, function_constants: &given }).unwrap();
+        assert!(p.cpp.contains("static constexpr short op = short(3ll);"), "{}", p.cpp);
+        assert!(p.cpp.contains("static constexpr bool rb = true;"), "{}", p.cpp);
+        for bad in ["1300 +", "1300 * 2", "+ 1"] {
+            let e = translate(&src.replace("1300 + 0", bad), "k.metal").err().unwrap();
+            assert!(e.message.contains("must be an integer literal (or a sum of them)"), "{bad}: {}", e.message);
+        }
     }
 
     #[test]

@@ -19,3 +19,4 @@ mod emu_threadgroup;
 mod emu_timeout;
 mod launch_emu;
 mod mlx_kernels;
+mod real_world_kernels;

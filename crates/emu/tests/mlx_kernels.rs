@@ -349,3 +349,35 @@ fn mlx_arange_and_all_reduce() {
         assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{name}: {got} vs {want}");
     }
 }
+
+#[test]
+fn mlx_logsumexp_kernels() {
+    // logsumexp.cpp: block_ up to 4096 per row (32 x ceil(ceil(d / 4) / 32) threads a row),
+    // looped_ beyond (1024 threads a row); one threadgroup per row, axis_size an int
+    let include = mlx_or_skip!();
+    let p = load_tu(&include, "logsumexp.metal");
+    for (rows, d) in [(3usize, 1usize), (4, 100), (2, 4096), (2, 5000)] {
+        let x = floats(rows * d, (rows * d) as u64, 20.0);
+        let (name, tg) = if d > 4096 { ("looped_logsumexp_float32", 1024) } else { ("block_logsumexp_float32", 32 * d.div_ceil(4).div_ceil(32)) };
+        let (mut xb, mut y, mut axis) = (buf(&x), poison(rows * 4), buf(&[d as i32]));
+        p.dispatch(name, &mut [&mut xb, &mut y, &mut axis], [(rows * tg) as u32, 1, 1], [tg as u32, 1, 1]).unwrap();
+        for (r, got) in f32s(&y).iter().enumerate() {
+            let row = &x[r * d..(r + 1) * d];
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            let want = m + row.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
+            assert!((*got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "{name} {rows}x{d} row {r}: {got} vs {want}");
+        }
+    }
+    let (rows, d) = (3, 700);
+    let x: Vec<bf16> = activations(rows * d, 11).iter().map(|v| bf16::from_f32(v.to_f32() * 8.0)).collect();
+    let (mut xb, mut y, mut axis) = (buf(&x), poison(rows * 2), buf(&[d as i32]));
+    let tg = 32 * d.div_ceil(4).div_ceil(32);
+    p.dispatch("block_logsumexp_bfloat16", &mut [&mut xb, &mut y, &mut axis], [(rows * tg) as u32, 1, 1], [tg as u32, 1, 1]).unwrap();
+    for (r, got) in u16s(&y).iter().enumerate() {
+        let row: Vec<f64> = x[r * d..(r + 1) * d].iter().map(|v| v.to_f64()).collect();
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let want = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+        let got = bf16::from_bits(*got).to_f64();
+        assert!((got - want).abs() <= want.abs() / 128.0, "block_logsumexp_bfloat16 row {r}: {got} vs {want}");
+    }
+}

@@ -39,6 +39,10 @@ mod rules;
 mod sources;
 pub mod vocab;
 
+/// The names Metal's `#include <...>` accepts (`metal_stdlib`, `metal_limits`, ...): the check's
+/// prelude answers each, and the emulator's stand-in too.
+pub use prelude::METAL_HEADERS;
+
 use std::fmt;
 use std::path::PathBuf;
 

@@ -482,6 +482,35 @@ KG_VEC_NAMES(ulong, ulong)
 KG_VEC_NAMES(bool, bool)
 #undef KG_VEC_NAMES
 
+// Packed vectors (packed_float3, ...): N elements without padding, aligned as one, converted to
+// and from the vector of the same type (candle's mlx_gemm.metal declares a packed_int3 parameter).
+template <class T, int N> struct packed_storage;
+template <class T> struct packed_storage<T, 2> { union { struct { T x, y; }; T c_[2]; }; };
+template <class T> struct packed_storage<T, 3> { union { struct { T x, y, z; }; T c_[3]; }; };
+template <class T> struct packed_storage<T, 4> { union { struct { T x, y, z, w; }; T c_[4]; }; };
+template <class T, int N> struct packed_vec : packed_storage<T, N> {
+  using packed_storage<T, N>::c_;
+  packed_vec() = default;
+  KG_INLINE packed_vec(const vec<T, N>& v) { for (int i = 0; i < N; ++i) c_[i] = v[i]; }
+  KG_INLINE operator vec<T, N>() const { vec<T, N> v; for (int i = 0; i < N; ++i) v[i] = c_[i]; return v; }
+  KG_INLINE T& operator[](int i) { return c_[i]; }
+  KG_INLINE const T& operator[](int i) const { return c_[i]; }
+};
+#define KG_PACKED_NAMES(T, name)                                                       \
+  typedef packed_vec<T, 2> packed_##name##2;                                           \
+  typedef packed_vec<T, 3> packed_##name##3;                                           \
+  typedef packed_vec<T, 4> packed_##name##4;
+KG_PACKED_NAMES(float, float)
+KG_PACKED_NAMES(half, half)
+KG_PACKED_NAMES(bfloat, bfloat)
+KG_PACKED_NAMES(int, int)
+KG_PACKED_NAMES(uint, uint)
+KG_PACKED_NAMES(short, short)
+KG_PACKED_NAMES(ushort, ushort)
+KG_PACKED_NAMES(char, char)
+KG_PACKED_NAMES(uchar, uchar)
+#undef KG_PACKED_NAMES
+
 // ---------------------------------------------------------------- ?: (conditional.rs)
 // `c ? a : b` is rewritten to `c ? (cond_to<decltype((b))>{}, (a)) : (cond_to<decltype((a))>{}, (b))`:
 // each operand converted to Metal's common type where the usual arithmetic conversions give
@@ -563,8 +592,11 @@ template <class To, class From> KG_INLINE To as_type(const From& f) {
 }
 
 // ---------------------------------------------------------------- numeric limits
-template <class T> struct numeric_limits;
-template <> struct numeric_limits<float> {
+// As in Metal's own header, the limits are _numeric_limits_impl's, which a source may specialize
+// for its own types (candle's reduce.metal: `indexed<T>`).
+template <class T> struct _numeric_limits_impl;
+template <class T> struct numeric_limits : _numeric_limits_impl<T> {};
+template <> struct _numeric_limits_impl<float> {
   static constexpr float min() { return 1.17549435e-38f; }
   static constexpr float max() { return 3.40282347e+38f; }
   static constexpr float lowest() { return -3.40282347e+38f; }
@@ -572,7 +604,7 @@ template <> struct numeric_limits<float> {
   static constexpr float infinity() { return __builtin_inff(); }
   static constexpr float quiet_NaN() { return __builtin_nanf(""); }
 };
-template <> struct numeric_limits<half> {
+template <> struct _numeric_limits_impl<half> {
   static constexpr half min() { return half::from_bits(0x0400); }
   static constexpr half max() { return half::from_bits(0x7bff); }
   static constexpr half lowest() { return half::from_bits(0xfbff); }
@@ -580,7 +612,7 @@ template <> struct numeric_limits<half> {
   static constexpr half infinity() { return half::from_bits(0x7c00); }
   static constexpr half quiet_NaN() { return half::from_bits(0x7e00); }
 };
-template <> struct numeric_limits<bfloat> {
+template <> struct _numeric_limits_impl<bfloat> {
   static constexpr bfloat min() { return bfloat::from_bits(0x0080); }
   static constexpr bfloat max() { return bfloat::from_bits(0x7f7f); }
   static constexpr bfloat lowest() { return bfloat::from_bits(0xff7f); }
@@ -589,7 +621,7 @@ template <> struct numeric_limits<bfloat> {
   static constexpr bfloat quiet_NaN() { return bfloat::from_bits(0x7fc0); }
 };
 #define KG_INT_LIMITS(T, lo, hi)                                                       \
-  template <> struct numeric_limits<T> {                                               \
+  template <> struct _numeric_limits_impl<T> {                                         \
     static constexpr T min() { return lo; }                                            \
     static constexpr T max() { return hi; }                                            \
     static constexpr T lowest() { return lo; }                                         \
@@ -604,7 +636,15 @@ KG_INT_LIMITS(uchar, (uchar)0, (uchar)255)
 KG_INT_LIMITS(long, (-9223372036854775807L - 1), 9223372036854775807L)
 KG_INT_LIMITS(ulong, 0ul, 18446744073709551615ul)
 #undef KG_INT_LIMITS
-template <class T, int N> struct numeric_limits<vec<T, N>> : numeric_limits<T> {};
+template <class T, int N> struct _numeric_limits_impl<vec<T, N>> : _numeric_limits_impl<T> {};
+// Metal's own traits, which sources name (candle's reduce.metal): a vector's element count (0
+// for a scalar), and whether the simd functions take a type (numbers and vectors of them).
+template <class T> struct vec_elements : integral_constant<int, 0> {};
+template <class T, int N> struct vec_elements<vec<T, N>> : integral_constant<int, N> {};
+template <class T> struct kg_vec_scalar { typedef T type; };
+template <class T, int N> struct kg_vec_scalar<vec<T, N>> { typedef T type; };
+template <class T, class S = typename kg_vec_scalar<remove_cv_t<T>>::type> struct __is_valid_simdgroup_type
+    : bool_constant<is_arithmetic<S>::value && !is_same<remove_cv_t<S>, bool>::value> {};
 
 // ---------------------------------------------------------------- math
 // The bfloat overloads are templates over exactly `bfloat` (KG_BF): MLX's bf16_math.h
@@ -1415,6 +1455,12 @@ template <class T, int R, int C> struct simdgroup_matrix {
   static_assert(R == 8 && C == 8, "the emulator supports 8x8 simdgroup matrices only");
   vec<T, 2> e_;
   simdgroup_matrix() = default;
+  // Metal's simdgroup_matrix(d): d on the diagonal, zero elsewhere (this lane's two elements,
+  // MLX's steel tiles start from (0)).
+  KG_INLINE explicit simdgroup_matrix(T d) {
+    const int l = int(kgemu::rt.thread_info()->thread_index_in_simdgroup);
+    for (int e = 0; e < 2; ++e) e_[e] = kgemu::mma_row(l) == kgemu::mma_col(l) + e ? d : T(0);
+  }
   KG_INLINE vec<T, 2>& thread_elements() { return e_; }
   KG_INLINE const vec<T, 2>& thread_elements() const { return e_; }
 };
@@ -1635,6 +1681,10 @@ KG_TSAN void __tsan_atomic_signal_fence(int) {}
 #define M_2_PI_F 0.636619772367581343075535053490057448f
 #define M_2_SQRTPI_F 1.12837916709551257389615890312154517f
 #define M_SQRT1_2_F 0.707106781186547524400844362104849039f
+// assert (<metal_assert>, through <metal_stdlib>): the condition is evaluated, as the Metal check
+// has it; a false one does nothing, as on a GPU without shader validation.
+#undef assert
+#define assert(condition) ((void)(bool)(condition))
 
 using namespace metal;
 
