@@ -84,6 +84,21 @@ pub enum MlxError {
         /// Its family.
         family: String,
     },
+    /// On CUDA, the launch needs more blocks along an axis of the grid than CUDA allows
+    /// (2^31 - 1 along x, 65535 along y and z): refused before anything is built or launched,
+    /// where CUDA would fail the evaluation.
+    CudaGrid {
+        /// The kernel launched.
+        kernel: String,
+        /// The axis: `x`, `y` or `z`.
+        axis: char,
+        /// The grid's threads along the axis, at the launch's sizes.
+        threads: u64,
+        /// Threads of a block along the axis.
+        block: u64,
+        /// CUDA's limit on blocks along the axis.
+        limit: u64,
+    },
     /// A call of mlx-c's CUDA custom-kernel API failed: MLX's message went to mlx-rs's
     /// error handler, which keeps it to itself.
     Cuda {
@@ -108,6 +123,11 @@ impl std::fmt::Display for MlxError {
                 f,
                 "kernel `{kernel}` has no CUDA body, and MLX here runs CUDA: family `{family}` has only a Metal template (a CUDA one is `{family}.cuda.tera` beside its family file)"
             ),
+            MlxError::CudaGrid { kernel, axis, threads, block, limit } => write!(
+                f,
+                "kernel `{kernel}`: {threads} threads along the grid's {axis} in blocks of {block} are {} blocks, above CUDA's limit of {limit} along {axis}; launch it on fewer rows at a time",
+                threads.div_ceil(*block)
+            ),
             MlxError::Cuda { call, status } => write!(f, "MLX's `{call}` failed (status {status})"),
         }
     }
@@ -124,7 +144,12 @@ impl MlxError {
     pub fn exception(&self) -> Option<&Exception> {
         match self {
             MlxError::Build(e) | MlxError::Apply(e) | MlxError::Eval(e) | MlxError::Host(e) => Some(e),
-            MlxError::NameConflict(_) | MlxError::Unsupported(_) | MlxError::TooLarge(_) | MlxError::NoCudaBody { .. } | MlxError::Cuda { .. } => None,
+            MlxError::NameConflict(_)
+            | MlxError::Unsupported(_)
+            | MlxError::TooLarge(_)
+            | MlxError::NoCudaBody { .. }
+            | MlxError::CudaGrid { .. }
+            | MlxError::Cuda { .. } => None,
         }
     }
 
@@ -255,6 +280,21 @@ fn fallback_stream() -> Result<Option<Stream>, Exception> {
     Stream::try_default_on_device(&Device::try_default()?).map(Some)
 }
 
+/// CUDA's limits on a grid's blocks along x, y and z.
+const CUDA_GRID_BLOCKS: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
+
+/// [`MlxError::CudaGrid`] where a launch of `grid` threads in blocks of `threadgroup` (as MLX's
+/// `cuda_kernel` divides them, rounding up) exceeds CUDA's limits.
+fn check_cuda_grid(kernel: &str, grid: [u64; 3], threadgroup: [u64; 3]) -> Result<(), MlxError> {
+    for (i, axis) in ['x', 'y', 'z'].into_iter().enumerate() {
+        let (threads, block, limit) = (grid[i], threadgroup[i].max(1), CUDA_GRID_BLOCKS[i]);
+        if threads.div_ceil(block) > limit {
+            return Err(MlxError::CudaGrid { kernel: kernel.to_string(), axis, threads, block, limit });
+        }
+    }
+    Ok(())
+}
+
 /// A value the plan checked to fit MLX's `i32`.
 fn i32_of(n: u64) -> i32 {
     i32::try_from(n).expect("the launch checks keep sizes within i32")
@@ -308,6 +348,9 @@ impl Backend for MlxBackend {
         // A Metal-only kernel is refused on CUDA before anything is built or launched.
         let cuda = gpu() == Gpu::Cuda;
         let (header, body) = source_for(def, gpu())?;
+        if cuda {
+            check_cuda_grid(&def.name, plan.grid().map(u64::from), plan.threadgroup().map(u64::from))?;
+        }
         let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let built = match cache.get(def.name.as_ref()) {
             Some(b) if b.is_from(def, header, body) => b,
@@ -545,4 +588,26 @@ pub fn pack_arrays(layout: &crate::contract::PackedLayout, arrays: &[&Array]) ->
         data.push(d);
     }
     array_from_bytes(crate::pack::pack(layout, &data)?).map_err(|e| fail("(all)", e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_past_cudas_block_limits_is_refused_naming_the_axis() {
+        // the grouped gate_up: z = M * K samples in blocks of 1
+        assert!(check_cuda_grid("g", [128, 512, 65535], [128, 1, 1]).is_ok());
+        let e = check_cuda_grid("g", [128, 512, 65536], [128, 1, 1]).unwrap_err();
+        assert!(matches!(e, MlxError::CudaGrid { axis: 'z', threads: 65536, block: 1, limit: 65535, .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "kernel `g`: 65536 threads along the grid's z in blocks of 1 are 65536 blocks, above CUDA's limit of 65535 along z; launch it on fewer rows at a time"
+        );
+        // y counts blocks of the threadgroup's y, rounded up: 65535 * 4 + 1 threads are 65536 blocks
+        assert!(check_cuda_grid("g", [32, 65535 * 4, 1], [32, 4, 1]).is_ok());
+        assert!(matches!(check_cuda_grid("g", [32, 65535 * 4 + 1, 1], [32, 4, 1]), Err(MlxError::CudaGrid { axis: 'y', .. })));
+        // x allows 2^31 - 1 blocks
+        assert!(check_cuda_grid("g", [u64::from(u32::MAX), 1, 1], [32, 1, 1]).is_ok());
+    }
 }
