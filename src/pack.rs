@@ -257,8 +257,9 @@ pub fn pack(layout: &PackedLayout, data: &[RegionData<'_>]) -> Result<AlignedByt
 /// multiple of its alignment (so every buffer of the array starts aligned).
 pub fn stack(layout: &PackedLayout, buffers: &[&[u8]]) -> Result<AlignedBytes, PackError> {
     let mut problems = Vec::new();
-    if layout.align > 1 && layout.bytes % layout.align != 0 {
-        problems.push(("(all)".to_string(), format!("the layout is {} bytes, not a multiple of its alignment {}: the second buffer would start misaligned", layout.bytes, layout.align)));
+    let align = layout.regions.iter().map(|r| r.align).fold(layout.align, u64::max);
+    if align > 1 && layout.bytes % align != 0 {
+        problems.push(("(all)".to_string(), format!("the layout is {} bytes, not a multiple of the alignment {align} it and its regions need: the second buffer would start misaligned", layout.bytes)));
     }
     for (i, b) in buffers.iter().enumerate() {
         if b.len() as u64 != layout.bytes {
@@ -294,8 +295,11 @@ mod tests {
         assert!(stack(&layout, &[]).unwrap().is_empty());
         let e = stack(&layout, &[&a, &[0u8; 7]]).unwrap_err();
         assert_eq!(e.problems, vec![("(buffer 1)".to_string(), "expected 8 bytes, given 7".to_string())]);
-        let odd = PackedLayout { bytes: 6, ..layout };
-        assert!(stack(&odd, &[&[0u8; 6]]).unwrap_err().to_string().contains("not a multiple of its alignment 4"));
+        let odd = PackedLayout { bytes: 6, ..layout.clone() };
+        assert!(stack(&odd, &[&[0u8; 6]]).unwrap_err().to_string().contains("not a multiple of the alignment 4 it and its regions need"));
+        // the layout asks for no alignment, its region for 4: the second buffer's region would be off
+        let region_aligned = PackedLayout { bytes: 6, align: 1, ..layout };
+        assert!(stack(&region_aligned, &[&[0u8; 6]]).unwrap_err().to_string().contains("not a multiple of the alignment 4 it and its regions need"));
     }
 
     fn region(name: &'static str, offset: u64, format: Format, shape: &'static [u64]) -> Region {

@@ -45,11 +45,15 @@ fn manifest_bytes_per_launch_is_the_sum_of_the_buffers() {
             if arrays_of_packed {
                 assert_eq!(launch.bytes_read, def.cost.bytes_read.eval(&sizes), "{at}: bytes read");
                 assert_eq!(launch.bytes_written, def.cost.bytes_written.eval(&sizes), "{at}: bytes written");
-                // at least each pair's regions (M * K pairs: the sizes named so)
-                let at_size = |name: &str| def.sizes.iter().position(|s| s == name).map(|i| sizes[i]);
-                let pairs = at_size("M").unwrap() * at_size("K").unwrap();
-                let regions: u64 = def.inputs.iter().filter(|b| !b.regions.is_empty()).flat_map(|b| b.regions.iter().map(|r| r.bytes)).sum();
-                assert!(def.cost.bytes_read.eval(&sizes).unwrap() >= pairs * regions, "{at}: fewer bytes read than each pair's regions");
+                // every other input once, and the regions read once per (token, route) pair: as
+                // many pairs as the index input (`experts`, [M, K]) has elements
+                let (arrays, others): (Vec<&BufferDef>, Vec<&BufferDef>) = def.inputs.iter().partition(|b| !b.regions.is_empty() && b.shape.len() > 1);
+                let pairs = def.inputs.iter().find(|b| b.name == "experts").and_then(|b| b.elements(&sizes)).expect("the grouped parts index their slots by `experts`");
+                let regions: u64 = arrays.iter().flat_map(|b| b.regions.iter().map(|r| r.bytes)).sum();
+                let read = others.iter().map(|b| buffer_bytes(b, &sizes)).sum::<u64>() + pairs * regions;
+                let written: u64 = def.outputs.iter().map(|b| buffer_bytes(b, &sizes)).sum();
+                assert_eq!(def.cost.bytes_read.eval(&sizes), Some(read), "{at}: the contract's bytes read");
+                assert_eq!(def.cost.bytes_written.eval(&sizes), Some(written), "{at}: the contract's bytes written");
                 continue;
             }
             let read: u64 = def.inputs.iter().map(|b| buffer_bytes(b, &sizes)).sum();

@@ -960,6 +960,11 @@ impl Reader<'_> {
                         Some(n) => n.as_array().unwrap_or(&[]).iter().filter_map(|n| crate::schema::string(self.r, n, &body.field("reads"))).map(str::to_string).collect(),
                         None => layout.regions.iter().map(|r| r.name.clone()).collect(),
                     };
+                    // A packed buffer is known by the regions it reads (its gaps poisoned, its cost
+                    // the regions'): with none it would pass for a plain byte array.
+                    if let Some(n) = body.get("reads").filter(|n| n.as_array().is_some_and(<[Node]>::is_empty)) {
+                        self.error(n.span.clone(), body.field("reads"), format!("a kernel reading `{p}` reads at least one of its regions, and this lists none"), Some("leave `reads` out to read every region".into()));
+                    }
                     for r in &reads {
                         if !layout.regions.iter().any(|x| &x.name == r) {
                             self.error(node.span.clone(), body.field("reads"), format!("`{r}` is not a region of `{p}`"), None);
@@ -970,6 +975,14 @@ impl Reader<'_> {
             },
         };
         let dtype = match body.get("dtype") {
+            // A packed buffer is bytes: its layout's offsets and sizes count them.
+            Some(n) if packed_ref.is_some() => {
+                let dtype = self.dtype(n, &body.field("dtype"), names);
+                if !matches!(dtype, Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::U8))) {
+                    self.error(n.span.clone(), body.field("dtype"), "a packed buffer is bytes: its dtype is u8", Some("leave `dtype` out (it is u8)".into()));
+                }
+                dtype
+            }
             Some(n) => self.dtype(n, &body.field("dtype"), names),
             None if packed_ref.is_some() => Some(DtypeSpec::Fixed(kernelgen_contract::Dtype::U8)),
             None => {

@@ -117,14 +117,15 @@ impl FamilyDef {
             }
         }
         // In an array of packed buffers the next one starts `bytes` on, which must keep its
-        // alignment (reported once, whichever parts read the array).
+        // alignment and its regions' (reported once, whichever parts read the array).
         for (name, l) in &layouts {
             let arrayed = self.parts.iter().flat_map(|p| &p.inputs).any(|i| !i.shape.is_empty() && i.packed.as_ref().is_some_and(|(n, _)| n == name));
-            if arrayed && l.bytes % l.align != 0 {
+            let align = l.regions.iter().map(|r| r.align).fold(l.align, u64::max);
+            if arrayed && l.bytes % align != 0 {
                 bad.push(Violation {
                     blame: Blame::Geometry,
-                    message: format!("`{name}` is {} bytes, not a multiple of its alignment {}, and a kernel reads an array of them: the second one would start misaligned", l.bytes, l.align),
-                    help: format!("make `{name}` a multiple of {} bytes, such as {}", l.align, expr::near_multiples(l.bytes as i64, l.align as i64)),
+                    message: format!("`{name}` is {} bytes, not a multiple of the alignment {align} it and its regions need, and a kernel reads an array of them: the second one would start misaligned", l.bytes),
+                    help: format!("make `{name}` a multiple of {align} bytes, such as {}", expr::near_multiples(l.bytes as i64, align as i64)),
                 });
             }
         }
