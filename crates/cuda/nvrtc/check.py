@@ -133,8 +133,8 @@ def main(argv=None):
         kernels = [(k["name"], os.path.join(ROOT, k["cuda"]["path"]), k["threads_per_threadgroup"]) for k in manifest["kernels"] if k.get("cuda")]
     nvrtc = Nvrtc(args.nvrtc_dir)
     failed = 0
-    print(f"| kernel | registers | spilled bytes (stores / loads) | static shared | threads | blocks an SM | warps an SM | bound by |")
-    print(f"| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| kernel | registers | spilled bytes (stores / loads) | static shared | threads | blocks an SM | warps an SM | bound by |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     notes = []
     for name, path, threads in kernels:
         shown = os.path.relpath(path, ROOT) if os.path.isabs(path) else path
