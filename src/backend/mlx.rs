@@ -512,19 +512,25 @@ unsafe fn apply_cuda(kernel: &CudaKernel, inputs: &[&Array], outputs: &[MetalKer
 /// without its `unsafe`); an MLX without Metal copies them. A buffer of 2^31 bytes or
 /// more is [`MlxError::TooLarge`] (an MLX dimension is an `i32`).
 pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Result<Array, MlxError> {
+    let shape = [i32::try_from(bytes.len()).map_err(|_| MlxError::TooLarge(bytes.len()))?];
+    Ok(managed_u8_array(bytes, &shape))
+}
+
+/// A `u8` MLX array of `shape` over `bytes`, without a copy: MLX owns them from here and
+/// frees them when the array goes. `shape`'s product is `bytes.len()`.
+fn managed_u8_array(bytes: crate::pack::AlignedBytes, shape: &[i32]) -> Array {
     unsafe extern "C" fn release(payload: *mut std::ffi::c_void) {
         // SAFETY: `payload` is the Box made below, released exactly once by MLX.
         drop(unsafe { Box::from_raw(payload.cast::<crate::pack::AlignedBytes>()) });
     }
-    let shape = [i32::try_from(bytes.len()).map_err(|_| MlxError::TooLarge(bytes.len()))?];
     let data = bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>();
     let payload = Box::into_raw(Box::new(bytes)).cast::<std::ffi::c_void>();
-    // SAFETY: `data` points to `shape[0]` bytes owned by `payload`, which
-    // stays alive (and never moves: it is on the heap) until MLX calls
-    // `release`; MLX only reads the bytes.
+    // SAFETY: `data` points to the product of `shape` bytes owned by `payload`, which stays
+    // alive (and never moves: it is on the heap) until MLX calls `release`; MLX only reads
+    // the bytes.
     unsafe {
-        let raw = mlx_sys::mlx_array_new_data_managed_payload(data, shape.as_ptr(), 1, mlx_sys::mlx_dtype__MLX_UINT8, payload, Some(release));
-        Ok(Array::from_ptr(raw))
+        let raw = mlx_sys::mlx_array_new_data_managed_payload(data, shape.as_ptr(), shape.len() as i32, mlx_sys::mlx_dtype__MLX_UINT8, payload, Some(release));
+        Array::from_ptr(raw)
     }
 }
 
@@ -534,21 +540,9 @@ pub fn array_from_bytes(bytes: crate::pack::AlignedBytes) -> Result<Array, MlxEr
 /// [`array_from_bytes`] wraps one buffer (in place where MLX has Metal). Each dimension must
 /// fit an `i32`; the whole may pass 2^31 bytes (256 residency slots of a large expert do).
 pub fn array_from_slots(layout: &crate::contract::PackedLayout, buffers: &[&[u8]]) -> Result<Array, crate::pack::PackError> {
-    unsafe extern "C" fn release(payload: *mut std::ffi::c_void) {
-        // SAFETY: `payload` is the Box made below, released exactly once by MLX.
-        drop(unsafe { Box::from_raw(payload.cast::<crate::pack::AlignedBytes>()) });
-    }
     let too_large = |n: usize| crate::pack::PackError { buffer: layout.name.to_string(), problems: vec![("(all)".into(), MlxError::TooLarge(n).to_string())] };
     let shape = [i32::try_from(buffers.len()).map_err(|_| too_large(buffers.len()))?, i32::try_from(layout.bytes).map_err(|_| too_large(layout.bytes as usize))?];
-    let bytes = crate::pack::stack(layout, buffers)?;
-    let data = bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>();
-    let payload = Box::into_raw(Box::new(bytes)).cast::<std::ffi::c_void>();
-    // SAFETY: as in `array_from_bytes`: `data` points to `shape[0] * shape[1]` bytes owned by
-    // `payload`, alive and unmoved until MLX calls `release`; MLX only reads them.
-    unsafe {
-        let raw = mlx_sys::mlx_array_new_data_managed_payload(data, shape.as_ptr(), 2, mlx_sys::mlx_dtype__MLX_UINT8, payload, Some(release));
-        Ok(Array::from_ptr(raw))
-    }
+    Ok(managed_u8_array(crate::pack::stack(layout, buffers)?, &shape))
 }
 
 /// Packs a buffer from MLX arrays, one per region in the layout's order

@@ -145,11 +145,11 @@ def main(argv=None):
             failed += 1
             continue
         c = nvrtc.compile(source, os.path.basename(path))
-        for kind, text in diagnostics(c.log, shown):
-            notes.append(text)
+        found = diagnostics(c.log, shown)
+        notes.extend(text for _, text in found)
         if not c.ok:
             failed += 1
-            if not any(k == "error" for k, _ in diagnostics(c.log, shown)):
+            if not any(kind == "error" for kind, _ in found):
                 notes.append(f"{shown}: error: nvrtc refused it: {c.log.strip()[:2000]}")
             print(f"| {name} | refused | | | | | | |")
             continue
