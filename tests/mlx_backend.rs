@@ -126,6 +126,7 @@ fn scale2_with_cuda(name: &'static str, factor: &'static str) -> KernelDef {
             body: TextRange { start: header_end, end: cuda.len() as u32 },
             path: text(""),
             shared_memory_bytes: 0,
+            static_shared_memory_bytes: 0,
         }),
         ..scale2(name, SOURCE)
     }

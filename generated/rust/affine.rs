@@ -81,6 +81,7 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
         body: TextRange { start: 3154, end: 5089 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n10240_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 21760,
     }),
 };
 
@@ -155,6 +156,7 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
         body: TextRange { start: 2700, end: 4635 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n10240_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 21760,
     }),
 };
 
@@ -229,6 +231,7 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
         body: TextRange { start: 3152, end: 5085 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 21760,
     }),
 };
 
@@ -303,6 +306,7 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
         body: TextRange { start: 2698, end: 4631 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 21760,
     }),
 };
 
@@ -377,6 +381,7 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
         body: TextRange { start: 3152, end: 5085 },
         path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 26112,
     }),
 };
 
@@ -451,6 +456,7 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
         body: TextRange { start: 2698, end: 4631 },
         path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 26112,
     }),
 };
 
@@ -525,6 +531,7 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
         body: TextRange { start: 3138, end: 5066 },
         path: Cow::Borrowed("generated/cuda/affine/head_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 21760,
     }),
 };
 
@@ -599,6 +606,7 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
         body: TextRange { start: 2684, end: 4612 },
         path: Cow::Borrowed("generated/cuda/affine/head_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 21760,
     }),
 };
 
@@ -673,6 +681,7 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
         body: TextRange { start: 3154, end: 5086 },
         path: Cow::Borrowed("generated/cuda/affine/k1024_n12288_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 4352,
     }),
 };
 
@@ -747,6 +756,7 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
         body: TextRange { start: 2700, end: 4632 },
         path: Cow::Borrowed("generated/cuda/affine/k1024_n12288_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 4352,
     }),
 };
 
@@ -821,6 +831,7 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
         body: TextRange { start: 3140, end: 5058 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 2176,
     }),
 };
 
@@ -895,6 +906,7 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
         body: TextRange { start: 2686, end: 4604 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 2176,
     }),
 };
 

@@ -81,6 +81,7 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
         body: TextRange { start: 3098, end: 4993 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 4352,
     }),
 };
 
@@ -155,6 +156,7 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
         body: TextRange { start: 3091, end: 4982 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 4352,
     }),
 };
 
@@ -229,6 +231,7 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
         body: TextRange { start: 2644, end: 4539 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 4352,
     }),
 };
 
@@ -303,6 +306,7 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
         body: TextRange { start: 2637, end: 4528 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 4352,
     }),
 };
 

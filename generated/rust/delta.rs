@@ -117,6 +117,7 @@ pub static QWEN35_DELTA_BF16_F32: KernelDef = KernelDef {
         body: TextRange { start: 621, end: 3424 },
         path: Cow::Borrowed("generated/cuda/delta/qwen35_delta_bf16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -236,6 +237,7 @@ pub static QWEN35_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
         body: TextRange { start: 657, end: 3744 },
         path: Cow::Borrowed("generated/cuda/delta/qwen35_delta_masked_bf16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -346,6 +348,7 @@ pub static SMALL_DELTA_BF16_F32: KernelDef = KernelDef {
         body: TextRange { start: 619, end: 3386 },
         path: Cow::Borrowed("generated/cuda/delta/small_delta_bf16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -465,6 +468,7 @@ pub static SMALL_DELTA_MASKED_BF16_F32: KernelDef = KernelDef {
         body: TextRange { start: 655, end: 3706 },
         path: Cow::Borrowed("generated/cuda/delta/small_delta_masked_bf16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 

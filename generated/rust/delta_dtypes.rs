@@ -117,6 +117,7 @@ pub static SMALL2_DELTA_F16_F32: KernelDef = KernelDef {
         body: TextRange { start: 591, end: 3311 },
         path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_f16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -227,6 +228,7 @@ pub static SMALL2_DELTA_F32_F32: KernelDef = KernelDef {
         body: TextRange { start: 586, end: 3300 },
         path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_f32_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -346,6 +348,7 @@ pub static SMALL2_DELTA_MASKED_F16_F32: KernelDef = KernelDef {
         body: TextRange { start: 627, end: 3624 },
         path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_masked_f16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -465,6 +468,7 @@ pub static SMALL2_DELTA_MASKED_F32_F32: KernelDef = KernelDef {
         body: TextRange { start: 622, end: 3612 },
         path: Cow::Borrowed("generated/cuda/delta_dtypes/small2_delta_masked_f32_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 

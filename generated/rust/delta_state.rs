@@ -108,6 +108,7 @@ pub static QWEN35_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
         body: TextRange { start: 629, end: 2856 },
         path: Cow::Borrowed("generated/cuda/delta_state/qwen35_delta_state_bf16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -209,6 +210,7 @@ pub static QWEN35_DELTA_STATE_F16_F32: KernelDef = KernelDef {
         body: TextRange { start: 606, end: 2804 },
         path: Cow::Borrowed("generated/cuda/delta_state/qwen35_delta_state_f16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -310,6 +312,7 @@ pub static QWEN35_DELTA_STATE_F32_F32: KernelDef = KernelDef {
         body: TextRange { start: 603, end: 2797 },
         path: Cow::Borrowed("generated/cuda/delta_state/qwen35_delta_state_f32_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -411,6 +414,7 @@ pub static SMALL_DELTA_STATE_BF16_F32: KernelDef = KernelDef {
         body: TextRange { start: 627, end: 2827 },
         path: Cow::Borrowed("generated/cuda/delta_state/small_delta_state_bf16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -512,6 +516,7 @@ pub static SMALL_DELTA_STATE_F16_F32: KernelDef = KernelDef {
         body: TextRange { start: 604, end: 2775 },
         path: Cow::Borrowed("generated/cuda/delta_state/small_delta_state_f16_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -613,6 +618,7 @@ pub static SMALL_DELTA_STATE_F32_F32: KernelDef = KernelDef {
         body: TextRange { start: 601, end: 2768 },
         path: Cow::Borrowed("generated/cuda/delta_state/small_delta_state_f32_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 

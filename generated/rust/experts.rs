@@ -65,9 +65,10 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 287 },
-        body: TextRange { start: 492, end: 3825 },
+        body: TextRange { start: 492, end: 4558 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 24576,
     }),
 };
 
@@ -124,9 +125,10 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_down.cu")),
         header: TextRange { start: 80, end: 284 },
-        body: TextRange { start: 488, end: 2664 },
+        body: TextRange { start: 488, end: 3427 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -212,9 +214,10 @@ pub static GLM52_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 295 },
-        body: TextRange { start: 586, end: 4597 },
+        body: TextRange { start: 586, end: 5330 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 24576,
     }),
 };
 
@@ -307,9 +310,10 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 292 },
-        body: TextRange { start: 616, end: 3662 },
+        body: TextRange { start: 616, end: 4569 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -368,9 +372,10 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 286 },
-        body: TextRange { start: 474, end: 3718 },
+        body: TextRange { start: 474, end: 4451 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 24576,
     }),
 };
 
@@ -427,9 +432,10 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_down.cu")),
         header: TextRange { start: 80, end: 283 },
-        body: TextRange { start: 470, end: 2621 },
+        body: TextRange { start: 470, end: 3384 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -515,9 +521,10 @@ pub static GLM52_EXPERT_Q4_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 568, end: 4482 },
+        body: TextRange { start: 568, end: 5215 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 24576,
     }),
 };
 
@@ -610,9 +617,10 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 590, end: 3611 },
+        body: TextRange { start: 590, end: 4518 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -671,9 +679,10 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 287 },
-        body: TextRange { start: 492, end: 3607 },
+        body: TextRange { start: 492, end: 3799 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -730,9 +739,10 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_down.cu")),
         header: TextRange { start: 80, end: 284 },
-        body: TextRange { start: 488, end: 2471 },
+        body: TextRange { start: 488, end: 2663 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -818,9 +828,10 @@ pub static GLM52_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 295 },
-        body: TextRange { start: 586, end: 4379 },
+        body: TextRange { start: 586, end: 4571 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -913,9 +924,10 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 292 },
-        body: TextRange { start: 616, end: 3469 },
+        body: TextRange { start: 616, end: 3725 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -974,9 +986,10 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 286 },
-        body: TextRange { start: 474, end: 3508 },
+        body: TextRange { start: 474, end: 3700 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -1033,9 +1046,10 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_down.cu")),
         header: TextRange { start: 80, end: 283 },
-        body: TextRange { start: 470, end: 2436 },
+        body: TextRange { start: 470, end: 2628 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -1121,9 +1135,10 @@ pub static GLM52_EXPERT_Q8_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 568, end: 4272 },
+        body: TextRange { start: 568, end: 4464 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -1216,9 +1231,10 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 590, end: 3426 },
+        body: TextRange { start: 590, end: 3682 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -1277,9 +1293,10 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 290 },
-        body: TextRange { start: 498, end: 3827 },
+        body: TextRange { start: 498, end: 4560 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -1336,9 +1353,10 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_down.cu")),
         header: TextRange { start: 80, end: 287 },
-        body: TextRange { start: 494, end: 2666 },
+        body: TextRange { start: 494, end: 3427 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 3072,
     }),
 };
 
@@ -1424,9 +1442,10 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 298 },
-        body: TextRange { start: 592, end: 4596 },
+        body: TextRange { start: 592, end: 5329 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -1519,9 +1538,10 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 295 },
-        body: TextRange { start: 622, end: 3662 },
+        body: TextRange { start: 622, end: 4567 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 3072,
     }),
 };
 
@@ -1580,9 +1600,10 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 289 },
-        body: TextRange { start: 480, end: 3720 },
+        body: TextRange { start: 480, end: 4453 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -1639,9 +1660,10 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_down.cu")),
         header: TextRange { start: 80, end: 286 },
-        body: TextRange { start: 476, end: 2623 },
+        body: TextRange { start: 476, end: 3384 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 3072,
     }),
 };
 
@@ -1727,9 +1749,10 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 297 },
-        body: TextRange { start: 574, end: 4481 },
+        body: TextRange { start: 574, end: 5214 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 8192,
     }),
 };
 
@@ -1822,9 +1845,10 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 596, end: 3611 },
+        body: TextRange { start: 596, end: 4516 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 3072,
     }),
 };
 
@@ -1883,9 +1907,10 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 290 },
-        body: TextRange { start: 498, end: 3609 },
+        body: TextRange { start: 498, end: 3801 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -1942,9 +1967,10 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_down.cu")),
         header: TextRange { start: 80, end: 287 },
-        body: TextRange { start: 494, end: 2473 },
+        body: TextRange { start: 494, end: 2665 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2030,9 +2056,10 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 298 },
-        body: TextRange { start: 592, end: 4378 },
+        body: TextRange { start: 592, end: 4570 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2125,9 +2152,10 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 295 },
-        body: TextRange { start: 622, end: 3469 },
+        body: TextRange { start: 622, end: 3725 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2186,9 +2214,10 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 289 },
-        body: TextRange { start: 480, end: 3510 },
+        body: TextRange { start: 480, end: 3702 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2245,9 +2274,10 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_down.cu")),
         header: TextRange { start: 80, end: 286 },
-        body: TextRange { start: 476, end: 2438 },
+        body: TextRange { start: 476, end: 2630 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2333,9 +2363,10 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 297 },
-        body: TextRange { start: 574, end: 4271 },
+        body: TextRange { start: 574, end: 4463 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2428,9 +2459,10 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 596, end: 3426 },
+        body: TextRange { start: 596, end: 3682 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -2489,9 +2521,10 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 286 },
-        body: TextRange { start: 490, end: 3791 },
+        body: TextRange { start: 490, end: 4522 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -2548,9 +2581,10 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_down.cu")),
         header: TextRange { start: 80, end: 283 },
-        body: TextRange { start: 486, end: 2635 },
+        body: TextRange { start: 486, end: 3395 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -2636,9 +2670,10 @@ pub static TINY_EXPERT_Q4_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 584, end: 4556 },
+        body: TextRange { start: 584, end: 5287 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -2731,9 +2766,10 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 614, end: 3627 },
+        body: TextRange { start: 614, end: 4531 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -2792,9 +2828,10 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 285 },
-        body: TextRange { start: 472, end: 3684 },
+        body: TextRange { start: 472, end: 4415 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -2851,9 +2888,10 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_down.cu")),
         header: TextRange { start: 80, end: 282 },
-        body: TextRange { start: 468, end: 2592 },
+        body: TextRange { start: 468, end: 3352 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -2939,9 +2977,10 @@ pub static TINY_EXPERT_Q4_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 293 },
-        body: TextRange { start: 566, end: 4441 },
+        body: TextRange { start: 566, end: 5172 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -3034,9 +3073,10 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 290 },
-        body: TextRange { start: 588, end: 3576 },
+        body: TextRange { start: 588, end: 4480 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 1024,
     }),
 };
 
@@ -3095,9 +3135,10 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 286 },
-        body: TextRange { start: 490, end: 3573 },
+        body: TextRange { start: 490, end: 3765 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3154,9 +3195,10 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_down.cu")),
         header: TextRange { start: 80, end: 283 },
-        body: TextRange { start: 486, end: 2442 },
+        body: TextRange { start: 486, end: 2634 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3242,9 +3284,10 @@ pub static TINY_EXPERT_Q8_BF16_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 584, end: 4340 },
+        body: TextRange { start: 584, end: 4532 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3337,9 +3380,10 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 614, end: 3436 },
+        body: TextRange { start: 614, end: 3692 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3398,9 +3442,10 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_gate_up.cu")),
         header: TextRange { start: 80, end: 285 },
-        body: TextRange { start: 472, end: 3474 },
+        body: TextRange { start: 472, end: 3666 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_gate_up.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3457,9 +3502,10 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_down.cu")),
         header: TextRange { start: 80, end: 282 },
-        body: TextRange { start: 468, end: 2407 },
+        body: TextRange { start: 468, end: 2599 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_down.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3545,9 +3591,10 @@ pub static TINY_EXPERT_Q8_F32_R4_GATE_UP_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_gate_up_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_gate_up_grouped.cu")),
         header: TextRange { start: 80, end: 293 },
-        body: TextRange { start: 566, end: 4233 },
+        body: TextRange { start: 566, end: 4425 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_gate_up_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -3640,9 +3687,10 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 290 },
-        body: TextRange { start: 588, end: 3393 },
+        body: TextRange { start: 588, end: 3649 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_down_grouped.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 

@@ -72,6 +72,7 @@ pub static HEAD128_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
         body: TextRange { start: 546, end: 2189 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm/head128_gated_rms_norm_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -137,6 +138,7 @@ pub static WIDE4096_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
         body: TextRange { start: 548, end: 2706 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm/wide4096_gated_rms_norm_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
     }),
 };
 
@@ -202,6 +204,7 @@ pub static ODD200_GATED_RMS_NORM_BF16: KernelDef = KernelDef {
         body: TextRange { start: 544, end: 2684 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm/odd200_gated_rms_norm_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
     }),
 };
 

@@ -72,6 +72,7 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
         body: TextRange { start: 525, end: 2147 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -137,6 +138,7 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
         body: TextRange { start: 521, end: 2140 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -202,6 +204,7 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
         body: TextRange { start: 523, end: 2655 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
     }),
 };
 
@@ -267,6 +270,7 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
         body: TextRange { start: 519, end: 2648 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
     }),
 };
 

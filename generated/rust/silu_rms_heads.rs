@@ -90,6 +90,7 @@ pub static QWEN35_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
         body: TextRange { start: 588, end: 2663 },
         path: Cow::Borrowed("generated/cuda/silu_rms_heads/qwen35_silu_rms_heads_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -173,6 +174,7 @@ pub static SMALL_SILU_RMS_HEADS_BF16: KernelDef = KernelDef {
         body: TextRange { start: 586, end: 2631 },
         path: Cow::Borrowed("generated/cuda/silu_rms_heads/small_silu_rms_heads_bf16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 

@@ -90,6 +90,7 @@ pub static SMALL2_SILU_RMS_HEADS_F16: KernelDef = KernelDef {
         body: TextRange { start: 551, end: 2563 },
         path: Cow::Borrowed("generated/cuda/silu_rms_heads_dtypes/small2_silu_rms_heads_f16.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 
@@ -173,6 +174,7 @@ pub static SMALL2_SILU_RMS_HEADS_F32: KernelDef = KernelDef {
         body: TextRange { start: 545, end: 2552 },
         path: Cow::Borrowed("generated/cuda/silu_rms_heads_dtypes/small2_silu_rms_heads_f32.cu"),
         shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
     }),
 };
 

@@ -159,6 +159,9 @@ pub struct KernelPlan {
     pub threadgroup: [u64; 3],
     /// Threadgroup memory the kernel declares, in bytes.
     pub threadgroup_memory_bytes: u64,
+    /// Static `__shared__` memory its CUDA body declares, in bytes (the family's
+    /// `cuda_shared_memory`, by default the same as `threadgroup_memory_bytes`).
+    pub cuda_shared_memory_bytes: u64,
     /// What one launch moves and computes.
     pub cost: Cost,
     /// The whole layout of each packed buffer the kernel reads (all regions).

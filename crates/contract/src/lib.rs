@@ -856,6 +856,10 @@ pub struct CudaSource {
     /// generated kernels, whose `__shared__` arrays are static (sized by constants), so nvrtc
     /// reserves them and the launch reserves nothing.
     pub shared_memory_bytes: u32,
+    /// Static `__shared__` memory the body declares, in bytes: what `kernelgen verify` holds
+    /// the emulator's run of it to (the Metal body's is [`KernelDef::threadgroup_memory_bytes`];
+    /// a CUDA body may stage what its Metal body reads from device memory).
+    pub static_shared_memory_bytes: u32,
 }
 
 impl CudaSource {

@@ -101,12 +101,17 @@ class Nvrtc:
             "--ptxas-options=-v",
         ]
 
-    def compile(self, source, name):
+    def compile(self, source, name, cubin=None):
+        """Compiles `source`. With `cubin`, the name of its kernel (`mlx::core::cu::f`), it also
+        returns the machine code and the kernel's symbol in it, as MLX looks it up (both None
+        where it failed)."""
         lib = self.lib
         prog = ctypes.c_void_p()
         if lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None) != 0:
             return Compiled(False, "nvrtc: error: nvrtcCreateProgram failed")
         try:
+            if cubin:
+                lib.nvrtcAddNameExpression(prog, cubin.encode())
             opts = (ctypes.c_char_p * len(self.options))(*[o.encode() for o in self.options])
             status = lib.nvrtcCompileProgram(prog, len(self.options), opts)
             size = ctypes.c_size_t()
@@ -114,7 +119,19 @@ class Nvrtc:
             buf = ctypes.create_string_buffer(size.value + 1)
             lib.nvrtcGetProgramLog(prog, buf)
             log = buf.value.decode("utf-8", "replace")
-            return Compiled(status == 0, log, **(parse_ptxas(log) if status == 0 else {}))
+            compiled = Compiled(status == 0, log, **(parse_ptxas(log) if status == 0 else {}))
+            if not cubin:
+                return compiled
+            code = symbol = None
+            if status == 0:
+                lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+                out = ctypes.create_string_buffer(size.value)
+                lib.nvrtcGetCUBIN(prog, out)
+                code = out.raw
+                lowered = ctypes.c_char_p()
+                lib.nvrtcGetLoweredName(prog, cubin.encode(), ctypes.byref(lowered))
+                symbol = lowered.value.decode()
+            return compiled, code, symbol
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 

@@ -99,6 +99,10 @@ pub const SCALAR_TYPE_NAMES: [&str; 14] =
 pub const OTHER_TYPE_NAMES: [&str; 11] =
     ["dim3", "half", "half2", "nv_bfloat16", "nv_bfloat162", "__half", "__half2", "__nv_bfloat16", "__nv_bfloat162", "__half_raw", "__nv_bfloat16_raw"];
 
+/// The static `__shared__` memory one block may declare (CUDA's limit without an opt-in to more,
+/// which MLX's `cuda_kernel` does not make), in bytes.
+pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+
 /// The headers a kernel source MLX assembles may include, as written after `#include`: MLX's two
 /// ([`DEFAULT_HEADER`](crate::mlx::DEFAULT_HEADER) includes them) and CUDA's half-precision ones.
 pub const INCLUDES: [&str; 4] = ["\"mlx/backend/cuda/device/utils.cuh\"", "<cooperative_groups.h>", "<cuda_fp16.h>", "<cuda_bf16.h>"];

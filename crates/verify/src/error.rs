@@ -224,6 +224,9 @@ pub enum Finding {
         /// Where the family file declares it (`path:line:col` of `threadgroup_memory`, or of
         /// its `[[kernel]]` table when it leaves the default of 0), when known.
         at: Option<String>,
+        /// The family file's key: `threadgroup_memory` (the Metal body's), or
+        /// `cuda_shared_memory` (the CUDA body's, by default the same).
+        key: &'static str,
         /// The contract's bytes.
         declared: u32,
         /// The bytes of the arrays one threadgroup allocated.
@@ -257,14 +260,16 @@ impl fmt::Display for Finding {
             Finding::UninitializedThreadgroup { output, first, read: Some(read) } => {
                 write!(f, "output `{output}` depends on uninitialized threadgroup memory (element {first} changes with the memory's initial bytes): {read}")
             }
-            Finding::ThreadgroupMemory { at, declared, allocated, arrays } => {
+            Finding::ThreadgroupMemory { at, key, declared, allocated, arrays } => {
                 if let Some(at) = at {
-                    write!(f, "{at}: threadgroup_memory: ")?;
+                    write!(f, "{at}: {key}: ")?;
                 }
                 write!(
                     f,
-                    "the family declares {declared} bytes of threadgroup memory, but the kernel's threadgroup arrays take {allocated} bytes{}: \
+                    "the family declares {declared} bytes of {}, but the kernel's {} take {allocated} bytes{}: \
                      declare what the template allocates (the launch contract and MLX's occupancy read this number)",
+                    if *key == "cuda_shared_memory" { "shared memory for the CUDA body" } else { "threadgroup memory" },
+                    if *key == "cuda_shared_memory" { "__shared__ arrays" } else { "threadgroup arrays" },
                     if arrays.is_empty() { String::new() } else { format!(" ({})", arrays.join("; ")) }
                 )
             }

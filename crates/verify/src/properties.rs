@@ -27,7 +27,7 @@ use crate::error::{Error, Finding};
 use kernelgen::backend;
 use kernelgen::contract::KernelDef;
 use kernelgen::launch::LaunchError;
-use kernelgen_emu::{DispatchStats, EmuBackend, EmuError, HostArray, MemoryCheck, Placement, RunConfig, RunOrder};
+use kernelgen_emu::{DispatchStats, EmuBackend, EmuError, HostArray, Language, MemoryCheck, Placement, RunConfig, RunOrder};
 
 /// One launch of `case` in the emulator with `config`.
 pub fn launch(emu: &EmuBackend, def: &KernelDef, case: &Case, config: RunConfig) -> Result<Vec<HostArray>, Error> {
@@ -80,9 +80,14 @@ pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, order
     let first_config = config(RunOrder::Forward, 0xFF, 0xFF, Placement::End);
     let (_, stats) = launch_stats(emu, def, case, RunConfig { memory_check: Some(MemoryCheck::Races), ..first_config })?;
     let allocated = stats.threadgroup_memory();
-    if allocated != def.threadgroup_memory_bytes as usize {
-        let arrays = stats.threadgroup_arrays.iter().map(|a| format!("`{}`, {} bytes, declared at {}:{}", a.name, a.bytes, def.metal_path, a.line)).collect();
-        return Err(Finding::ThreadgroupMemory { at: None, declared: def.threadgroup_memory_bytes, allocated, arrays }.into());
+    // a CUDA body declares its own static shared memory (it may stage what the Metal body reads)
+    let (key, declared, path) = match (emu.language(), &def.cuda) {
+        (Language::Cuda, Some(cuda)) => ("cuda_shared_memory", cuda.static_shared_memory_bytes, &cuda.path),
+        _ => ("threadgroup_memory", def.threadgroup_memory_bytes, &def.metal_path),
+    };
+    if allocated != declared as usize {
+        let arrays = stats.threadgroup_arrays.iter().map(|a| format!("`{}`, {} bytes, declared at {}:{}", a.name, a.bytes, path, a.line)).collect();
+        return Err(Finding::ThreadgroupMemory { at: None, key, declared, allocated, arrays }.into());
     }
     let forward = launch(emu, def, case, first_config)?;
     let mut others = Vec::new();

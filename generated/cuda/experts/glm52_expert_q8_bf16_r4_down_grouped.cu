@@ -24,10 +24,9 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down_grouped(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
-  // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
-  if (row >= 6144u) {
-    return;
-  }
+  // Every warp stays to the end: the route loop's barriers need the whole block. A warp past
+  // the last row computes and writes nothing.
+  const bool hasRow = row < 6144u;
   const unsigned int routes = static_cast<unsigned int>(Kin[0]);
   const unsigned int slotCount = static_cast<unsigned int>(Sin[0]);
   // The routes' row values, each weighted, summed in route order.
@@ -37,7 +36,7 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down_grouped(
   const unsigned int expert = experts[pair];
   // An index past the slots reads nothing (the launch cannot see device values) and adds
   // nothing; the warp's lanes share it, so they skip together.
-  if (expert >= slotCount) {
+  if (!hasRow || expert >= slotCount) {
     continue;
   }
   const uint8_t* slot = slots + (unsigned long long)expert * 37797888ull;
@@ -56,6 +55,9 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down_grouped(
       const unsigned int k = lane + 32u * (first + j);
       bytes[j] = k < 2048u ? (uint8_t)downRow[k] : (uint8_t)0u;
     }
+    // The compiler keeps loads in program order across a warp barrier: all of them are
+    // issued here, before the first is used, rather than each just ahead of its use.
+    __syncwarp();
 #pragma unroll
     for (unsigned int j = 0; j < 16u; ++j) {
       const unsigned int k = lane + 32u * (first + j);
@@ -75,7 +77,7 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down_grouped(
   const float value = acc * scale;
   total = fmaf(static_cast<float>(weights[pair]), value, total);
   }
-  if (lane == 0u) {
+  if (hasRow && lane == 0u) {
     out[(unsigned long long)sample * 6144ull + row] = static_cast<__nv_bfloat16>(total);
   }
 }

@@ -19,11 +19,19 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
+  // x's row as f32 pairs, staged by the whole block before any warp leaves. Pair t (x[2t] and
+  // x[2t + 1]) goes where lane (t % 128) / 4 of step t / 128 reads its (t % 4)-th pair.
+  __shared__ float2 xs[1024];
+  for (unsigned int t = threadIdx.x; t < 1024u; t += 128u) {
+    const __nv_bfloat16* pairX = x + (unsigned long long)sample * 2048ull + 2u * t;
+    xs[128u * (t / 128u) + 32u * (t % 4u) + (t % 128u) / 4u] =
+      make_float2(static_cast<float>(pairX[0]), static_cast<float>(pairX[1]));
+  }
+  __syncthreads();
   // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
   if (row >= 768u) {
     return;
   }
-  const __nv_bfloat16* sampleX = x + (unsigned long long)sample * 2048ull;
 
   // Q4: each uint32 word packs 8 weights, least significant nibble first, zero point 8.
   const uint32_t* gateRow =
@@ -47,16 +55,20 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up(
       gatePacked[j] = word < 256u ? gateRow[word] : 0u;
       upPacked[j] = word < 256u ? upRow[word] : 0u;
     }
+    // The compiler keeps loads in program order across a warp barrier: all of them are
+    // issued here, before the first is used, rather than each just ahead of its use.
+    __syncwarp();
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
       const unsigned int word = lane + 32u * (first + j);
       if (word >= 256u) {
         break;
       }
-      const unsigned int k0 = word * 8u;
 #pragma unroll
       for (unsigned int place = 0; place < 8u; ++place) {
-        const float xv = static_cast<float>(sampleX[k0 + place]);
+        // x[word * 8 + place], from the staged row
+        const float2 xPair = xs[128u * (first + j) + 16u * (place & ~1u) + lane];
+        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
         const float gateWeight =
           __uint_as_float(0x4B000000u | ((gatePacked[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
         const float upWeight =

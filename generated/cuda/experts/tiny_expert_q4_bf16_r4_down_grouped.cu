@@ -24,24 +24,34 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
-  // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
-  if (row >= 256u) {
-    return;
-  }
+  // mid's row as f32 pairs, staged by the whole block (for each route, in the grouped part).
+  // Pair t (mid[2t] and mid[2t + 1]) goes where lane (t % 128) / 4 of step t / 128 reads its
+  // (t % 4)-th pair.
+  __shared__ float2 ms[128];
+  // Every warp stays to the end: the route loop's barriers need the whole block. A warp past
+  // the last row computes and writes nothing.
+  const bool hasRow = row < 256u;
   const unsigned int routes = static_cast<unsigned int>(Kin[0]);
   const unsigned int slotCount = static_cast<unsigned int>(Sin[0]);
   // The routes' row values, each weighted, summed in route order.
   float total = 0.0f;
   for (unsigned int route = 0u; route < routes; ++route) {
   const unsigned int pair = sample * routes + route;
+  // (once every warp is done with the previous route's row)
+  __syncthreads();
+  for (unsigned int t = threadIdx.x; t < 64u; t += 128u) {
+    const __nv_bfloat16* pairMid = mid + (unsigned long long)pair * 128ull + 2u * t;
+    ms[128u * (t / 128u) + 32u * (t % 4u) + (t % 128u) / 4u] =
+      make_float2(static_cast<float>(pairMid[0]), static_cast<float>(pairMid[1]));
+  }
+  __syncthreads();
   const unsigned int expert = experts[pair];
   // An index past the slots reads nothing (the launch cannot see device values) and adds
   // nothing; the warp's lanes share it, so they skip together.
-  if (expert >= slotCount) {
+  if (!hasRow || expert >= slotCount) {
     continue;
   }
   const uint8_t* slot = slots + (unsigned long long)expert * 73728ull;
-  const __nv_bfloat16* sampleMid = mid + (unsigned long long)pair * 128ull;
 
   // Q4: each uint32 word packs 8 weights, least significant nibble first, zero point 8.
   const uint32_t* downRow =
@@ -57,16 +67,20 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
       const unsigned int word = lane + 32u * (first + j);
       packed[j] = word < 16u ? downRow[word] : 0u;
     }
+    // The compiler keeps loads in program order across a warp barrier: all of them are
+    // issued here, before the first is used, rather than each just ahead of its use.
+    __syncwarp();
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
       const unsigned int word = lane + 32u * (first + j);
       if (word >= 16u) {
         break;
       }
-      const unsigned int k0 = word * 8u;
 #pragma unroll
       for (unsigned int place = 0; place < 8u; ++place) {
-        const float xv = static_cast<float>(sampleMid[k0 + place]);
+        // mid[word * 8 + place], from the staged row
+        const float2 xPair = ms[128u * (first + j) + 16u * (place & ~1u) + lane];
+        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
         const float weight =
           __uint_as_float(0x4B000000u | ((packed[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
         acc = fmaf(weight, xv, acc);
@@ -80,7 +94,7 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
   const float value = acc * scale;
   total = fmaf(static_cast<float>(weights[pair]), value, total);
   }
-  if (lane == 0u) {
+  if (hasRow && lane == 0u) {
     out[(unsigned long long)sample * 256ull + row] = static_cast<__nv_bfloat16>(total);
   }
 }

@@ -25,6 +25,15 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_gate_up_grouped(
   // z is the pair m * K + k: its row of experts and of mid.
   const unsigned int pair = blockIdx.z;
   const unsigned int sample = pair / static_cast<unsigned int>(Kin[0]);
+  // x's row as f32 pairs, staged by the whole block before any warp leaves. Pair t (x[2t] and
+  // x[2t + 1]) goes where lane (t % 128) / 4 of step t / 128 reads its (t % 4)-th pair.
+  __shared__ float2 xs[128];
+  for (unsigned int t = threadIdx.x; t < 128u; t += 128u) {
+    const float* pairX = x + (unsigned long long)sample * 256ull + 2u * t;
+    xs[128u * (t / 128u) + 32u * (t % 4u) + (t % 128u) / 4u] =
+      make_float2(static_cast<float>(pairX[0]), static_cast<float>(pairX[1]));
+  }
+  __syncthreads();
   // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
   if (row >= 128u) {
     return;
@@ -38,7 +47,6 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_gate_up_grouped(
     return;
   }
   const uint8_t* slot = slots + (unsigned long long)expert * 73728ull;
-  const float* sampleX = x + (unsigned long long)sample * 256ull;
 
   // Q4: each uint32 word packs 8 weights, least significant nibble first, zero point 8.
   const uint32_t* gateRow =
@@ -62,16 +70,20 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_gate_up_grouped(
       gatePacked[j] = word < 32u ? gateRow[word] : 0u;
       upPacked[j] = word < 32u ? upRow[word] : 0u;
     }
+    // The compiler keeps loads in program order across a warp barrier: all of them are
+    // issued here, before the first is used, rather than each just ahead of its use.
+    __syncwarp();
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
       const unsigned int word = lane + 32u * (first + j);
       if (word >= 32u) {
         break;
       }
-      const unsigned int k0 = word * 8u;
 #pragma unroll
       for (unsigned int place = 0; place < 8u; ++place) {
-        const float xv = static_cast<float>(sampleX[k0 + place]);
+        // x[word * 8 + place], from the staged row
+        const float2 xPair = xs[128u * (first + j) + 16u * (place & ~1u) + lane];
+        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
         const float gateWeight =
           __uint_as_float(0x4B000000u | ((gatePacked[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
         const float upWeight =

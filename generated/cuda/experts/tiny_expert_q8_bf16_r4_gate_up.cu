@@ -46,6 +46,9 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_gate_up(
       gateByte[j] = k < 256u ? (uint8_t)gateRow[k] : (uint8_t)0u;
       upByte[j] = k < 256u ? (uint8_t)upRow[k] : (uint8_t)0u;
     }
+    // The compiler keeps loads in program order across a warp barrier: all of them are
+    // issued here, before the first is used, rather than each just ahead of its use.
+    __syncwarp();
 #pragma unroll
     for (unsigned int j = 0; j < 16u; ++j) {
       const unsigned int k = lane + 32u * (first + j);

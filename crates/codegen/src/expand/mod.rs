@@ -268,6 +268,16 @@ fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: 
             "use a smaller geometry for this family",
         );
     }
+    if plan.cuda_shared_memory_bytes > kernelgen_cuda::vocab::MAX_STATIC_SHARED_BYTES {
+        err(
+            format!(
+                "kernel `{name}` needs {} bytes of static shared memory in its CUDA body, above CUDA's limit of {}",
+                plan.cuda_shared_memory_bytes,
+                kernelgen_cuda::vocab::MAX_STATIC_SHARED_BYTES
+            ),
+            "use a smaller geometry for this family",
+        );
+    }
     let buffers = plan.inputs.len() + plan.outputs.len();
     if buffers > MAX_BUFFERS {
         err(format!("kernel `{name}` binds {buffers} buffers, above Metal's limit of {MAX_BUFFERS}"), "bind fewer buffers");

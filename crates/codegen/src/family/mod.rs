@@ -277,6 +277,9 @@ pub struct PartDef {
     pub threadgroup: [FileExpr; 3],
     /// Threadgroup memory, in bytes.
     pub threadgroup_memory: FileExpr,
+    /// The CUDA body's static `__shared__` memory, in bytes, where it differs from the Metal
+    /// body's threadgroup memory (`cuda_shared_memory`; `None`: the same).
+    pub cuda_shared_memory: Option<FileExpr>,
     /// What a launch costs, where the family states it (by default: every
     /// byte of the inputs it reads and of its outputs, and no flop count).
     pub bytes_read: Option<FileExpr>,

@@ -364,6 +364,10 @@ impl FamilyDef {
             *t = self.int_in(e, b, "threadgroup", 1..=i64::from(u32::MAX))? as u64;
         }
         let threadgroup_memory_bytes = self.int_in(&part.threadgroup_memory, b, "threadgroup_memory", 0..=i64::MAX)? as u64;
+        let cuda_shared_memory_bytes = match &part.cuda_shared_memory {
+            Some(e) => self.int_in(e, b, "cuda_shared_memory", 0..=i64::MAX)? as u64,
+            None => threadgroup_memory_bytes,
+        };
         let stated = |e: &Option<FileExpr>, what: &str| e.as_ref().map(|e| self.dim(e, b, what)).transpose();
         let derived = |list: &[BufferDef], what: &str| {
             super::cost::bytes(list).ok_or_else(|| Violation {
@@ -395,6 +399,7 @@ impl FamilyDef {
             grid,
             threadgroup,
             threadgroup_memory_bytes,
+            cuda_shared_memory_bytes,
             cost,
             packed: layouts.values().filter(|l| part.inputs.iter().any(|i| i.packed.as_ref().is_some_and(|(n, _)| *n == *l.name))).cloned().collect(),
             params,

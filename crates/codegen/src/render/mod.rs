@@ -233,6 +233,7 @@ impl Renderer {
             body,
             path: format!("generated/{path}").into(),
             shared_memory_bytes: 0,
+            static_shared_memory_bytes: k.plan.cuda_shared_memory_bytes as u32,
         };
         Ok(Some((source, CudaFile { path, sha256 })))
     }
