@@ -60,3 +60,25 @@ fn a_cuda_body_is_checked_like_the_metal_one() {
     let e = check(&cuda, &metal_only, &[("R", 1)], 1, tolerance, |_| vec![]).unwrap_err().to_string();
     assert!(e.contains(&format!("`{}`", metal_only.name)) && e.contains("no CUDA body"), "{e}");
 }
+
+/// Each body is held to its own shared memory: the CUDA body's `static_shared_memory_bytes`
+/// (the family's `cuda_shared_memory`), the Metal body's `threadgroup_memory_bytes`. A wrong
+/// figure for one fails that body's check, naming which memory, and leaves the other's alone.
+#[test]
+fn each_body_is_held_to_its_own_shared_memory() {
+    let emu = EmuBackend::with_defaults().expect("emulator");
+    let cuda = emu.with_language(Language::Cuda);
+    let tolerance = Tolerance::AbsRel { abs: 1e-5, rel: 1e-2 };
+
+    let mut def = rowscale("f32");
+    def.cuda.as_mut().unwrap().static_shared_memory_bytes = 64;
+    let e = check(&cuda, &def, &[("R", 2)], 3, tolerance, reference).unwrap_err().to_string();
+    assert!(e.contains("declares 64 bytes of shared memory for the CUDA body") && e.contains("take 0 bytes"), "{e}");
+    check(&emu, &def, &[("R", 2)], 3, tolerance, reference).unwrap_or_else(|e| panic!("{e}"));
+
+    let mut def = rowscale("f32");
+    def.threadgroup_memory_bytes = 64;
+    let e = check(&emu, &def, &[("R", 2)], 3, tolerance, reference).unwrap_err().to_string();
+    assert!(e.contains("declares 64 bytes of threadgroup memory") && e.contains("threadgroup arrays take 0 bytes"), "{e}");
+    check(&cuda, &def, &[("R", 2)], 3, tolerance, reference).unwrap_or_else(|e| panic!("{e}"));
+}
