@@ -90,13 +90,13 @@ def prepare(out):
             c = case(name, k, gen)
             # compiled here as MLX compiles it (check.py's nvrtc): the GPU machine loads the cubin
             source = open(os.path.join(out, c["source"]), "rb").read()
-            compiled, code, symbol = nvrtc.compile(source, k["name"] + ".cu", cubin="mlx::core::cu::" + c["function"])
-            if code is None:
+            compiled = nvrtc.compile(source, k["name"] + ".cu", kernel="mlx::core::cu::" + c["function"])
+            if not compiled.ok:
                 sys.exit(f"tune.py: {c['source']} does not compile:\n{compiled.log}")
             c["cubin"] = c["source"][:-3] + ".cubin"
             c["registers"] = compiled.registers
-            c["symbol"] = symbol
-            open(os.path.join(out, c["cubin"]), "wb").write(code)
+            c["symbol"] = compiled.symbol
+            open(os.path.join(out, c["cubin"]), "wb").write(compiled.cubin)
             cases.append(c)
     json.dump(cases, open(os.path.join(out, "cases.json"), "w"), indent=1)
     print(f"tune.py: {len(cases)} kernels in {out}/cases.json", file=sys.stderr)
@@ -104,12 +104,11 @@ def prepare(out):
 
 def case(candidate, k, gen):
     """A kernel of the manifest as the runner needs it: its source, launch and buffers."""
-    params = k.get("params", {})
     cu = k["cuda"]["path"]
     src_rel = os.path.relpath(os.path.join(gen, os.path.relpath(cu, "generated")), os.path.dirname(os.path.dirname(gen)))
     return {"candidate": candidate, "kernel": k["name"], "function": k["cuda"]["mlx_name"], "source": src_rel,
             "grid": k["grid"], "threadgroup": k["threadgroup"], "inputs": k["inputs"], "outputs": k["outputs"],
-            "sizes": k["sizes"], "params": params, "bytes": k.get("cost", {})}
+            "sizes": k["sizes"], "bytes": k.get("cost", {})}
 
 
 def evaluate(expr, sizes):

@@ -41,6 +41,9 @@ class Compiled:
     spill_loads: int = 0
     stack: int = 0
     shared: int = 0
+    # with compile(..., kernel=...): the machine code, and the kernel's symbol in it
+    cubin: bytes = None
+    symbol: str = None
 
 
 def parse_ptxas(log):
@@ -101,17 +104,16 @@ class Nvrtc:
             "--ptxas-options=-v",
         ]
 
-    def compile(self, source, name, cubin=None):
-        """Compiles `source`. With `cubin`, the name of its kernel (`mlx::core::cu::f`), it also
-        returns the machine code and the kernel's symbol in it, as MLX looks it up (both None
-        where it failed)."""
+    def compile(self, source, name, kernel=None):
+        """Compiles `source`. With `kernel`, the name of its kernel (`mlx::core::cu::f`), the
+        result also holds the machine code and the kernel's symbol in it, as MLX looks it up."""
         lib = self.lib
         prog = ctypes.c_void_p()
         if lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None) != 0:
             return Compiled(False, "nvrtc: error: nvrtcCreateProgram failed")
         try:
-            if cubin:
-                lib.nvrtcAddNameExpression(prog, cubin.encode())
+            if kernel:
+                lib.nvrtcAddNameExpression(prog, kernel.encode())
             opts = (ctypes.c_char_p * len(self.options))(*[o.encode() for o in self.options])
             status = lib.nvrtcCompileProgram(prog, len(self.options), opts)
             size = ctypes.c_size_t()
@@ -120,18 +122,14 @@ class Nvrtc:
             lib.nvrtcGetProgramLog(prog, buf)
             log = buf.value.decode("utf-8", "replace")
             compiled = Compiled(status == 0, log, **(parse_ptxas(log) if status == 0 else {}))
-            if not cubin:
-                return compiled
-            code = symbol = None
-            if status == 0:
+            if kernel and status == 0:
                 lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
                 out = ctypes.create_string_buffer(size.value)
                 lib.nvrtcGetCUBIN(prog, out)
-                code = out.raw
                 lowered = ctypes.c_char_p()
-                lib.nvrtcGetLoweredName(prog, cubin.encode(), ctypes.byref(lowered))
-                symbol = lowered.value.decode()
-            return compiled, code, symbol
+                lib.nvrtcGetLoweredName(prog, kernel.encode(), ctypes.byref(lowered))
+                compiled.cubin, compiled.symbol = out.raw, lowered.value.decode()
+            return compiled
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 

@@ -3,7 +3,7 @@
 
 use kernelgen::contract::{Dtype, Tolerance};
 use kernelgen::launch::LaunchError;
-use kernelgen_emu::EmuError;
+use kernelgen_emu::{EmuError, Language};
 use kernelgen_reference::Violation;
 use std::fmt;
 
@@ -224,9 +224,9 @@ pub enum Finding {
         /// Where the family file declares it (`path:line:col` of `threadgroup_memory`, or of
         /// its `[[kernel]]` table when it leaves the default of 0), when known.
         at: Option<String>,
-        /// The family file's key: `threadgroup_memory` (the Metal body's), or
-        /// `cuda_shared_memory` (the CUDA body's, by default the same).
-        key: &'static str,
+        /// The body: the Metal one's is the family's `threadgroup_memory`, the CUDA one's its
+        /// `cuda_shared_memory` (by default the same).
+        body: Language,
         /// The contract's bytes.
         declared: u32,
         /// The bytes of the arrays one threadgroup allocated.
@@ -260,16 +260,18 @@ impl fmt::Display for Finding {
             Finding::UninitializedThreadgroup { output, first, read: Some(read) } => {
                 write!(f, "output `{output}` depends on uninitialized threadgroup memory (element {first} changes with the memory's initial bytes): {read}")
             }
-            Finding::ThreadgroupMemory { at, key, declared, allocated, arrays } => {
+            Finding::ThreadgroupMemory { at, body, declared, allocated, arrays } => {
+                let (key, memory, kind) = match body {
+                    Language::Cuda => ("cuda_shared_memory", "shared memory for the CUDA body", "__shared__ arrays"),
+                    _ => ("threadgroup_memory", "threadgroup memory", "threadgroup arrays"),
+                };
                 if let Some(at) = at {
                     write!(f, "{at}: {key}: ")?;
                 }
                 write!(
                     f,
-                    "the family declares {declared} bytes of {}, but the kernel's {} take {allocated} bytes{}: \
+                    "the family declares {declared} bytes of {memory}, but the kernel's {kind} take {allocated} bytes{}: \
                      declare what the template allocates (the launch contract and MLX's occupancy read this number)",
-                    if *key == "cuda_shared_memory" { "shared memory for the CUDA body" } else { "threadgroup memory" },
-                    if *key == "cuda_shared_memory" { "__shared__ arrays" } else { "threadgroup arrays" },
                     if arrays.is_empty() { String::new() } else { format!(" ({})", arrays.join("; ")) }
                 )
             }

@@ -81,13 +81,13 @@ pub fn check_properties_in(emu: &EmuBackend, def: &KernelDef, case: &Case, order
     let (_, stats) = launch_stats(emu, def, case, RunConfig { memory_check: Some(MemoryCheck::Races), ..first_config })?;
     let allocated = stats.threadgroup_memory();
     // a CUDA body declares its own static shared memory (it may stage what the Metal body reads)
-    let (key, declared, path) = match (emu.language(), &def.cuda) {
-        (Language::Cuda, Some(cuda)) => ("cuda_shared_memory", cuda.static_shared_memory_bytes, &cuda.path),
-        _ => ("threadgroup_memory", def.threadgroup_memory_bytes, &def.metal_path),
+    let (body, declared, path) = match (emu.language(), &def.cuda) {
+        (Language::Cuda, Some(cuda)) => (Language::Cuda, cuda.static_shared_memory_bytes, &cuda.path),
+        _ => (Language::Metal, def.threadgroup_memory_bytes, &def.metal_path),
     };
     if allocated != declared as usize {
         let arrays = stats.threadgroup_arrays.iter().map(|a| format!("`{}`, {} bytes, declared at {}:{}", a.name, a.bytes, path, a.line)).collect();
-        return Err(Finding::ThreadgroupMemory { at: None, key, declared, allocated, arrays }.into());
+        return Err(Finding::ThreadgroupMemory { at: None, body, declared, allocated, arrays }.into());
     }
     let forward = launch(emu, def, case, first_config)?;
     let mut others = Vec::new();

@@ -227,19 +227,19 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
 /// A wrong `threadgroup_memory`, located in the family file.
 fn declared_at(e: Error, r: &RenderedKernel) -> Error {
     match e {
-        Error::Property(Finding::ThreadgroupMemory { at: None, key, declared, allocated, arrays }) => {
+        Error::Property(Finding::ThreadgroupMemory { at: None, body, declared, allocated, arrays }) => {
             let family = &r.kernel.family;
             let at = family.parts.iter().find(|p| p.part == r.kernel.plan.part).map(|part| {
                 // the key's value (a CUDA body's own where it has one), or the kernel's table
                 // where the default (0) applies
-                let declared_at = match (&part.cuda_shared_memory, key) {
-                    (Some(cuda), "cuda_shared_memory") => cuda,
+                let declared_at = match (&part.cuda_shared_memory, body) {
+                    (Some(cuda), Language::Cuda) => cuda,
                     _ => &part.threadgroup_memory,
                 };
                 let span = if declared_at.span.is_empty() { &part.span } else { &declared_at.span };
                 family_at(family, span.start)
             });
-            Finding::ThreadgroupMemory { at, key, declared, allocated, arrays }.into()
+            Finding::ThreadgroupMemory { at, body, declared, allocated, arrays }.into()
         }
         e => e,
     }
