@@ -34,12 +34,12 @@ ROTATE_BYTES = 256 << 20
 
 # Candidates: (name, the git revision whose family files render it (None: the working tree's),
 # {let: expression} overriding the family's, rows_per_threadgroup values). The expert family's
-# CUDA body as it was at 7a4b4cb is the baseline every change is timed against.
+# CUDA body as it was at c69ad65 (the fifth session's) is the baseline every change is timed against.
 CANDIDATES = [
-    ("at_7a4b4cb", "7a4b4cb", {}, [4]),
+    ("at_c69ad65", "c69ad65", {}, [4]),
     ("now", None, {}, [4]),
-    ("now_q4x24", None, {"LOADS": "if(quant == 'q4', 24, 16)"}, [4]),
     ("now_r8", None, {}, [8]),
+    ("now_loads", None, {"LOADS": "if(quant == 'q4', 12, 32)"}, [4]),
 ]
 GEOMETRY = ("glm52", 6144, 2048)
 
@@ -126,10 +126,18 @@ def size_points(c):
     return [{"M": m} for m in (1, 4, 32)]
 
 
-def run(directory):
+def run(directory, managed=False, only=None, profile=False):
+    """Times each case (or, with `profile`, launches each once at M = 1, after one warm-up
+    launch, for Nsight Compute to profile). `managed`: every buffer in managed memory
+    (cudaMallocManaged, as MLX's CUDA allocator gives its arrays) rather than cudaMalloc's.
+    `only`: the cases whose kernel or candidate name holds this substring."""
     import cupy as cp
 
+    if managed:
+        cp.cuda.set_allocator(cp.cuda.MemoryPool(cp.cuda.malloc_managed).malloc)
     cases = json.load(open(os.path.join(directory, "cases.json")))
+    if only:
+        cases = [c for c in cases if only in c["kernel"] or only in c["candidate"]]
     import numpy as np
 
     rng = cp.random.default_rng(28)
@@ -145,7 +153,7 @@ def run(directory):
         best = min(best, cp.cuda.get_elapsed_time(s, e) / 1e3)
     copy_bw = 2 * a.size / best
     del a, b
-    print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s", flush=True)
+    print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s ({'managed' if managed else 'device'} memory)", flush=True)
 
     kept = {}
 
@@ -193,7 +201,7 @@ def run(directory):
     rows = []
     for c in cases:
         kernel = cp.RawModule(path=os.path.join(directory, c["cubin"])).get_function(c["symbol"])
-        for sizes in size_points(c):
+        for sizes in size_points(c)[:1] if profile else size_points(c):
             read = evaluate(c["bytes"]["bytes_read"], sizes)
             written = evaluate(c["bytes"]["bytes_written"], sizes)
             grouped = "S" in sizes
@@ -206,14 +214,14 @@ def run(directory):
             block = c["threadgroup"]
             blocks = tuple(g // t for g, t in zip(grid, block))
             times = []
-            for it in range(40):
+            for it in range(2 if profile else 40):
                 args = [arrs[it % len(arrs)] for arrs in ins] + outs
                 s, e = cp.cuda.Event(), cp.cuda.Event()
                 s.record()
                 kernel(blocks, tuple(block), args)
                 e.record()
                 e.synchronize()
-                if it >= 5:
+                if it >= (1 if profile else 5):
                     times.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
             times.sort()
             us = times[len(times) // 2]
@@ -238,11 +246,14 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(ROOT, "target", "gpu", "tune"))
     r = sub.add_parser("run")
     r.add_argument("--dir", default=os.path.join(ROOT, "target", "gpu", "tune"))
+    r.add_argument("--managed", action="store_true", help="buffers in managed memory, as MLX allocates")
+    r.add_argument("--only", help="the cases whose kernel or candidate name holds this")
+    r.add_argument("--profile", action="store_true", help="one launch a case at M = 1 (after a warm-up), for ncu")
     a = ap.parse_args(argv)
     if a.cmd == "prepare":
         prepare(a.out)
     else:
-        run(a.dir)
+        run(a.dir, a.managed, a.only, a.profile)
 
 
 if __name__ == "__main__":
