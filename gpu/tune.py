@@ -39,7 +39,6 @@ CANDIDATES = [
     ("at_c69ad65", "c69ad65", {}, [4]),
     ("now", None, {}, [4]),
     ("now_r8", None, {}, [8]),
-    ("now_loads", None, {"LOADS": "if(quant == 'q4', 12, 32)"}, [4]),
 ]
 GEOMETRY = ("glm52", 6144, 2048)
 

@@ -140,7 +140,7 @@ pub fn expert_gate_up() -> Case {
     let x: Vec<bf16> = random(&mut SplitMix64::new(5), m * g.hidden, 1.0);
     let slot = expert_slot();
     let sizes = [m as u64];
-    let replay = expert::gate_up_replay(&x, &slot, &g, quant, m);
+    let replay = expert::gate_up_replay(&x, &slot, &g, quant, m, expert::Lanes::Strided);
     let exact = expert::gate_up_f64(&x, &slot, &g, quant, m);
     Case {
         def,
@@ -158,7 +158,7 @@ pub fn expert_down(mid: &[bf16]) -> Case {
     let m = mid.len() / g.intermediate;
     let slot = expert_slot();
     let sizes = [m as u64];
-    let replay = expert::down_replay(mid, &slot, &g, quant, m);
+    let replay = expert::down_replay(mid, &slot, &g, quant, m, expert::Lanes::Strided);
     let exact = expert::down_f64(mid, &slot, &g, quant, m);
     Case {
         def,
@@ -186,7 +186,7 @@ pub fn expert_gate_up_grouped() -> Case {
     let (m, k) = (2, 3);
     let x: Vec<bf16> = random(&mut SplitMix64::new(6), m * g.hidden, 1.0);
     let routes = expert::Routes { slots: &slots, experts: &experts, m, k };
-    let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant);
+    let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant, expert::Lanes::Strided);
     let exact = expert::gate_up_grouped_f64(&x, &routes, &g, quant);
     let sizes = sizes_of(def, &[("M", m), ("K", k), ("S", 3)]);
     let given = vec![data("x", &x), Data { name: "slots", dtype: Dtype::U8, shape: Vec::new(), bytes: slots.clone() }, Data { name: "experts", dtype: Dtype::U32, shape: Vec::new(), bytes: experts.iter().flat_map(|e| e.to_le_bytes()).collect() }];
@@ -202,7 +202,7 @@ pub fn expert_down_grouped(mid: &[bf16]) -> Case {
     let (m, k) = (2, 3);
     let weights: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(0.125 * (i + 1) as f32)).collect();
     let routes = expert::Routes { slots: &slots, experts: &experts, m, k };
-    let replay = expert::down_grouped_replay(mid, &weights, &routes, &g, quant);
+    let replay = expert::down_grouped_replay(mid, &weights, &routes, &g, quant, expert::Lanes::Strided);
     let exact = expert::down_grouped_f64(mid, &weights, &routes, &g, quant);
     let sizes = sizes_of(def, &[("M", m), ("K", k), ("S", 3)]);
     let given = vec![data("mid", mid), Data { name: "slots", dtype: Dtype::U8, shape: Vec::new(), bytes: slots.clone() }, Data { name: "experts", dtype: Dtype::U32, shape: Vec::new(), bytes: experts.iter().flat_map(|e| e.to_le_bytes()).collect() }, data("weights", &weights)];

@@ -77,7 +77,7 @@ fn expert(name: &'static str, m: usize) -> Case {
         sizes: format!("M={m}"),
         inputs: vec![HostArray::from_bf16(vec![m as u64, h as u64], &x), HostArray::from_u8(vec![slot.len() as u64], slot)],
         replay: Box::new(move |inp| {
-            let mid = reference::expert::gate_up_replay(&bf16s(&inp[0]), &inp[1].data, &g, Quant::Q4, m);
+            let mid = reference::expert::gate_up_replay(&bf16s(&inp[0]), &inp[1].data, &g, Quant::Q4, m, reference::expert::Lanes::Strided);
             vec![HostArray::from_bf16(vec![m as u64, i as u64], &mid)]
         }),
         parallel_replay: false,

@@ -78,13 +78,13 @@ fn kernels_macro_launches_gate_up_and_down_through_the_emulator() {
     )
     .unwrap();
     assert_eq!((mid.dtype, mid.shape.clone()), (kernelgen::Dtype::Bf16, vec![m as u64, I as u64]));
-    let want = expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m);
+    let want = expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m, expert::Lanes::Strided);
     assert_eq!(mid, HostArray::from_bf16(vec![m as u64, I as u64], &want));
 
     let out = small_inline::SmallExpertQ4Bf16R4::down(emu, &mid, &slot_array).unwrap();
     assert_eq!(
         out,
-        HostArray::from_bf16(vec![m as u64, H as u64], &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m))
+        HostArray::from_bf16(vec![m as u64, H as u64], &expert::down_replay(&want, &slot, &geometry(), Quant::Q4, m, expert::Lanes::Strided))
     );
 }
 
@@ -131,6 +131,6 @@ fn included_spec_launches_through_the_emulator() {
     .unwrap();
     assert_eq!(
         mid,
-        HostArray::from_bf16(vec![m as u64, I as u64], &expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m))
+        HostArray::from_bf16(vec![m as u64, I as u64], &expert::gate_up_replay(&x, &slot, &geometry(), Quant::Q4, m, expert::Lanes::Strided))
     );
 }

@@ -275,8 +275,20 @@ fn load_f32(slot: &[u8], at: usize) -> f32 {
     f32::from_bits(load_u32(slot, at))
 }
 
-/// One row's 32 lane accumulators, as the seed's loop leaves them:
-/// `acc = fma(weight, float(x[k]), acc)` over the lane's strided indices.
+/// How a kernel body deals a row's weights to the 32 lanes of its SIMD-group (each lane then
+/// accumulates its own in order, and `simd_sum` adds the lanes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lanes {
+    /// The seed's (every Metal body's): a Q4 row as 32-bit words of 8 weights, word `w` to lane
+    /// `w % 32`; a Q8 row one weight at a time, weight `k` to lane `k % 32`.
+    Strided,
+    /// The CUDA bodies': a row as 32-bit words, word `w` to lane `w % 32`, Q4 words of 8
+    /// weights as the seed's, Q8 words of 4 consecutive weights (4-byte loads).
+    Words,
+}
+
+/// One row's 32 lane accumulators, as the kernel's loop leaves them:
+/// `acc = fma(weight, float(x[k]), acc)` over the lane's indices, in the order `lanes` deals them.
 fn lane_accumulators<T: Element>(
     x: &[T],
     slot: &[u8],
@@ -284,21 +296,22 @@ fn lane_accumulators<T: Element>(
     row: usize,
     len: usize,
     quant: Quant,
+    lanes: Lanes,
 ) -> [f32; SIMD_WIDTH] {
     // `mul_add` is a call to libm's software fmaf unless the function is compiled with FMA
     // (the same, exactly rounded, result either way).
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "fma")]
-        unsafe fn with_fma<T: Element>(x: &[T], slot: &[u8], weights: usize, row: usize, len: usize, quant: Quant) -> [f32; SIMD_WIDTH] {
-            lane_accumulators_body(x, slot, weights, row, len, quant)
+        unsafe fn with_fma<T: Element>(x: &[T], slot: &[u8], weights: usize, row: usize, len: usize, quant: Quant, lanes: Lanes) -> [f32; SIMD_WIDTH] {
+            lane_accumulators_body(x, slot, weights, row, len, quant, lanes)
         }
         if std::arch::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has FMA.
-            return unsafe { with_fma(x, slot, weights, row, len, quant) };
+            return unsafe { with_fma(x, slot, weights, row, len, quant, lanes) };
         }
     }
-    lane_accumulators_body(x, slot, weights, row, len, quant)
+    lane_accumulators_body(x, slot, weights, row, len, quant, lanes)
 }
 
 #[inline(always)]
@@ -309,11 +322,12 @@ fn lane_accumulators_body<T: Element>(
     row: usize,
     len: usize,
     quant: Quant,
+    lanes: Lanes,
 ) -> [f32; SIMD_WIDTH] {
     let mut acc = [0.0f32; SIMD_WIDTH];
     for (lane, a) in acc.iter_mut().enumerate() {
-        match quant {
-            Quant::Q4 => {
+        match (quant, lanes) {
+            (Quant::Q4, _) => {
                 let words = len / 8;
                 let row_at = weights + 4 * row * words;
                 let mut word = lane;
@@ -328,7 +342,20 @@ fn lane_accumulators_body<T: Element>(
                     word += SIMD_WIDTH;
                 }
             }
-            Quant::Q8 => {
+            (Quant::Q8, Lanes::Words) => {
+                assert!(len % 4 == 0, "a Q8 row dealt as words must be whole words of 4 weights");
+                let row_at = weights + row * len;
+                let mut word = lane;
+                while word < len / 4 {
+                    for k in 4 * word..4 * word + 4 {
+                        let xv = x[k].to_f32();
+                        let weight = f32::from(slot[row_at + k] as i8);
+                        *a = weight.mul_add(xv, *a);
+                    }
+                    word += SIMD_WIDTH;
+                }
+            }
+            (Quant::Q8, Lanes::Strided) => {
                 let row_at = weights + row * len;
                 let mut k = lane;
                 while k < len {
@@ -351,13 +378,15 @@ fn check_call(x_len: usize, m: usize, len: usize, slot: &[u8], g: &ExpertGeometr
     assert_eq!(x_len, m * len, "expert input must be [M, {len}]");
 }
 
-/// The seed's gate/up kernel, bit for bit: `mid [M, I]` from `x [M, H]`.
+/// The seed's gate/up kernel, bit for bit: `mid [M, I]` from `x [M, H]`, its lanes' sums
+/// in the order `lanes` says (the body's).
 pub fn gate_up_replay<T: Element>(
     x: &[T],
     slot: &[u8],
     g: &ExpertGeometry,
     quant: Quant,
     m: usize,
+    lanes: Lanes,
 ) -> Vec<T> {
     let (h, i) = (g.hidden, g.intermediate);
     check_call(x.len(), m, h, slot, g, quant);
@@ -365,8 +394,8 @@ pub fn gate_up_replay<T: Element>(
     for sample in 0..m {
         let xs = &x[sample * h..(sample + 1) * h];
         for row in 0..i {
-            let gate_acc = lane_accumulators(xs, slot, g.gate_weights, row, h, quant);
-            let up_acc = lane_accumulators(xs, slot, g.up_weights, row, h, quant);
+            let gate_acc = lane_accumulators(xs, slot, g.gate_weights, row, h, quant, lanes);
+            let up_acc = lane_accumulators(xs, slot, g.up_weights, row, h, quant, lanes);
             let gate = simd_sum(&gate_acc) * load_f32(slot, g.gate_scales + 4 * row);
             let up = simd_sum(&up_acc) * load_f32(slot, g.up_scales + 4 * row);
             let gate_t = T::round(gate);
@@ -379,25 +408,27 @@ pub fn gate_up_replay<T: Element>(
     mid
 }
 
-/// The seed's down kernel, bit for bit: `out [M, H]` from `mid [M, I]`.
+/// The seed's down kernel, bit for bit: `out [M, H]` from `mid [M, I]`, its lanes' sums in
+/// the order `lanes` says (the body's).
 pub fn down_replay<T: Element>(
     mid: &[T],
     slot: &[u8],
     g: &ExpertGeometry,
     quant: Quant,
     m: usize,
+    lanes: Lanes,
 ) -> Vec<T> {
     let i = g.intermediate;
     check_call(mid.len(), m, i, slot, g, quant);
-    (0..m).flat_map(|sample| down_row_values(&mid[sample * i..(sample + 1) * i], slot, g, quant)).map(T::from_f32).collect()
+    (0..m).flat_map(|sample| down_row_values(&mid[sample * i..(sample + 1) * i], slot, g, quant, lanes)).map(T::from_f32).collect()
 }
 
 /// The f32 value of each of down's `H` rows for one sample, before the rounding to `T`:
 /// `simd_sum(acc) * down_scale[h]`.
-fn down_row_values<T: Element>(mid: &[T], slot: &[u8], g: &ExpertGeometry, quant: Quant) -> Vec<f32> {
+fn down_row_values<T: Element>(mid: &[T], slot: &[u8], g: &ExpertGeometry, quant: Quant, lanes: Lanes) -> Vec<f32> {
     (0..g.hidden)
         .map(|row| {
-            let acc = lane_accumulators(mid, slot, g.down_weights, row, g.intermediate, quant);
+            let acc = lane_accumulators(mid, slot, g.down_weights, row, g.intermediate, quant, lanes);
             simd_sum(&acc) * load_f32(slot, g.down_scales + 4 * row)
         })
         .collect()
@@ -405,11 +436,12 @@ fn down_row_values<T: Element>(mid: &[T], slot: &[u8], g: &ExpertGeometry, quant
 
 // ------------------------------------------------------------------- f64
 
-/// The most fma's one lane performs over a row of `len` weights.
+/// The most fma's one lane performs over a row of `len` weights, whichever [`Lanes`] the
+/// body deals them by.
 pub fn lane_fmas(quant: Quant, len: usize) -> usize {
     match quant {
         Quant::Q4 => 8 * (len / 8).div_ceil(SIMD_WIDTH),
-        Quant::Q8 => len.div_ceil(SIMD_WIDTH),
+        Quant::Q8 => len.div_ceil(SIMD_WIDTH).max(4 * (len / 4).div_ceil(SIMD_WIDTH)),
     }
 }
 
@@ -549,7 +581,7 @@ impl Routes<'_> {
 }
 
 /// gate_up_grouped, bit for bit: `mid [M, K, I]` from `x [M, H]`.
-pub fn gate_up_grouped_replay<T: Element>(x: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant) -> Vec<T> {
+pub fn gate_up_grouped_replay<T: Element>(x: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant, lanes: Lanes) -> Vec<T> {
     let (h, i) = (g.hidden, g.intermediate);
     routes.check(g, quant);
     assert_eq!(x.len(), routes.m * h, "expert input must be [M, {h}]");
@@ -557,7 +589,7 @@ pub fn gate_up_grouped_replay<T: Element>(x: &[T], routes: &Routes<'_>, g: &Expe
     for pair in 0..routes.m * routes.k {
         let xs = &x[pair / routes.k * h..(pair / routes.k + 1) * h];
         match routes.slot(g, pair) {
-            Some(slot) => mid.extend(gate_up_replay(xs, slot, g, quant, 1)),
+            Some(slot) => mid.extend(gate_up_replay(xs, slot, g, quant, 1, lanes)),
             None => mid.extend(std::iter::repeat_n(T::from_f32(0.0), i)),
         }
     }
@@ -590,7 +622,7 @@ pub fn gate_up_grouped_f64<T: Element>(x: &[T], routes: &Routes<'_>, g: &ExpertG
 }
 
 /// down_grouped, bit for bit: `out [M, H]` from `mid [M, K, I]` and `weights [M, K]`.
-pub fn down_grouped_replay<T: Element>(mid: &[T], weights: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant) -> Vec<T> {
+pub fn down_grouped_replay<T: Element>(mid: &[T], weights: &[T], routes: &Routes<'_>, g: &ExpertGeometry, quant: Quant, lanes: Lanes) -> Vec<T> {
     let (h, i, k) = (g.hidden, g.intermediate, routes.k);
     routes.check(g, quant);
     assert_eq!(mid.len(), routes.m * k * i, "mid must be [M, K, {i}]");
@@ -601,7 +633,7 @@ pub fn down_grouped_replay<T: Element>(mid: &[T], weights: &[T], routes: &Routes
         for pair in sample * k..(sample + 1) * k {
             let Some(slot) = routes.slot(g, pair) else { continue };
             let w = weights[pair].to_f32();
-            for (t, v) in total.iter_mut().zip(down_row_values(&mid[pair * i..(pair + 1) * i], slot, g, quant)) {
+            for (t, v) in total.iter_mut().zip(down_row_values(&mid[pair * i..(pair + 1) * i], slot, g, quant, lanes)) {
                 *t = w.mul_add(v, *t);
             }
         }
@@ -716,7 +748,7 @@ mod tests {
             w.down_scales.iter_mut().for_each(|s| *s = 0.25);
             let slot = w.pack(quant, &g);
             let mid: Vec<f32> = (0..2 * i).map(|j| (j % 7) as f32 - 3.0).collect();
-            let got = down_replay(&mid, &slot, &g, quant, 2);
+            let got = down_replay(&mid, &slot, &g, quant, 2, Lanes::Strided);
             let exact = down_f64(&mid, &slot, &g, quant, 2);
             for (a, b) in got.iter().zip(&exact.value) {
                 assert_eq!(f64::from(*a), *b);
@@ -738,23 +770,48 @@ mod tests {
             let x: Vec<f32> = (0..2 * h).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
             let experts = [2, 0, 3, 1]; // M = 2, K = 2; 3 is past the 3 slots
             let routes = Routes { slots: &slots, experts: &experts, m: 2, k: 2 };
-            let mid = gate_up_grouped_replay(&x, &routes, &g, quant);
-            assert_eq!(&mid[..i], gate_up_replay(&x[..h], slot(2), &g, quant, 1));
-            assert_eq!(&mid[i..2 * i], gate_up_replay(&x[..h], slot(0), &g, quant, 1));
+            let mid = gate_up_grouped_replay(&x, &routes, &g, quant, Lanes::Strided);
+            assert_eq!(&mid[..i], gate_up_replay(&x[..h], slot(2), &g, quant, 1, Lanes::Strided));
+            assert_eq!(&mid[i..2 * i], gate_up_replay(&x[..h], slot(0), &g, quant, 1, Lanes::Strided));
             assert!(mid[2 * i..3 * i].iter().all(|v| *v == 0.0));
-            assert_eq!(&mid[3 * i..], gate_up_replay(&x[h..], slot(1), &g, quant, 1));
+            assert_eq!(&mid[3 * i..], gate_up_replay(&x[h..], slot(1), &g, quant, 1, Lanes::Strided));
             let exact = gate_up_grouped_f64(&x, &routes, &g, quant);
             exact.check(&mid).unwrap_or_else(|v| panic!("{v:?}"));
             // one route of weight 1 (and one skipped) is down's output
             let weights = [1.0f32, 0.75, 0.5, 1.0];
             let skip_second = [2, 7, 1, 1];
             let routes = Routes { experts: &skip_second, ..routes };
-            let out = down_grouped_replay(&mid, &weights, &routes, &g, quant);
-            assert_eq!(&out[..h], down_replay(&mid[..i], slot(2), &g, quant, 1));
-            let rows = |pair: usize, e: usize| down_row_values(&mid[pair * i..(pair + 1) * i], slot(e), &g, quant);
+            let out = down_grouped_replay(&mid, &weights, &routes, &g, quant, Lanes::Strided);
+            assert_eq!(&out[..h], down_replay(&mid[..i], slot(2), &g, quant, 1, Lanes::Strided));
+            let rows = |pair: usize, e: usize| down_row_values(&mid[pair * i..(pair + 1) * i], slot(e), &g, quant, Lanes::Strided);
             let want: Vec<f32> = rows(2, 1).iter().zip(rows(3, 1)).map(|(a, b)| 1.0f32.mul_add(b, 0.5f32.mul_add(*a, 0.0))).collect();
             assert_eq!(&out[h..], want);
             down_grouped_f64(&mid, &weights, &routes, &g, quant).check(&out).unwrap_or_else(|v| panic!("{v:?}"));
+        }
+    }
+
+    #[test]
+    fn q8_words_deal_four_consecutive_weights_to_a_lane() {
+        // I = 256 Q8 as words: lane 0 sums k = 0..4 and 128..132, in that order; as the seed
+        // strides, k = 0, 32, 64, ... The two orders give other f32 sums for some row, and
+        // the words' lane 0 is exactly its four-then-four fma chain.
+        let (h, i) = (64, 256);
+        let quant = Quant::Q8;
+        let g = packed(quant, h, i, 16);
+        let w = ExpertWeights::random(quant, h, i, 3);
+        let slot = w.pack(quant, &g);
+        let mut rng = SplitMix64::new(9);
+        let mid: Vec<f32> = (0..i).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+        let words = down_replay(&mid, &slot, &g, quant, 1, Lanes::Words);
+        let strided = down_replay(&mid, &slot, &g, quant, 1, Lanes::Strided);
+        assert!(words.iter().zip(&strided).any(|(a, b)| a.to_bits() != b.to_bits()));
+        for row in 0..h {
+            let acc = lane_accumulators(&mid, &slot, g.down_weights, row, i, quant, Lanes::Words);
+            let lane0 = [0, 1, 2, 3, 128, 129, 130, 131].iter().fold(0.0f32, |a, &k| f32::from(w.down[row * i + k]).mul_add(mid[k], a));
+            assert_eq!(acc[0].to_bits(), lane0.to_bits(), "row {row}");
+            // Q4 is dealt as words of 8 either way
+            let q4 = |lanes| lane_accumulators(&mid, &ExpertWeights::random(Quant::Q4, h, i, 3).pack(Quant::Q4, &packed(Quant::Q4, h, i, 16)), 0, row, i, Quant::Q4, lanes);
+            assert_eq!(q4(Lanes::Words), q4(Lanes::Strided));
         }
     }
 
@@ -769,7 +826,7 @@ mod tests {
         let slot = w.pack(quant, &g);
         let mut rng = SplitMix64::new(5);
         let mid: Vec<f32> = (0..i).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
-        let got = down_replay(&mid, &slot, &g, quant, 1);
+        let got = down_replay(&mid, &slot, &g, quant, 1, Lanes::Strided);
         let differs = (0..h).any(|row| {
             let seq = (0..i).fold(0.0f32, |a, k| {
                 f32::from(w.down[row * i + k]).mul_add(mid[k], a)

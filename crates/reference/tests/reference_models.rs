@@ -66,7 +66,7 @@ fn expert_case<T: Element>(quant: Quant, h: usize, i: usize, m: usize, seed: u64
     let x: Vec<T> = uniform(&mut rng, m * h, -2.0, 2.0);
     let what = format!("expert {quant:?} H={h} I={i} M={m}");
 
-    let mid = expert::gate_up_replay(&x, &slot, &geom, quant, m);
+    let mid = expert::gate_up_replay(&x, &slot, &geom, quant, m, expert::Lanes::Strided);
     let exact = expert::gate_up_f64(&x, &slot, &geom, quant, m);
     check(&format!("{what} gate_up"), &exact, &mid);
     if T::DTYPE != kernelgen_contract::Dtype::F32 {
@@ -75,7 +75,7 @@ fn expert_case<T: Element>(quant: Quant, h: usize, i: usize, m: usize, seed: u64
         assert!(median_ulp_bound::<T>(&exact) < 8.0);
     }
 
-    let out = expert::down_replay(&mid, &slot, &geom, quant, m);
+    let out = expert::down_replay(&mid, &slot, &geom, quant, m, expert::Lanes::Strided);
     let exact = expert::down_f64(&mid, &slot, &geom, quant, m);
     let a = check(&format!("{what} down"), &exact, &out);
     if T::DTYPE != kernelgen_contract::Dtype::F32 {
@@ -84,7 +84,7 @@ fn expert_case<T: Element>(quant: Quant, h: usize, i: usize, m: usize, seed: u64
         assert!(a.max_ulp <= 0.5 + 0.1, "{}", a.max_ulp);
     }
     // The replay is a pure function of its inputs.
-    assert_eq!(max_ulp_distance(&out, &expert::down_replay(&mid, &slot, &geom, quant, m)), 0);
+    assert_eq!(max_ulp_distance(&out, &expert::down_replay(&mid, &slot, &geom, quant, m, expert::Lanes::Strided)), 0);
 }
 
 #[test]

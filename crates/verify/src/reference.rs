@@ -11,6 +11,7 @@ use kernelgen_codegen::diag::line_col;
 use kernelgen_codegen::family::{FamilyDef, ReferenceDef};
 use kernelgen_codegen::model::Params;
 use kernelgen_codegen::render::RenderedKernel;
+use kernelgen_emu::Language;
 use std::path::PathBuf;
 
 /// The buffers and plan parameters a Rust reference reads, by name. A test checks them against
@@ -32,13 +33,19 @@ pub struct Declaration {
 #[derive(Clone, Copy)]
 pub struct Kernel<'a> {
     rendered: &'a RenderedKernel,
+    body: Language,
     declared: Option<(&'static str, &'static Declaration)>,
 }
 
 impl<'a> Kernel<'a> {
-    /// A generated kernel.
-    pub fn new(rendered: &'a RenderedKernel) -> Self {
-        Kernel { rendered, declared: None }
+    /// A generated kernel, its `body` the one run (a replay model follows that body's order).
+    pub fn new(rendered: &'a RenderedKernel, body: Language) -> Self {
+        Kernel { rendered, body, declared: None }
+    }
+
+    /// The body run: Metal, or the kernel's CUDA body.
+    pub fn body(&self) -> Language {
+        self.body
     }
 
     /// The same kernel, for the Rust reference `name` that declares `declared`.

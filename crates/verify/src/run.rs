@@ -200,7 +200,7 @@ pub fn verify_kernel<B: VerifyBackend>(backend: &B, r: &RenderedKernel, options:
         if let Some(emu) = backend.emulator() {
             emu.program(&r.def)?;
         }
-        let kernel = Kernel::new(r);
+        let kernel = Kernel::new(r, backend.body());
         let resolved = match (&r.kernel.family.verify.reference, options.no_reference) {
             // a Python reference is not called, and not looked for
             (Some(named), true) if !matches!(named.value, ReferenceDef::Rust(_)) => Resolved::None,

@@ -52,8 +52,8 @@ fn a_slot_packed_from_random_tensors_runs_and_matches_the_reference() {
 
     // The reference's own unpacking of the slot bytes, at the layout's offsets.
     let g = geometry();
-    let mid = expert::gate_up_replay(&x, &slot, &g, Quant::Q4, m);
-    let want = expert::down_replay(&mid, &slot, &g, Quant::Q4, m);
+    let mid = expert::gate_up_replay(&x, &slot, &g, Quant::Q4, m, expert::Lanes::Strided);
+    let want = expert::down_replay(&mid, &slot, &g, Quant::Q4, m, expert::Lanes::Strided);
     assert_eq!(out, HostArray::from_bf16(vec![m as u64, h as u64], &want));
     // And the f64 model of the same unpacked tensors bounds the result.
     let exact = expert::down_f64(&mid, &slot, &g, Quant::Q4, m);

@@ -19,60 +19,88 @@ __global__ void custom_kernel_qwen3moe_expert_q4_f32_r4_down(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
-  // mid's row as f32 pairs, staged by the whole block (for each route, in the grouped part).
-  // Pair t (mid[2t] and mid[2t + 1]) goes where lane (t % 128) / 4 of step t / 128 reads its
-  // (t % 4)-th pair.
-  __shared__ float2 ms[384];
-  for (unsigned int t = threadIdx.x; t < 384u; t += 128u) {
-    const float* pairMid = mid + (unsigned long long)sample * 768ull + 2u * t;
-    ms[128u * (t / 128u) + 32u * (t % 4u) + (t % 128u) / 4u] =
-      make_float2(static_cast<float>(pairMid[0]), static_cast<float>(pairMid[1]));
-  }
-  __syncthreads();
-  // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
-  if (row >= 2048u) {
-    return;
-  }
+  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 4 goes
+  // where lane w % 32 reads it at step w / 32, the 4 pairs of a step 128 apart.
+  __shared__ float2 staged[384];
+  const float* inRow = mid + (unsigned long long)sample * 768ull;
+  const bool valid = row < 2048u;
 
-  // Q4: each uint32 word packs 8 weights, least significant nibble first, zero point 8.
+  // 8 Q4 weights a uint32 word, least significant first, zero point 8.
   const uint32_t* downRow =
     (const uint32_t*)(slot + 1572864) + (unsigned long long)row * 96ull;
-  const float* downScales = (const float*)(slot + 2365440);
-  const float scale = downScales[row];
-  float acc = 0.0f;
-  // The lane's words are lane, lane + 32, ...: 8 of them loaded, then used.
+  float downAcc = 0.0f;
+  uint32_t downWords[8];
+#pragma unroll
+  for (unsigned int j = 0; j < 8u; ++j) {
+    const unsigned int word = lane + 32u * j;
+    downWords[j] = valid && word < 96u ? downRow[word] : 0u;
+  }
   for (unsigned int first = 0; first < 3u; first += 8u) {
-    uint32_t packed[8];
+    uint32_t downNext[8];
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      packed[j] = word < 96u ? downRow[word] : 0u;
+      const unsigned int word = lane + 32u * (first + 8u + j);
+      downNext[j] = valid && word < 96u ? downRow[word] : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: all of them are
-    // issued here, before the first is used, rather than each just ahead of its use.
+    // The compiler keeps loads in program order across a warp barrier: the next batch is
+    // issued here, before this one is used, rather than each load just ahead of its use.
     __syncwarp();
+    if (first == 0u) {
+      // The first two batches are in flight while the block stages the row, four pairs a
+      // thread at a time: their loads issue together (one at a time, each waited for before
+      // its store, the staging was a chain of round trips).
+      for (unsigned int t0 = threadIdx.x; t0 < 384u; t0 += 512u) {
+        float2 four[4];
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          four[u] = t < 384u
+            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+            : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          if (t < 384u) {
+            staged[128u * (t / 128u) + 32u * (t % 4u) + (t / 4u) % 32u] = four[u];
+          }
+        }
+      }
+      __syncthreads();
+    }
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
       const unsigned int word = lane + 32u * (first + j);
-      if (word >= 96u) {
+      if (!valid || word >= 96u) {
         break;
       }
 #pragma unroll
       for (unsigned int place = 0; place < 8u; ++place) {
-        // mid[word * 8 + place], from the staged row
-        const float2 xPair = ms[128u * (first + j) + 16u * (place & ~1u) + lane];
+        // the row's value 8 * word + place, from the staged pairs
+        const float2 xPair = staged[128u * (first + j) + 32u * (place / 2u) + lane];
         const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        const float weight =
-          __uint_as_float(0x4B000000u | ((packed[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
-        acc = fmaf(weight, xv, acc);
+        // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
+        // high half, at bit `at` of the half; see the note at the top.
+        const unsigned int at = 4u * (place % 4u);
+        const float downWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+        downAcc = fmaf(downWeight, xv, downAcc);
       }
     }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      downWords[j] = downNext[j];
+    }
   }
+  if (!valid) {
+    return;
+  }
+
   // simd_sum: the butterfly leaves the same sum in every lane.
   for (int offset = 16; offset > 0; offset /= 2) {
-    acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+    downAcc += __shfl_xor_sync(0xffffffffu, downAcc, offset);
   }
-  const float value = acc * scale;
+  const float value = downAcc * ((const float*)(slot + 2365440))[row];
   if (lane == 0u) {
     out[(unsigned long long)sample * 2048ull + row] = static_cast<float>(value);
   }

@@ -24,60 +24,101 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
-  // Every warp stays to the end: the route loop's barriers need the whole block. A warp past
-  // the last row computes and writes nothing.
-  const bool hasRow = row < 2048u;
+  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 2 goes
+  // where lane w % 32 reads it at step w / 32, the 2 pairs of a step 64 apart.
+  __shared__ float2 staged[384];
   const unsigned int routes = static_cast<unsigned int>(Kin[0]);
-  const unsigned int slotCount = static_cast<unsigned int>(Sin[0]);
   // The routes' row values, each weighted, summed in route order.
   float total = 0.0f;
   for (unsigned int route = 0u; route < routes; ++route) {
   const unsigned int pair = sample * routes + route;
+  const float* inRow = mid + (unsigned long long)pair * 768ull;
   const unsigned int expert = experts[pair];
-  // An index past the slots reads nothing (the launch cannot see device values) and adds
-  // nothing; the warp's lanes share it, so they skip together.
-  if (!hasRow || expert >= slotCount) {
-    continue;
-  }
-  const uint8_t* slot = slots + (unsigned long long)expert * 4734976ull;
+  // An index past the slots reads nothing (the launch cannot see device values) and adds nothing.
+  const bool valid = row < 2048u && expert < static_cast<unsigned int>(Sin[0]);
+  const uint8_t* slot = slots + (unsigned long long)(valid ? expert : 0u) * 4734976ull;
 
-  // Q8: one signed int8 weight per byte.
-  const int8_t* downRow =
-    (const int8_t*)(slot + 3145728) + (unsigned long long)row * 768ull;
-  const float* downScales = (const float*)(slot + 4724736);
-  const float scale = downScales[row];
-  float acc = 0.0f;
-  // The lane's weights are k = lane, lane + 32, ...: 16 of them loaded, then used.
-  for (unsigned int first = 0; first < 24u; first += 16u) {
-    uint8_t bytes[16];
+  // 4 Q8 weights a uint32 word, least significant first, signed.
+  const uint32_t* downRow =
+    (const uint32_t*)(slot + 3145728) + (unsigned long long)row * 192ull;
+  float downAcc = 0.0f;
+  uint32_t downWords[8];
 #pragma unroll
-    for (unsigned int j = 0; j < 16u; ++j) {
-      const unsigned int k = lane + 32u * (first + j);
-      bytes[j] = k < 768u ? (uint8_t)downRow[k] : (uint8_t)0u;
+  for (unsigned int j = 0; j < 8u; ++j) {
+    const unsigned int word = lane + 32u * j;
+    downWords[j] = valid && word < 192u ? downRow[word] ^ 0x80808080u : 0u;
+  }
+  for (unsigned int first = 0; first < 6u; first += 8u) {
+    uint32_t downNext[8];
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + 8u + j);
+      downNext[j] = valid && word < 192u ? downRow[word] ^ 0x80808080u : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: all of them are
-    // issued here, before the first is used, rather than each just ahead of its use.
+    // The compiler keeps loads in program order across a warp barrier: the next batch is
+    // issued here, before this one is used, rather than each load just ahead of its use.
     __syncwarp();
+    if (first == 0u) {
+      // (once every warp is done with the previous route's row)
+      __syncthreads();
+      // The first two batches are in flight while the block stages the row, four pairs a
+      // thread at a time: their loads issue together (one at a time, each waited for before
+      // its store, the staging was a chain of round trips).
+      for (unsigned int t0 = threadIdx.x; t0 < 384u; t0 += 512u) {
+        float2 four[4];
 #pragma unroll
-    for (unsigned int j = 0; j < 16u; ++j) {
-      const unsigned int k = lane + 32u * (first + j);
-      if (k >= 768u) {
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          four[u] = t < 384u
+            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+            : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          if (t < 384u) {
+            staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+          }
+        }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      if (!valid || word >= 192u) {
         break;
       }
-      const float xv = static_cast<float>(mid[(unsigned long long)pair * 768ull + k]);
-      // int8 w as 2^23 + (w + 128), minus 2^23 + 128
-      const float weight = __uint_as_float(0x4B000000u | (bytes[j] ^ 0x80u)) - 8388736.0f;
-      acc = fmaf(weight, xv, acc);
+#pragma unroll
+      for (unsigned int place = 0; place < 4u; ++place) {
+        // the row's value 4 * word + place, from the staged pairs
+        const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
+        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
+        // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+        // high half, at bit `at` of the half; see the note at the top.
+        const unsigned int at = 8u * (place % 2u);
+        const float downWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 2u ? downWords[j] : downWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+        downAcc = fmaf(downWeight, xv, downAcc);
+      }
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      downWords[j] = downNext[j];
     }
   }
+  if (!valid) {
+    continue;
+  }
+
   // simd_sum: the butterfly leaves the same sum in every lane.
   for (int offset = 16; offset > 0; offset /= 2) {
-    acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+    downAcc += __shfl_xor_sync(0xffffffffu, downAcc, offset);
   }
-  const float value = acc * scale;
+  const float value = downAcc * ((const float*)(slot + 4724736))[row];
   total = fmaf(static_cast<float>(weights[pair]), value, total);
   }
-  if (hasRow && lane == 0u) {
+  if (row < 2048u && lane == 0u) {
     out[(unsigned long long)sample * 2048ull + row] = static_cast<float>(total);
   }
 }

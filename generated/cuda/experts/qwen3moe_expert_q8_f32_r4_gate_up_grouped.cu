@@ -25,58 +25,99 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_grouped(
   // z is the pair m * K + k: its row of experts and of mid.
   const unsigned int pair = blockIdx.z;
   const unsigned int sample = pair / static_cast<unsigned int>(Kin[0]);
-  // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
-  if (row >= 768u) {
-    return;
-  }
+  // The row multiplied: x's of the sample.
+  const float* inRow = x + (unsigned long long)sample * 2048ull;
+  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 2 goes
+  // where lane w % 32 reads it at step w / 32, the 2 pairs of a step 64 apart.
+  __shared__ float2 staged[1024];
   const unsigned int expert = experts[pair];
   // An index past the slots reads nothing (the launch cannot see device values): mid is zeros.
-  if (expert >= static_cast<unsigned int>(Sin[0])) {
-    if (lane == 0u) {
+  const bool valid = row < 768u && expert < static_cast<unsigned int>(Sin[0]);
+  const uint8_t* slot = slots + (unsigned long long)(valid ? expert : 0u) * 4734976ull;
+
+  // 4 Q8 weights a uint32 word, least significant first, signed.
+  const uint32_t* gateRow =
+    (const uint32_t*)(slot + 0) + (unsigned long long)row * 512ull;
+  const uint32_t* upRow =
+    (const uint32_t*)(slot + 1572864) + (unsigned long long)row * 512ull;
+  float gateAcc = 0.0f;
+  float upAcc = 0.0f;
+  uint32_t gateWords[8];
+  uint32_t upWords[8];
+#pragma unroll
+  for (unsigned int j = 0; j < 8u; ++j) {
+    const unsigned int word = lane + 32u * j;
+    gateWords[j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
+    upWords[j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
+  }
+  for (unsigned int first = 0; first < 16u; first += 8u) {
+    uint32_t gateNext[8];
+    uint32_t upNext[8];
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + 8u + j);
+      gateNext[j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
+      upNext[j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
+    }
+    // The compiler keeps loads in program order across a warp barrier: the next batch is
+    // issued here, before this one is used, rather than each load just ahead of its use.
+    __syncwarp();
+    if (first == 0u) {
+      // The first two batches are in flight while the block stages the row, four pairs a
+      // thread at a time: their loads issue together (one at a time, each waited for before
+      // its store, the staging was a chain of round trips).
+      for (unsigned int t0 = threadIdx.x; t0 < 1024u; t0 += 512u) {
+        float2 four[4];
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          four[u] = t < 1024u
+            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+            : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          if (t < 1024u) {
+            staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+          }
+        }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      if (!valid || word >= 512u) {
+        break;
+      }
+#pragma unroll
+      for (unsigned int place = 0; place < 4u; ++place) {
+        // the row's value 4 * word + place, from the staged pairs
+        const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
+        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
+        // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+        // high half, at bit `at` of the half; see the note at the top.
+        const unsigned int at = 8u * (place % 2u);
+        const float gateWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 2u ? gateWords[j] : gateWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+        const float upWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 2u ? upWords[j] : upWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+        gateAcc = fmaf(gateWeight, xv, gateAcc);
+        upAcc = fmaf(upWeight, xv, upAcc);
+      }
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      gateWords[j] = gateNext[j];
+      upWords[j] = upNext[j];
+    }
+  }
+  if (!valid) {
+    if (row < 768u && lane == 0u) {
       mid[(unsigned long long)pair * 768ull + row] = static_cast<float>(0.0f);
     }
     return;
-  }
-  const uint8_t* slot = slots + (unsigned long long)expert * 4734976ull;
-
-  // Q8: one signed int8 weight per byte.
-  const int8_t* gateRow =
-    (const int8_t*)(slot + 0) + (unsigned long long)row * 2048ull;
-  const int8_t* upRow =
-    (const int8_t*)(slot + 1572864) + (unsigned long long)row * 2048ull;
-  const float* gateScales = (const float*)(slot + 4718592);
-  const float* upScales = (const float*)(slot + 4721664);
-  const float gateScale = gateScales[row];
-  const float upScale = upScales[row];
-
-  float gateAcc = 0.0f;
-  float upAcc = 0.0f;
-  // The lane's weights are k = lane, lane + 32, ...: 16 of them loaded, then used.
-  for (unsigned int first = 0; first < 64u; first += 16u) {
-    uint8_t gateByte[16];
-    uint8_t upByte[16];
-#pragma unroll
-    for (unsigned int j = 0; j < 16u; ++j) {
-      const unsigned int k = lane + 32u * (first + j);
-      gateByte[j] = k < 2048u ? (uint8_t)gateRow[k] : (uint8_t)0u;
-      upByte[j] = k < 2048u ? (uint8_t)upRow[k] : (uint8_t)0u;
-    }
-    // The compiler keeps loads in program order across a warp barrier: all of them are
-    // issued here, before the first is used, rather than each just ahead of its use.
-    __syncwarp();
-#pragma unroll
-    for (unsigned int j = 0; j < 16u; ++j) {
-      const unsigned int k = lane + 32u * (first + j);
-      if (k >= 2048u) {
-        break;
-      }
-      const float xv = static_cast<float>(x[(unsigned long long)sample * 2048ull + k]);
-      // int8 w as 2^23 + (w + 128), minus 2^23 + 128
-      const float gateWeight = __uint_as_float(0x4B000000u | (gateByte[j] ^ 0x80u)) - 8388736.0f;
-      const float upWeight = __uint_as_float(0x4B000000u | (upByte[j] ^ 0x80u)) - 8388736.0f;
-      gateAcc = fmaf(gateWeight, xv, gateAcc);
-      upAcc = fmaf(upWeight, xv, upAcc);
-    }
   }
 
   // simd_sum: the butterfly leaves the same sum in every lane.
@@ -84,8 +125,8 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up_grouped(
     gateAcc += __shfl_xor_sync(0xffffffffu, gateAcc, offset);
     upAcc += __shfl_xor_sync(0xffffffffu, upAcc, offset);
   }
-  const float gate = gateAcc * gateScale;
-  const float up = upAcc * upScale;
+  const float gate = gateAcc * ((const float*)(slot + 4718592))[row];
+  const float up = upAcc * ((const float*)(slot + 4721664))[row];
   if (lane == 0u) {
     // The production graph's materialization points: gate and up round to T,
     // then the sigmoid, the SiLU and the product each round to T.

@@ -19,64 +19,93 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_gate_up(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
-  // x's row as f32 pairs, staged by the whole block before any warp leaves. Pair t (x[2t] and
-  // x[2t + 1]) goes where lane (t % 128) / 4 of step t / 128 reads its (t % 4)-th pair.
-  __shared__ float2 xs[128];
-  for (unsigned int t = threadIdx.x; t < 128u; t += 128u) {
-    const float* pairX = x + (unsigned long long)sample * 256ull + 2u * t;
-    xs[128u * (t / 128u) + 32u * (t % 4u) + (t % 128u) / 4u] =
-      make_float2(static_cast<float>(pairX[0]), static_cast<float>(pairX[1]));
-  }
-  __syncthreads();
-  // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
-  if (row >= 128u) {
-    return;
-  }
+  // The row multiplied: x's of the sample.
+  const float* inRow = x + (unsigned long long)sample * 256ull;
+  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 4 goes
+  // where lane w % 32 reads it at step w / 32, the 4 pairs of a step 128 apart.
+  __shared__ float2 staged[128];
+  const bool valid = row < 128u;
 
-  // Q4: each uint32 word packs 8 weights, least significant nibble first, zero point 8.
+  // 8 Q4 weights a uint32 word, least significant first, zero point 8.
   const uint32_t* gateRow =
     (const uint32_t*)(slot + 0) + (unsigned long long)row * 32ull;
   const uint32_t* upRow =
     (const uint32_t*)(slot + 20480) + (unsigned long long)row * 32ull;
-  const float* gateScales = (const float*)(slot + 61440);
-  const float* upScales = (const float*)(slot + 65536);
-  const float gateScale = gateScales[row];
-  const float upScale = upScales[row];
-
   float gateAcc = 0.0f;
   float upAcc = 0.0f;
-  // The lane's words are lane, lane + 32, ...: 8 of them loaded, then used.
+  uint32_t gateWords[8];
+  uint32_t upWords[8];
+#pragma unroll
+  for (unsigned int j = 0; j < 8u; ++j) {
+    const unsigned int word = lane + 32u * j;
+    gateWords[j] = valid && word < 32u ? gateRow[word] : 0u;
+    upWords[j] = valid && word < 32u ? upRow[word] : 0u;
+  }
   for (unsigned int first = 0; first < 1u; first += 8u) {
-    uint32_t gatePacked[8];
-    uint32_t upPacked[8];
+    uint32_t gateNext[8];
+    uint32_t upNext[8];
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      gatePacked[j] = word < 32u ? gateRow[word] : 0u;
-      upPacked[j] = word < 32u ? upRow[word] : 0u;
+      const unsigned int word = lane + 32u * (first + 8u + j);
+      gateNext[j] = valid && word < 32u ? gateRow[word] : 0u;
+      upNext[j] = valid && word < 32u ? upRow[word] : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: all of them are
-    // issued here, before the first is used, rather than each just ahead of its use.
+    // The compiler keeps loads in program order across a warp barrier: the next batch is
+    // issued here, before this one is used, rather than each load just ahead of its use.
     __syncwarp();
+    if (first == 0u) {
+      // The first two batches are in flight while the block stages the row, four pairs a
+      // thread at a time: their loads issue together (one at a time, each waited for before
+      // its store, the staging was a chain of round trips).
+      for (unsigned int t0 = threadIdx.x; t0 < 128u; t0 += 512u) {
+        float2 four[4];
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          four[u] = t < 128u
+            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+            : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          if (t < 128u) {
+            staged[128u * (t / 128u) + 32u * (t % 4u) + (t / 4u) % 32u] = four[u];
+          }
+        }
+      }
+      __syncthreads();
+    }
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
       const unsigned int word = lane + 32u * (first + j);
-      if (word >= 32u) {
+      if (!valid || word >= 32u) {
         break;
       }
 #pragma unroll
       for (unsigned int place = 0; place < 8u; ++place) {
-        // x[word * 8 + place], from the staged row
-        const float2 xPair = xs[128u * (first + j) + 16u * (place & ~1u) + lane];
+        // the row's value 8 * word + place, from the staged pairs
+        const float2 xPair = staged[128u * (first + j) + 32u * (place / 2u) + lane];
         const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        const float gateWeight =
-          __uint_as_float(0x4B000000u | ((gatePacked[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
-        const float upWeight =
-          __uint_as_float(0x4B000000u | ((upPacked[j] >> (place * 4u)) & 0xFu)) - 8388616.0f;
+        // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
+        // high half, at bit `at` of the half; see the note at the top.
+        const unsigned int at = 4u * (place % 4u);
+        const float gateWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 4u ? gateWords[j] : gateWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+        const float upWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 4u ? upWords[j] : upWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
         gateAcc = fmaf(gateWeight, xv, gateAcc);
         upAcc = fmaf(upWeight, xv, upAcc);
       }
     }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      gateWords[j] = gateNext[j];
+      upWords[j] = upNext[j];
+    }
+  }
+  if (!valid) {
+    return;
   }
 
   // simd_sum: the butterfly leaves the same sum in every lane.
@@ -84,8 +113,8 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_gate_up(
     gateAcc += __shfl_xor_sync(0xffffffffu, gateAcc, offset);
     upAcc += __shfl_xor_sync(0xffffffffu, upAcc, offset);
   }
-  const float gate = gateAcc * gateScale;
-  const float up = upAcc * upScale;
+  const float gate = gateAcc * ((const float*)(slot + 61440))[row];
+  const float up = upAcc * ((const float*)(slot + 65536))[row];
   if (lane == 0u) {
     // The production graph's materialization points: gate and up round to T,
     // then the sigmoid, the SiLU and the product each round to T.

@@ -19,49 +19,93 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_gate_up(
   const unsigned int warp = threadIdx.x / 32u;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
-  // A whole warp leaves together (row is the warp's), so the shuffles below see all 32 lanes.
-  if (row >= 128u) {
-    return;
-  }
+  // The row multiplied: x's of the sample.
+  const __nv_bfloat16* inRow = x + (unsigned long long)sample * 256ull;
+  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 2 goes
+  // where lane w % 32 reads it at step w / 32, the 2 pairs of a step 64 apart.
+  __shared__ float2 staged[128];
+  const bool valid = row < 128u;
 
-  // Q8: one signed int8 weight per byte.
-  const int8_t* gateRow =
-    (const int8_t*)(slot + 0) + (unsigned long long)row * 256ull;
-  const int8_t* upRow =
-    (const int8_t*)(slot + 36864) + (unsigned long long)row * 256ull;
-  const float* gateScales = (const float*)(slot + 110592);
-  const float* upScales = (const float*)(slot + 114688);
-  const float gateScale = gateScales[row];
-  const float upScale = upScales[row];
-
+  // 4 Q8 weights a uint32 word, least significant first, signed.
+  const uint32_t* gateRow =
+    (const uint32_t*)(slot + 0) + (unsigned long long)row * 64ull;
+  const uint32_t* upRow =
+    (const uint32_t*)(slot + 36864) + (unsigned long long)row * 64ull;
   float gateAcc = 0.0f;
   float upAcc = 0.0f;
-  // The lane's weights are k = lane, lane + 32, ...: 16 of them loaded, then used.
-  for (unsigned int first = 0; first < 8u; first += 16u) {
-    uint8_t gateByte[16];
-    uint8_t upByte[16];
+  uint32_t gateWords[8];
+  uint32_t upWords[8];
 #pragma unroll
-    for (unsigned int j = 0; j < 16u; ++j) {
-      const unsigned int k = lane + 32u * (first + j);
-      gateByte[j] = k < 256u ? (uint8_t)gateRow[k] : (uint8_t)0u;
-      upByte[j] = k < 256u ? (uint8_t)upRow[k] : (uint8_t)0u;
+  for (unsigned int j = 0; j < 8u; ++j) {
+    const unsigned int word = lane + 32u * j;
+    gateWords[j] = valid && word < 64u ? gateRow[word] ^ 0x80808080u : 0u;
+    upWords[j] = valid && word < 64u ? upRow[word] ^ 0x80808080u : 0u;
+  }
+  for (unsigned int first = 0; first < 2u; first += 8u) {
+    uint32_t gateNext[8];
+    uint32_t upNext[8];
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + 8u + j);
+      gateNext[j] = valid && word < 64u ? gateRow[word] ^ 0x80808080u : 0u;
+      upNext[j] = valid && word < 64u ? upRow[word] ^ 0x80808080u : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: all of them are
-    // issued here, before the first is used, rather than each just ahead of its use.
+    // The compiler keeps loads in program order across a warp barrier: the next batch is
+    // issued here, before this one is used, rather than each load just ahead of its use.
     __syncwarp();
+    if (first == 0u) {
+      // The first two batches are in flight while the block stages the row, four pairs a
+      // thread at a time: their loads issue together (one at a time, each waited for before
+      // its store, the staging was a chain of round trips).
+      for (unsigned int t0 = threadIdx.x; t0 < 128u; t0 += 512u) {
+        float2 four[4];
 #pragma unroll
-    for (unsigned int j = 0; j < 16u; ++j) {
-      const unsigned int k = lane + 32u * (first + j);
-      if (k >= 256u) {
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          four[u] = t < 128u
+            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+            : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+        for (unsigned int u = 0; u < 4u; ++u) {
+          const unsigned int t = t0 + 128u * u;
+          if (t < 128u) {
+            staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+          }
+        }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      const unsigned int word = lane + 32u * (first + j);
+      if (!valid || word >= 64u) {
         break;
       }
-      const float xv = static_cast<float>(x[(unsigned long long)sample * 256ull + k]);
-      // int8 w as 2^23 + (w + 128), minus 2^23 + 128
-      const float gateWeight = __uint_as_float(0x4B000000u | (gateByte[j] ^ 0x80u)) - 8388736.0f;
-      const float upWeight = __uint_as_float(0x4B000000u | (upByte[j] ^ 0x80u)) - 8388736.0f;
-      gateAcc = fmaf(gateWeight, xv, gateAcc);
-      upAcc = fmaf(upWeight, xv, upAcc);
+#pragma unroll
+      for (unsigned int place = 0; place < 4u; ++place) {
+        // the row's value 4 * word + place, from the staged pairs
+        const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
+        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
+        // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+        // high half, at bit `at` of the half; see the note at the top.
+        const unsigned int at = 8u * (place % 2u);
+        const float gateWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 2u ? gateWords[j] : gateWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+        const float upWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+          ((place < 2u ? upWords[j] : upWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+        gateAcc = fmaf(gateWeight, xv, gateAcc);
+        upAcc = fmaf(upWeight, xv, upAcc);
+      }
     }
+#pragma unroll
+    for (unsigned int j = 0; j < 8u; ++j) {
+      gateWords[j] = gateNext[j];
+      upWords[j] = upNext[j];
+    }
+  }
+  if (!valid) {
+    return;
   }
 
   // simd_sum: the butterfly leaves the same sum in every lane.
@@ -69,8 +113,8 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_gate_up(
     gateAcc += __shfl_xor_sync(0xffffffffu, gateAcc, offset);
     upAcc += __shfl_xor_sync(0xffffffffu, upAcc, offset);
   }
-  const float gate = gateAcc * gateScale;
-  const float up = upAcc * upScale;
+  const float gate = gateAcc * ((const float*)(slot + 110592))[row];
+  const float up = upAcc * ((const float*)(slot + 114688))[row];
   if (lane == 0u) {
     // The production graph's materialization points: gate and up round to T,
     // then the sigmoid, the SiLU and the product each round to T.

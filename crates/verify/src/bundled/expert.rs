@@ -9,7 +9,7 @@ use crate::case::Case;
 use crate::compare::Expected;
 use crate::error::Error;
 use crate::reference::{Declaration, Kernel};
-use kernelgen_emu::HostArray;
+use kernelgen_emu::{HostArray, Language};
 use kernelgen_reference::expert::{self, ExpertGeometry, ExpertWeights, Quant};
 use kernelgen_reference::{Element, SplitMix64};
 use std::sync::{Arc, Mutex};
@@ -48,6 +48,11 @@ fn packed_slot(quant: Quant, g: &ExpertGeometry, seed: u64) -> Arc<Vec<u8>> {
     }
     last.push((key, slot.clone()));
     slot
+}
+
+/// How the body run deals a row's weights to its lanes: the CUDA body's Q8 reads words of 4.
+fn lanes(k: &Kernel<'_>) -> expert::Lanes {
+    if k.body() == Language::Cuda { expert::Lanes::Words } else { expert::Lanes::Strided }
 }
 
 /// The kernel's quantization and slot geometry, from its plan.
@@ -116,11 +121,11 @@ fn grouped_expected<T: Element>(k: &Kernel<'_>, case: &Case) -> Result<Vec<(Stri
     let routes = expert::Routes { slots: &case.get("slots")?.data, experts: &experts, m: M, k: K };
     Ok(vec![if gate_up(k)? {
         let x: Vec<T> = input(case, "x")?;
-        let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant);
+        let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant, lanes(k));
         ("mid".to_string(), Expected::Model { replay: host(vec![M as u64, K as u64, g.intermediate as u64], &replay), exact: expert::gate_up_grouped_f64(&x, &routes, &g, quant), exact_at: None })
     } else {
         let (mid, weights): (Vec<T>, Vec<T>) = (input(case, "mid")?, input(case, "weights")?);
-        let replay = expert::down_grouped_replay(&mid, &weights, &routes, &g, quant);
+        let replay = expert::down_grouped_replay(&mid, &weights, &routes, &g, quant, lanes(k));
         ("out".to_string(), Expected::Model { replay: host(vec![M as u64, g.hidden as u64], &replay), exact: expert::down_grouped_f64(&mid, &weights, &routes, &g, quant), exact_at: None })
     }])
 }
@@ -148,10 +153,10 @@ fn expected<T: Element>(k: &Kernel<'_>, case: &Case, _seed: u64) -> Result<Vec<(
     let slot = &case.get("slot")?.data;
     let (replay, exact, output, width) = if gate_up(k)? {
         let x: Vec<T> = input(case, "x")?;
-        (expert::gate_up_replay(&x, slot, &g, quant, M), expert::gate_up_f64(&x, slot, &g, quant, M), "mid", g.intermediate)
+        (expert::gate_up_replay(&x, slot, &g, quant, M, lanes(k)), expert::gate_up_f64(&x, slot, &g, quant, M), "mid", g.intermediate)
     } else {
         let mid: Vec<T> = input(case, "mid")?;
-        (expert::down_replay(&mid, slot, &g, quant, M), expert::down_f64(&mid, slot, &g, quant, M), "out", g.hidden)
+        (expert::down_replay(&mid, slot, &g, quant, M, lanes(k)), expert::down_f64(&mid, slot, &g, quant, M), "out", g.hidden)
     };
     Ok(vec![(output.to_string(), Expected::Model { replay: host(vec![M as u64, width as u64], &replay), exact, exact_at: None })])
 }
