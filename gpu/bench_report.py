@@ -26,8 +26,23 @@ def jsonl(path):
     return rows
 
 
+# What bounds a kernel, where the profile has it (gpu/bench.sh's LIMITS): percentages, and warps
+# stalled per issue for three reasons.
+LIMITS = {
+    "DRAM": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "issue": "sm__inst_issued.avg.pct_of_peak_sustained_elapsed",
+    "warps": "sm__warps_active.avg.pct_of_peak_sustained_active",
+}
+STALLS = {
+    "memory": "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+    "load queue": "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio",
+    "not selected": "smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio",
+}
+
+
 def ncu_kernels(path):
-    """(name, seconds, dram bytes read + written) per profiled kernel, in launch order."""
+    """(name, seconds, dram bytes read + written, {limit: value}) per profiled kernel, in launch
+    order; the limits are those of LIMITS and STALLS the profile has."""
     lines = [l for l in Path(path).read_text().splitlines() if l.startswith('"')]
     rows = list(csv.reader(lines))
     header, units, data = rows[0], rows[1], rows[2:]
@@ -42,12 +57,30 @@ def ncu_kernels(path):
             raise SystemExit(f"ncu.csv: unit {units[i]!r} of {name} is not known")
         return float(row[i].replace(",", "")) * scale[units[i]]
 
+    def limits(row):
+        named = {**LIMITS, **STALLS}
+        return {k: float(row[col[m]].replace(",", "")) for k, m in named.items() if m in col and row[col[m]].strip()}
+
     data.sort(key=lambda r: int(r[col["ID"]]))
     return [
         (r[col["Kernel Name"]], value(r, "gpu__time_duration.sum"),
-         value(r, "dram__bytes_read.sum") + value(r, "dram__bytes_write.sum"))
+         value(r, "dram__bytes_read.sum") + value(r, "dram__bytes_write.sum"), limits(r))
         for r in data
     ]
+
+
+def bound(inside):
+    """The case's kernels' limits, weighted by their time: `DRAM 37%, issue 72%, warps 45%;
+    waits: not selected` (the stall with the most warps per issue)."""
+    total = sum(k[1] for k in inside)
+    if not total or not inside[0][3]:
+        return "-"
+    mean = {name: sum(k[1] * k[3].get(name, 0.0) for k in inside) / total for name in {**LIMITS, **STALLS}}
+    text = ", ".join(f"{name} {mean[name]:.0f}%" for name in LIMITS if any(name in k[3] for k in inside))
+    stalls = [s for s in STALLS if any(s in k[3] for k in inside)]
+    if stalls:
+        text += "; waits: " + max(stalls, key=lambda s: mean[s])
+    return text
 
 
 def per_case(cases, kernels):
@@ -60,7 +93,7 @@ def per_case(cases, kernels):
     for case, (begin, end) in zip(cases, zip(marks[0::2], marks[1::2])):
         inside = kernels[begin + 1:end]
         n = case["iterations"]
-        out[(case["name"], case["sizes"])] = (sum(k[1] for k in inside) / n, sum(k[2] for k in inside) / n, len(inside) / n)
+        out[(case["name"], case["sizes"])] = (sum(k[1] for k in inside) / n, sum(k[2] for k in inside) / n, len(inside) / n, bound(inside))
     return out
 
 
@@ -74,17 +107,17 @@ def main():
     if (out / "ncu.csv").exists():
         profiled = per_case([c for c in jsonl(out / "profile.jsonl") if "iterations" in c], ncu_kernels(out / "ncu.csv"))
     print(f"Device-to-device copy (read + write): {copy:.2f} TB/s; fractions below are of it.\n")
-    print("| case | sizes | MB moved | wall us / iter | kernel us / iter | kernels / iter | TB/s | of copy | DRAM MB (ncu) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| case | sizes | MB moved | wall us / iter | kernel us / iter | kernels / iter | TB/s | of copy | DRAM MB (ncu) | bound (ncu) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for c in timed:
         mb = c["bytes"] / 1e6
-        kernel_s, dram, launches = profiled.get((c["name"], c["sizes"]), (None, None, None))
+        kernel_s, dram, launches, limits = profiled.get((c["name"], c["sizes"]), (None, None, None, None))
         cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", f"{c['wall_us']:.1f}"]
         if kernel_s:
             tbps = c["bytes"] / kernel_s / 1e12
-            cells += [f"{kernel_s * 1e6:.1f}", f"{launches:.0f}", f"{tbps:.2f}", f"{100 * tbps / copy:.0f}%", f"{dram / 1e6:.2f}"]
+            cells += [f"{kernel_s * 1e6:.1f}", f"{launches:.0f}", f"{tbps:.2f}", f"{100 * tbps / copy:.0f}%", f"{dram / 1e6:.2f}", limits]
         else:
-            cells += ["-"] * 5
+            cells += ["-"] * 6
         print("| " + " | ".join(cells) + " |")
 
     # kernelgen beside MLX: each MLX case names the case of kernelgen's it is the baseline of
