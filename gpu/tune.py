@@ -125,11 +125,15 @@ def size_points(c):
     return [{"M": m} for m in (1, 4, 32)]
 
 
-def run(directory, managed=False, only=None, profile=False):
+def run(directory, managed=False, only=None, profile=False, host_touch=False):
     """Times each case (or, with `profile`, launches each once at M = 1, after one warm-up
     launch, for Nsight Compute to profile). `managed`: every buffer in managed memory
-    (cudaMallocManaged, as MLX's CUDA allocator gives its arrays) rather than cudaMalloc's.
-    `only`: the cases whose kernel or candidate name holds this substring."""
+    (cudaMallocManaged, as MLX's CUDA allocator gives its arrays) rather than cudaMalloc's;
+    `host_touch`: each input's bytes then written once more by the CPU, so that its pages are
+    first touched on the host and migrate to the GPU at its first launch (as an MLX array built
+    from host data). `only`: the cases whose kernel or candidate name holds this substring."""
+    import ctypes
+
     import cupy as cp
 
     if managed:
@@ -152,7 +156,8 @@ def run(directory, managed=False, only=None, profile=False):
         best = min(best, cp.cuda.get_elapsed_time(s, e) / 1e3)
     copy_bw = 2 * a.size / best
     del a, b
-    print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s ({'managed' if managed else 'device'} memory)", flush=True)
+    memory = "managed memory, inputs first touched by the CPU" if host_touch else "managed memory" if managed else "device memory"
+    print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s ({memory})", flush=True)
 
     kept = {}
 
@@ -192,6 +197,11 @@ def run(directory, managed=False, only=None, profile=False):
             else:
                 raise ValueError(f"no filling for {buf['name']} ({buf['dtype']})")
             arrays.append(arr)
+        if host_touch:
+            for arr in arrays:
+                host = cp.asnumpy(arr)
+                cp.cuda.runtime.deviceSynchronize()
+                ctypes.memmove(arr.data.ptr, host.ctypes.data, host.nbytes)
         if buf["name"] == "slots":
             kept.clear()
             kept[key] = arrays
@@ -246,13 +256,16 @@ def main(argv=None):
     r = sub.add_parser("run")
     r.add_argument("--dir", default=os.path.join(ROOT, "target", "gpu", "tune"))
     r.add_argument("--managed", action="store_true", help="buffers in managed memory, as MLX allocates")
+    r.add_argument("--host-touch", action="store_true", help="with --managed: inputs first touched by the CPU, as MLX arrays built from host data")
     r.add_argument("--only", help="the cases whose kernel or candidate name holds this")
     r.add_argument("--profile", action="store_true", help="one launch a case at M = 1 (after a warm-up), for ncu")
     a = ap.parse_args(argv)
     if a.cmd == "prepare":
         prepare(a.out)
     else:
-        run(a.dir, a.managed, a.only, a.profile)
+        if a.host_touch and not a.managed:
+            ap.error("--host-touch needs --managed (the CPU cannot write cudaMalloc memory)")
+        run(a.dir, a.managed, a.only, a.profile, a.host_touch)
 
 
 if __name__ == "__main__":
