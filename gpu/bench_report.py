@@ -57,9 +57,16 @@ def ncu_kernels(path):
             raise SystemExit(f"ncu.csv: unit {units[i]!r} of {name} is not known")
         return float(row[i].replace(",", "")) * scale[units[i]]
 
+    def number(text):
+        try:
+            return float(text.replace(",", ""))
+        except ValueError:  # ncu's "n/a" where a metric has no value
+            return None
+
     def limits(row):
         named = {**LIMITS, **STALLS}
-        return {k: float(row[col[m]].replace(",", "")) for k, m in named.items() if m in col and row[col[m]].strip()}
+        values = {k: number(row[col[m]]) for k, m in named.items() if m in col}
+        return {k: v for k, v in values.items() if v is not None}
 
     data.sort(key=lambda r: int(r[col["ID"]]))
     return [

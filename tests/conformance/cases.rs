@@ -105,12 +105,15 @@ fn expected<T: Element>(def: &KernelDef, sizes: &[u64], name: &'static str, repl
 }
 
 /// The tiny expert's sizes, slot layout and quantization, from the generated layout of its
-/// slot (each kernel's contract lists only the regions it reads).
+/// slot (each kernel's contract lists only the regions it reads). It is Q4, whose lanes take
+/// words of 8 nibbles in both bodies, so the replay order (`Lanes::Strided`, the seed's) binds
+/// whichever body a backend runs; a Q8 case would need the body's (`Lanes::Words` for CUDA).
 fn expert_geometry() -> (ExpertGeometry, Quant) {
     let layout = experts::TinyExpertQ4Bf16R4::SLOT;
     let region = |name: &str| layout.regions.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("the tiny slot has no region `{name}`"));
     let def = &experts::TINY_EXPERT_Q4_BF16_R4_GATE_UP;
-    let quant = if region("gate_weights").format == Format::Q4 { Quant::Q4 } else { Quant::Q8 };
+    assert_eq!(region("gate_weights").format, Format::Q4, "the conformance cases' replay order assumes Q4");
+    let quant = Quant::Q4;
     let offset = |name: &str| region(name).offset as usize;
     let g = ExpertGeometry {
         hidden: dim(def, "x", 1),

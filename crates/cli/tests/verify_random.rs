@@ -92,6 +92,12 @@ fn verify_passes_random_accepted_specs_of_every_bundled_family() {
     let fixed = refused.replace("h66", "h68").replace("hidden = 66", "hidden = 68").replace("intermediate = 34", "intermediate = 36");
     assert!(accepted("expert_fixed", &fixed));
     std::fs::write(dir.path().join("expert_fixed.toml"), &fixed).unwrap();
+    // Rows too wide for the CUDA body's 32 KiB of staged row (H or I past 8192): it reads x or
+    // mid from device memory instead, a path the bundled geometries never render.
+    let wide = "family = \"expert\"\ndescription = \"unstaged rows\"\n\n[axes]\nquant = [\"q4\", \"q8\"]\nrows_per_threadgroup = [2]\n\n\
+                [geometry.wide_h]\nhidden = 8456\nintermediate = 40\n\n[geometry.wide_i]\nhidden = 40\nintermediate = 8456\n";
+    assert!(accepted("expert_wide", wide));
+    std::fs::write(dir.path().join("expert_wide.toml"), wide).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_kernelgen")).arg("verify").arg("--specs").arg(dir.path()).output().expect("kernelgen runs");
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "seed {seed}, specs:\n{}\n{text}", specs.join("\n---\n"));

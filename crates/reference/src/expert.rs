@@ -13,8 +13,11 @@
 //! One simdgroup owns one output row; lane `l` accumulates with `metal::fma`
 //! (`f32::mul_add`) from `0.0f`: Q4 over words `l, l+32, ...` of the row
 //! (`H/8` or `I/8` words, 8 nibbles each, place 0 first, weight = nibble - 8),
-//! Q8 over elements `l, l+32, ...` (signed int8). Scales are f32 per output
-//! row. `rows_per_threadgroup` does not change the arithmetic.
+//! Q8 over elements `l, l+32, ...` (signed int8): [`Lanes::Strided`]. The CUDA
+//! bodies read Q8 rows as words of 4 consecutive bytes, lane `l` over words
+//! `l, l+32, ...`, byte 0 first: [`Lanes::Words`] (Q4 the same either way).
+//! Scales are f32 per output row. `rows_per_threadgroup` does not change the
+//! arithmetic.
 //!
 //! Slot layout: gate and up weights are `[I, H]` (row = intermediate unit),
 //! down weights `[H, I]`; Q4 rows are `len/8` little-endian u32 words,
@@ -22,8 +25,9 @@
 //!
 //! # Error bound (f64 model)
 //! With `u = 2^-24` and `L` the largest number of fma's one lane performs
-//! (Q4: `8 * ceil(len/256)`, Q8: `ceil(len/32)`, `len` = H for gate/up and I
-//! for down), the f32 row value `scale * sum` is within
+//! (Q4: `8 * ceil(len/256)`, Q8: `ceil(len/32)` strided, `4 * ceil(len/128)` as
+//! words, the larger of the two taken; `len` = H for gate/up and I for down),
+//! the f32 row value `scale * sum` is within
 //! `gamma(L + 6) * |scale| * sum(|q * x|)` of exact (`L` fma roundings, 5
 //! simd_sum levels, the scale product). `down` then adds the final rounding to
 //! `T` (half an ulp of `T`). `gate_up` propagates the gate and up errors
@@ -809,9 +813,6 @@ mod tests {
             let acc = lane_accumulators(&mid, &slot, g.down_weights, row, i, quant, Lanes::Words);
             let lane0 = [0, 1, 2, 3, 128, 129, 130, 131].iter().fold(0.0f32, |a, &k| f32::from(w.down[row * i + k]).mul_add(mid[k], a));
             assert_eq!(acc[0].to_bits(), lane0.to_bits(), "row {row}");
-            // Q4 is dealt as words of 8 either way
-            let q4 = |lanes| lane_accumulators(&mid, &ExpertWeights::random(Quant::Q4, h, i, 3).pack(Quant::Q4, &packed(Quant::Q4, h, i, 16)), 0, row, i, Quant::Q4, lanes);
-            assert_eq!(q4(Lanes::Words), q4(Lanes::Strided));
         }
     }
 

@@ -47,8 +47,8 @@ __global__ void custom_kernel_glm52_expert_q8_f32_r4_down(
     __syncwarp();
     if (first == 0u) {
       // The first two batches are in flight while the block stages the row, four pairs a
-      // thread at a time: their loads issue together (one at a time, each waited for before
-      // its store, the staging was a chain of round trips).
+      // thread at a time so that their loads issue together (staged one pair at a time, each
+      // load waited for before its store, the staging was a chain of round trips).
       for (unsigned int t0 = threadIdx.x; t0 < 1024u; t0 += 512u) {
         float2 four[4];
 #pragma unroll
