@@ -328,46 +328,26 @@ fn lane_accumulators_body<T: Element>(
     quant: Quant,
     lanes: Lanes,
 ) -> [f32; SIMD_WIDTH] {
+    // weight k of the row: Q4 nibble k (byte k / 2, its low nibble first; zero point 8), Q8 byte k
+    let (row_at, per_word) = match quant {
+        Quant::Q4 => (weights + row * (len / 2), 8),
+        Quant::Q8 => (weights + row * len, 4),
+    };
+    let weight = |k: usize| match quant {
+        Quant::Q4 => ((slot[row_at + k / 2] >> (4 * (k % 2))) & 0xF) as f32 - 8.0,
+        Quant::Q8 => f32::from(slot[row_at + k] as i8),
+    };
     let mut acc = [0.0f32; SIMD_WIDTH];
     for (lane, a) in acc.iter_mut().enumerate() {
-        match (quant, lanes) {
-            (Quant::Q4, _) => {
-                let words = len / 8;
-                let row_at = weights + 4 * row * words;
-                let mut word = lane;
-                while word < words {
-                    let packed = load_u32(slot, row_at + 4 * word);
-                    let k0 = word * 8;
-                    for place in 0..8 {
-                        let xv = x[k0 + place].to_f32();
-                        let weight = ((packed >> (place * 4)) & 0xF) as f32 - 8.0;
-                        *a = weight.mul_add(xv, *a);
-                    }
-                    word += SIMD_WIDTH;
-                }
-            }
-            (Quant::Q8, Lanes::Words) => {
-                assert!(len % 4 == 0, "a Q8 row dealt as words must be whole words of 4 weights");
-                let row_at = weights + row * len;
-                let mut word = lane;
-                while word < len / 4 {
-                    for k in 4 * word..4 * word + 4 {
-                        let xv = x[k].to_f32();
-                        let weight = f32::from(slot[row_at + k] as i8);
-                        *a = weight.mul_add(xv, *a);
-                    }
-                    word += SIMD_WIDTH;
-                }
-            }
-            (Quant::Q8, Lanes::Strided) => {
-                let row_at = weights + row * len;
-                let mut k = lane;
-                while k < len {
-                    let xv = x[k].to_f32();
-                    let weight = f32::from(slot[row_at + k] as i8);
-                    *a = weight.mul_add(xv, *a);
-                    k += SIMD_WIDTH;
-                }
+        let mut fma = |k: usize| *a = weight(k).mul_add(x[k].to_f32(), *a);
+        if quant == Quant::Q8 && lanes == Lanes::Strided {
+            // the seed's Q8: weight k to lane k % 32
+            (lane..len).step_by(SIMD_WIDTH).for_each(&mut fma);
+        } else {
+            // words of `per_word` consecutive weights, word w to lane w % 32 (Q4 either way)
+            assert!(len % per_word == 0, "a row dealt as words must be whole words of {per_word} weights");
+            for word in (lane..len / per_word).step_by(SIMD_WIDTH) {
+                (per_word * word..per_word * (word + 1)).for_each(&mut fma);
             }
         }
     }
