@@ -152,7 +152,9 @@ def main(argv=None):
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     notes = []
     for name, path, threads in kernels:
-        shown = os.path.relpath(path, ROOT) if os.path.isabs(path) else path
+        # a file of the project by its path in it; any other as given
+        inside = os.path.isabs(path) and os.path.commonpath([ROOT, os.path.abspath(path)]) == ROOT
+        shown = os.path.relpath(path, ROOT) if inside else path
         try:
             source = open(path, "rb").read()
         except OSError as e:
