@@ -32,6 +32,7 @@ use std::sync::{Mutex, OnceLock};
 
 use mlx_rs::error::Exception;
 use mlx_rs::fast::{MetalKernel, MetalKernelApplyOptions, MetalKernelOptions, MetalKernelOutput};
+use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::{Array, Device, Stream};
 
 use super::{Backend, Checked};
@@ -268,6 +269,44 @@ fn cache() -> &'static Mutex<HashMap<String, Built>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// A launch's made input (run-time sizes, checked host values) as MLX's CUDA build should
+/// hand it to a kernel: in the GPU's own memory. MLX keeps an array of at most 8 bytes in a
+/// small pool of managed memory that the GPU reads across the bus, and an array made from
+/// host data in managed memory that moves to the GPU at its first use there, and back at each
+/// CPU write. Every block of a grid reads a run-time size, so the grouped expert step, whose
+/// `Kin` and `Sin` were such arrays, ran 2 to 3 times as long as its kernels alone
+/// (docs/benchmarks.md, 2026-12-04). So the values are gathered on the GPU into an array of
+/// at least 16 bytes (a GPU op's output: MLX's device memory), and the kernel reads a view of
+/// its first elements. Each distinct value is gathered once per process: an MLX array never
+/// changes, so later launches reuse it, and a launch adds nothing to the graph for it.
+fn device_values(v: &crate::launch::HostValues) -> Result<Array, MlxError> {
+    /// Distinct values kept; past this the cache starts over (a graph keeps what it uses).
+    const KEPT: usize = 1024;
+    static MADE: OnceLock<Mutex<HashMap<(Vec<u64>, Vec<i32>), Array>>> = OnceLock::new();
+    let mut made = MADE.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let key = (v.shape.clone(), v.values.clone());
+    if let Some(a) = made.get(&key) {
+        return Ok(a.clone());
+    }
+    // 4 int32 at least: MLX's small pool takes outputs of up to 8 bytes
+    let n = v.values.len();
+    let padded: Vec<i32> = v.values.iter().copied().chain(std::iter::repeat(0)).take(n.max(4)).collect();
+    let len = i32::try_from(padded.len()).map_err(|_| MlxError::TooLarge(padded.len() * 4))?;
+    let host = Array::from_slice(&padded, &[len]);
+    let order: Vec<i32> = (0..len).collect();
+    let on_gpu = host.take_axis(Array::from_slice(&order, &[len]), 0).map_err(MlxError::Host)?;
+    let shape: Vec<i32> = v.shape.iter().map(|&d| i32_of(d)).collect();
+    let mut view = on_gpu.index(..i32_of(n as u64));
+    if shape.len() != 1 {
+        view = view.reshape(&shape).map_err(MlxError::Host)?;
+    }
+    if made.len() >= KEPT {
+        made.clear();
+    }
+    made.insert(key, view.clone());
+    Ok(view)
+}
+
 /// The stream to launch on when the caller chose none. mlx-rs launches custom
 /// kernels on the thread's scoped stream, else on MLX's default GPU stream;
 /// an MLX built without a GPU has no such stream, and mlx-c would refuse the
@@ -319,14 +358,21 @@ impl Backend for MlxBackend {
     fn run(&self, launch: &Checked<'_, Self>) -> Result<Vec<Array>, MlxError> {
         let (plan, arrays) = (launch.plan(), launch.arrays());
         let def = plan.def();
+        // A Metal-only kernel is refused on CUDA before anything is built or launched.
+        let cuda = gpu() == Gpu::Cuda;
+        let (header, body) = source_for(def, gpu())?;
+        if cuda {
+            check_cuda_grid(&def.name, plan.grid().map(u64::from), plan.threadgroup().map(u64::from))?;
+        }
         let made: Vec<Option<Array>> = plan
             .inputs()
             .iter()
             .map(|input| match input {
-                Input::Array(_) => None,
-                Input::Values(v) => Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>())),
+                Input::Array(_) => Ok(None),
+                Input::Values(v) if cuda => device_values(v).map(Some),
+                Input::Values(v) => Ok(Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>()))),
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let inputs: Vec<&Array> = plan
             .inputs()
             .iter()
@@ -344,13 +390,6 @@ impl Backend for MlxBackend {
         }
         let grid = plan.grid().map(|g| i32_of(g.into()));
         let threadgroup = plan.threadgroup().map(|t| i32_of(t.into()));
-
-        // A Metal-only kernel is refused on CUDA before anything is built or launched.
-        let cuda = gpu() == Gpu::Cuda;
-        let (header, body) = source_for(def, gpu())?;
-        if cuda {
-            check_cuda_grid(&def.name, plan.grid().map(u64::from), plan.threadgroup().map(u64::from))?;
-        }
         let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let built = match cache.get(def.name.as_ref()) {
             Some(b) if b.is_from(def, header, body) => b,
