@@ -77,11 +77,11 @@ pub static K5120_N10240_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n10240_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 2891 },
-        body: TextRange { start: 3154, end: 5089 },
+        header: TextRange { start: 80, end: 3365 },
+        body: TextRange { start: 3628, end: 6872 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n10240_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21760,
+        static_shared_memory_bytes: 21764,
     }),
 };
 
@@ -152,11 +152,11 @@ pub static K5120_N10240_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k5120_n10240_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n10240_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2437 },
-        body: TextRange { start: 2700, end: 4635 },
+        header: TextRange { start: 80, end: 2519 },
+        body: TextRange { start: 2782, end: 5970 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n10240_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21760,
+        static_shared_memory_bytes: 21764,
     }),
 };
 
@@ -227,11 +227,11 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n6144_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 2890 },
-        body: TextRange { start: 3152, end: 5085 },
+        header: TextRange { start: 80, end: 3364 },
+        body: TextRange { start: 3626, end: 6868 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21760,
+        static_shared_memory_bytes: 21764,
     }),
 };
 
@@ -302,11 +302,11 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n6144_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2436 },
-        body: TextRange { start: 2698, end: 4631 },
+        header: TextRange { start: 80, end: 2518 },
+        body: TextRange { start: 2780, end: 5966 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21760,
+        static_shared_memory_bytes: 21764,
     }),
 };
 
@@ -377,11 +377,11 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k6144_n5120_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 2890 },
-        body: TextRange { start: 3152, end: 5085 },
+        header: TextRange { start: 80, end: 3364 },
+        body: TextRange { start: 3626, end: 6868 },
         path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 26112,
+        static_shared_memory_bytes: 26116,
     }),
 };
 
@@ -452,11 +452,11 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k6144_n5120_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2436 },
-        body: TextRange { start: 2698, end: 4631 },
+        header: TextRange { start: 80, end: 2518 },
+        body: TextRange { start: 2780, end: 5966 },
         path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 26112,
+        static_shared_memory_bytes: 26116,
     }),
 };
 
@@ -527,11 +527,11 @@ pub static HEAD_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_head_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/head_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 2883 },
-        body: TextRange { start: 3138, end: 5066 },
+        header: TextRange { start: 80, end: 3357 },
+        body: TextRange { start: 3612, end: 6148 },
         path: Cow::Borrowed("generated/cuda/affine/head_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21760,
+        static_shared_memory_bytes: 21764,
     }),
 };
 
@@ -602,11 +602,11 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_head_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/head_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2429 },
-        body: TextRange { start: 2684, end: 4612 },
+        header: TextRange { start: 80, end: 2511 },
+        body: TextRange { start: 2766, end: 5246 },
         path: Cow::Borrowed("generated/cuda/affine/head_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21760,
+        static_shared_memory_bytes: 21764,
     }),
 };
 
@@ -677,11 +677,11 @@ pub static K1024_N12288_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k1024_n12288_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 2891 },
-        body: TextRange { start: 3154, end: 5086 },
+        header: TextRange { start: 80, end: 3365 },
+        body: TextRange { start: 3628, end: 6869 },
         path: Cow::Borrowed("generated/cuda/affine/k1024_n12288_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4352,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -752,11 +752,11 @@ pub static K1024_N12288_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k1024_n12288_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k1024_n12288_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2437 },
-        body: TextRange { start: 2700, end: 4632 },
+        header: TextRange { start: 80, end: 2519 },
+        body: TextRange { start: 2782, end: 5967 },
         path: Cow::Borrowed("generated/cuda/affine/k1024_n12288_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4352,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -827,11 +827,11 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 2884 },
-        body: TextRange { start: 3140, end: 5058 },
+        header: TextRange { start: 80, end: 3358 },
+        body: TextRange { start: 3614, end: 6140 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q3_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 2176,
+        static_shared_memory_bytes: 2180,
     }),
 };
 
@@ -902,11 +902,11 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2430 },
-        body: TextRange { start: 2686, end: 4604 },
+        header: TextRange { start: 80, end: 2512 },
+        body: TextRange { start: 2768, end: 5238 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q4_bf16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 2176,
+        static_shared_memory_bytes: 2180,
     }),
 };
 

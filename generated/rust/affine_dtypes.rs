@@ -77,11 +77,11 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f16.cu")),
-        header: TextRange { start: 80, end: 2870 },
-        body: TextRange { start: 3098, end: 4993 },
+        header: TextRange { start: 80, end: 3344 },
+        body: TextRange { start: 3572, end: 6769 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4352,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -152,11 +152,11 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f32.cu")),
-        header: TextRange { start: 80, end: 2867 },
-        body: TextRange { start: 3091, end: 4982 },
+        header: TextRange { start: 80, end: 3341 },
+        body: TextRange { start: 3565, end: 6757 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f32.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4352,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -227,11 +227,11 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f16.cu")),
-        header: TextRange { start: 80, end: 2416 },
-        body: TextRange { start: 2644, end: 4539 },
+        header: TextRange { start: 80, end: 2498 },
+        body: TextRange { start: 2726, end: 5867 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f16.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4352,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -302,11 +302,11 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f32.cu")),
-        header: TextRange { start: 80, end: 2413 },
-        body: TextRange { start: 2637, end: 4528 },
+        header: TextRange { start: 80, end: 2495 },
+        body: TextRange { start: 2719, end: 5855 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f32.cu"),
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4352,
+        static_shared_memory_bytes: 4356,
     }),
 };
 

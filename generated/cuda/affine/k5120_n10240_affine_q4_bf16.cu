@@ -21,17 +21,17 @@ __device__ inline float mlxq_load_vector(const __nv_bfloat16* x, float* x_thread
 }
 
 // float(q) for a masked field q < 2^23: q in the mantissa of 2^23, minus 2^23 (exact).
-#define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | 0x4B000000u) - 8388608.0f)
+// `magic` holds the bits of 2^23 (0x4B000000), read from shared memory by the body: as a
+// register operand, mask and OR are one LOP3 a weight; as an immediate, ptxas makes them two.
+#define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | magic) - 8388608.0f)
 
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 4: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
-__device__ inline float mlxq_qdot(const unsigned char* w, const float* x_thread, float scale, float bias, float sum) {
+// The lane's 8 weight bytes come in registers: two uint32 words, loaded by the body.
+__device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thread, float scale, float bias, float sum, unsigned int magic) {
   float accum = 0;
-  // 4-bit: four nibbles per uint16, least significant first. The lane's 8 bytes are two
-  // aligned uint32 words (w is u32 and every offset a multiple of 8): uint16 i is half
-  // i % 2 of word i / 2 (little-endian), the value Metal reads as ws[i].
-  const unsigned int* words = (const unsigned int*)w;
-  const unsigned int packed[2] = {words[0], words[1]};
+  // 4-bit: four nibbles per uint16, least significant first: uint16 i is half i % 2 of
+  // word i / 2 (little-endian), the value Metal reads as ws[i].
   for (int i = 0; i < 4; i++) {
     const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
     accum = __fadd_rn(accum,
@@ -66,23 +66,52 @@ __global__ void custom_kernel_k5120_n10240_affine_q4_bf16(
   for (int c = (int)(sg * 32 + lane); c < 320; c += 512) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
   }
+  // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
+  // cannot fold into an immediate.
+  __shared__ unsigned int magic_bits[1];
+  if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
   __syncthreads();
+  const unsigned int magic = *(volatile unsigned int*)magic_bits;
   const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
-  const uint8_t* ws = (const uint8_t*)w + row0 * ROWB + lane * BPL;
+  // The lane's 8 bytes of a row's step: two uint32 words.
+  constexpr int PIECES = 2;
+  const unsigned int* ws = w + (row0 * ROWB + lane * BPL) / 4;
+  constexpr int ROW_PIECES = ROWB / 4, STEP_PIECES = 32 * BPL / 4;
   // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
+  // Each step's weights, scales and biases are loaded while the step before is computed
+  // (the spec's cuda_steps_ahead = 1: a grid of few blocks, which waits on memory).
+  unsigned int next[4][PIECES];
+  __nv_bfloat16 next_s[4], next_b[4];
+  for (int r = 0; r < 4; r++) {
+    for (int j = 0; j < PIECES; j++) next[r][j] = ws[r * ROW_PIECES + j];
+    next_s[r] = sc[r * GROUPS];
+    next_b[r] = bi[r * GROUPS];
+  }
 #pragma unroll 1
   for (int k = 0; k < 5120; k += 512) {
     const float sum = ss[(k + lane * 16) / 16];
     const float* x_thread = xs + k + lane * 16;
+    unsigned int packed[4][PIECES];
+    float s[4], b[4];
     for (int r = 0; r < 4; r++) {
-      const float s = static_cast<float>(sc[r * GROUPS]);
-      const float b = static_cast<float>(bi[r * GROUPS]);
-      result[r] += mlxq_qdot(ws + r * ROWB, x_thread, s, b, sum);
+      for (int j = 0; j < PIECES; j++) packed[r][j] = next[r][j];
+      s[r] = static_cast<float>(next_s[r]);
+      b[r] = static_cast<float>(next_b[r]);
     }
-    ws += 32 * BPL;
+    if (k + 512 < 5120) {
+      for (int r = 0; r < 4; r++) {
+        for (int j = 0; j < PIECES; j++) next[r][j] = ws[STEP_PIECES + r * ROW_PIECES + j];
+        next_s[r] = sc[8 + r * GROUPS];
+        next_b[r] = bi[8 + r * GROUPS];
+      }
+    }
+    for (int r = 0; r < 4; r++) {
+      result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
+    }
+    ws += STEP_PIECES;
     sc += 8;
     bi += 8;
   }

@@ -26,27 +26,35 @@ __device__ inline float mlxq_load_vector(const __nv_bfloat16* x, float* x_thread
 }
 
 // float(q) for a masked field q < 2^23: q in the mantissa of 2^23, minus 2^23 (exact).
-#define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | 0x4B000000u) - 8388608.0f)
+// `magic` holds the bits of 2^23 (0x4B000000), read from shared memory by the body: as a
+// register operand, mask and OR are one LOP3 a weight; as an immediate, ptxas makes them two.
+#define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | magic) - 8388608.0f)
 
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 3: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
-__device__ inline float mlxq_qdot(const unsigned char* w, const float* x_thread, float scale, float bias, float sum) {
+// The lane's 6 weight bytes come in registers: three uint16 (byte j is half j / 2's
+// low or high byte), loaded by the body.
+__device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thread, float scale, float bias, float sum, unsigned int magic) {
   float accum = 0;
   // 3-bit: every 3 bytes hold 8 values; fields that straddle a byte boundary read the
   // pre-divided x times 256.
+  unsigned int w[6];
+  for (int j = 0; j < 6; j++) {
+    w[j] = (packed[j / 2] >> (8 * (j % 2))) & 0xffu;
+  }
   for (int i = 0; i < 2; i++) {
     x_thread += 8 * i;
-    w += 3 * i;
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[0] & 0x07), x_thread[0]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[0] & 0x38), x_thread[1]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[0] & 0xc0), x_thread[2]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[1] & 0x01), (x_thread[2] * 256.0f)));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[1] & 0x0e), x_thread[3]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[1] & 0x70), x_thread[4]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[1] & 0x80), x_thread[5]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[2] & 0x03), (x_thread[5] * 256.0f)));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[2] & 0x1c), x_thread[6]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(w[2] & 0xe0), x_thread[7]));
+    const unsigned int* wi = w + 3 * i;
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[0] & 0x07), x_thread[0]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[0] & 0x38), x_thread[1]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[0] & 0xc0), x_thread[2]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x01), (x_thread[2] * 256.0f)));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x0e), x_thread[3]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x70), x_thread[4]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x80), x_thread[5]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[2] & 0x03), (x_thread[5] * 256.0f)));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[2] & 0x1c), x_thread[6]));
+    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[2] & 0xe0), x_thread[7]));
   }
   return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
 }
@@ -73,9 +81,17 @@ __global__ void custom_kernel_small_affine_q3_bf16(
   for (int c = (int)(sg * 32 + lane); c < 32; c += 512) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
   }
+  // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
+  // cannot fold into an immediate.
+  __shared__ unsigned int magic_bits[1];
+  if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
   __syncthreads();
+  const unsigned int magic = *(volatile unsigned int*)magic_bits;
   const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
-  const uint8_t* ws = (const uint8_t*)w + row0 * ROWB + lane * BPL;
+  // The lane's 6 bytes of a row's step: three uint16 (every offset is even).
+  constexpr int PIECES = 3;
+  const unsigned short* ws = (const unsigned short*)((const uint8_t*)w + row0 * ROWB + lane * BPL);
+  constexpr int ROW_PIECES = ROWB / 2, STEP_PIECES = 32 * BPL / 2;
   // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
@@ -85,11 +101,13 @@ __global__ void custom_kernel_small_affine_q3_bf16(
     const float sum = ss[(k + lane * 16) / 16];
     const float* x_thread = xs + k + lane * 16;
     for (int r = 0; r < 4; r++) {
+      unsigned int packed[PIECES];
+      for (int j = 0; j < PIECES; j++) packed[j] = ws[r * ROW_PIECES + j];
       const float s = static_cast<float>(sc[r * GROUPS]);
       const float b = static_cast<float>(bi[r * GROUPS]);
-      result[r] += mlxq_qdot(ws + r * ROWB, x_thread, s, b, sum);
+      result[r] += mlxq_qdot(packed, x_thread, s, b, sum, magic);
     }
-    ws += 32 * BPL;
+    ws += STEP_PIECES;
     sc += 8;
     bi += 8;
   }
