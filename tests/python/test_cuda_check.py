@@ -5,6 +5,7 @@ at its line and compiling a good one (where crates/cuda/nvrtc/fetch.sh has fetch
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("cuda_check", ROOT / "crates" / "cuda" / "nvrtc" / "check.py")
 check = importlib.util.module_from_spec(spec)
+# registered as an import would register it: check.py's worker processes find their function by
+# its module's name
+sys.modules[spec.name] = check
 spec.loader.exec_module(check)
 
 NVRTC_DIR = Path(os.environ.get("KERNELGEN_NVRTC_DIR", ROOT / "target" / "nvrtc"))
