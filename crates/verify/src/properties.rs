@@ -17,7 +17,8 @@
 //! - the threadgroup memory the contract declares is what the kernel's arrays take.
 //!
 //! A passing kernel costs five launches: the check's, forward with poison `0xFF`, forward
-//! again with other poison bytes, reverse, and shuffled; only when they disagree do more runs
+//! again with other poison bytes, reverse, and shuffled (three, the check's, forward and reverse, for a
+//! large kernel and under the sanitizers: `run::run_case`); only when they disagree do more runs
 //! find which property failed (a read of uninitialized threadgroup memory is then named by the
 //! check: [`MemoryCheck::UninitializedReads`]). No poison can catch a read whose value never
 //! matters to the outputs for any of the three poison bytes (`0xFF`, `0x00`, `0x5A`).
