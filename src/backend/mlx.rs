@@ -270,22 +270,28 @@ fn cache() -> &'static Mutex<HashMap<String, Built>> {
 }
 
 /// A launch's made input (run-time sizes, checked host values) as MLX's CUDA build should
-/// hand it to a kernel: in the GPU's own memory. MLX keeps an array of at most 8 bytes in a
-/// small pool of managed memory that the GPU reads across the bus, and an array made from
-/// host data in managed memory that moves to the GPU at its first use there, and back at each
-/// CPU write. Every block of a grid reads a run-time size, so the grouped expert step, whose
-/// `Kin` and `Sin` were such arrays, ran 2 to 3 times as long as its kernels alone
-/// (docs/benchmarks.md, 2026-12-04). So the values are gathered on the GPU into an array of
-/// at least 16 bytes (a GPU op's output: MLX's device memory), and the kernel reads a view of
-/// its first elements. Each distinct value is gathered once per process: an MLX array never
-/// changes, so later launches reuse it, and a launch adds nothing to the graph for it.
-fn device_values(v: &crate::launch::HostValues) -> Result<Array, MlxError> {
+/// hand it to a kernel: out of host-written managed memory. MLX keeps an array of at most 8
+/// bytes in a small pool of managed memory that the GPU reads across the bus, and an array made
+/// from host data in managed memory that moves to the GPU at its first use there, and back at
+/// each CPU write. Every block of a grid reads a run-time size, so the grouped expert step,
+/// whose `Kin` and `Sin` were such arrays, ran 2 to 3 times as long as its kernels alone
+/// (docs/benchmarks.md, 2026-12-04). So the values are gathered, on the stream the kernel
+/// launches on, into an array of at least 16 bytes (a GPU op's output, so written by the GPU
+/// and out of the small pool), and the kernel reads a view of its first elements. Each
+/// distinct value is gathered once per thread and stream: an MLX array never changes, so later
+/// launches reuse it and add nothing to the graph for it. (Per thread: MLX does not evaluate
+/// one unevaluated array from two threads' graphs. In a static, which is never dropped, not a
+/// thread-local, whose arrays would be freed as the process exits: MLX's CUDA build can fail
+/// freeing CUDA objects once the driver has shut down, docs/gpu.md.)
+fn device_values(v: &crate::launch::HostValues, stream: &Stream) -> Result<Array, MlxError> {
     /// Distinct values kept; past this the cache starts over (a graph keeps what it uses).
     const KEPT: usize = 1024;
-    static MADE: OnceLock<Mutex<HashMap<(Vec<u64>, Vec<i32>), Array>>> = OnceLock::new();
-    let mut made = MADE.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let key = (v.shape.clone(), v.values.clone());
-    if let Some(a) = made.get(&key) {
+    type Key = (std::thread::ThreadId, i32, Vec<u64>, Vec<i32>);
+    static MADE: OnceLock<Mutex<HashMap<Key, Array>>> = OnceLock::new();
+    let made = MADE.get_or_init(|| Mutex::new(HashMap::new()));
+    // a made array is reused on the thread and stream it was gathered on (MLX numbers its streams)
+    let key: Key = (std::thread::current().id(), stream.get_index().map_err(MlxError::Host)?, v.shape.clone(), v.values.clone());
+    if let Some(a) = made.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
         return Ok(a.clone());
     }
     // 4 int32 at least: MLX's small pool takes outputs of up to 8 bytes
@@ -294,17 +300,23 @@ fn device_values(v: &crate::launch::HostValues) -> Result<Array, MlxError> {
     let len = i32::try_from(padded.len()).map_err(|_| MlxError::TooLarge(padded.len() * 4))?;
     let host = Array::from_slice(&padded, &[len]);
     let order: Vec<i32> = (0..len).collect();
-    let on_gpu = host.take_axis(Array::from_slice(&order, &[len]), 0).map_err(MlxError::Host)?;
+    let gathered = mlx_rs::with_stream(stream, || host.take_axis(Array::from_slice(&order, &[len]), 0)).map_err(MlxError::Host)?;
     let shape: Vec<i32> = v.shape.iter().map(|&d| i32_of(d)).collect();
-    let mut view = on_gpu.index(..i32_of(n as u64));
+    let mut view = gathered.index(..i32_of(n as u64));
     if shape.len() != 1 {
         view = view.reshape(&shape).map_err(MlxError::Host)?;
     }
+    let mut made = made.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if made.len() >= KEPT {
         made.clear();
     }
     made.insert(key, view.clone());
     Ok(view)
+}
+
+/// The stream a CUDA kernel launches on: the thread's scoped stream, else MLX's GPU stream.
+fn launch_stream() -> Stream {
+    mlx_rs::thread_local_default_stream().unwrap_or_else(Stream::gpu)
 }
 
 /// The stream to launch on when the caller chose none. mlx-rs launches custom
@@ -369,7 +381,7 @@ impl Backend for MlxBackend {
             .iter()
             .map(|input| match input {
                 Input::Array(_) => Ok(None),
-                Input::Values(v) if cuda => device_values(v).map(Some),
+                Input::Values(v) if cuda => device_values(v, &launch_stream()).map(Some),
                 Input::Values(v) => Ok(Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>()))),
             })
             .collect::<Result<_, _>>()?;
@@ -533,7 +545,7 @@ unsafe fn apply_cuda(kernel: &CudaKernel, inputs: &[&Array], outputs: &[MetalKer
         let handles: Vec<mlx_sys::mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         let ins = Arrays(mlx_sys::mlx_vector_array_new_data(handles.as_ptr(), handles.len()));
         let mut outs = Arrays(mlx_sys::mlx_vector_array_new());
-        let stream = mlx_rs::thread_local_default_stream().unwrap_or_else(Stream::gpu);
+        let stream = launch_stream();
         status("mlx_fast_cuda_kernel_apply", mlx_sys::mlx_fast_cuda_kernel_apply(&mut outs.0, kernel.0, ins.0, config.0, stream.as_ptr()))?;
         (0..mlx_sys::mlx_vector_array_size(outs.0))
             .map(|i| {

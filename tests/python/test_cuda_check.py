@@ -13,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("cuda_check", ROOT / "crates" / "cuda" / "nvrtc" / "check.py")
 check = importlib.util.module_from_spec(spec)
-# registered as an import would register it: check.py's worker processes find their function by
-# its module's name
+# registered as an import would register it (check.py's workers get their function by its
+# module's name)
 sys.modules[spec.name] = check
 spec.loader.exec_module(check)
 

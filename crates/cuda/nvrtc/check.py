@@ -15,6 +15,7 @@ import argparse
 import concurrent.futures
 import ctypes
 import json
+import multiprocessing
 import os
 import re
 import sys
@@ -173,7 +174,10 @@ def main(argv=None):
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     # One process a core: nvrtc compiles one program at a time in a process (measured: threads
     # gave no speed-up), and the kernels are independent.
-    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1, initializer=_worker_init, initargs=(args.nvrtc_dir,)) as pool:
+    workers = max(1, min(len(kernels), len(os.sched_getaffinity(0))))
+    # forked: the workers find _compile_one in this module as it was loaded, however that was
+    fork = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_worker_init, initargs=(args.nvrtc_dir,)) as pool:
         results = list(pool.map(_compile_one, [path for _, path, _ in kernels]))
     notes = []
     # in the kernels' order, whatever order they compiled in

@@ -3,7 +3,8 @@
 //! 1. **Properties**, with no reference ([`properties`], in the emulator): no access outside a
 //!    buffer, every output element written, no read of uninitialized threadgroup or output
 //!    memory, the same bits in forward, reverse and shuffled run order (a race shows as a
-//!    difference), and, under the sanitizer, a clean AddressSanitizer and UBSan run.
+//!    difference), and, under the sanitizer, clean AddressSanitizer and UBSan runs (forward and
+//!    reverse only: the other orders are the plain run's).
 //! 2. **Values**, where the family file names a reference (`[verify] reference`,
 //!    [`mod@reference`]): one of kernelgen's Rust references (`"rust:expert"`, [`bundled`]),
 //!    compared bit for bit with its replay model (the kernel's own order of operations) and

@@ -81,35 +81,16 @@ __global__ void custom_kernel_k1024_n12288_affine_q4_bf16(
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
-  // Each step's weights, scales and biases are loaded while the step before is computed
-  // (the spec's cuda_steps_ahead = 1: a grid of few blocks, which waits on memory).
-  unsigned int next[4][PIECES];
-  __nv_bfloat16 next_s[4], next_b[4];
-  for (int r = 0; r < 4; r++) {
-    for (int j = 0; j < PIECES; j++) next[r][j] = ws[r * ROW_PIECES + j];
-    next_s[r] = sc[r * GROUPS];
-    next_b[r] = bi[r * GROUPS];
-  }
 #pragma unroll 1
   for (int k = 0; k < 1024; k += 512) {
     const float sum = ss[(k + lane * 16) / 16];
     const float* x_thread = xs + k + lane * 16;
-    unsigned int packed[4][PIECES];
-    float s[4], b[4];
     for (int r = 0; r < 4; r++) {
-      for (int j = 0; j < PIECES; j++) packed[r][j] = next[r][j];
-      s[r] = static_cast<float>(next_s[r]);
-      b[r] = static_cast<float>(next_b[r]);
-    }
-    if (k + 512 < 1024) {
-      for (int r = 0; r < 4; r++) {
-        for (int j = 0; j < PIECES; j++) next[r][j] = ws[STEP_PIECES + r * ROW_PIECES + j];
-        next_s[r] = sc[8 + r * GROUPS];
-        next_b[r] = bi[8 + r * GROUPS];
-      }
-    }
-    for (int r = 0; r < 4; r++) {
-      result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
+      unsigned int packed[PIECES];
+      for (int j = 0; j < PIECES; j++) packed[j] = ws[r * ROW_PIECES + j];
+      const float s = static_cast<float>(sc[r * GROUPS]);
+      const float b = static_cast<float>(bi[r * GROUPS]);
+      result[r] += mlxq_qdot(packed, x_thread, s, b, sum, magic);
     }
     ws += STEP_PIECES;
     sc += 8;
