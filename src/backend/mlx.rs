@@ -376,13 +376,15 @@ impl Backend for MlxBackend {
         if cuda {
             check_cuda_grid(&def.name, plan.grid().map(u64::from), plan.threadgroup().map(u64::from))?;
         }
+        // On CUDA, one stream for the launch: its made inputs are gathered where it runs.
+        let stream = cuda.then(launch_stream);
         let made: Vec<Option<Array>> = plan
             .inputs()
             .iter()
-            .map(|input| match input {
-                Input::Array(_) => Ok(None),
-                Input::Values(v) if cuda => device_values(v, &launch_stream()).map(Some),
-                Input::Values(v) => Ok(Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>()))),
+            .map(|input| match (input, &stream) {
+                (Input::Array(_), _) => Ok(None),
+                (Input::Values(v), Some(stream)) => device_values(v, stream).map(Some),
+                (Input::Values(v), None) => Ok(Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>()))),
             })
             .collect::<Result<_, _>>()?;
         let inputs: Vec<&Array> = plan
@@ -441,7 +443,10 @@ impl Backend for MlxBackend {
                 }
                 .map_err(MlxError::Apply)
             }
-            Kernel::Cuda(kernel) => unsafe { apply_cuda(kernel, &inputs, &outputs, grid, threadgroup) },
+            Kernel::Cuda(kernel) => {
+                let stream = stream.as_ref().expect("a CUDA kernel is built only where MLX runs CUDA");
+                unsafe { apply_cuda(kernel, &inputs, &outputs, grid, threadgroup, stream) }
+            }
         };
         drop(cache);
         let outputs = result?;
@@ -512,12 +517,12 @@ fn build_cuda(def: &KernelDef) -> Result<CudaKernel, MlxError> {
     Ok(CudaKernel(kernel))
 }
 
-/// Adds the CUDA kernel to MLX's graph on the thread's default stream (else the GPU's):
+/// Adds the CUDA kernel to MLX's graph on `stream` (the launch's: [`launch_stream`]):
 /// lazily, as `MetalKernel::apply` does.
 ///
 /// # Safety
 /// As `MetalKernel::apply`: see the launch's SAFETY comment in `run`.
-unsafe fn apply_cuda(kernel: &CudaKernel, inputs: &[&Array], outputs: &[MetalKernelOutput], grid: [i32; 3], threadgroup: [i32; 3]) -> Result<Vec<Array>, MlxError> {
+unsafe fn apply_cuda(kernel: &CudaKernel, inputs: &[&Array], outputs: &[MetalKernelOutput], grid: [i32; 3], threadgroup: [i32; 3], stream: &Stream) -> Result<Vec<Array>, MlxError> {
     struct Config(mlx_sys::mlx_fast_cuda_kernel_config);
     impl Drop for Config {
         fn drop(&mut self) {
@@ -545,7 +550,6 @@ unsafe fn apply_cuda(kernel: &CudaKernel, inputs: &[&Array], outputs: &[MetalKer
         let handles: Vec<mlx_sys::mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         let ins = Arrays(mlx_sys::mlx_vector_array_new_data(handles.as_ptr(), handles.len()));
         let mut outs = Arrays(mlx_sys::mlx_vector_array_new());
-        let stream = launch_stream();
         status("mlx_fast_cuda_kernel_apply", mlx_sys::mlx_fast_cuda_kernel_apply(&mut outs.0, kernel.0, ins.0, config.0, stream.as_ptr()))?;
         (0..mlx_sys::mlx_vector_array_size(outs.0))
             .map(|i| {
