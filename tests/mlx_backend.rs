@@ -125,6 +125,7 @@ fn scale2_with_cuda(name: &'static str, factor: &'static str) -> KernelDef {
             header: TextRange { start: 0, end: header_end },
             body: TextRange { start: header_end, end: cuda.len() as u32 },
             path: text(""),
+            threadgroup: [32, 1, 1],
             shared_memory_bytes: 0,
             static_shared_memory_bytes: 0,
         }),

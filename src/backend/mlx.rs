@@ -373,8 +373,13 @@ impl Backend for MlxBackend {
         // A Metal-only kernel is refused on CUDA before anything is built or launched.
         let cuda = gpu() == Gpu::Cuda;
         let (header, body) = source_for(def, gpu())?;
+        // The CUDA body's block may differ from the Metal threadgroup; the grid is the same.
+        let block = match (cuda, &def.cuda) {
+            (true, Some(c)) => c.threadgroup,
+            _ => plan.threadgroup(),
+        };
         if cuda {
-            check_cuda_grid(&def.name, plan.grid().map(u64::from), plan.threadgroup().map(u64::from))?;
+            check_cuda_grid(&def.name, plan.grid().map(u64::from), block.map(u64::from))?;
         }
         // On CUDA, one stream for the launch: its made inputs are gathered where it runs.
         let stream = cuda.then(launch_stream);
@@ -403,7 +408,7 @@ impl Backend for MlxBackend {
             outputs.push(MetalKernelOutput { shape: o.shape.iter().map(|&d| i32_of(d)).collect(), dtype });
         }
         let grid = plan.grid().map(|g| i32_of(g.into()));
-        let threadgroup = plan.threadgroup().map(|t| i32_of(t.into()));
+        let threadgroup = block.map(|t| i32_of(t.into()));
         let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let built = match cache.get(def.name.as_ref()) {
             Some(b) if b.is_from(def, header, body) => b,
@@ -431,7 +436,8 @@ impl Backend for MlxBackend {
         // `check`'s for exactly these arrays (a `Checked` is made nowhere else): every dtype,
         // shape, byte length and bounded value was checked, the made inputs hold the run-time
         // sizes and checked host values, the outputs get `def`'s shapes and dtypes, the grid
-        // and threadgroup are `def`'s at the checked sizes, and `ensure_row_contiguous` makes
+        // and threadgroup (on CUDA, the body's block) are `def`'s at the checked sizes, and
+        // `ensure_row_contiguous` makes
         // every input row-contiguous, as the body assumes.
         let result = match &built.kernel {
             Kernel::Metal(kernel) => {

@@ -157,6 +157,9 @@ pub struct KernelPlan {
     pub grid: [Dim; 3],
     /// Threads in a threadgroup.
     pub threadgroup: [u64; 3],
+    /// Threads in a block of its CUDA body (the family's `cuda_threadgroup`, by default the
+    /// same as `threadgroup`); the grid, in threads, is the same for both bodies.
+    pub cuda_threadgroup: [u64; 3],
     /// Threadgroup memory the kernel declares, in bytes.
     pub threadgroup_memory_bytes: u64,
     /// Static `__shared__` memory its CUDA body declares, in bytes (the family's

@@ -51,6 +51,32 @@ fn bad_specs_are_reported() {
     });
 }
 
+/// A CUDA body's block is the family's `cuda_threadgroup` where it has one (the contract and the
+/// manifest carry it; the Metal threadgroup and the grid stay), else the Metal threadgroup; a
+/// block past CUDA's limits is the spec's error, naming the kernel and the block.
+#[test]
+fn a_cuda_block_of_its_own_is_carried_and_checked() {
+    let with_block = |block: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        for file in ["rowscale.toml", "rowscale.metal.tera", "rowscale.cuda.tera"] {
+            let text = std::fs::read_to_string(format!("tests/fixtures/families/{file}")).unwrap();
+            let text = if file == "rowscale.toml" { text.replacen("threadgroup = [32, 1, 1]", &format!("threadgroup = [32, 1, 1]\ncuda_threadgroup = {block}"), 1) } else { text };
+            std::fs::write(dir.path().join(file), text).unwrap();
+        }
+        let families = read_families(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"));
+        let text = std::fs::read_to_string("tests/fixtures/rowscale.toml").unwrap();
+        Config::new().generate(Input { specs: vec![source("tests/fixtures/rowscale.toml", text)], families })
+    };
+    let generated = with_block("[64, 1, 1]").unwrap_or_else(|e| panic!("{e}"));
+    for rk in &generated.kernels {
+        assert_eq!((rk.def.threadgroup, rk.def.cuda.as_ref().unwrap().threadgroup), ([32, 1, 1], [64, 1, 1]));
+    }
+    let manifest = &generated.files["manifest.json"];
+    assert!(manifest.contains("\"threadgroup\": [\n          64,\n          1,\n          1\n        ]"), "{manifest}");
+    let e = with_block("[32, 1, 128]").err().expect("a block of 128 in z is refused").to_string();
+    assert!(e.contains("CUDA block [32, 1, 128] is 4096 threads, above CUDA's limits of 1024 threads and [1024, 1024, 64]"), "{e}");
+}
+
 /// A kernel with a CUDA body: its `.cu` is byte for byte what MLX assembles from the header and
 /// body its contract hands to `cuda_kernel` (MLX's default header first, then kernelgen's line
 /// naming the spec and template, which opens the header), and a Metal-only kernel has none.

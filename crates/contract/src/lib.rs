@@ -837,8 +837,9 @@ pub struct KernelDef {
 /// A kernel's CUDA source: what MLX's `cuda_kernel` (mlx-c's `mlx_fast_cuda_kernel_new(name,
 /// input_names, output_names, source, header, ensure_row_contiguous, shared_memory)`) takes
 /// beside the [`KernelDef`]'s name and buffers, and the full text MLX assembles from it. The
-/// launch configuration (grid and threadgroup in threads, output shapes and dtypes, no
-/// template arguments, no init value) is the `KernelDef`'s, as on Metal.
+/// launch configuration (grid in threads, output shapes and dtypes, no template arguments, no
+/// init value) is the `KernelDef`'s, as on Metal; only the block may differ from the Metal
+/// threadgroup ([`CudaSource::threadgroup`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CudaSource {
     /// The function MLX defines, `custom_kernel_<name>`, in namespace `mlx::core::cu`.
@@ -852,6 +853,9 @@ pub struct CudaSource {
     pub body: TextRange,
     /// Path of the `.cu` file, relative to the project root.
     pub path: Text,
+    /// Threads in one block (MLX's `threadgroup` on CUDA): the family's `cuda_threadgroup`,
+    /// by default [`KernelDef::threadgroup`]. The grid, in threads, is the kernel's.
+    pub threadgroup: [u32; 3],
     /// Dynamic shared memory to reserve at launch (MLX's `shared_memory`), in bytes: 0 for
     /// generated kernels, whose `__shared__` arrays are static (sized by constants), so nvrtc
     /// reserves them and the launch reserves nothing.

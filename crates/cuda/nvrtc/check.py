@@ -15,6 +15,7 @@ import argparse
 import concurrent.futures
 import ctypes
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -167,7 +168,7 @@ def main(argv=None):
         kernels = [(os.path.basename(f)[:-3] if f.endswith(".cu") else f, f, None) for f in args.files]
     else:
         manifest = json.load(open(args.manifest))
-        kernels = [(k["name"], os.path.join(ROOT, k["cuda"]["path"]), k["threads_per_threadgroup"]) for k in manifest["kernels"] if k.get("cuda")]
+        kernels = [(k["name"], os.path.join(ROOT, k["cuda"]["path"]), math.prod(k["cuda"]["threadgroup"])) for k in manifest["kernels"] if k.get("cuda")]
     Nvrtc(args.nvrtc_dir)  # here first: a missing nvrtc is said once, not by every worker
     failed = 0
     print("| kernel | registers | spilled bytes (stores / loads) | static shared | threads | blocks an SM | warps an SM | bound by |")

@@ -103,6 +103,12 @@ pub const OTHER_TYPE_NAMES: [&str; 11] =
 /// which MLX's `cuda_kernel` does not make), in bytes.
 pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 
+/// Threads in one block, at most (every architecture since compute capability 2.0).
+pub const MAX_THREADS_PER_BLOCK: u64 = 1024;
+
+/// A block's extents, at most, in x, y and z.
+pub const MAX_BLOCK_EXTENTS: [u64; 3] = [1024, 1024, 64];
+
 /// The headers a kernel source MLX assembles may include, as written after `#include`: MLX's two
 /// ([`DEFAULT_HEADER`](crate::mlx::DEFAULT_HEADER) includes them) and CUDA's half-precision ones.
 pub const INCLUDES: [&str; 4] = ["\"mlx/backend/cuda/device/utils.cuh\"", "<cooperative_groups.h>", "<cuda_fp16.h>", "<cuda_bf16.h>"];

@@ -112,7 +112,7 @@ impl EmuBackend {
     /// where the source declares them (`x_shape`, `x_strides`, `x_ndim`: `Shape` and `Strides`
     /// arrays of `MAX_NDIM`, zero past the input's dimensions, and an `int`); none on Metal.
     fn shape_parameters(&self, def: &KernelDef, program: &Program, inputs: &[Input], arrays: &[&HostArray], at_start: bool) -> Result<Vec<Vec<DeviceBuffer>>, EmuError> {
-        let (function, _) = self.entry(def);
+        let (function, _, _) = self.entry(def, def.threadgroup);
         let declared = |name: &str| program.kernel(function).is_some_and(|k| k.params.iter().any(|p| p.name == name));
         let mut all = Vec::with_capacity(def.inputs.len());
         for (b, input) in def.inputs.iter().zip(inputs) {
@@ -139,11 +139,12 @@ impl EmuBackend {
         Ok(all)
     }
 
-    /// The function a launch of `def` calls, and the dynamic shared memory it reserves.
-    fn entry<'d>(&self, def: &'d KernelDef) -> (&'d str, u32) {
+    /// The function a launch of `def` calls, its threads in a threadgroup (a CUDA body's
+    /// block may differ from the Metal threadgroup) and the dynamic shared memory it reserves.
+    fn entry<'d>(&self, def: &'d KernelDef, threadgroup: [u32; 3]) -> (&'d str, [u32; 3], u32) {
         match (self.language, &def.cuda) {
-            (Language::Cuda, Some(cuda)) => (&cuda.mlx_name, cuda.shared_memory_bytes),
-            _ => (&def.mlx_name, 0),
+            (Language::Cuda, Some(cuda)) => (&cuda.mlx_name, cuda.threadgroup, cuda.shared_memory_bytes),
+            _ => (&def.mlx_name, threadgroup, 0),
         }
     }
 }
@@ -235,8 +236,8 @@ impl EmuBackend {
                 bufs.extend(shape.iter_mut().map(Buf::ReadOnly));
             }
             bufs.extend(outputs.iter_mut().map(Buf::Mut));
-            let (function, shared_memory) = self.entry(def);
-            let dispatch = Dispatch::new(function, plan.grid(), plan.threadgroup())
+            let (function, threadgroup, shared_memory) = self.entry(def, plan.threadgroup());
+            let dispatch = Dispatch::new(function, plan.grid(), threadgroup)
                 .order(config.order)
                 .placement(config.placement)
                 .threadgroup_poison(config.threadgroup_poison)

@@ -327,6 +327,12 @@ fn pair(old: &KernelView, new: &KernelView, opts: &Options) -> Pair {
     if cuda(old) != cuda(new) {
         changes.push(Change { what: "CUDA body".into(), before: cuda(old), after: cuda(new) });
     }
+    if let (Some(a), Some(b)) = (&old.cuda, &new.cuda) {
+        if a.threadgroup != b.threadgroup {
+            let block = |t: [u64; 3]| format!("{} ({}x{}x{})", t.iter().product::<u64>(), t[0], t[1], t[2]);
+            changes.push(Change { what: "threads per CUDA block".into(), before: block(a.threadgroup), after: block(b.threadgroup) });
+        }
+    }
     Pair { old: old.clone(), new: new.clone(), code: metal_code.max(cuda_code), metal_code, cuda_code, changes }
 }
 
@@ -701,6 +707,20 @@ mod tests {
         let old = tree_with("old", &[with_cuda(k("old_r"), "  r = 1;").0], &[with_cuda(k("old_r"), "  r = 1;").1]);
         let r = review(&old, &new, &opts()).unwrap();
         assert!(r.renamed.is_empty() && r.added.len() == 1 && r.removed.len() == 1);
+    }
+
+    /// A CUDA block that changes shape (the family's `cuda_threadgroup`) is a contract change of
+    /// its own; a manifest without the field (older trees) reads as the Metal threadgroup.
+    #[test]
+    fn a_cuda_block_of_another_shape_is_a_contract_change() {
+        use crate::fixtures::{tree_with, with_cuda};
+        let k = || kernel("a", &[], &["8"], [32, 16, 1], 0, "  x;");
+        let (old_k, old_c) = with_cuda(k(), "  y = 1;");
+        let ((mut new_entry, path, metal), new_c) = with_cuda(k(), "  y = 1;");
+        new_entry["cuda"]["threadgroup"] = serde_json::json!([32, 4, 1]);
+        let r = review(&tree_with("old", &[old_k], &[old_c]), &tree_with("new", &[(new_entry, path, metal)], &[new_c]), &opts()).unwrap();
+        let changes = &r.changed[0].changes;
+        assert!(changes.iter().any(|c| c.what == "threads per CUDA block" && c.before == "512 (32x16x1)" && c.after == "128 (32x4x1)"), "{changes:?}");
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub struct CudaView {
     pub manifest_path: String,
     /// The `.cu` text; `None` if the tree lacks the file.
     pub text: Option<String>,
+    /// Threads in a block, x y z (the threadgroup unless the family gives the body its own).
+    pub threadgroup: [u64; 3],
 }
 
 /// One kernel of a generated tree.
@@ -250,14 +252,11 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
                 })
                 .collect()
         };
-        let threadgroup = entry
-            .get("threadgroup")
-            .and_then(Value::as_array)
-            .and_then(|t| {
-                let v: Option<Vec<u64>> = t.iter().map(Value::as_u64).collect();
-                v?.try_into().ok()
-            })
-            .ok_or_else(|| bad("threadgroup"))?;
+        let three = |v: Option<&Value>| -> Option<[u64; 3]> {
+            let v: Option<Vec<u64>> = v?.as_array()?.iter().map(Value::as_u64).collect();
+            v?.try_into().ok()
+        };
+        let threadgroup = three(entry.get("threadgroup")).ok_or_else(|| bad("threadgroup"))?;
         let cost = match entry.get("cost") {
             None | Some(Value::Null) => None,
             Some(c) => Some(CostView {
@@ -278,7 +277,12 @@ pub fn read_manifest(text: &str, file: &dyn Fn(&str) -> Option<String>) -> Resul
                 let manifest_path = c.get("path").and_then(Value::as_str).ok_or_else(|| bad("cuda"))?.to_string();
                 let path = in_tree(&manifest_path);
                 let text = file(&path).or_else(|| file(&manifest_path));
-                Some(CudaView { path, manifest_path, text })
+                // (a manifest from before CUDA blocks had their own shape: the threadgroup's)
+                let threadgroup = match c.get("threadgroup") {
+                    None => threadgroup,
+                    t => three(t).ok_or_else(|| bad("cuda"))?,
+                };
+                Some(CudaView { path, manifest_path, text, threadgroup })
             }
         };
         out.push(KernelView {
@@ -356,7 +360,7 @@ mod tests {
         let with = OLD.replace(r#""metal": "generated/metal/e/k.metal","#, r#""metal": "generated/metal/e/k.metal", "cuda": {"path": "generated/cuda/e/k.cu", "mlx_name": "custom_kernel_k", "sha256": "0"},"#);
         let files = |p: &str| (p == "cuda/e/k.cu").then(|| "__global__".to_string());
         let cuda = read_manifest(&with, &files).unwrap()[0].cuda.clone();
-        assert_eq!(cuda, Some(CudaView { path: "cuda/e/k.cu".into(), manifest_path: "generated/cuda/e/k.cu".into(), text: Some("__global__".into()) }));
+        assert_eq!(cuda, Some(CudaView { path: "cuda/e/k.cu".into(), manifest_path: "generated/cuda/e/k.cu".into(), text: Some("__global__".into()), threadgroup: [32, 4, 1] }), "without its own block, the threadgroup");
         assert_eq!(read_manifest(OLD, &files).unwrap()[0].cuda, None);
         assert!(read_manifest(&with.replace(r#"{"path": "generated/cuda/e/k.cu","#, r#"{"#), &files).is_err(), "a cuda entry without a path");
     }

@@ -82,3 +82,20 @@ fn each_body_is_held_to_its_own_shared_memory() {
     assert!(e.contains("declares 64 bytes of threadgroup memory") && e.contains("threadgroup arrays take 0 bytes"), "{e}");
     check(&cuda, &def, &[("R", 2)], 3, tolerance, reference).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A CUDA body runs in blocks of its own shape (`cuda_threadgroup`), not the Metal threadgroup:
+/// the fixture's body assumes a block of one warp (its row is `blockIdx.x`), so blocks of two
+/// warps leave half the rows unwritten, which `check` finds; the Metal body is unaffected.
+#[test]
+fn a_cuda_body_runs_in_its_own_blocks() {
+    let emu = EmuBackend::with_defaults().expect("emulator");
+    let cuda = emu.with_language(Language::Cuda);
+    let tolerance = Tolerance::AbsRel { abs: 1e-5, rel: 1e-2 };
+
+    let mut def = rowscale("f32");
+    assert_eq!(def.cuda.as_ref().unwrap().threadgroup, def.threadgroup, "by default the Metal threadgroup");
+    def.cuda.as_mut().unwrap().threadgroup = [64, 1, 1];
+    let e = check(&cuda, &def, &[("R", 4)], 3, tolerance, reference).unwrap_err().to_string();
+    assert!(e.contains("128 elements of output `y` are never written"), "{e}");
+    check(&emu, &def, &[("R", 4)], 3, tolerance, reference).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -69,7 +69,7 @@ __global__ void custom_kernel_k1024_n12288_affine_q3_bf16(
     const __nv_bfloat16* biases,
     __nv_bfloat16* y) {
   // k1024_n12288_affine_q3_bf16: y[1, 12288] = x[1, 1024] . W^T over 3-bit affine weights, group 64, T = __nv_bfloat16.
-  // 4 rows per warp, 16 warps per block: one block computes 64 rows from one copy of x
+  // 4 rows per warp, 8 warps per block: one block computes 32 rows from one copy of x
   // staged in shared memory. Each lane owns 16 values of every 512-value step of K.
   constexpr int BPL = 6;  // weight bytes per lane per K step: 16 values x 3 bits
   constexpr int ROWB = 384;  // bytes per weight row: 1024 values x 3 bits
@@ -78,7 +78,7 @@ __global__ void custom_kernel_k1024_n12288_affine_q3_bf16(
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[1024];
   __shared__ float ss[64];
-  for (int c = (int)(sg * 32 + lane); c < 64; c += 512) {
+  for (int c = (int)(sg * 32 + lane); c < 64; c += 256) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
   }
   // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
@@ -87,7 +87,7 @@ __global__ void custom_kernel_k1024_n12288_affine_q3_bf16(
   if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
   __syncthreads();
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
-  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
+  const int row0 = (int)((blockIdx.y * 8 + sg) * 4);
   // The lane's 6 bytes of a row's step: three uint16 (every offset is even).
   constexpr int PIECES = 3;
   const unsigned short* ws = (const unsigned short*)((const uint8_t*)w + row0 * ROWB + lane * BPL);
@@ -96,16 +96,35 @@ __global__ void custom_kernel_k1024_n12288_affine_q3_bf16(
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
+  // Each step's weights, scales and biases are loaded while the step before is computed
+  // (the spec's cuda_steps_ahead = 1: a grid of few blocks, which waits on memory).
+  unsigned int next[4][PIECES];
+  __nv_bfloat16 next_s[4], next_b[4];
+  for (int r = 0; r < 4; r++) {
+    for (int j = 0; j < PIECES; j++) next[r][j] = ws[r * ROW_PIECES + j];
+    next_s[r] = sc[r * GROUPS];
+    next_b[r] = bi[r * GROUPS];
+  }
 #pragma unroll 1
   for (int k = 0; k < 1024; k += 512) {
     const float sum = ss[(k + lane * 16) / 16];
     const float* x_thread = xs + k + lane * 16;
+    unsigned int packed[4][PIECES];
+    float s[4], b[4];
     for (int r = 0; r < 4; r++) {
-      unsigned int packed[PIECES];
-      for (int j = 0; j < PIECES; j++) packed[j] = ws[r * ROW_PIECES + j];
-      const float s = static_cast<float>(sc[r * GROUPS]);
-      const float b = static_cast<float>(bi[r * GROUPS]);
-      result[r] += mlxq_qdot(packed, x_thread, s, b, sum, magic);
+      for (int j = 0; j < PIECES; j++) packed[r][j] = next[r][j];
+      s[r] = static_cast<float>(next_s[r]);
+      b[r] = static_cast<float>(next_b[r]);
+    }
+    if (k + 512 < 1024) {
+      for (int r = 0; r < 4; r++) {
+        for (int j = 0; j < PIECES; j++) next[r][j] = ws[STEP_PIECES + r * ROW_PIECES + j];
+        next_s[r] = sc[8 + r * GROUPS];
+        next_b[r] = bi[8 + r * GROUPS];
+      }
+    }
+    for (int r = 0; r < 4; r++) {
+      result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
     }
     ws += STEP_PIECES;
     sc += 8;

@@ -54,7 +54,7 @@ __global__ void custom_kernel_k5120_n10240_affine_q4_bf16(
     const __nv_bfloat16* biases,
     __nv_bfloat16* y) {
   // k5120_n10240_affine_q4_bf16: y[1, 10240] = x[1, 5120] . W^T over 4-bit affine weights, group 64, T = __nv_bfloat16.
-  // 4 rows per warp, 16 warps per block: one block computes 64 rows from one copy of x
+  // 4 rows per warp, 8 warps per block: one block computes 32 rows from one copy of x
   // staged in shared memory. Each lane owns 16 values of every 512-value step of K.
   constexpr int BPL = 8;  // weight bytes per lane per K step: 16 values x 4 bits
   constexpr int ROWB = 2560;  // bytes per weight row: 5120 values x 4 bits
@@ -63,7 +63,7 @@ __global__ void custom_kernel_k5120_n10240_affine_q4_bf16(
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[5120];
   __shared__ float ss[320];
-  for (int c = (int)(sg * 32 + lane); c < 320; c += 512) {
+  for (int c = (int)(sg * 32 + lane); c < 320; c += 256) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
   }
   // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
@@ -72,7 +72,7 @@ __global__ void custom_kernel_k5120_n10240_affine_q4_bf16(
   if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
   __syncthreads();
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
-  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
+  const int row0 = (int)((blockIdx.y * 8 + sg) * 4);
   // The lane's 8 bytes of a row's step: two uint32 words.
   constexpr int PIECES = 2;
   const unsigned int* ws = w + (row0 * ROWB + lane * BPL) / 4;

@@ -268,6 +268,21 @@ fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: 
             "use a smaller geometry for this family",
         );
     }
+    if plan.cuda_threadgroup != plan.threadgroup {
+        let threads: u128 = plan.cuda_threadgroup.iter().map(|&t| u128::from(t)).product();
+        let over_extent = plan.cuda_threadgroup.iter().zip(kernelgen_cuda::vocab::MAX_BLOCK_EXTENTS).any(|(&t, max)| t > max);
+        if threads > u128::from(kernelgen_cuda::vocab::MAX_THREADS_PER_BLOCK) || over_extent {
+            let [x, y, z] = plan.cuda_threadgroup;
+            let [mx, my, mz] = kernelgen_cuda::vocab::MAX_BLOCK_EXTENTS;
+            err(
+                format!(
+                    "kernel `{name}`'s CUDA block [{x}, {y}, {z}] is {threads} threads, above CUDA's limits of {} threads and [{mx}, {my}, {mz}]",
+                    kernelgen_cuda::vocab::MAX_THREADS_PER_BLOCK
+                ),
+                "choose a smaller cuda_threadgroup",
+            );
+        }
+    }
     if plan.cuda_shared_memory_bytes > kernelgen_cuda::vocab::MAX_STATIC_SHARED_BYTES {
         err(
             format!(

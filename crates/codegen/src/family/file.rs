@@ -851,7 +851,7 @@ impl Reader<'_> {
 
     #[allow(clippy::too_many_arguments)]
     fn part(&mut self, node: &Node, prefix: &str, names: &Names, with_sizes: &Names, sizes: &[Size], packed: &[PackedDef]) -> Option<PartDef> {
-        let body = Table::new(self.r, node, prefix, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory", "cuda_shared_memory", "cost"]);
+        let body = Table::new(self.r, node, prefix, &["part", "doc", "input", "output", "grid", "threadgroup", "threadgroup_memory", "cuda_threadgroup", "cuda_shared_memory", "cost"]);
         let part = body.str("part").map(str::to_string);
         if let Some(p) = &part {
             let why = names::rust_reserved(p).or_else(|| p.starts_with("pack_").then_some("the prefix of the launcher's packing functions"));
@@ -863,6 +863,10 @@ impl Reader<'_> {
         let grid = self.three(&body, "grid", with_sizes);
         let threadgroup = self.three(&body, "threadgroup", names);
         let threadgroup_memory = self.opt_typed(&body, "threadgroup_memory", names, Type::Int, "0");
+        let cuda_threadgroup = match body.get("cuda_threadgroup") {
+            Some(_) => Some(self.three(&body, "cuda_threadgroup", names)?),
+            None => None,
+        };
         let cuda_shared_memory = match body.get("cuda_shared_memory") {
             Some(n) => Some(self.typed(n, &body.field("cuda_shared_memory"), names, Type::Int, "`cuda_shared_memory`")?),
             None => None,
@@ -899,7 +903,7 @@ impl Reader<'_> {
             }
             seen.push(&b.name);
         }
-        Some(PartDef { part, doc, inputs, outputs, grid: grid?, threadgroup: threadgroup?, threadgroup_memory: threadgroup_memory?, cuda_shared_memory, bytes_read, bytes_written, flops, span: node.span.clone() })
+        Some(PartDef { part, doc, inputs, outputs, grid: grid?, threadgroup: threadgroup?, cuda_threadgroup, threadgroup_memory: threadgroup_memory?, cuda_shared_memory, bytes_read, bytes_written, flops, span: node.span.clone() })
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -275,6 +275,9 @@ pub struct PartDef {
     pub grid: [FileExpr; 3],
     /// Threads in a threadgroup.
     pub threadgroup: [FileExpr; 3],
+    /// Threads in a block of the CUDA body, where they differ from the threadgroup
+    /// (`cuda_threadgroup`; `None`: the same). The grid, in threads, is the kernel's own.
+    pub cuda_threadgroup: Option<[FileExpr; 3]>,
     /// Threadgroup memory, in bytes.
     pub threadgroup_memory: FileExpr,
     /// The CUDA body's static `__shared__` memory, in bytes, where it differs from the Metal

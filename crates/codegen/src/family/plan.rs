@@ -363,6 +363,16 @@ impl FamilyDef {
             // (their product is checked against Apple's limit with the other limits)
             *t = self.int_in(e, b, "threadgroup", 1..=i64::from(u32::MAX))? as u64;
         }
+        let cuda_threadgroup = match &part.cuda_threadgroup {
+            Some(exprs) => {
+                let mut t = [0u64; 3];
+                for (t, e) in t.iter_mut().zip(exprs) {
+                    *t = self.int_in(e, b, "cuda_threadgroup", 1..=i64::from(u32::MAX))? as u64;
+                }
+                t
+            }
+            None => threadgroup,
+        };
         let threadgroup_memory_bytes = self.int_in(&part.threadgroup_memory, b, "threadgroup_memory", 0..=i64::MAX)? as u64;
         let cuda_shared_memory_bytes = match &part.cuda_shared_memory {
             Some(e) => self.int_in(e, b, "cuda_shared_memory", 0..=i64::MAX)? as u64,
@@ -398,6 +408,7 @@ impl FamilyDef {
             outputs,
             grid,
             threadgroup,
+            cuda_threadgroup,
             threadgroup_memory_bytes,
             cuda_shared_memory_bytes,
             cost,

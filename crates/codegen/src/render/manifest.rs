@@ -47,6 +47,8 @@ struct CudaJson<'a> {
     path: &'a str,
     mlx_name: &'a str,
     sha256: &'a str,
+    /// Threads in a block: the Metal threadgroup unless the family gives the CUDA body its own.
+    threadgroup: [u32; 3],
 }
 
 #[derive(Serialize)]
@@ -114,7 +116,7 @@ pub fn manifest(kernels: &[RenderedKernel]) -> String {
                     metal: &d.metal_path,
                     mlx_name: &d.mlx_name,
                     sha256: &rk.sha256,
-                    cuda: d.cuda.as_ref().zip(rk.cuda.as_ref()).map(|(c, f)| CudaJson { path: &c.path, mlx_name: &c.mlx_name, sha256: &f.sha256 }),
+                    cuda: d.cuda.as_ref().zip(rk.cuda.as_ref()).map(|(c, f)| CudaJson { path: &c.path, mlx_name: &c.mlx_name, sha256: &f.sha256, threadgroup: c.threadgroup }),
                     inputs: d.inputs.iter().map(|b| buffer(b, &sizes)).collect(),
                     outputs: d.outputs.iter().map(|b| buffer(b, &sizes)).collect(),
                     grid: d.grid.iter().map(|g| g.describe(&sizes)).collect(),

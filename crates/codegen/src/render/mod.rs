@@ -232,6 +232,7 @@ impl Renderer {
             header,
             body,
             path: format!("generated/{path}").into(),
+            threadgroup: k.plan.cuda_threadgroup.map(|t| t as u32),
             shared_memory_bytes: 0,
             static_shared_memory_bytes: k.plan.cuda_shared_memory_bytes as u32,
         };

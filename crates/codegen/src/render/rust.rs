@@ -126,12 +126,13 @@ fn def_literal(d: &KernelDef, metal_path: &str, cuda_path: Option<&str>, layout:
     let range = |r: kernelgen_contract::TextRange| format!("TextRange {{ start: {}, end: {} }}", r.start, r.end);
     let cuda = match (&d.cuda, cuda_path) {
         (Some(c), Some(path)) => format!(
-            "Some(CudaSource {{\n        mlx_name: {},\n        source: {},\n        header: {},\n        body: {},\n        path: {},\n        shared_memory_bytes: {},\n        static_shared_memory_bytes: {},\n    }})",
+            "Some(CudaSource {{\n        mlx_name: {},\n        source: {},\n        header: {},\n        body: {},\n        path: {},\n        threadgroup: [{}],\n        shared_memory_bytes: {},\n        static_shared_memory_bytes: {},\n    }})",
             text(&c.mlx_name),
             source(path, &c.source),
             range(c.header),
             range(c.body),
             text(&c.path),
+            c.threadgroup.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
             c.shared_memory_bytes,
             c.static_shared_memory_bytes
         ),
