@@ -200,6 +200,10 @@ def main(argv=None):
         if threads:
             blocks, warps, binding = occupancy(threads, c.registers, c.shared)
             occ = f"{threads} | {blocks} | {warps} | {binding}"
+            if blocks == 0:
+                # CUDA refuses such a launch (too many resources requested): a failure, not a figure
+                notes.append(f"{shown}: error: a block of {threads} threads at {c.registers} registers and {c.shared} bytes of shared memory does not fit one SM ({binding})")
+                failed += 1
         else:
             occ = "- | - | - | -"
         print(f"| {name} | {c.registers} | {c.spill_stores} / {c.spill_loads} | {c.shared} | {occ} |")

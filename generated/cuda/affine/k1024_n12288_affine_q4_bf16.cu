@@ -81,39 +81,45 @@ __global__ void custom_kernel_k1024_n12288_affine_q4_bf16(
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
-  // Each step's weights, scales and biases are loaded while the step before is computed
-  // (the spec's cuda_steps_ahead = 1: a grid of few blocks, which waits on memory).
-  unsigned int next[4][PIECES];
-  __nv_bfloat16 next_s[4], next_b[4];
-  for (int r = 0; r < 4; r++) {
-    for (int j = 0; j < PIECES; j++) next[r][j] = ws[r * ROW_PIECES + j];
-    next_s[r] = sc[r * GROUPS];
-    next_b[r] = bi[r * GROUPS];
+  // The weights, scales and biases of the next 1 step of K wait in a ring of registers while
+  // the step at hand is computed (the spec's cuda_steps_ahead = 1): a warp's steps
+  // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
+  // step s with s % 1 == d; the unrolled loops make every slot index a constant.
+  constexpr int STEPS = 2, AHEAD = 1;
+  unsigned int ring[AHEAD][4][PIECES];
+  __nv_bfloat16 ring_s[AHEAD][4], ring_b[AHEAD][4];
+  auto load = [&](int slot, int step) {
+    for (int r = 0; r < 4; r++) {
+      for (int j = 0; j < PIECES; j++) ring[slot][r][j] = ws[step * STEP_PIECES + r * ROW_PIECES + j];
+      ring_s[slot][r] = sc[step * 8 + r * GROUPS];
+      ring_b[slot][r] = bi[step * 8 + r * GROUPS];
+    }
+  };
+#pragma unroll
+  for (int d = 0; d < AHEAD; d++) {
+    if (d < STEPS) load(d, d);
   }
 #pragma unroll 1
-  for (int k = 0; k < 1024; k += 512) {
-    const float sum = ss[(k + lane * 16) / 16];
-    const float* x_thread = xs + k + lane * 16;
-    unsigned int packed[4][PIECES];
-    float s[4], b[4];
-    for (int r = 0; r < 4; r++) {
-      for (int j = 0; j < PIECES; j++) packed[r][j] = next[r][j];
-      s[r] = static_cast<float>(next_s[r]);
-      b[r] = static_cast<float>(next_b[r]);
-    }
-    if (k + 512 < 1024) {
-      for (int r = 0; r < 4; r++) {
-        for (int j = 0; j < PIECES; j++) next[r][j] = ws[STEP_PIECES + r * ROW_PIECES + j];
-        next_s[r] = sc[8 + r * GROUPS];
-        next_b[r] = bi[8 + r * GROUPS];
+  for (int first = 0; first < STEPS; first += AHEAD) {
+#pragma unroll
+    for (int d = 0; d < AHEAD; d++) {
+      const int step = first + d;
+      if (step < STEPS) {
+        const float sum = ss[(step * 512 + lane * 16) / 16];
+        const float* x_thread = xs + step * 512 + lane * 16;
+        unsigned int packed[4][PIECES];
+        float s[4], b[4];
+        for (int r = 0; r < 4; r++) {
+          for (int j = 0; j < PIECES; j++) packed[r][j] = ring[d][r][j];
+          s[r] = static_cast<float>(ring_s[d][r]);
+          b[r] = static_cast<float>(ring_b[d][r]);
+        }
+        if (step + AHEAD < STEPS) load(d, step + AHEAD);
+        for (int r = 0; r < 4; r++) {
+          result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
+        }
       }
     }
-    for (int r = 0; r < 4; r++) {
-      result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
-    }
-    ws += STEP_PIECES;
-    sc += 8;
-    bi += 8;
   }
   for (int r = 0; r < 4; r++) {
     // simd_sum: the butterfly leaves the same sum in every lane.
