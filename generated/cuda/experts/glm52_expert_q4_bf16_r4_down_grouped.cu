@@ -22,6 +22,10 @@ __global__ void custom_kernel_glm52_expert_q4_bf16_r4_down_grouped(
   // token K and the slot count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   const unsigned int lane = threadIdx.x % 32u;
   const unsigned int warp = threadIdx.x / 32u;
+  // 2^23's bits in a register, not an immediate: a weight's mask and OR are then one LOP3
+  // (ptxas makes them two when both operands are immediates). threadIdx.y is 0 (the block is
+  // [128, 1, 1]), which the compiler cannot know, so it cannot fold the sum.
+  const unsigned int magic = 0x4B000000u + threadIdx.y;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
   // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 4 goes
@@ -97,7 +101,7 @@ __global__ void custom_kernel_glm52_expert_q4_bf16_r4_down_grouped(
         // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
         // high half, at bit `at` of the half; see the note at the top.
         const unsigned int at = 4u * (place % 4u);
-        const float downWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+        const float downWeight = __uint_as_float((magic - (at << 23)) |
           ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
         downAcc = fmaf(downWeight, xv, downAcc);
       }

@@ -17,6 +17,10 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up(
   // it is the grid's z extent (blockIdx.z), so a new M never recompiles.
   const unsigned int lane = threadIdx.x % 32u;
   const unsigned int warp = threadIdx.x / 32u;
+  // 2^23's bits in a register, not an immediate: a weight's mask and OR are then one LOP3
+  // (ptxas makes them two when both operands are immediates). threadIdx.y is 0 (the block is
+  // [128, 1, 1]), which the compiler cannot know, so it cannot fold the sum.
+  const unsigned int magic = 0x4B000000u + threadIdx.y;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
   // The row multiplied: x's of the sample.
@@ -90,9 +94,9 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up(
         // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
         // high half, at bit `at` of the half; see the note at the top.
         const unsigned int at = 4u * (place % 4u);
-        const float gateWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+        const float gateWeight = __uint_as_float((magic - (at << 23)) |
           ((place < 4u ? gateWords[j] : gateWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
-        const float upWeight = __uint_as_float((0x4B000000u - (at << 23)) |
+        const float upWeight = __uint_as_float((magic - (at << 23)) |
           ((place < 4u ? upWords[j] : upWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
         gateAcc = fmaf(gateWeight, xv, gateAcc);
         upAcc = fmaf(upWeight, xv, upAcc);
