@@ -16,8 +16,9 @@ Two steps, as the GPU lane has them (build here, run there):
 What this times is the kernel alone, not a launch through MLX (`make bench-gpu` times those).
 A candidate is a choice the generated source makes, not a different computation: every
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
-records. Candidates: the expert family's files at an earlier revision (the baseline) and its
-`rows_per_threadgroup`; the affine family's `cuda_warps` and `cuda_steps_ahead`.
+records. Candidates: the expert family's files at an earlier revision (the baseline), its
+`rows_per_threadgroup` and `cuda_rows_per_block`; the affine family's `cuda_warps` and
+`cuda_steps_ahead`.
 """
 
 import argparse
@@ -47,14 +48,19 @@ rows_per_threadgroup = {rows}
 [geometry.glm52]
 hidden = 6144
 intermediate = 2048
-"""
+{block}"""
 # The production projections of specs/affine.toml (the 248320-row head among them).
 AFFINE_GEOMETRIES = [("k5120_n10240", 5120, 10240), ("k5120_n6144", 5120, 6144), ("k6144_n5120", 6144, 5120), ("k1024_n12288", 1024, 12288), ("head", 5120, 248320)]
 AFFINE_SPEC = 'family = "{family}"\n[axes]\nbits = [3, 4]\ndtype = ["bf16"]\n' + "".join(
     f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {{warps}}\ncuda_steps_ahead = {{ahead}}\n" for g, k, n in AFFINE_GEOMETRIES
 )
 TARGETS = {
-    "expert": (EXPERT_SPEC, [("at_8c634f7", "8c634f7", {}, {"rows": 4}), ("now", None, {}, {"rows": 4}), ("now_r8", None, {}, {"rows": 8})]),
+    "expert": (
+        EXPERT_SPEC,
+        [("at_8c634f7", "8c634f7", {}, {"rows": [4], "block": ""})]
+        + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
+        + [("now_r8", None, {}, {"rows": [8], "block": ""})],
+    ),
     "affine": (
         AFFINE_SPEC,
         # c9e8dc0's body loaded at most one step ahead, in registers of its own (no ring)
@@ -201,8 +207,6 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
                     arr = v.astype(cp.float16)
                 else:
                     arr = (v.view(cp.uint32) >> 16).astype(cp.uint16)
-            elif buf["dtype"] == "u32":
-                arr = rng.integers(0, 256, 4 * n, dtype=cp.uint8).view(cp.uint32)
             elif buf["dtype"] == "f32":
                 arr = rng.standard_normal(n, dtype=cp.float32)
             elif buf["dtype"] == "u8":
@@ -219,6 +223,9 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
                 arr = cp.asarray(np.stack([host_rng.permutation(sizes["S"])[:k] for _ in range(m)]).astype(np.uint32).ravel())
             elif buf["name"] in ("Kin", "Sin"):
                 arr = cp.full(n, sizes[buf["name"][0]], dtype=cp.int32)
+            elif buf["dtype"] == "u32":
+                # packed weights (the affine family's w): any bits are values
+                arr = rng.integers(0, 256, 4 * n, dtype=cp.uint8).view(cp.uint32)
             else:
                 raise ValueError(f"no filling for {buf['name']} ({buf['dtype']})")
             arrays.append(arr)

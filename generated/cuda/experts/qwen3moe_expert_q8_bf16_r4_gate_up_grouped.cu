@@ -19,12 +19,14 @@ __global__ void custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_grouped(
   // 4 rows per block, one warp each, of every (token m, route k) pair: the expert is slot
   // experts[m, k] of the slots array, 4734976 bytes apart. The token count M, the routes per
   // token K and the slot count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
-  const unsigned int lane = threadIdx.x % 32u;
-  const unsigned int warp = threadIdx.x / 32u;
+  // The thread's place in its block of 128 (1 rows of 128).
+  const unsigned int tid = threadIdx.y * 128u + threadIdx.x;
+  const unsigned int lane = tid % 32u;
+  const unsigned int warp = tid / 32u;
   // 2^23's bits in a register, not an immediate: a weight's mask and OR are then one LOP3
-  // (ptxas makes them two when both operands are immediates). threadIdx.y is 0 (the block is
+  // (ptxas makes them two when both operands are immediates). threadIdx.z is 0 (the block is
   // [128, 1, 1]), which the compiler cannot know, so it cannot fold the sum.
-  const unsigned int magic = 0x4B000000u + threadIdx.y;
+  const unsigned int magic = 0x4B000000u + threadIdx.z;
   const unsigned int row = blockIdx.y * 4u + warp;
   // z is the pair m * K + k: its row of experts and of mid.
   const unsigned int pair = blockIdx.z;
@@ -70,7 +72,7 @@ __global__ void custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up_grouped(
       // The first two batches are in flight while the block stages the row, four pairs a
       // thread at a time so that their loads issue together (staged one pair at a time, each
       // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = threadIdx.x; t0 < 1024u; t0 += 512u) {
+      for (unsigned int t0 = tid; t0 < 1024u; t0 += 512u) {
         float2 four[4];
 #pragma unroll
         for (unsigned int u = 0; u < 4u; ++u) {

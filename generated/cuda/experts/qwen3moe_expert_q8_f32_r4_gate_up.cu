@@ -15,12 +15,14 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up(
   // qwen3moe_expert_q8_f32_r4_gate_up: gate_up over q8 weights, T = float, H = 2048, I = 768, slot layout canonical packed, derived.
   // 4 rows per block, one warp each. The sample count M is a run-time size:
   // it is the grid's z extent (blockIdx.z), so a new M never recompiles.
-  const unsigned int lane = threadIdx.x % 32u;
-  const unsigned int warp = threadIdx.x / 32u;
+  // The thread's place in its block of 128 (1 rows of 128).
+  const unsigned int tid = threadIdx.y * 128u + threadIdx.x;
+  const unsigned int lane = tid % 32u;
+  const unsigned int warp = tid / 32u;
   // 2^23's bits in a register, not an immediate: a weight's mask and OR are then one LOP3
-  // (ptxas makes them two when both operands are immediates). threadIdx.y is 0 (the block is
+  // (ptxas makes them two when both operands are immediates). threadIdx.z is 0 (the block is
   // [128, 1, 1]), which the compiler cannot know, so it cannot fold the sum.
-  const unsigned int magic = 0x4B000000u + threadIdx.y;
+  const unsigned int magic = 0x4B000000u + threadIdx.z;
   const unsigned int row = blockIdx.y * 4u + warp;
   const unsigned int sample = blockIdx.z;
   // The row multiplied: x's of the sample.
@@ -61,7 +63,7 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up(
       // The first two batches are in flight while the block stages the row, four pairs a
       // thread at a time so that their loads issue together (staged one pair at a time, each
       // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = threadIdx.x; t0 < 1024u; t0 += 512u) {
+      for (unsigned int t0 = tid; t0 < 1024u; t0 += 512u) {
         float2 four[4];
 #pragma unroll
         for (unsigned int u = 0; u < 4u; ++u) {
