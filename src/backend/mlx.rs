@@ -36,7 +36,7 @@ use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::{Array, Device, Stream};
 
 use super::{Backend, Checked};
-use crate::contract::{Dtype, KernelDef};
+use crate::contract::{CudaSource, Dtype, KernelDef};
 use crate::launch::{ArgInfo, Input};
 
 /// Launches generated kernels through MLX, lazily (or eagerly, for debugging).
@@ -332,7 +332,7 @@ fn fallback_stream() -> Result<Option<Stream>, Exception> {
 }
 
 /// CUDA's limits on a grid's blocks along x, y and z.
-const CUDA_GRID_BLOCKS: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
+const CUDA_GRID_BLOCKS: [u64; 3] = CudaSource::MAX_GRID_BLOCKS;
 
 /// [`MlxError::CudaGrid`] where a launch of `grid` threads in blocks of `threadgroup` (as MLX's
 /// `cuda_kernel` divides them, rounding up) exceeds CUDA's limits.

@@ -53,6 +53,10 @@ def test_occupancy_of_an_h200_sm():
     assert check.occupancy(32, 25, 0) == (32, 32, "blocks")
     # shared memory: 100 KiB a block (and 1 KiB reserved) leaves two
     assert check.occupancy(128, 16, 100 * 1024) == (2, 8, "shared memory")
+    # 150 registers (4864 a warp) for 16 warps: more than an SM's 64K, so no block fits and
+    # CUDA refuses the launch, which `make check-cuda` fails (the affine body at 3 bits, 4 steps
+    # ahead, 16 warps, measured so on an H200)
+    assert check.occupancy(512, 150, 21764)[0] == 0
 
 
 @needs_nvrtc

@@ -74,7 +74,9 @@ fn a_cuda_block_of_its_own_is_carried_and_checked() {
     let manifest = &generated.files["manifest.json"];
     assert!(manifest.contains("\"threadgroup\": [\n          64,\n          1,\n          1\n        ]"), "{manifest}");
     let e = with_block("[32, 1, 128]").err().expect("a block of 128 in z is refused").to_string();
-    assert!(e.contains("CUDA block [32, 1, 128] is 4096 threads, above CUDA's limits of 1024 threads and [1024, 1024, 64]"), "{e}");
+    assert!(e.contains("CUDA block [32, 1, 128] is 4096 threads, above CUDA's limit of 1024"), "{e}");
+    let e = with_block("[1, 1, 65]").err().expect("a block of 65 in z is refused").to_string();
+    assert!(e.contains("CUDA block [1, 1, 65] is above CUDA's block extents [1024, 1024, 64]"), "{e}");
 }
 
 /// A kernel with a CUDA body: its `.cu` is byte for byte what MLX assembles from the header and

@@ -867,6 +867,11 @@ pub struct CudaSource {
 }
 
 impl CudaSource {
+    /// CUDA's limits on a launch's blocks along x, y and z (the grid divided by the block,
+    /// rounded up, as MLX's `cuda_kernel` divides it): checked at generation for a fixed grid
+    /// and by the MLX backend at each launch.
+    pub const MAX_GRID_BLOCKS: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
+
     /// The header MLX places before the kernel's namespace.
     pub fn header(&self) -> &str {
         &self.source[self.header.start as usize..self.header.end as usize]

@@ -181,6 +181,7 @@ def main(argv=None):
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_worker_init, initargs=(args.nvrtc_dir,)) as pool:
         results = list(pool.map(_compile_one, [path for _, path, _ in kernels]))
     notes = []
+    unlaunchable = 0
     # in the kernels' order, whatever order they compiled in
     for (name, _, threads), (shown, unreadable, c) in zip(kernels, results):
         if unreadable:
@@ -202,15 +203,15 @@ def main(argv=None):
             occ = f"{threads} | {blocks} | {warps} | {binding}"
             if blocks == 0:
                 # CUDA refuses such a launch (too many resources requested): a failure, not a figure
-                notes.append(f"{shown}: error: a block of {threads} threads at {c.registers} registers and {c.shared} bytes of shared memory does not fit one SM ({binding})")
-                failed += 1
+                notes.append(f"{shown}: error: a block of {threads} threads at {c.registers} registers and {c.shared} bytes of shared memory does not fit one SM ({binding}): CUDA refuses the launch")
+                unlaunchable += 1
         else:
             occ = "- | - | - | -"
         print(f"| {name} | {c.registers} | {c.spill_stores} / {c.spill_loads} | {c.shared} | {occ} |")
     for n in notes:
         print(n, file=sys.stderr)
-    print(f"check-cuda: {len(kernels) - failed} compiled, {failed} refused (nvrtc, {ARCH})", file=sys.stderr)
-    return 1 if failed else 0
+    print(f"check-cuda: {len(kernels) - failed} compiled, {failed} refused (nvrtc, {ARCH}), {unlaunchable} fit no SM", file=sys.stderr)
+    return 1 if failed or unlaunchable else 0
 
 
 if __name__ == "__main__":

@@ -13,17 +13,17 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_down(
     const uint8_t* slot,
     __nv_bfloat16* out) {
   // tiny_expert_q8_bf16_r4_down: down over q8 weights, T = __nv_bfloat16, H = 256, I = 128, slot layout from the spec.
-  // 4 rows per block, one warp each. The sample count M is a run-time size:
+  // 16 rows per block, one warp each. The sample count M is a run-time size:
   // it is the grid's z extent (blockIdx.z), so a new M never recompiles.
-  // The thread's place in its block of 128 (1 rows of 128).
+  // The thread's place in its block of 512 (4 rows of 128).
   const unsigned int tid = threadIdx.y * 128u + threadIdx.x;
   const unsigned int lane = tid % 32u;
   const unsigned int warp = tid / 32u;
   // 2^23's bits in a register, not an immediate: a weight's mask and OR are then one LOP3
   // (ptxas makes them two when both operands are immediates). threadIdx.z is 0 (the block is
-  // [128, 1, 1]), which the compiler cannot know, so it cannot fold the sum.
+  // [128, 4, 1]), which the compiler cannot know, so it cannot fold the sum.
   const unsigned int magic = 0x4B000000u + threadIdx.z;
-  const unsigned int row = blockIdx.y * 4u + warp;
+  const unsigned int row = blockIdx.y * 16u + warp;
   const unsigned int sample = blockIdx.z;
   // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 2 goes
   // where lane w % 32 reads it at step w / 32, the 2 pairs of a step 64 apart.
@@ -55,18 +55,18 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_down(
       // The first two batches are in flight while the block stages the row, four pairs a
       // thread at a time so that their loads issue together (staged one pair at a time, each
       // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 64u; t0 += 512u) {
+      for (unsigned int t0 = tid; t0 < 64u; t0 += 2048u) {
         float2 four[4];
 #pragma unroll
         for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
+          const unsigned int t = t0 + 512u * u;
           four[u] = t < 64u
             ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
             : make_float2(0.0f, 0.0f);
         }
 #pragma unroll
         for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
+          const unsigned int t = t0 + 512u * u;
           if (t < 64u) {
             staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
           }

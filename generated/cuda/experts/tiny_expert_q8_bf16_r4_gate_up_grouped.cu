@@ -16,18 +16,18 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_gate_up_grouped(
     const int32_t* Sin,
     __nv_bfloat16* mid) {
   // tiny_expert_q8_bf16_r4_gate_up_grouped: gate_up_grouped over q8 weights, T = __nv_bfloat16, H = 256, I = 128, slot layout from the spec.
-  // 4 rows per block, one warp each, of every (token m, route k) pair: the expert is slot
+  // 16 rows per block, one warp each, of every (token m, route k) pair: the expert is slot
   // experts[m, k] of the slots array, 122880 bytes apart. The token count M, the routes per
   // token K and the slot count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
-  // The thread's place in its block of 128 (1 rows of 128).
+  // The thread's place in its block of 512 (4 rows of 128).
   const unsigned int tid = threadIdx.y * 128u + threadIdx.x;
   const unsigned int lane = tid % 32u;
   const unsigned int warp = tid / 32u;
   // 2^23's bits in a register, not an immediate: a weight's mask and OR are then one LOP3
   // (ptxas makes them two when both operands are immediates). threadIdx.z is 0 (the block is
-  // [128, 1, 1]), which the compiler cannot know, so it cannot fold the sum.
+  // [128, 4, 1]), which the compiler cannot know, so it cannot fold the sum.
   const unsigned int magic = 0x4B000000u + threadIdx.z;
-  const unsigned int row = blockIdx.y * 4u + warp;
+  const unsigned int row = blockIdx.y * 16u + warp;
   // z is the pair m * K + k: its row of experts and of mid.
   const unsigned int pair = blockIdx.z;
   const unsigned int sample = pair / static_cast<unsigned int>(Kin[0]);
@@ -72,18 +72,18 @@ __global__ void custom_kernel_tiny_expert_q8_bf16_r4_gate_up_grouped(
       // The first two batches are in flight while the block stages the row, four pairs a
       // thread at a time so that their loads issue together (staged one pair at a time, each
       // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 128u; t0 += 512u) {
+      for (unsigned int t0 = tid; t0 < 128u; t0 += 2048u) {
         float2 four[4];
 #pragma unroll
         for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
+          const unsigned int t = t0 + 512u * u;
           four[u] = t < 128u
             ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
             : make_float2(0.0f, 0.0f);
         }
 #pragma unroll
         for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
+          const unsigned int t = t0 + 512u * u;
           if (t < 128u) {
             staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
           }

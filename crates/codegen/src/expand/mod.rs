@@ -270,17 +270,24 @@ fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: 
     }
     if plan.cuda_threadgroup != plan.threadgroup {
         let threads: u128 = plan.cuda_threadgroup.iter().map(|&t| u128::from(t)).product();
-        let over_extent = plan.cuda_threadgroup.iter().zip(kernelgen_cuda::vocab::MAX_BLOCK_EXTENTS).any(|(&t, max)| t > max);
-        if threads > u128::from(kernelgen_cuda::vocab::MAX_THREADS_PER_BLOCK) || over_extent {
-            let [x, y, z] = plan.cuda_threadgroup;
-            let [mx, my, mz] = kernelgen_cuda::vocab::MAX_BLOCK_EXTENTS;
+        let [x, y, z] = plan.cuda_threadgroup;
+        let [mx, my, mz] = kernelgen_cuda::vocab::MAX_BLOCK_EXTENTS;
+        if threads > u128::from(kernelgen_cuda::vocab::MAX_THREADS_PER_BLOCK) {
             err(
-                format!(
-                    "kernel `{name}`'s CUDA block [{x}, {y}, {z}] is {threads} threads, above CUDA's limits of {} threads and [{mx}, {my}, {mz}]",
-                    kernelgen_cuda::vocab::MAX_THREADS_PER_BLOCK
-                ),
+                format!("kernel `{name}`'s CUDA block [{x}, {y}, {z}] is {threads} threads, above CUDA's limit of {}", kernelgen_cuda::vocab::MAX_THREADS_PER_BLOCK),
                 "choose a smaller cuda_threadgroup",
             );
+        } else if x > mx || y > my || z > mz {
+            err(format!("kernel `{name}`'s CUDA block [{x}, {y}, {z}] is above CUDA's block extents [{mx}, {my}, {mz}]"), "choose a smaller cuda_threadgroup");
+        }
+        // A fixed grid's blocks (MLX rounds the division up) within CUDA's grid limits.
+        for ((axis, d), (&block, limit)) in ["x", "y", "z"].iter().zip(&plan.grid).zip(plan.cuda_threadgroup.iter().zip(kernelgen_contract::CudaSource::MAX_GRID_BLOCKS)) {
+            if let Some(n) = d.as_fixed().filter(|&n| n.div_ceil(block.max(1)) > limit) {
+                err(
+                    format!("kernel `{name}`'s grid {axis} extent {n} in CUDA blocks of {block} is {} blocks, above CUDA's limit of {limit}", n.div_ceil(block.max(1))),
+                    "use larger CUDA blocks (the family's cuda_threadgroup, or a spec field that sets it) or a smaller geometry",
+                );
+            }
         }
     }
     if plan.cuda_shared_memory_bytes > kernelgen_cuda::vocab::MAX_STATIC_SHARED_BYTES {
