@@ -90,7 +90,11 @@ pub fn list(specs: &SpecArgs, cost: &CostArgs) -> Result<ExitCode, Error> {
                 k.family.name.clone(),
                 bodies.to_string(),
                 format!("{variant},geometry={}", k.geometry),
-                p.threadgroup.iter().product::<u64>().to_string(),
+                // (a CUDA body's block, where the family gives it one of its own)
+                match p.cuda_threadgroup != p.threadgroup && r.def.cuda.is_some() {
+                    true => format!("{} (cuda {})", p.threadgroup.iter().product::<u64>(), p.cuda_threadgroup.iter().product::<u64>()),
+                    false => p.threadgroup.iter().product::<u64>().to_string(),
+                },
                 p.threadgroup_memory_bytes.to_string(),
                 costs.cells(&k.name)[0].clone(),
                 costs.cells(&k.name)[1].clone(),

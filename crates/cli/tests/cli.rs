@@ -191,4 +191,7 @@ fn list_shows_every_kernel() {
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains("glm52_expert_q4_bf16_r4_gate_up") && t.contains("THREADS/TG"), "{t}");
+    // a CUDA body in blocks of its own shows both: glm52's 4-row threadgroups, 8-row CUDA blocks
+    let row = t.lines().find(|l| l.starts_with("glm52_expert_q4_bf16_r4_down ")).expect("the row");
+    assert!(row.contains("128 (cuda 256)"), "{row}");
 }
