@@ -18,11 +18,13 @@ PYTHON="${PYTHON:-python3}"
 MANIFEST="$HERE/Cargo.toml"
 
 # The crates are Apple-platform code: their macOS dependencies are what cargo resolves.
+# `cargo metadata` reads every package's manifest, other platforms' included (core_detect, an
+# x86 dependency, is not among what `fetch --target` downloads), so it may download too.
 "$CARGO" fetch --locked --target aarch64-apple-darwin --manifest-path "$MANIFEST"
 mkdir -p "$DEST"
 tmp="$(mktemp "$DEST/.crates.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
-"$CARGO" metadata --locked --offline --filter-platform aarch64-apple-darwin --format-version 1 --manifest-path "$MANIFEST" \
+"$CARGO" metadata --locked --filter-platform aarch64-apple-darwin --format-version 1 --manifest-path "$MANIFEST" \
   | "$PYTHON" -c '
 import json, os, sys
 meta = json.load(sys.stdin)
