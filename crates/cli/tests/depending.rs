@@ -23,12 +23,13 @@ fn optimized_here() -> Vec<String> {
     names
 }
 
-/// Every package of a crate's build on this machine.
+/// Every package of a crate's build on this machine. Not `--offline`: on a fresh cargo home the
+/// example's own dependencies may not be downloaded yet (make test builds the examples later).
 fn packages(manifest: &std::path::Path) -> Vec<String> {
     let rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())).arg("-vV").output().unwrap();
     let host = String::from_utf8_lossy(&rustc.stdout).lines().find_map(|l| l.strip_prefix("host: ").map(str::to_owned)).unwrap();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo).args(["metadata", "--offline", "--format-version", "1", "--filter-platform", &host, "--manifest-path"]).arg(manifest).output().unwrap();
+    let out = Command::new(cargo).args(["metadata", "--locked", "--format-version", "1", "--filter-platform", &host, "--manifest-path"]).arg(manifest).output().unwrap();
     assert!(out.status.success(), "cargo metadata {}: {}", manifest.display(), String::from_utf8_lossy(&out.stderr));
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     meta["packages"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str().map(str::to_owned)).collect()
