@@ -17,8 +17,8 @@ What this times is the kernel alone, not a launch through MLX (`make bench-gpu` 
 A candidate is a choice the generated source makes, not a different computation: every
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
 records. Candidates: the expert family's files at an earlier revision (the baseline), its
-`rows_per_threadgroup` and `cuda_rows_per_block`; the affine family's `cuda_warps` and
-`cuda_steps_ahead`.
+`rows_per_threadgroup` and `cuda_rows_per_block`; the affine family's `cuda_warps`,
+`cuda_steps_ahead` and `cuda_fma_decode`.
 """
 
 import argparse
@@ -38,8 +38,8 @@ ROTATE_BYTES = 256 << 20
 # overriding the family's, {spec key: value} for the spec). The expert family's CUDA body as it
 # was at 8c634f7 (before its decode's mask and OR became one instruction) is the baseline its
 # changes are timed against; the affine
-# family's candidates are its CUDA block (`cuda_warps`) and how many steps of K it loads ahead
-# (`cuda_steps_ahead`).
+# family's candidates are its CUDA block (`cuda_warps`), how many steps of K it loads ahead
+# (`cuda_steps_ahead`) and whether it forms each product as one FMA (`cuda_fma_decode`).
 EXPERT_SPEC = """family = "{family}"
 [axes]
 quant = ["q4", "q8"]
@@ -52,7 +52,7 @@ intermediate = 2048
 # The production projections of specs/affine.toml (the 248320-row head among them).
 AFFINE_GEOMETRIES = [("k5120_n10240", 5120, 10240), ("k5120_n6144", 5120, 6144), ("k6144_n5120", 6144, 5120), ("k1024_n12288", 1024, 12288), ("head", 5120, 248320)]
 AFFINE_SPEC = 'family = "{family}"\n[axes]\nbits = [3, 4]\ndtype = ["bf16"]\n' + "".join(
-    f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {{warps}}\ncuda_steps_ahead = {{ahead}}\n" for g, k, n in AFFINE_GEOMETRIES
+    f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {{warps}}\ncuda_steps_ahead = {{ahead}}\ncuda_fma_decode = {{fma}}\n" for g, k, n in AFFINE_GEOMETRIES
 )
 TARGETS = {
     "expert": (
@@ -63,9 +63,9 @@ TARGETS = {
     ),
     "affine": (
         AFFINE_SPEC,
-        # c9e8dc0's body loaded at most one step ahead, in registers of its own (no ring)
-        [(f"c9e8dc0_w{w}_a1", "c9e8dc0", {}, {"warps": w, "ahead": 1}) for w in (16, 8)]
-        + [(f"w{w}_a{a}", None, {}, {"warps": w, "ahead": a}) for w in (16, 8, 4) for a in (0, 1, 2)],
+        # blocks of 4 warps measured no faster than 8 or 16 (eighth session); each block and
+        # depth with and without the FMA form
+        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "true" if f else "false"}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)],
     ),
 }
 

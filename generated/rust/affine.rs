@@ -837,12 +837,12 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 3358 },
-        body: TextRange { start: 3614, end: 6140 },
+        header: TextRange { start: 80, end: 5331 },
+        body: TextRange { start: 5587, end: 9268 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q3_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 2180,
+        static_shared_memory_bytes: 2244,
     }),
 };
 
@@ -913,12 +913,12 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2512 },
-        body: TextRange { start: 2768, end: 5238 },
+        header: TextRange { start: 80, end: 3878 },
+        body: TextRange { start: 4134, end: 7759 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q4_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 2180,
+        static_shared_memory_bytes: 2244,
     }),
 };
 

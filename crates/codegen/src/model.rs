@@ -111,6 +111,8 @@ pub enum FieldValue {
     Int(i64),
     /// A float field.
     Float(f64),
+    /// A boolean field.
+    Bool(bool),
 }
 
 /// A named model geometry, validated against the family's field schema.

@@ -2,6 +2,7 @@
 //! (`--test integration`), so that they link once; a new file is declared here (a test of the
 //! CLI's checks that none is missing).
 
+mod affine_fma;
 mod backends;
 mod check;
 mod cuda;

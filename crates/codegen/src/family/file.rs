@@ -177,6 +177,9 @@ impl Reader<'_> {
                     FieldKind::Float => {
                         names.types.insert(path.clone(), Type::Float);
                     }
+                    FieldKind::Bool => {
+                        names.types.insert(path.clone(), Type::Bool);
+                    }
                     FieldKind::PerAxisValue { fields, .. } => add_fields(names, fields, &path),
                 }
                 names.fields.push(path);
@@ -670,6 +673,7 @@ impl Reader<'_> {
                 Some(FieldKind::Int { min, max })
             }
             Some("float") => Some(FieldKind::Float),
+            Some("bool") => Some(FieldKind::Bool),
             Some("table") => {
                 let axis = body.required_str("axis", "the axis whose values key the sub-tables")?.to_string();
                 if !axes.iter().any(|a| a.name == axis && matches!(a.kind, AxisKind::Choice(_))) {
@@ -682,7 +686,7 @@ impl Reader<'_> {
                 Some(FieldKind::PerAxisValue { axis, fields: sub })
             }
             Some(other) => {
-                self.error(e.key_span.clone(), body.field("kind"), format!("unknown field kind `{other}`"), Some("use \"int\", \"float\" or \"table\"".into()));
+                self.error(e.key_span.clone(), body.field("kind"), format!("unknown field kind `{other}`"), Some("use \"int\", \"float\", \"bool\" or \"table\"".into()));
                 None
             }
         }

@@ -112,6 +112,8 @@ pub enum FieldKind {
     },
     /// A finite float.
     Float,
+    /// `true` or `false`.
+    Bool,
     /// A table with one sub-table per value of `axis`, each with `fields`
     /// (the expert slot layout, one per quantization). Expressions name a
     /// sub-field as `<field>.<sub-field>`: the table of the variant's value.

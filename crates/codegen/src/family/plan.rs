@@ -56,6 +56,7 @@ impl Env for Bindings<'_> {
         match self.geometry.fields.get(&path) {
             Some((crate::model::FieldValue::Int(i), _)) => Ok(Some(Value::Int(*i))),
             Some((crate::model::FieldValue::Float(f), _)) => Ok(Some(Value::Float(*f))),
+            Some((crate::model::FieldValue::Bool(b), _)) => Ok(Some(Value::Bool(*b))),
             None => Err(format!("geometry field `{path}` is not given (guard its use with `has({name})`)")),
         }
     }
@@ -141,6 +142,7 @@ impl FamilyDef {
                 let json = match v {
                     crate::model::FieldValue::Int(i) => serde_json::json!(i),
                     crate::model::FieldValue::Float(f) => serde_json::json!(f),
+                    crate::model::FieldValue::Bool(b) => serde_json::json!(b),
                 };
                 params.insert(path.clone(), json);
             }

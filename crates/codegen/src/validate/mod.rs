@@ -281,6 +281,12 @@ fn read_fields(family: &FamilyDef, table: Table<'_>, schema: &[Field], path_pref
                 }
                 ref other => r.error(span, field, format!("expected a finite number, found {}", other.kind()), Some(format!("{} is {}", f.name, f.doc))),
             },
+            FieldKind::Bool => match node.value {
+                Value::Bool(b) => {
+                    out.insert(path, (FieldValue::Bool(b), span));
+                }
+                ref other => r.error(span, field, format!("expected `true` or `false`, found {}", other.kind()), Some(format!("{} is {}", f.name, f.doc))),
+            },
             FieldKind::PerAxisValue { axis, fields } => {
                 let Some(axis_def) = family.axis(axis) else { continue };
                 let sub = Table::open_expecting(r, node, field, &format!("a table keyed by `{axis}` values"));
