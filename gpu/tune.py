@@ -52,7 +52,7 @@ intermediate = 2048
 # The production projections of specs/affine.toml (the 248320-row head among them).
 AFFINE_GEOMETRIES = [("k5120_n10240", 5120, 10240), ("k5120_n6144", 5120, 6144), ("k6144_n5120", 6144, 5120), ("k1024_n12288", 1024, 12288), ("head", 5120, 248320)]
 AFFINE_SPEC = 'family = "{family}"\n[axes]\nbits = [3, 4]\ndtype = ["bf16"]\n' + "".join(
-    f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {{warps}}\ncuda_steps_ahead = {{ahead}}\ncuda_fma_decode = {{fma}}\n" for g, k, n in AFFINE_GEOMETRIES
+    f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {{warps}}\ncuda_steps_ahead = {{ahead}}\n{{fma}}" for g, k, n in AFFINE_GEOMETRIES
 )
 TARGETS = {
     "expert": (
@@ -65,7 +65,7 @@ TARGETS = {
         AFFINE_SPEC,
         # blocks of 4 warps measured no faster than 8 or 16 (eighth session); each block and
         # depth with and without the FMA form
-        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "true" if f else "false"}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)],
+        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "cuda_fma_decode = true\n" if f else ""}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)],
     ),
 }
 

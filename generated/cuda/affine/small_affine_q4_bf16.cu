@@ -85,13 +85,13 @@ __global__ void custom_kernel_small_affine_q4_bf16(
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[512];
   __shared__ float ss[32];
-  // Whether a value of x staged here is too wide for mlxq_qdot_fma: not finite, or 2^96 or
-  // more in magnitude (x_thread is x over a power of two, so no larger).
+  // Whether a value of x_thread staged here is too wide for mlxq_qdot_fma: not finite, or
+  // 2^96 or more in magnitude.
   bool wide = false;
   for (int c = (int)(sg * 32 + lane); c < 32; c += 512) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
     for (int i = 0; i < 16; i++) {
-      wide = wide || !(fabsf(static_cast<float>(x[c * 16 + i])) < 79228162514264337593543950336.0f);
+      wide = wide || !(fabsf(xs[c * 16 + i]) < 79228162514264337593543950336.0f);
     }
   }
   // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler

@@ -658,6 +658,19 @@ impl Reader<'_> {
     /// What the field `e`, read as `body`, holds.
     fn field_kind(&mut self, body: &Table<'_>, e: &Entry, axes: &[Axis]) -> Option<FieldKind> {
         let field = body.path();
+        // A key another kind of field takes is an error, not silently ignored.
+        let kind = body.str("kind").unwrap_or("int");
+        let unused: &[&str] = match kind {
+            "int" => &["axis", "fields"],
+            "float" | "bool" => &["range", "axis", "fields"],
+            "table" => &["range"],
+            _ => &[],
+        };
+        for key in unused {
+            if let Some(node) = body.get(key) {
+                self.error(node.span.clone(), body.field(key), format!("`{key}` does not apply to a field of kind \"{kind}\""), Some(format!("remove `{key}`")));
+            }
+        }
         match body.str("kind") {
             Some("int") | None => {
                 let (min, max) = match body.get("range") {
