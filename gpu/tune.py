@@ -18,7 +18,7 @@ A candidate is a choice the generated source makes, not a different computation:
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
 records. Candidates: the expert family's files at an earlier revision (the baseline), its
 `rows_per_threadgroup` and `cuda_rows_per_block`; the affine family's `cuda_warps`,
-`cuda_steps_ahead`, `cuda_fma_decode` and `cuda_split_k`.
+`cuda_steps_ahead` and `cuda_fma_decode`.
 """
 
 import argparse
@@ -39,8 +39,7 @@ ROTATE_BYTES = 256 << 20
 # was at 8c634f7 (before its decode's mask and OR became one instruction) is the baseline its
 # changes are timed against; the affine
 # family's candidates are its CUDA block (`cuda_warps`), how many steps of K it loads ahead
-# (`cuda_steps_ahead`), whether it forms each product as one FMA (`cuda_fma_decode`) and how many
-# warps share each 4 rows (`cuda_split_k`).
+# (`cuda_steps_ahead`) and whether it forms each product as one FMA (`cuda_fma_decode`).
 EXPERT_SPEC = """family = "{family}"
 [axes]
 quant = ["q4", "q8"]
@@ -52,26 +51,9 @@ intermediate = 2048
 {block}"""
 # The production projections of specs/affine.toml (the 248320-row head among them).
 AFFINE_GEOMETRIES = [("k5120_n10240", 5120, 10240), ("k5120_n6144", 5120, 6144), ("k6144_n5120", 6144, 5120), ("k1024_n12288", 1024, 12288), ("head", 5120, 248320)]
-
-
-def affine_spec(family, warps, ahead, fma, split):
-    """The affine spec of a candidate: `split` warps sharing 4 rows (cuda_split_k) where it
-    divides a geometry's steps of K and fits a block, else the largest divisor that does."""
-    text = f'family = "{family}"\n[axes]\nbits = [3, 4]\ndtype = ["bf16"]\n'
-    for g, k, n in AFFINE_GEOMETRIES:
-        steps = k // 512
-
-        def fits(p):
-            # the family's checks: 1024 threads a block, 48 KiB of static shared memory
-            shared = (k + k // 16) * 4 + 4 + (4 * warps * p if fma else 0) + (p - 1) * warps * (steps // p) * 512
-            return steps % p == 0 and 32 * p * warps <= 1024 and shared <= 49152
-
-        p = max(q for q in range(1, split + 1) if fits(q))
-        text += f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {warps}\ncuda_steps_ahead = {ahead}\n"
-        text += ("cuda_fma_decode = true\n" if fma else "") + (f"cuda_split_k = {p}\n" if p > 1 else "")
-    return text
-
-
+AFFINE_SPEC = 'family = "{family}"\n[axes]\nbits = [3, 4]\ndtype = ["bf16"]\n' + "".join(
+    f"[geometry.{g}]\nK = {k}\nN = {n}\ncuda_warps = {{warps}}\ncuda_steps_ahead = {{ahead}}\n{{fma}}" for g, k, n in AFFINE_GEOMETRIES
+)
 TARGETS = {
     "expert": (
         EXPERT_SPEC,
@@ -80,12 +62,10 @@ TARGETS = {
         + [("now_r8", None, {}, {"rows": [8], "block": ""})],
     ),
     "affine": (
-        affine_spec,
+        AFFINE_SPEC,
         # blocks of 4 warps measured no faster than 8 or 16 (eighth session); each block and
-        # depth with and without the FMA form; then warps sharing 4 rows (sN: cuda_split_k)
-        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": f, "split": 1}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)]
-        + [(f"w{w}_a{a}_s{p}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": f, "split": p})
-           for (w, a, p) in ((8, 0, 2), (8, 1, 2), (4, 1, 2), (4, 0, 5), (2, 1, 5)) for f in (False, True)],
+        # depth with and without the FMA form
+        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "cuda_fma_decode = true\n" if f else ""}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)],
     ),
 }
 
@@ -126,7 +106,7 @@ def prepare(out, families):
                 open(os.path.join(fam_dir, f"{family}.{ext}"), "w").write(family_file(f"{base}.{ext}", revision))
             spec = os.path.join(out, "specs", name, "tune.toml")
             os.makedirs(os.path.dirname(spec))
-            open(spec, "w").write(spec_text(family=family, **spec_values) if callable(spec_text) else spec_text.format(family=family, **spec_values))
+            open(spec, "w").write(spec_text.format(family=family, **spec_values))
             gen = os.path.join(out, "gen", name)
             subprocess.run([kernelgen, "generate", "--specs", spec, "--families", fam_dir, "--out", gen], check=True, stdout=subprocess.DEVNULL)
             manifest = json.load(open(os.path.join(gen, "manifest.json")))
@@ -273,8 +253,7 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
             outs = [fill(b, sizes, 1, True)[0] for b in c["outputs"]]
             grid = [evaluate(g, sizes) for g in c["grid"]]
             block = c["threadgroup"]
-            # as MLX's cuda_kernel: whole blocks, ceil(grid / block) of them an axis
-            blocks = tuple(-(-g // t) for g, t in zip(grid, block))
+            blocks = tuple(g // t for g, t in zip(grid, block))
             times = []
             kname = c["kernel"].replace(f"tune_{c['candidate']}_", "")
             for it in range(2 if profile else 40):

@@ -382,11 +382,11 @@ pub static SMALL3_AFFINE_Q3_F16: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_small3_affine_q3_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small3_affine_q3_f16.cu")),
         header: TextRange { start: 80, end: 3344 },
-        body: TextRange { start: 3572, end: 8185 },
+        body: TextRange { start: 3572, end: 7180 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small3_affine_q3_f16.cu"),
-        threadgroup: [96, 2, 1],
+        threadgroup: [32, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8580,
+        static_shared_memory_bytes: 6532,
     }),
 };
 
@@ -458,11 +458,11 @@ pub static SMALL3_AFFINE_Q3_F32: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_small3_affine_q3_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small3_affine_q3_f32.cu")),
         header: TextRange { start: 80, end: 3341 },
-        body: TextRange { start: 3565, end: 8173 },
+        body: TextRange { start: 3565, end: 7168 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small3_affine_q3_f32.cu"),
-        threadgroup: [96, 2, 1],
+        threadgroup: [32, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8580,
+        static_shared_memory_bytes: 6532,
     }),
 };
 
@@ -534,11 +534,11 @@ pub static SMALL3_AFFINE_Q4_F16: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_small3_affine_q4_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small3_affine_q4_f16.cu")),
         header: TextRange { start: 80, end: 2498 },
-        body: TextRange { start: 2726, end: 7283 },
+        body: TextRange { start: 2726, end: 6278 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small3_affine_q4_f16.cu"),
-        threadgroup: [96, 2, 1],
+        threadgroup: [32, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8580,
+        static_shared_memory_bytes: 6532,
     }),
 };
 
@@ -610,315 +610,11 @@ pub static SMALL3_AFFINE_Q4_F32: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_small3_affine_q4_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small3_affine_q4_f32.cu")),
         header: TextRange { start: 80, end: 2495 },
-        body: TextRange { start: 2719, end: 7271 },
+        body: TextRange { start: 2719, end: 6266 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small3_affine_q4_f32.cu"),
-        threadgroup: [96, 2, 1],
+        threadgroup: [32, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8580,
-    }),
-};
-
-/// `small4_affine_q3_f16`: bits 3, dtype f16, geometry small4.
-pub static SMALL4_AFFINE_Q3_F16: KernelDef = KernelDef {
-    name: Cow::Borrowed("small4_affine_q3_f16"),
-    family: Cow::Borrowed("affine"),
-    spec: Cow::Borrowed("specs/affine_dtypes.toml"),
-    mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q3_f16_float16_t_uint32_t_float16_t_float16_t_float16_t"),
-    metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small4_affine_q3_f16.metal")),
-    header: TextRange { start: 443, end: 2463 },
-    body: TextRange { start: 2993, end: 4896 },
-    metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small4_affine_q3_f16.metal"),
-    inputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("x"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(2048)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("w"),
-            dtype: Dtype::U32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(192)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("scales"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("biases"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-    ]),
-    outputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("y"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(128)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-    ]),
-    sizes: Cow::Borrowed(&[]),
-    grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
-    threadgroup: [32, 16, 1],
-    threadgroup_memory_bytes: 8704,
-    cost: Cost { bytes_read: Dim::Fixed(118784), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(524288)) },
-    cuda: Some(CudaSource {
-        mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q3_f16"),
-        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small4_affine_q3_f16.cu")),
-        header: TextRange { start: 80, end: 5317 },
-        body: TextRange { start: 5545, end: 10162 },
-        path: Cow::Borrowed("generated/cuda/affine_dtypes/small4_affine_q3_f16.cu"),
-        threadgroup: [64, 4, 1],
-        shared_memory_bytes: 0,
-        static_shared_memory_bytes: 12836,
-    }),
-};
-
-/// `small4_affine_q3_f32`: bits 3, dtype f32, geometry small4.
-pub static SMALL4_AFFINE_Q3_F32: KernelDef = KernelDef {
-    name: Cow::Borrowed("small4_affine_q3_f32"),
-    family: Cow::Borrowed("affine"),
-    spec: Cow::Borrowed("specs/affine_dtypes.toml"),
-    mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q3_f32_float_uint32_t_float_float_float"),
-    metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small4_affine_q3_f32.metal")),
-    header: TextRange { start: 443, end: 2451 },
-    body: TextRange { start: 2949, end: 4836 },
-    metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small4_affine_q3_f32.metal"),
-    inputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("x"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(2048)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("w"),
-            dtype: Dtype::U32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(192)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("scales"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("biases"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-    ]),
-    outputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("y"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(128)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-    ]),
-    sizes: Cow::Borrowed(&[]),
-    grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
-    threadgroup: [32, 16, 1],
-    threadgroup_memory_bytes: 8704,
-    cost: Cost { bytes_read: Dim::Fixed(139264), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
-    cuda: Some(CudaSource {
-        mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q3_f32"),
-        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small4_affine_q3_f32.cu")),
-        header: TextRange { start: 80, end: 5314 },
-        body: TextRange { start: 5538, end: 10151 },
-        path: Cow::Borrowed("generated/cuda/affine_dtypes/small4_affine_q3_f32.cu"),
-        threadgroup: [64, 4, 1],
-        shared_memory_bytes: 0,
-        static_shared_memory_bytes: 12836,
-    }),
-};
-
-/// `small4_affine_q4_f16`: bits 4, dtype f16, geometry small4.
-pub static SMALL4_AFFINE_Q4_F16: KernelDef = KernelDef {
-    name: Cow::Borrowed("small4_affine_q4_f16"),
-    family: Cow::Borrowed("affine"),
-    spec: Cow::Borrowed("specs/affine_dtypes.toml"),
-    mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q4_f16_float16_t_uint32_t_float16_t_float16_t_float16_t"),
-    metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small4_affine_q4_f16.metal")),
-    header: TextRange { start: 443, end: 1950 },
-    body: TextRange { start: 2480, end: 4384 },
-    metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small4_affine_q4_f16.metal"),
-    inputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("x"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(2048)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("w"),
-            dtype: Dtype::U32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(256)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("scales"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("biases"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-    ]),
-    outputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("y"),
-            dtype: Dtype::F16,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(128)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 2,
-            at_most: None,
-        },
-    ]),
-    sizes: Cow::Borrowed(&[]),
-    grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
-    threadgroup: [32, 16, 1],
-    threadgroup_memory_bytes: 8704,
-    cost: Cost { bytes_read: Dim::Fixed(151552), bytes_written: Dim::Fixed(256), flops: Some(Dim::Fixed(524288)) },
-    cuda: Some(CudaSource {
-        mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q4_f16"),
-        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small4_affine_q4_f16.cu")),
-        header: TextRange { start: 80, end: 3864 },
-        body: TextRange { start: 4092, end: 8654 },
-        path: Cow::Borrowed("generated/cuda/affine_dtypes/small4_affine_q4_f16.cu"),
-        threadgroup: [64, 4, 1],
-        shared_memory_bytes: 0,
-        static_shared_memory_bytes: 12836,
-    }),
-};
-
-/// `small4_affine_q4_f32`: bits 4, dtype f32, geometry small4.
-pub static SMALL4_AFFINE_Q4_F32: KernelDef = KernelDef {
-    name: Cow::Borrowed("small4_affine_q4_f32"),
-    family: Cow::Borrowed("affine"),
-    spec: Cow::Borrowed("specs/affine_dtypes.toml"),
-    mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q4_f32_float_uint32_t_float_float_float"),
-    metal: Cow::Borrowed(include_str!("../metal/affine_dtypes/small4_affine_q4_f32.metal")),
-    header: TextRange { start: 443, end: 1938 },
-    body: TextRange { start: 2436, end: 4324 },
-    metal_path: Cow::Borrowed("generated/metal/affine_dtypes/small4_affine_q4_f32.metal"),
-    inputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("x"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(2048)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("w"),
-            dtype: Dtype::U32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(256)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("scales"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-        BufferDef {
-            name: Cow::Borrowed("biases"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(128), Dim::Fixed(32)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-    ]),
-    outputs: Cow::Borrowed(&[
-        BufferDef {
-            name: Cow::Borrowed("y"),
-            dtype: Dtype::F32,
-            shape: Cow::Borrowed(&[Dim::Fixed(1), Dim::Fixed(128)]),
-            source: Source::Data,
-            regions: Cow::Borrowed(&[]),
-            align: 4,
-            at_most: None,
-        },
-    ]),
-    sizes: Cow::Borrowed(&[]),
-    grid: [Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(1)],
-    threadgroup: [32, 16, 1],
-    threadgroup_memory_bytes: 8704,
-    cost: Cost { bytes_read: Dim::Fixed(172032), bytes_written: Dim::Fixed(512), flops: Some(Dim::Fixed(524288)) },
-    cuda: Some(CudaSource {
-        mlx_name: Cow::Borrowed("custom_kernel_small4_affine_q4_f32"),
-        source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small4_affine_q4_f32.cu")),
-        header: TextRange { start: 80, end: 3861 },
-        body: TextRange { start: 4085, end: 8643 },
-        path: Cow::Borrowed("generated/cuda/affine_dtypes/small4_affine_q4_f32.cu"),
-        threadgroup: [64, 4, 1],
-        shared_memory_bytes: 0,
-        static_shared_memory_bytes: 12836,
+        static_shared_memory_bytes: 6532,
     }),
 };
 
@@ -932,10 +628,6 @@ pub static KERNELS: &[&KernelDef] = &[
     &SMALL3_AFFINE_Q3_F32,
     &SMALL3_AFFINE_Q4_F16,
     &SMALL3_AFFINE_Q4_F32,
-    &SMALL4_AFFINE_Q3_F16,
-    &SMALL4_AFFINE_Q3_F32,
-    &SMALL4_AFFINE_Q4_F16,
-    &SMALL4_AFFINE_Q4_F32,
 ];
 
 // Typed launchers: arguments named as in the contract, every precondition
@@ -1174,122 +866,6 @@ impl Small3AffineQ4F32 {
     ) -> Result<B::Array, LaunchError> {
         let [y] =
             launch(backend, &SMALL3_AFFINE_Q4_F32, &[x, w, scales, biases], &[])
-                .map_err(|e| e.with_hints_from(KERNELS))?;
-        Ok(y)
-    }
-}
-
-/// affine kernels for geometry small4, bits 3, dtype f16.
-pub struct Small4AffineQ3F16;
-
-impl Small4AffineQ3F16 {
-    /// `small4_affine_q3_f16`: y = x . dequantize(w, scales, biases)^T.
-    ///
-    /// - `x` `f16 [1, 2048]`: the activation row
-    /// - `w` `u32 [128, 192]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
-    /// - `scales` `f16 [128, 32]`: one scale per group of 64 values
-    /// - `biases` `f16 [128, 32]`: one bias per group of 64 values
-    /// - returns `y` `f16 [1, 128]`: the output row
-    ///
-    /// Checks dtype, rank, every dimension and the byte length of each
-    /// argument against [`SMALL4_AFFINE_Q3_F16`] before anything runs, and
-    /// reports every violation at once.
-    pub fn launch<B: Backend>(
-        backend: &B,
-        x: &B::Array,
-        w: &B::Array,
-        scales: &B::Array,
-        biases: &B::Array,
-    ) -> Result<B::Array, LaunchError> {
-        let [y] =
-            launch(backend, &SMALL4_AFFINE_Q3_F16, &[x, w, scales, biases], &[])
-                .map_err(|e| e.with_hints_from(KERNELS))?;
-        Ok(y)
-    }
-}
-
-/// affine kernels for geometry small4, bits 3, dtype f32.
-pub struct Small4AffineQ3F32;
-
-impl Small4AffineQ3F32 {
-    /// `small4_affine_q3_f32`: y = x . dequantize(w, scales, biases)^T.
-    ///
-    /// - `x` `f32 [1, 2048]`: the activation row
-    /// - `w` `u32 [128, 192]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
-    /// - `scales` `f32 [128, 32]`: one scale per group of 64 values
-    /// - `biases` `f32 [128, 32]`: one bias per group of 64 values
-    /// - returns `y` `f32 [1, 128]`: the output row
-    ///
-    /// Checks dtype, rank, every dimension and the byte length of each
-    /// argument against [`SMALL4_AFFINE_Q3_F32`] before anything runs, and
-    /// reports every violation at once.
-    pub fn launch<B: Backend>(
-        backend: &B,
-        x: &B::Array,
-        w: &B::Array,
-        scales: &B::Array,
-        biases: &B::Array,
-    ) -> Result<B::Array, LaunchError> {
-        let [y] =
-            launch(backend, &SMALL4_AFFINE_Q3_F32, &[x, w, scales, biases], &[])
-                .map_err(|e| e.with_hints_from(KERNELS))?;
-        Ok(y)
-    }
-}
-
-/// affine kernels for geometry small4, bits 4, dtype f16.
-pub struct Small4AffineQ4F16;
-
-impl Small4AffineQ4F16 {
-    /// `small4_affine_q4_f16`: y = x . dequantize(w, scales, biases)^T.
-    ///
-    /// - `x` `f16 [1, 2048]`: the activation row
-    /// - `w` `u32 [128, 256]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
-    /// - `scales` `f16 [128, 32]`: one scale per group of 64 values
-    /// - `biases` `f16 [128, 32]`: one bias per group of 64 values
-    /// - returns `y` `f16 [1, 128]`: the output row
-    ///
-    /// Checks dtype, rank, every dimension and the byte length of each
-    /// argument against [`SMALL4_AFFINE_Q4_F16`] before anything runs, and
-    /// reports every violation at once.
-    pub fn launch<B: Backend>(
-        backend: &B,
-        x: &B::Array,
-        w: &B::Array,
-        scales: &B::Array,
-        biases: &B::Array,
-    ) -> Result<B::Array, LaunchError> {
-        let [y] =
-            launch(backend, &SMALL4_AFFINE_Q4_F16, &[x, w, scales, biases], &[])
-                .map_err(|e| e.with_hints_from(KERNELS))?;
-        Ok(y)
-    }
-}
-
-/// affine kernels for geometry small4, bits 4, dtype f32.
-pub struct Small4AffineQ4F32;
-
-impl Small4AffineQ4F32 {
-    /// `small4_affine_q4_f32`: y = x . dequantize(w, scales, biases)^T.
-    ///
-    /// - `x` `f32 [1, 2048]`: the activation row
-    /// - `w` `u32 [128, 256]`: MLX-packed weights: bits-bit values, least significant first, in uint32 words (3 bits straddle words)
-    /// - `scales` `f32 [128, 32]`: one scale per group of 64 values
-    /// - `biases` `f32 [128, 32]`: one bias per group of 64 values
-    /// - returns `y` `f32 [1, 128]`: the output row
-    ///
-    /// Checks dtype, rank, every dimension and the byte length of each
-    /// argument against [`SMALL4_AFFINE_Q4_F32`] before anything runs, and
-    /// reports every violation at once.
-    pub fn launch<B: Backend>(
-        backend: &B,
-        x: &B::Array,
-        w: &B::Array,
-        scales: &B::Array,
-        biases: &B::Array,
-    ) -> Result<B::Array, LaunchError> {
-        let [y] =
-            launch(backend, &SMALL4_AFFINE_Q4_F32, &[x, w, scales, biases], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(y)
     }

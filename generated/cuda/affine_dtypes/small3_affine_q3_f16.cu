@@ -71,21 +71,20 @@ __global__ void custom_kernel_small3_affine_q3_f16(
   // small3_affine_q3_f16: y[1, 128] = x[1, 1536] . W^T over 3-bit affine weights, group 64, T = __half.
   // 4 rows per warp, 2 warps per block: one block computes 8 rows from one copy of x
   // staged in shared memory. Each lane owns 16 values of every 512-value step of K.
-  // 3 warps compute each 4 rows, each 1 of the 3 steps (the spec's cuda_split_k).
   constexpr int BPL = 6;  // weight bytes per lane per K step: 16 values x 3 bits
   constexpr int ROWB = 576;  // bytes per weight row: 1536 values x 3 bits
   constexpr int GROUPS = 24;  // groups of 64 values per row
-  const unsigned int sg = threadIdx.y, slice = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned int sg = threadIdx.y, lane = threadIdx.x;
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[1536];
   __shared__ float ss[96];
-  for (int c = (int)(sg * 96 + threadIdx.x); c < 96; c += 192) {
+  for (int c = (int)(sg * 32 + lane); c < 96; c += 64) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
   }
   // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
   // cannot fold into an immediate.
   __shared__ unsigned int magic_bits[1];
-  if (sg == 0 && threadIdx.x == 0) magic_bits[0] = 0x4B000000u;
+  if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
   __syncthreads();
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
   const int row0 = (int)((blockIdx.y * 2 + sg) * 4);
@@ -97,26 +96,11 @@ __global__ void custom_kernel_small3_affine_q3_f16(
   const __half* sc = scales + row0 * GROUPS + lane / 4;
   const __half* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
-  // This warp's slice of K: steps [slice * 1, slice * 1 + 1).
-  ws += slice * 1 * STEP_PIECES;
-  sc += slice * 1 * 8;
-  bi += slice * 1 * 8;
-  const float* xs_slice = xs + slice * 512;
-  const float* ss_slice = ss + slice * 32;
-  // Slice 0 adds its step values as it goes; the later slices keep theirs here for it.
-  __shared__ float parts[2][2][1][4][32];
-  auto keep = [&](int r, int step, float v) {
-    if (slice == 0) {
-      result[r] += v;
-    } else {
-      parts[sg][slice - 1][step][r][lane] = v;
-    }
-  };
   // The weights, scales and biases of the next 2 steps of K wait in a ring of registers while
   // the step at hand is computed (the spec's cuda_steps_ahead = 2): a warp's steps
   // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
   // step s with s % 2 == d; the unrolled loops make every slot index a constant.
-  constexpr int STEPS = 1, AHEAD = 2;
+  constexpr int STEPS = 3, AHEAD = 2;
   unsigned int ring[AHEAD][4][PIECES];
   __half ring_s[AHEAD][4], ring_b[AHEAD][4];
   auto load = [&](int slot, int step) {
@@ -136,8 +120,8 @@ __global__ void custom_kernel_small3_affine_q3_f16(
     for (int d = 0; d < AHEAD; d++) {
       const int step = first + d;
       if (step < STEPS) {
-        const float sum = ss_slice[(step * 512 + lane * 16) / 16];
-        const float* x_thread = xs_slice + step * 512 + lane * 16;
+        const float sum = ss[(step * 512 + lane * 16) / 16];
+        const float* x_thread = xs + step * 512 + lane * 16;
         unsigned int packed[4][PIECES];
         float s[4], b[4];
         for (int r = 0; r < 4; r++) {
@@ -147,18 +131,9 @@ __global__ void custom_kernel_small3_affine_q3_f16(
         }
         if (step + AHEAD < STEPS) load(d, step + AHEAD);
         for (int r = 0; r < 4; r++) {
-          keep(r, step, mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic));
+          result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
         }
       }
-    }
-  }
-  // The later slices' step values, after slice 0's own and in K order: MLX's sum of a lane's
-  // steps. Then the rows are slice 0's warps' alone.
-  __syncthreads();
-  if (slice != 0) return;
-  for (int p = 0; p < 2; p++) {
-    for (int t = 0; t < 1; t++) {
-      for (int r = 0; r < 4; r++) result[r] += parts[sg][p][t][r][lane];
     }
   }
   for (int r = 0; r < 4; r++) {
