@@ -253,7 +253,9 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
             outs = [fill(b, sizes, 1, True)[0] for b in c["outputs"]]
             grid = [evaluate(g, sizes) for g in c["grid"]]
             block = c["threadgroup"]
-            blocks = tuple(g // t for g, t in zip(grid, block))
+            # as MLX 0.32's cuda_kernel: ceil(grid / block) blocks an axis, each cut to the grid
+            blocks = tuple(-(-g // t) for g, t in zip(grid, block))
+            block = [min(t, g) for g, t in zip(grid, block)]
             times = []
             kname = c["kernel"].replace(f"tune_{c['candidate']}_", "")
             for it in range(2 if profile else 40):

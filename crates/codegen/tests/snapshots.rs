@@ -77,6 +77,9 @@ fn a_cuda_block_of_its_own_is_carried_and_checked() {
     assert!(e.contains("CUDA block [32, 1, 128] is 4096 threads, above CUDA's limit of 1024"), "{e}");
     let e = with_block("[1, 1, 65]").err().expect("a block of 65 in z is refused").to_string();
     assert!(e.contains("CUDA block [1, 1, 65] is above CUDA's block extents [1024, 1024, 64]"), "{e}");
+    // MLX cuts a block to the grid: a block of 2 in y over the grid's 1 would run as 1
+    let e = with_block("[32, 2, 1]").err().expect("a block wider than the grid is refused").to_string();
+    assert!(e.contains("CUDA block y extent 2 is more than its grid's 1 threads: MLX's cuda_kernel cuts a block to the grid"), "{e}");
 }
 
 /// A kernel with a CUDA body: its `.cu` is byte for byte what MLX assembles from the header and

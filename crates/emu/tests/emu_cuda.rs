@@ -30,6 +30,12 @@ fn an_elementwise_kernel_matches_its_reference_in_whole_blocks() {
     let stats = p.run(&Dispatch::new("custom_kernel_axpy", [1000, 1, 1], [256, 1, 1]), &mut [&mut xb, &mut yb, &mut out]).unwrap();
     // CUDA launches whole blocks: 4 of 256 threads, 24 past the grid
     assert_eq!(stats.threadgroups, 4);
+    // but a block larger than the grid is cut to it (MLX 0.32's cuda_kernel: dim3 block(min(tx, gx),
+    // ...)): a grid of 100 threads in blocks of 256 is one block of 100, which writes 100 elements
+    let mut short = f32_buf(&vec![-1.0; 1000]);
+    let stats = p.run(&Dispatch::new("custom_kernel_axpy", [100, 1, 1], [256, 1, 1]), &mut [&mut xb, &mut yb, &mut short]).unwrap();
+    assert_eq!((stats.threadgroups, stats.threads), (1, 100));
+    assert!(f32s(&short)[100..].iter().all(|&v| v == -1.0), "no thread past the grid");
     let got = f32s(&out);
     for i in 0..1000 {
         let want = 2.0 * x[i] + bf16::from_bits(y[i]).to_f32();

@@ -24,8 +24,8 @@ pub(crate) struct DispatchArgs<'a, 'b> {
     pub time_limit: std::time::Duration,
     /// The threadgroup-memory check (`object` is built for it).
     pub memory_check: Option<crate::MemoryCheck>,
-    /// Whose launch model: Metal's threadgroups clamped to the grid (partial at its edge), or
-    /// CUDA's whole blocks.
+    /// Whose launch model: threadgroups clamped to the grid, partial at its edge (Metal) or
+    /// whole (CUDA's blocks).
     pub language: Language,
     /// A CUDA launch's dynamic shared memory (`extern __shared__`), in bytes.
     pub shared_memory: u32,

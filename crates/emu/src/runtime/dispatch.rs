@@ -153,13 +153,10 @@ pub(crate) fn dispatch(mut a: DispatchArgs<'_, '_>) -> Result<DispatchStats, Emu
     if grid.contains(&0) {
         return Ok(DispatchStats { elapsed: start.elapsed(), workers: 1, ..Default::default() });
     }
-    // Metal (MLX's dispatchThreads) clamps the threadgroup to the grid and cuts the edge
-    // threadgroups short; CUDA (MLX's cuda_kernel) launches whole blocks. Both launch
-    // ceil(grid / threadgroup) of them per axis.
-    let tg = match a.language {
-        Language::Metal => [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])],
-        Language::Cuda => a.threadgroup,
-    };
+    // Both clamp the threadgroup to the grid (Metal's dispatchThreads; MLX 0.32's cuda_kernel,
+    // `dim3 block(min(tx, gx), ...)`) and launch ceil(grid / threadgroup) of them per axis;
+    // Metal cuts the edge threadgroups short, CUDA launches whole blocks.
+    let tg = [a.threadgroup[0].min(grid[0]), a.threadgroup[1].min(grid[1]), a.threadgroup[2].min(grid[2])];
     let tgs = [grid[0].div_ceil(tg[0]), grid[1].div_ceil(tg[1]), grid[2].div_ceil(tg[2])];
     // threadgroups are numbered in u32 (their run order is a list of them)
     let n_tg = tgs.iter().map(|&t| u128::from(t)).product::<u128>();
