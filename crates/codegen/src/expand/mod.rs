@@ -280,19 +280,18 @@ fn check_limits(model: &SpecModel, g: &Geometry, v: &Variant, name: &str, plan: 
         } else if x > mx || y > my || z > mz {
             err(format!("kernel `{name}`'s CUDA block [{x}, {y}, {z}] is above CUDA's block extents [{mx}, {my}, {mz}]"), "choose a smaller cuda_threadgroup");
         }
-        // No block wider than a fixed grid: MLX's cuda_kernel cuts a block to the grid (dim3
-        // block(min(tx, gx), ...)), so the body would run in blocks other than its own.
-        for ((axis, d), &block) in ["x", "y", "z"].iter().zip(&plan.grid).zip(&plan.cuda_threadgroup) {
-            if let Some(n) = d.as_fixed().filter(|&n| n < block) {
+        // Along each axis of a fixed grid: no block wider than the grid (MLX's cuda_kernel cuts
+        // a block to the grid, dim3 block(min(tx, gx), ...), so the body would run in blocks
+        // other than its own), and the blocks (MLX rounds the division up) within CUDA's limits.
+        for ((axis, d), (&block, limit)) in ["x", "y", "z"].iter().zip(&plan.grid).zip(plan.cuda_threadgroup.iter().zip(kernelgen_contract::CudaSource::MAX_GRID_BLOCKS)) {
+            let Some(n) = d.as_fixed() else { continue };
+            if n < block {
                 err(
                     format!("kernel `{name}`'s CUDA block {axis} extent {block} is more than its grid's {n} threads: MLX's cuda_kernel cuts a block to the grid, so it would run in blocks of {n}"),
                     "choose a cuda_threadgroup within the grid",
                 );
             }
-        }
-        // A fixed grid's blocks (MLX rounds the division up) within CUDA's grid limits.
-        for ((axis, d), (&block, limit)) in ["x", "y", "z"].iter().zip(&plan.grid).zip(plan.cuda_threadgroup.iter().zip(kernelgen_contract::CudaSource::MAX_GRID_BLOCKS)) {
-            if let Some(n) = d.as_fixed().filter(|&n| n.div_ceil(block.max(1)) > limit) {
+            if n.div_ceil(block.max(1)) > limit {
                 err(
                     format!("kernel `{name}`'s grid {axis} extent {n} in CUDA blocks of {block} is {} blocks, above CUDA's limit of {limit}", n.div_ceil(block.max(1))),
                     "use larger CUDA blocks (the family's cuda_threadgroup, or a spec field that sets it) or a smaller geometry",

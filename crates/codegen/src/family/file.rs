@@ -671,8 +671,8 @@ impl Reader<'_> {
                 self.error(node.span.clone(), body.field(key), format!("`{key}` does not apply to a field of kind \"{kind}\""), Some(format!("remove `{key}`")));
             }
         }
-        match body.str("kind") {
-            Some("int") | None => {
+        match kind {
+            "int" => {
                 let (min, max) = match body.get("range") {
                     Some(r) => match self.range(r, &body.field("range")) {
                         Some(r) => r,
@@ -685,9 +685,9 @@ impl Reader<'_> {
                 };
                 Some(FieldKind::Int { min, max })
             }
-            Some("float") => Some(FieldKind::Float),
-            Some("bool") => Some(FieldKind::Bool),
-            Some("table") => {
+            "float" => Some(FieldKind::Float),
+            "bool" => Some(FieldKind::Bool),
+            "table" => {
                 let axis = body.required_str("axis", "the axis whose values key the sub-tables")?.to_string();
                 if !axes.iter().any(|a| a.name == axis && matches!(a.kind, AxisKind::Choice(_))) {
                     self.error(e.key_span.clone(), body.field("axis"), format!("`{axis}` is not an axis of names"), None);
@@ -698,7 +698,7 @@ impl Reader<'_> {
                 };
                 Some(FieldKind::PerAxisValue { axis, fields: sub })
             }
-            Some(other) => {
+            other => {
                 self.error(e.key_span.clone(), body.field("kind"), format!("unknown field kind `{other}`"), Some("use \"int\", \"float\", \"bool\" or \"table\"".into()));
                 None
             }

@@ -360,19 +360,18 @@ impl FamilyDef {
         let inputs = buffers(&part.inputs)?;
         let outputs = buffers(&part.outputs)?;
         let grid = [self.dim(&part.grid[0], b, "grid")?, self.dim(&part.grid[1], b, "grid")?, self.dim(&part.grid[2], b, "grid")?];
-        let mut threadgroup = [0u64; 3];
-        for (t, e) in threadgroup.iter_mut().zip(&part.threadgroup) {
-            // (their product is checked against Apple's limit with the other limits)
-            *t = self.int_in(e, b, "threadgroup", 1..=i64::from(u32::MAX))? as u64;
-        }
-        let cuda_threadgroup = match &part.cuda_threadgroup {
-            Some(exprs) => {
-                let mut t = [0u64; 3];
-                for (t, e) in t.iter_mut().zip(exprs) {
-                    *t = self.int_in(e, b, "cuda_threadgroup", 1..=i64::from(u32::MAX))? as u64;
-                }
-                t
+        // (a threadgroup's product is checked against Apple's limit, a CUDA block's against
+        // CUDA's, with the other limits)
+        let block = |exprs: &[FileExpr; 3], what: &str| -> Result<[u64; 3], Violation> {
+            let mut t = [0u64; 3];
+            for (t, e) in t.iter_mut().zip(exprs) {
+                *t = self.int_in(e, b, what, 1..=i64::from(u32::MAX))? as u64;
             }
+            Ok(t)
+        };
+        let threadgroup = block(&part.threadgroup, "threadgroup")?;
+        let cuda_threadgroup = match &part.cuda_threadgroup {
+            Some(exprs) => block(exprs, "cuda_threadgroup")?,
             None => threadgroup,
         };
         let threadgroup_memory_bytes = self.int_in(&part.threadgroup_memory, b, "threadgroup_memory", 0..=i64::MAX)? as u64;
