@@ -39,7 +39,8 @@ ROTATE_BYTES = 256 << 20
 # was at 8c634f7 (before its decode's mask and OR became one instruction) is the baseline its
 # changes are timed against; the affine
 # family's candidates are its CUDA block (`cuda_warps`), how many steps of K it loads ahead
-# (`cuda_steps_ahead`) and whether it forms each product as one FMA (`cuda_fma_decode`).
+# (`cuda_steps_ahead`) and whether it forms each product as one FMA (`cuda_fma_decode`), and its
+# body at 52fb4f9 as a baseline.
 EXPERT_SPEC = """family = "{family}"
 [axes]
 quant = ["q4", "q8"]
@@ -64,8 +65,10 @@ TARGETS = {
     "affine": (
         AFFINE_SPEC,
         # blocks of 4 warps measured no faster than 8 or 16 (eighth session); each block and
-        # depth with and without the FMA form
-        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "cuda_fma_decode = true\n" if f else ""}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)],
+        # depth with and without the FMA form, and the body at 52fb4f9 (its first steps' loads
+        # issued after x is staged, not before) at the depths the spec chose
+        [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "cuda_fma_decode = true\n" if f else ""}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)]
+        + [(f"at_52fb4f9_w{w}_a{a}", "52fb4f9", {}, {"warps": w, "ahead": a, "fma": ""}) for w, a in ((8, 1), (16, 2))],
     ),
 }
 

@@ -60,6 +60,14 @@ __global__ void custom_kernel_head_affine_q4_bf16(
   constexpr int ROWB = 2560;  // bytes per weight row: 5120 values x 4 bits
   constexpr int GROUPS = 80;  // groups of 64 values per row
   const unsigned int sg = threadIdx.y, lane = threadIdx.x;
+  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
+  // The lane's 8 bytes of a row's step: two uint32 words.
+  constexpr int PIECES = 2;
+  const unsigned int* ws = w + (row0 * ROWB + lane * BPL) / 4;
+  constexpr int ROW_PIECES = ROWB / 4, STEP_PIECES = 32 * BPL / 4;
+  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
+  const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
+  const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[5120];
   __shared__ float ss[320];
@@ -72,14 +80,6 @@ __global__ void custom_kernel_head_affine_q4_bf16(
   if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
   __syncthreads();
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
-  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
-  // The lane's 8 bytes of a row's step: two uint32 words.
-  constexpr int PIECES = 2;
-  const unsigned int* ws = w + (row0 * ROWB + lane * BPL) / 4;
-  constexpr int ROW_PIECES = ROWB / 4, STEP_PIECES = 32 * BPL / 4;
-  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
-  const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
-  const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
 #pragma unroll 1
   for (int k = 0; k < 5120; k += 512) {

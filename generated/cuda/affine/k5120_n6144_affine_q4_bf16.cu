@@ -60,18 +60,6 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
   constexpr int ROWB = 2560;  // bytes per weight row: 5120 values x 4 bits
   constexpr int GROUPS = 80;  // groups of 64 values per row
   const unsigned int sg = threadIdx.y, lane = threadIdx.x;
-  // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
-  __shared__ float xs[5120];
-  __shared__ float ss[320];
-  for (int c = (int)(sg * 32 + lane); c < 320; c += 512) {
-    ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
-  }
-  // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
-  // cannot fold into an immediate.
-  __shared__ unsigned int magic_bits[1];
-  if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
-  __syncthreads();
-  const unsigned int magic = *(volatile unsigned int*)magic_bits;
   const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
   // The lane's 8 bytes of a row's step: two uint32 words.
   constexpr int PIECES = 2;
@@ -80,7 +68,6 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
   // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
-  float result[4] = {0};
   // The weights, scales and biases of the next 2 steps of K wait in a ring of registers while
   // the step at hand is computed (the spec's cuda_steps_ahead = 2): a warp's steps
   // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
@@ -95,10 +82,24 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
       ring_b[slot][r] = bi[step * 8 + r * GROUPS];
     }
   };
+  // The first steps' loads go out before x is staged, so their latency and the staging's overlap.
 #pragma unroll
   for (int d = 0; d < AHEAD; d++) {
     if (d < STEPS) load(d, d);
   }
+  // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
+  __shared__ float xs[5120];
+  __shared__ float ss[320];
+  for (int c = (int)(sg * 32 + lane); c < 320; c += 512) {
+    ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
+  }
+  // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
+  // cannot fold into an immediate.
+  __shared__ unsigned int magic_bits[1];
+  if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
+  __syncthreads();
+  const unsigned int magic = *(volatile unsigned int*)magic_bits;
+  float result[4] = {0};
 #pragma unroll 1
   for (int first = 0; first < STEPS; first += AHEAD) {
 #pragma unroll

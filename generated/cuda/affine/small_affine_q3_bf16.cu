@@ -107,6 +107,14 @@ __global__ void custom_kernel_small_affine_q3_bf16(
   constexpr int ROWB = 192;  // bytes per weight row: 512 values x 3 bits
   constexpr int GROUPS = 8;  // groups of 64 values per row
   const unsigned int sg = threadIdx.y, lane = threadIdx.x;
+  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
+  // The lane's 6 bytes of a row's step: three uint16 (every offset is even).
+  constexpr int PIECES = 3;
+  const unsigned short* ws = (const unsigned short*)((const uint8_t*)w + row0 * ROWB + lane * BPL);
+  constexpr int ROW_PIECES = ROWB / 2, STEP_PIECES = 32 * BPL / 2;
+  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
+  const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
+  const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[512];
   __shared__ float ss[32];
@@ -132,14 +140,6 @@ __global__ void custom_kernel_small_affine_q3_bf16(
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
   bool narrow = true;
   for (int i = 0; i < 16; i++) narrow = narrow && wide_warps[i] == 0u;
-  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
-  // The lane's 6 bytes of a row's step: three uint16 (every offset is even).
-  constexpr int PIECES = 3;
-  const unsigned short* ws = (const unsigned short*)((const uint8_t*)w + row0 * ROWB + lane * BPL);
-  constexpr int ROW_PIECES = ROWB / 2, STEP_PIECES = 32 * BPL / 2;
-  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
-  const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
-  const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
   // The steps of K, as one FMA a product (fma = true) or as mlxq_qdot's products: called once
   // with a constant, so the compiler makes a loop of each.

@@ -82,6 +82,14 @@ __global__ void custom_kernel_small_affine_q4_bf16(
   constexpr int ROWB = 256;  // bytes per weight row: 512 values x 4 bits
   constexpr int GROUPS = 8;  // groups of 64 values per row
   const unsigned int sg = threadIdx.y, lane = threadIdx.x;
+  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
+  // The lane's 8 bytes of a row's step: two uint32 words.
+  constexpr int PIECES = 2;
+  const unsigned int* ws = w + (row0 * ROWB + lane * BPL) / 4;
+  constexpr int ROW_PIECES = ROWB / 4, STEP_PIECES = 32 * BPL / 4;
+  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
+  const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
+  const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[512];
   __shared__ float ss[32];
@@ -107,14 +115,6 @@ __global__ void custom_kernel_small_affine_q4_bf16(
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
   bool narrow = true;
   for (int i = 0; i < 16; i++) narrow = narrow && wide_warps[i] == 0u;
-  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
-  // The lane's 8 bytes of a row's step: two uint32 words.
-  constexpr int PIECES = 2;
-  const unsigned int* ws = w + (row0 * ROWB + lane * BPL) / 4;
-  constexpr int ROW_PIECES = ROWB / 4, STEP_PIECES = 32 * BPL / 4;
-  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
-  const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
-  const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
   // The steps of K, as one FMA a product (fma = true) or as mlxq_qdot's products: called once
   // with a constant, so the compiler makes a loop of each.

@@ -107,6 +107,33 @@ __global__ void custom_kernel_small2_affine_q3_f32(
   constexpr int ROWB = 384;  // bytes per weight row: 1024 values x 3 bits
   constexpr int GROUPS = 16;  // groups of 64 values per row
   const unsigned int sg = threadIdx.y, lane = threadIdx.x;
+  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
+  // The lane's 6 bytes of a row's step: three uint16 (every offset is even).
+  constexpr int PIECES = 3;
+  const unsigned short* ws = (const unsigned short*)((const uint8_t*)w + row0 * ROWB + lane * BPL);
+  constexpr int ROW_PIECES = ROWB / 2, STEP_PIECES = 32 * BPL / 2;
+  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
+  const float* sc = scales + row0 * GROUPS + lane / 4;
+  const float* bi = biases + row0 * GROUPS + lane / 4;
+  // The weights, scales and biases of the next 1 step of K wait in a ring of registers while
+  // the step at hand is computed (the spec's cuda_steps_ahead = 1): a warp's steps
+  // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
+  // step s with s % 1 == d; the unrolled loops make every slot index a constant.
+  constexpr int STEPS = 2, AHEAD = 1;
+  unsigned int ring[AHEAD][4][PIECES];
+  float ring_s[AHEAD][4], ring_b[AHEAD][4];
+  auto load = [&](int slot, int step) {
+    for (int r = 0; r < 4; r++) {
+      for (int j = 0; j < PIECES; j++) ring[slot][r][j] = ws[step * STEP_PIECES + r * ROW_PIECES + j];
+      ring_s[slot][r] = sc[step * 8 + r * GROUPS];
+      ring_b[slot][r] = bi[step * 8 + r * GROUPS];
+    }
+  };
+  // The first steps' loads go out before x is staged, so their latency and the staging's overlap.
+#pragma unroll
+  for (int d = 0; d < AHEAD; d++) {
+    if (d < STEPS) load(d, d);
+  }
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[1024];
   __shared__ float ss[64];
@@ -132,36 +159,10 @@ __global__ void custom_kernel_small2_affine_q3_f32(
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
   bool narrow = true;
   for (int i = 0; i < 16; i++) narrow = narrow && wide_warps[i] == 0u;
-  const int row0 = (int)((blockIdx.y * 16 + sg) * 4);
-  // The lane's 6 bytes of a row's step: three uint16 (every offset is even).
-  constexpr int PIECES = 3;
-  const unsigned short* ws = (const unsigned short*)((const uint8_t*)w + row0 * ROWB + lane * BPL);
-  constexpr int ROW_PIECES = ROWB / 2, STEP_PIECES = 32 * BPL / 2;
-  // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
-  const float* sc = scales + row0 * GROUPS + lane / 4;
-  const float* bi = biases + row0 * GROUPS + lane / 4;
   float result[4] = {0};
   // The steps of K, as one FMA a product (fma = true) or as mlxq_qdot's products: called once
   // with a constant, so the compiler makes a loop of each.
   auto steps = [&](const bool fma) {
-  // The weights, scales and biases of the next 1 step of K wait in a ring of registers while
-  // the step at hand is computed (the spec's cuda_steps_ahead = 1): a warp's steps
-  // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
-  // step s with s % 1 == d; the unrolled loops make every slot index a constant.
-  constexpr int STEPS = 2, AHEAD = 1;
-  unsigned int ring[AHEAD][4][PIECES];
-  float ring_s[AHEAD][4], ring_b[AHEAD][4];
-  auto load = [&](int slot, int step) {
-    for (int r = 0; r < 4; r++) {
-      for (int j = 0; j < PIECES; j++) ring[slot][r][j] = ws[step * STEP_PIECES + r * ROW_PIECES + j];
-      ring_s[slot][r] = sc[step * 8 + r * GROUPS];
-      ring_b[slot][r] = bi[step * 8 + r * GROUPS];
-    }
-  };
-#pragma unroll
-  for (int d = 0; d < AHEAD; d++) {
-    if (d < STEPS) load(d, d);
-  }
 #pragma unroll 1
   for (int first = 0; first < STEPS; first += AHEAD) {
 #pragma unroll
