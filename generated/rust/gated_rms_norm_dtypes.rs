@@ -69,7 +69,7 @@ pub static HEAD128X_GATED_RMS_NORM_F16: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f16"),
         source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.cu")),
         header: TextRange { start: 80, end: 313 },
-        body: TextRange { start: 525, end: 2147 },
+        body: TextRange { start: 525, end: 2712 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f16.cu"),
         threadgroup: [32, 1, 1],
         shared_memory_bytes: 0,
@@ -136,7 +136,7 @@ pub static HEAD128X_GATED_RMS_NORM_F32: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_head128x_gated_rms_norm_f32"),
         source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.cu")),
         header: TextRange { start: 80, end: 313 },
-        body: TextRange { start: 521, end: 2140 },
+        body: TextRange { start: 521, end: 2696 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/head128x_gated_rms_norm_f32.cu"),
         threadgroup: [32, 1, 1],
         shared_memory_bytes: 0,
@@ -203,7 +203,7 @@ pub static ODD1000_GATED_RMS_NORM_F16: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f16"),
         source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.cu")),
         header: TextRange { start: 80, end: 312 },
-        body: TextRange { start: 523, end: 2655 },
+        body: TextRange { start: 523, end: 3224 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f16.cu"),
         threadgroup: [256, 1, 1],
         shared_memory_bytes: 0,
@@ -270,9 +270,277 @@ pub static ODD1000_GATED_RMS_NORM_F32: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_odd1000_gated_rms_norm_f32"),
         source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.cu")),
         header: TextRange { start: 80, end: 312 },
-        body: TextRange { start: 519, end: 2648 },
+        body: TextRange { start: 519, end: 3208 },
         path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd1000_gated_rms_norm_f32.cu"),
         threadgroup: [256, 1, 1],
+        shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
+    }),
+};
+
+/// `odd203_gated_rms_norm_f16`: dtype f16, geometry odd203.
+pub static ODD203_GATED_RMS_NORM_F16: KernelDef = KernelDef {
+    name: Cow::Borrowed("odd203_gated_rms_norm_f16"),
+    family: Cow::Borrowed("gated_rms_norm"),
+    spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_odd203_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/odd203_gated_rms_norm_f16.metal")),
+    header: TextRange { start: 472, end: 472 },
+    body: TextRange { start: 1031, end: 2892 },
+    metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/odd203_gated_rms_norm_f16.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("gate"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weight"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("R")]),
+    grid: [Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
+    threadgroup: [64, 1, 1],
+    threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(812), Op::Size(0), Op::Mul, Op::Const(406), Op::Add]), bytes_written: Dim::expr(&[Op::Const(406), Op::Size(0), Op::Mul]), flops: None },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_odd203_gated_rms_norm_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/odd203_gated_rms_norm_f16.cu")),
+        header: TextRange { start: 80, end: 311 },
+        body: TextRange { start: 521, end: 3204 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd203_gated_rms_norm_f16.cu"),
+        threadgroup: [64, 1, 1],
+        shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
+    }),
+};
+
+/// `odd203_gated_rms_norm_f32`: dtype f32, geometry odd203.
+pub static ODD203_GATED_RMS_NORM_F32: KernelDef = KernelDef {
+    name: Cow::Borrowed("odd203_gated_rms_norm_f32"),
+    family: Cow::Borrowed("gated_rms_norm"),
+    spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_odd203_gated_rms_norm_f32_float_float_float_float"),
+    metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/odd203_gated_rms_norm_f32.metal")),
+    header: TextRange { start: 472, end: 472 },
+    body: TextRange { start: 999, end: 2844 },
+    metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/odd203_gated_rms_norm_f32.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("gate"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weight"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(203)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("R")]),
+    grid: [Dim::expr(&[Op::Const(64), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
+    threadgroup: [64, 1, 1],
+    threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1624), Op::Size(0), Op::Mul, Op::Const(812), Op::Add]), bytes_written: Dim::expr(&[Op::Const(812), Op::Size(0), Op::Mul]), flops: None },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_odd203_gated_rms_norm_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/odd203_gated_rms_norm_f32.cu")),
+        header: TextRange { start: 80, end: 311 },
+        body: TextRange { start: 517, end: 3188 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/odd203_gated_rms_norm_f32.cu"),
+        threadgroup: [64, 1, 1],
+        shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
+    }),
+};
+
+/// `wide4102_gated_rms_norm_f16`: dtype f16, geometry wide4102.
+pub static WIDE4102_GATED_RMS_NORM_F16: KernelDef = KernelDef {
+    name: Cow::Borrowed("wide4102_gated_rms_norm_f16"),
+    family: Cow::Borrowed("gated_rms_norm"),
+    spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_wide4102_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f16.metal")),
+    header: TextRange { start: 474, end: 474 },
+    body: TextRange { start: 1035, end: 2914 },
+    metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f16.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("gate"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weight"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("R")]),
+    grid: [Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
+    threadgroup: [1024, 1, 1],
+    threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(16408), Op::Size(0), Op::Mul, Op::Const(8204), Op::Add]), bytes_written: Dim::expr(&[Op::Const(8204), Op::Size(0), Op::Mul]), flops: None },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_wide4102_gated_rms_norm_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f16.cu")),
+        header: TextRange { start: 80, end: 313 },
+        body: TextRange { start: 525, end: 3213 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f16.cu"),
+        threadgroup: [1024, 1, 1],
+        shared_memory_bytes: 0,
+        static_shared_memory_bytes: 132,
+    }),
+};
+
+/// `wide4102_gated_rms_norm_f32`: dtype f32, geometry wide4102.
+pub static WIDE4102_GATED_RMS_NORM_F32: KernelDef = KernelDef {
+    name: Cow::Borrowed("wide4102_gated_rms_norm_f32"),
+    family: Cow::Borrowed("gated_rms_norm"),
+    spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_wide4102_gated_rms_norm_f32_float_float_float_float"),
+    metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f32.metal")),
+    header: TextRange { start: 474, end: 474 },
+    body: TextRange { start: 1003, end: 2866 },
+    metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f32.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("gate"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weight"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(4102)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("R")]),
+    grid: [Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
+    threadgroup: [1024, 1, 1],
+    threadgroup_memory_bytes: 132,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(32816), Op::Size(0), Op::Mul, Op::Const(16408), Op::Add]), bytes_written: Dim::expr(&[Op::Const(16408), Op::Size(0), Op::Mul]), flops: None },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_wide4102_gated_rms_norm_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f32.cu")),
+        header: TextRange { start: 80, end: 313 },
+        body: TextRange { start: 521, end: 3196 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/wide4102_gated_rms_norm_f32.cu"),
+        threadgroup: [1024, 1, 1],
         shared_memory_bytes: 0,
         static_shared_memory_bytes: 132,
     }),
@@ -284,6 +552,10 @@ pub static KERNELS: &[&KernelDef] = &[
     &HEAD128X_GATED_RMS_NORM_F32,
     &ODD1000_GATED_RMS_NORM_F16,
     &ODD1000_GATED_RMS_NORM_F32,
+    &ODD203_GATED_RMS_NORM_F16,
+    &ODD203_GATED_RMS_NORM_F32,
+    &WIDE4102_GATED_RMS_NORM_F16,
+    &WIDE4102_GATED_RMS_NORM_F32,
 ];
 
 // Typed launchers: arguments named as in the contract, every precondition
@@ -398,6 +670,114 @@ impl Odd1000GatedRmsNormF32 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &ODD1000_GATED_RMS_NORM_F32, &[x, gate, weight], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+}
+
+/// gated_rms_norm kernels for geometry odd203, dtype f16.
+pub struct Odd203GatedRmsNormF16;
+
+impl Odd203GatedRmsNormF16 {
+    /// `odd203_gated_rms_norm_f16`: every row normalised and gated.
+    ///
+    /// - `x` `f16 [R, 203]`: rows to normalise
+    /// - `gate` `f16 [R, 203]`: gate, applied in float32 through SiLU
+    /// - `weight` `f16 [203]`: RMS weight
+    /// - returns `out` `f16 [R, 203]`: normalised, gated rows
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`ODD203_GATED_RMS_NORM_F16`] before anything runs, and
+    /// reports every violation at once.
+    pub fn launch<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        gate: &B::Array,
+        weight: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &ODD203_GATED_RMS_NORM_F16, &[x, gate, weight], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+}
+
+/// gated_rms_norm kernels for geometry odd203, dtype f32.
+pub struct Odd203GatedRmsNormF32;
+
+impl Odd203GatedRmsNormF32 {
+    /// `odd203_gated_rms_norm_f32`: every row normalised and gated.
+    ///
+    /// - `x` `f32 [R, 203]`: rows to normalise
+    /// - `gate` `f32 [R, 203]`: gate, applied in float32 through SiLU
+    /// - `weight` `f32 [203]`: RMS weight
+    /// - returns `out` `f32 [R, 203]`: normalised, gated rows
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`ODD203_GATED_RMS_NORM_F32`] before anything runs, and
+    /// reports every violation at once.
+    pub fn launch<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        gate: &B::Array,
+        weight: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &ODD203_GATED_RMS_NORM_F32, &[x, gate, weight], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+}
+
+/// gated_rms_norm kernels for geometry wide4102, dtype f16.
+pub struct Wide4102GatedRmsNormF16;
+
+impl Wide4102GatedRmsNormF16 {
+    /// `wide4102_gated_rms_norm_f16`: every row normalised and gated.
+    ///
+    /// - `x` `f16 [R, 4102]`: rows to normalise
+    /// - `gate` `f16 [R, 4102]`: gate, applied in float32 through SiLU
+    /// - `weight` `f16 [4102]`: RMS weight
+    /// - returns `out` `f16 [R, 4102]`: normalised, gated rows
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`WIDE4102_GATED_RMS_NORM_F16`] before anything runs, and
+    /// reports every violation at once.
+    pub fn launch<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        gate: &B::Array,
+        weight: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &WIDE4102_GATED_RMS_NORM_F16, &[x, gate, weight], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+}
+
+/// gated_rms_norm kernels for geometry wide4102, dtype f32.
+pub struct Wide4102GatedRmsNormF32;
+
+impl Wide4102GatedRmsNormF32 {
+    /// `wide4102_gated_rms_norm_f32`: every row normalised and gated.
+    ///
+    /// - `x` `f32 [R, 4102]`: rows to normalise
+    /// - `gate` `f32 [R, 4102]`: gate, applied in float32 through SiLU
+    /// - `weight` `f32 [4102]`: RMS weight
+    /// - returns `out` `f32 [R, 4102]`: normalised, gated rows
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`WIDE4102_GATED_RMS_NORM_F32`] before anything runs, and
+    /// reports every violation at once.
+    pub fn launch<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        gate: &B::Array,
+        weight: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &WIDE4102_GATED_RMS_NORM_F32, &[x, gate, weight], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }

@@ -24,10 +24,13 @@ __global__ void custom_kernel_odd200_gated_rms_norm_bf16(
   __shared__ float inverse[1];
   // One pass covers the row: this thread's values of x, kept for the second loop.
   float xs[4];
+  const __nv_bfloat16 zero = static_cast<__nv_bfloat16>(0.0f);
+  const __nv_bfloat16* x_row = x + row * 200u;
   for (unsigned int r = 0; r < 200u; r += 256u) {
+    // Values past the row load as 0 (load_vector's fallback), as the Metal body's do.
+    const AlignedVector<__nv_bfloat16, 4> x4 = load_vector<4>(x_row, r / 4u + tid, 200u, zero);
     for (unsigned int i = 0; i < 4u; ++i) {
-      const unsigned int col = r + tid * 4u + i;
-      const float value = col < 200u ? static_cast<float>(x[row * 200u + col]) : 0.0f;
+      const float value = static_cast<float>(x4[i]);
       xs[i] = value;
       acc += value * value;
     }
@@ -53,16 +56,23 @@ __global__ void custom_kernel_odd200_gated_rms_norm_bf16(
     __syncthreads();
   }
   const float inv = inverse[0];
+  const __nv_bfloat16* gate_row = gate + row * 200u;
+  __nv_bfloat16* out_row = out + row * 200u;
   for (unsigned int r = 0; r < 200u; r += 256u) {
+    if (r + tid * 4u >= 200u) continue;
+    const unsigned int quad = r / 4u + tid;
+    const AlignedVector<__nv_bfloat16, 4> weight4 = load_vector<4>(weight, quad, 200u, zero);
+    const AlignedVector<__nv_bfloat16, 4> gate4 = load_vector<4>(gate_row, quad, 200u, zero);
+    AlignedVector<__nv_bfloat16, 4> out4;
     for (unsigned int i = 0; i < 4u; ++i) {
-      const unsigned int col = r + tid * 4u + i, index = row * 200u + col;
-      if (col >= 200u) continue;
-      const float normalized = rounded(static_cast<float>(weight[col]) * rounded(xs[i] * inv));
-      const float g = static_cast<float>(gate[index]);
+      const float normalized = rounded(static_cast<float>(weight4[i]) * rounded(xs[i] * inv));
+      const float g = static_cast<float>(gate4[i]);
       const float y = 1.0f / (1.0f + expf(fabsf(g)));
       const float sigmoid = g < 0.0f ? y : 1.0f - y;
-      out[index] = static_cast<__nv_bfloat16>((g * sigmoid) * normalized);
+      out4[i] = static_cast<__nv_bfloat16>((g * sigmoid) * normalized);
     }
+    // Only the values within the row are written (store_vector's size).
+    store_vector<4>(out_row, quad, out4, 200u);
   }
 }
 

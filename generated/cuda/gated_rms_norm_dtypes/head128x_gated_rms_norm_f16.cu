@@ -22,10 +22,13 @@ __global__ void custom_kernel_head128x_gated_rms_norm_f16(
   float acc = 0.0f;
   // One pass covers the row: this thread's values of x, kept for the second loop.
   float xs[4];
+  const __half zero = static_cast<__half>(0.0f);
+  const __half* x_row = x + row * 128u;
   for (unsigned int r = 0; r < 128u; r += 128u) {
+    // Values past the row load as 0 (load_vector's fallback), as the Metal body's do.
+    const AlignedVector<__half, 4> x4 = load_vector<4>(x_row, r / 4u + tid, 128u, zero);
     for (unsigned int i = 0; i < 4u; ++i) {
-      const unsigned int col = r + tid * 4u + i;
-      const float value = col < 128u ? static_cast<float>(x[row * 128u + col]) : 0.0f;
+      const float value = static_cast<float>(x4[i]);
       xs[i] = value;
       acc += value * value;
     }
@@ -35,16 +38,23 @@ __global__ void custom_kernel_head128x_gated_rms_norm_f16(
   }
   // 32 threads are one warp: the butterfly already holds the row's sum of squares.
   const float inv = 1.0f / sqrtf(acc / 128.0f + __uint_as_float(0x358637bdu));
+  const __half* gate_row = gate + row * 128u;
+  __half* out_row = out + row * 128u;
   for (unsigned int r = 0; r < 128u; r += 128u) {
+    if (r + tid * 4u >= 128u) continue;
+    const unsigned int quad = r / 4u + tid;
+    const AlignedVector<__half, 4> weight4 = load_vector<4>(weight, quad, 128u, zero);
+    const AlignedVector<__half, 4> gate4 = load_vector<4>(gate_row, quad, 128u, zero);
+    AlignedVector<__half, 4> out4;
     for (unsigned int i = 0; i < 4u; ++i) {
-      const unsigned int col = r + tid * 4u + i, index = row * 128u + col;
-      if (col >= 128u) continue;
-      const float normalized = rounded(static_cast<float>(weight[col]) * rounded(xs[i] * inv));
-      const float g = static_cast<float>(gate[index]);
+      const float normalized = rounded(static_cast<float>(weight4[i]) * rounded(xs[i] * inv));
+      const float g = static_cast<float>(gate4[i]);
       const float y = 1.0f / (1.0f + expf(fabsf(g)));
       const float sigmoid = g < 0.0f ? y : 1.0f - y;
-      out[index] = static_cast<__half>((g * sigmoid) * normalized);
+      out4[i] = static_cast<__half>((g * sigmoid) * normalized);
     }
+    // Only the values within the row are written (store_vector's size).
+    store_vector<4>(out_row, quad, out4, 128u);
   }
 }
 
