@@ -11,7 +11,8 @@ Two steps, as the GPU lane has them (build here, run there):
       here by MLX's nvrtc, crates/cuda/nvrtc/check.py, as `make check-cuda`), launches it on random inputs rotated over
       copies (at least 256 MB, so the weights do not stay in the 60 MB L2), and prints, per
       kernel, each candidate's median kernel time and its bandwidth as a fraction of the
-      device-to-device copy measured in the same run.
+      device-to-device copy measured in the same run, and of a copy of the same bytes timed
+      the same way (what a launch of that size reaches at best).
 
 What this times is the kernel alone, not a launch through MLX (`make bench-gpu` times those).
 A candidate is a choice the generated source makes, not a different computation: every
@@ -191,6 +192,29 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
     memory = "managed memory, inputs first touched by the CPU" if host_touch else "managed memory" if managed else "device memory"
     print(f"device-to-device copy: {copy_bw / 1e12:.3f} TB/s ({memory})", flush=True)
 
+    # a device-to-device copy of the bytes a kernel moves (read n, write n), timed as the kernels
+    # are: what a launch of that size can reach at best, its own overhead and latency included
+    # (a copy of 20 MB does not reach the 1 GB copy's rate). Its slices rotate over 256 MB.
+    copy_us = {}
+
+    def same_size_copy(moved):
+        n = max(1, moved // 2)
+        if n not in copy_us:
+            count = max(2, -(-ROTATE_BYTES // n))
+            src = cp.empty(count * n, dtype=cp.uint8)
+            dst = cp.empty(count * n, dtype=cp.uint8)
+            times = []
+            for it in range(45):
+                lo = (it % count) * n
+                s, e = cp.cuda.Event(), cp.cuda.Event()
+                s.record(); dst[lo:lo + n] = src[lo:lo + n]; e.record(); e.synchronize()
+                if it >= 5:
+                    times.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
+            times.sort()
+            copy_us[n] = times[len(times) // 2]
+            del src, dst
+        return copy_us[n]
+
     kept = {}
 
     def fill(buf, sizes, copies, out):
@@ -284,16 +308,19 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
             times.sort()
             us = times[len(times) // 2]
             frac = (read + written) / (us * 1e-6) / copy_bw
-            rows.append((kname, sizes, c["candidate"], us, (read + written) / 1e6, frac, c["registers"]))
-            print(f"{kname} {sizes} {c['candidate']}: {us:.1f} us, {frac:.0%} of copy, {c['registers']} registers", flush=True)
+            same = same_size_copy(read + written) / us
+            rows.append((kname, sizes, c["candidate"], us, (read + written) / 1e6, frac, same, c["registers"]))
+            print(f"{kname} {sizes} {c['candidate']}: {us:.1f} us, {frac:.0%} of copy, {same:.0%} of a copy of its size, {c['registers']} registers", flush=True)
             del ins, outs
         pool.free_all_blocks()
     print()
-    print("| kernel | sizes | candidate | registers | MB | kernel us | of copy |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for kname, sizes, cand, us, mb, frac, regs in sorted(rows, key=lambda r: (r[0], str(r[1]), r[3])):
+    print("| kernel | sizes | candidate | registers | MB | kernel us | of copy | of a copy of its size |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for kname, sizes, cand, us, mb, frac, same, regs in sorted(rows, key=lambda r: (r[0], str(r[1]), r[3])):
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        print(f"| {kname} | {sz} | {cand} | {regs} | {mb:.1f} | {us:.1f} | {frac:.0%} |")
+        print(f"| {kname} | {sz} | {cand} | {regs} | {mb:.1f} | {us:.1f} | {frac:.0%} | {same:.0%} |")
+    print()
+    print("A copy of each size, us (read n bytes, write n, slices rotating over 256 MB):", ", ".join(f"{2 * n / 1e6:.1f} MB {t:.1f}" for n, t in sorted(copy_us.items())))
 
 
 def main(argv=None):
