@@ -230,7 +230,7 @@ pub static K5120_N6144_AFFINE_Q3_BF16: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n6144_affine_q3_bf16.cu")),
         header: TextRange { start: 80, end: 3364 },
-        body: TextRange { start: 3626, end: 7383 },
+        body: TextRange { start: 3626, end: 7382 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q3_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
@@ -305,12 +305,12 @@ pub static K5120_N6144_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k5120_n6144_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k5120_n6144_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2518 },
-        body: TextRange { start: 2780, end: 6481 },
+        header: TextRange { start: 80, end: 4005 },
+        body: TextRange { start: 4267, end: 9081 },
         path: Cow::Borrowed("generated/cuda/affine/k5120_n6144_affine_q4_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21764,
+        static_shared_memory_bytes: 21828,
     }),
 };
 
@@ -382,7 +382,7 @@ pub static K6144_N5120_AFFINE_Q3_BF16: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k6144_n5120_affine_q3_bf16.cu")),
         header: TextRange { start: 80, end: 3364 },
-        body: TextRange { start: 3626, end: 7383 },
+        body: TextRange { start: 3626, end: 7382 },
         path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q3_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
@@ -457,12 +457,12 @@ pub static K6144_N5120_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_k6144_n5120_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/k6144_n5120_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2518 },
-        body: TextRange { start: 2780, end: 6481 },
+        header: TextRange { start: 80, end: 4005 },
+        body: TextRange { start: 4267, end: 9081 },
         path: Cow::Borrowed("generated/cuda/affine/k6144_n5120_affine_q4_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 26116,
+        static_shared_memory_bytes: 26180,
     }),
 };
 
@@ -609,12 +609,12 @@ pub static HEAD_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_head_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/head_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 2511 },
-        body: TextRange { start: 2766, end: 5246 },
+        header: TextRange { start: 80, end: 3998 },
+        body: TextRange { start: 4253, end: 7826 },
         path: Cow::Borrowed("generated/cuda/affine/head_affine_q4_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 21764,
+        static_shared_memory_bytes: 21828,
     }),
 };
 
@@ -837,12 +837,12 @@ pub static SMALL_AFFINE_Q3_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small_affine_q3_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q3_bf16.cu")),
-        header: TextRange { start: 80, end: 5331 },
-        body: TextRange { start: 5587, end: 9206 },
+        header: TextRange { start: 80, end: 3358 },
+        body: TextRange { start: 3614, end: 6140 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q3_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 2244,
+        static_shared_memory_bytes: 2180,
     }),
 };
 
@@ -913,8 +913,8 @@ pub static SMALL_AFFINE_Q4_BF16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small_affine_q4_bf16"),
         source: Cow::Borrowed(include_str!("../cuda/affine/small_affine_q4_bf16.cu")),
-        header: TextRange { start: 80, end: 3878 },
-        body: TextRange { start: 4134, end: 7697 },
+        header: TextRange { start: 80, end: 3999 },
+        body: TextRange { start: 4255, end: 7818 },
         path: Cow::Borrowed("generated/cuda/affine/small_affine_q4_bf16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,

@@ -77,12 +77,12 @@ pub static SMALL2_AFFINE_Q3_F16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f16.cu")),
-        header: TextRange { start: 80, end: 5317 },
-        body: TextRange { start: 5545, end: 10369 },
+        header: TextRange { start: 80, end: 3344 },
+        body: TextRange { start: 3572, end: 7282 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4420,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -153,12 +153,12 @@ pub static SMALL2_AFFINE_Q3_F32: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q3_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q3_f32.cu")),
-        header: TextRange { start: 80, end: 5314 },
-        body: TextRange { start: 5538, end: 10357 },
+        header: TextRange { start: 80, end: 3341 },
+        body: TextRange { start: 3565, end: 7270 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q3_f32.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 4420,
+        static_shared_memory_bytes: 4356,
     }),
 };
 
@@ -229,8 +229,8 @@ pub static SMALL2_AFFINE_Q4_F16: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f16"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f16.cu")),
-        header: TextRange { start: 80, end: 3864 },
-        body: TextRange { start: 4092, end: 8860 },
+        header: TextRange { start: 80, end: 3985 },
+        body: TextRange { start: 4213, end: 8981 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f16.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,
@@ -305,8 +305,8 @@ pub static SMALL2_AFFINE_Q4_F32: KernelDef = KernelDef {
     cuda: Some(CudaSource {
         mlx_name: Cow::Borrowed("custom_kernel_small2_affine_q4_f32"),
         source: Cow::Borrowed(include_str!("../cuda/affine_dtypes/small2_affine_q4_f32.cu")),
-        header: TextRange { start: 80, end: 3861 },
-        body: TextRange { start: 4085, end: 8848 },
+        header: TextRange { start: 80, end: 3982 },
+        body: TextRange { start: 4206, end: 8969 },
         path: Cow::Borrowed("generated/cuda/affine_dtypes/small2_affine_q4_f32.cu"),
         threadgroup: [32, 16, 1],
         shared_memory_bytes: 0,

@@ -1,5 +1,5 @@
-//! The affine family's CUDA body with `cuda_fma_decode`: each product q * x as
-//! fma(2^23 + q, x, -2^23 * x), which overflows where 2^23 * 256 * x_thread does, so a block
+//! The affine family's 4-bit CUDA body with `cuda_fma_decode`: each product q * x as
+//! fma(2^23 + q, x, -2^23 * x), which overflows where 2^23 * x_thread does, so a block
 //! takes that form only where every x_thread is finite and below 2^96 in magnitude. Run in the
 //! emulator (CUDA mode) on plain x and on x holding 2^95, 2^110, an infinity and a NaN, each in
 //! a chunk another warp stages than most rows' warps: every output bit for bit the replay model
@@ -20,7 +20,7 @@ const K: usize = 1024;
 const N: usize = 64;
 
 /// The kernel of `bits` in dtype `T`, in CUDA blocks of 2 warps (8 rows), loading `ahead` steps
-/// of K ahead, with the FMA form.
+/// of K ahead, with the spec's `cuda_fma_decode` (which only 4-bit kernels take).
 fn kernel<T: Element>(bits: u32, ahead: u32) -> KernelDef {
     let dtype = T::DTYPE.short_name();
     let text = format!(
@@ -86,7 +86,13 @@ fn check<T: Element>(cuda: &EmuBackend, aheads: &[u32]) {
         x
     };
     let (narrow, wide) = (with(2f32.powi(95)), with(2f32.powi(110)));
-    for bits in [3, 4] {
+    // the FMA form is the 4-bit body's only: a 3-bit kernel of the same geometry has none
+    for &ahead in aheads {
+        let q3 = kernel::<T>(3, ahead);
+        assert!(!q3.cuda.as_ref().unwrap().source.contains("mlxq_qdot_fma"), "a 3-bit body with the FMA form");
+    }
+    {
+        let bits = 4;
         for &ahead in aheads {
             let def = kernel::<T>(bits, ahead);
             let what = format!("{} q{bits}, {ahead} steps ahead", T::DTYPE.short_name());

@@ -83,11 +83,11 @@ __global__ void custom_kernel_k5120_n6144_affine_q3_bf16(
   // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
-  // The weights, scales and biases of the next 2 steps of K wait in a ring of registers while
-  // the step at hand is computed (the spec's cuda_steps_ahead = 2): a warp's steps
+  // The weights, scales and biases of the next 1 step of K wait in a ring of registers while
+  // the step at hand is computed (the spec's cuda_steps_ahead = 1): a warp's steps
   // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
-  // step s with s % 2 == d; the unrolled loops make every slot index a constant.
-  constexpr int STEPS = 10, AHEAD = 2;
+  // step s with s % 1 == d; the unrolled loops make every slot index a constant.
+  constexpr int STEPS = 10, AHEAD = 1;
   unsigned int ring[AHEAD][4][PIECES];
   __nv_bfloat16 ring_s[AHEAD][4], ring_b[AHEAD][4];
   auto load = [&](int slot, int step) {

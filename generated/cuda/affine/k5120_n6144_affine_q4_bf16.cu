@@ -43,6 +43,30 @@ __device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thr
   }
   return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
 }
+
+// 2^23 + q for a masked field q < 2^23: q in the mantissa of 2^23 (mlxq_qdot_fma's weight).
+#define MLXQ_V(q) __uint_as_float((unsigned int)(q) | magic)
+
+// mlxq_qdot with each product float(q) * x as fma(2^23 + q, x, -2^23 * x) (nx holds the lane's
+// -2^23 * x_thread): the FMA's exact value is q * x, rounded once, so it is the same float as
+// the product, without the subtraction of 2^23 first. Only the sign of a zero product may
+// differ (+0 for -0), which no sum here can show: accum starts at +0, and +0 + -0 is +0. The
+// body calls it only where every |x_thread| < 2^96, so -2^23 * x_thread is exact and far
+// within f32's range.
+__device__ inline float mlxq_qdot_fma(const unsigned int* packed, const float* x_thread, const float* nx, float scale, float bias, float sum, unsigned int magic) {
+  float accum = 0;
+  // (the 4-bit body only: the spec's cuda_fma_decode leaves 3-bit kernels their plain products)
+  for (int i = 0; i < 4; i++) {
+    const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    accum = __fadd_rn(accum,
+        __fadd_rn(__fadd_rn(__fadd_rn(
+            __fmaf_rn(MLXQ_V(ws & 0x000f), x_thread[4 * i], nx[4 * i]),
+            __fmaf_rn(MLXQ_V(ws & 0x00f0), x_thread[4 * i + 1], nx[4 * i + 1])),
+            __fmaf_rn(MLXQ_V(ws & 0x0f00), x_thread[4 * i + 2], nx[4 * i + 2])),
+            __fmaf_rn(MLXQ_V(ws & 0xf000), x_thread[4 * i + 3], nx[4 * i + 3])));
+  }
+  return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
+}
 namespace mlx::core::cu {
 
 namespace cg = cooperative_groups;
@@ -68,11 +92,11 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
   // Lane l reads group l / 4 of each step: 4 lanes x 16 values = one group of 64.
   const __nv_bfloat16* sc = scales + row0 * GROUPS + lane / 4;
   const __nv_bfloat16* bi = biases + row0 * GROUPS + lane / 4;
-  // The weights, scales and biases of the next 2 steps of K wait in a ring of registers while
-  // the step at hand is computed (the spec's cuda_steps_ahead = 2): a warp's steps
+  // The weights, scales and biases of the next 1 step of K wait in a ring of registers while
+  // the step at hand is computed (the spec's cuda_steps_ahead = 1): a warp's steps
   // run in K order, so more loads in flight is what hides memory's latency. Slot d holds
-  // step s with s % 2 == d; the unrolled loops make every slot index a constant.
-  constexpr int STEPS = 10, AHEAD = 2;
+  // step s with s % 1 == d; the unrolled loops make every slot index a constant.
+  constexpr int STEPS = 10, AHEAD = 1;
   unsigned int ring[AHEAD][4][PIECES];
   __nv_bfloat16 ring_s[AHEAD][4], ring_b[AHEAD][4];
   auto load = [&](int slot, int step) {
@@ -90,16 +114,32 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[5120];
   __shared__ float ss[320];
+  // Whether a value of x_thread staged here is too wide for mlxq_qdot_fma: not finite, or
+  // 2^96 or more in magnitude.
+  bool wide = false;
   for (int c = (int)(sg * 32 + lane); c < 320; c += 512) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
+    for (int i = 0; i < 16; i++) {
+      wide = wide || !(fabsf(xs[c * 16 + i]) < 79228162514264337593543950336.0f);
+    }
   }
   // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
   // cannot fold into an immediate.
   __shared__ unsigned int magic_bits[1];
   if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
+  // One vote a warp on x's width; every thread reads all 16 after the barrier, so the
+  // whole block takes one path.
+  __shared__ unsigned int wide_warps[16];
+  const int warp_wide = __any_sync(0xffffffffu, wide);
+  if (lane == 0) wide_warps[sg] = (unsigned int)warp_wide;
   __syncthreads();
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
+  bool narrow = true;
+  for (int i = 0; i < 16; i++) narrow = narrow && wide_warps[i] == 0u;
   float result[4] = {0};
+  // The steps of K, as one FMA a product (fma = true) or as mlxq_qdot's products: called once
+  // with a constant, so the compiler makes a loop of each.
+  auto steps = [&](const bool fma) {
 #pragma unroll 1
   for (int first = 0; first < STEPS; first += AHEAD) {
 #pragma unroll
@@ -116,11 +156,20 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
           b[r] = static_cast<float>(ring_b[d][r]);
         }
         if (step + AHEAD < STEPS) load(d, step + AHEAD);
+        float nx[16];
+        for (int i = 0; i < 16; i++) nx[i] = fma ? __fmul_rn(x_thread[i], -8388608.0f) : 0.0f;
         for (int r = 0; r < 4; r++) {
-          result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
+          result[r] += fma ? mlxq_qdot_fma(packed[r], x_thread, nx, s[r], b[r], sum, magic)
+                           : mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
         }
       }
     }
+  }
+  };
+  if (narrow) {
+    steps(true);
+  } else {
+    steps(false);
   }
   for (int r = 0; r < 4; r++) {
     // simd_sum: the butterfly leaves the same sum in every lane.

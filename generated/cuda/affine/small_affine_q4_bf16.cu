@@ -51,9 +51,11 @@ __device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thr
 // -2^23 * x_thread): the FMA's exact value is q * x, rounded once, so it is the same float as
 // the product, without the subtraction of 2^23 first. Only the sign of a zero product may
 // differ (+0 for -0), which no sum here can show: accum starts at +0, and +0 + -0 is +0. The
-// body calls it only where every |x_thread| < 2^96, so -2^23 * 256 * x_thread is exact.
+// body calls it only where every |x_thread| < 2^96, so -2^23 * x_thread is exact and far
+// within f32's range.
 __device__ inline float mlxq_qdot_fma(const unsigned int* packed, const float* x_thread, const float* nx, float scale, float bias, float sum, unsigned int magic) {
   float accum = 0;
+  // (the 4-bit body only: the spec's cuda_fma_decode leaves 3-bit kernels their plain products)
   for (int i = 0; i < 4; i++) {
     const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
     accum = __fadd_rn(accum,

@@ -58,38 +58,6 @@ __device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thr
   }
   return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
 }
-
-// 2^23 + q for a masked field q < 2^23: q in the mantissa of 2^23 (mlxq_qdot_fma's weight).
-#define MLXQ_V(q) __uint_as_float((unsigned int)(q) | magic)
-
-// mlxq_qdot with each product float(q) * x as fma(2^23 + q, x, -2^23 * x) (nx holds the lane's
-// -2^23 * x_thread): the FMA's exact value is q * x, rounded once, so it is the same float as
-// the product, without the subtraction of 2^23 first. Only the sign of a zero product may
-// differ (+0 for -0), which no sum here can show: accum starts at +0, and +0 + -0 is +0. The
-// body calls it only where every |x_thread| < 2^96, so -2^23 * 256 * x_thread is exact.
-__device__ inline float mlxq_qdot_fma(const unsigned int* packed, const float* x_thread, const float* nx, float scale, float bias, float sum, unsigned int magic) {
-  float accum = 0;
-  unsigned int w[6];
-  for (int j = 0; j < 6; j++) {
-    w[j] = (packed[j / 2] >> (8 * (j % 2))) & 0xffu;
-  }
-  for (int i = 0; i < 2; i++) {
-    x_thread += 8 * i;
-    nx += 8 * i;
-    const unsigned int* wi = w + 3 * i;
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[0] & 0x07), x_thread[0], nx[0]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[0] & 0x38), x_thread[1], nx[1]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[0] & 0xc0), x_thread[2], nx[2]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[1] & 0x01), (x_thread[2] * 256.0f), (nx[2] * 256.0f)));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[1] & 0x0e), x_thread[3], nx[3]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[1] & 0x70), x_thread[4], nx[4]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[1] & 0x80), x_thread[5], nx[5]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[2] & 0x03), (x_thread[5] * 256.0f), (nx[5] * 256.0f)));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[2] & 0x1c), x_thread[6], nx[6]));
-    accum = __fadd_rn(accum, __fmaf_rn(MLXQ_V(wi[2] & 0xe0), x_thread[7], nx[7]));
-  }
-  return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
-}
 namespace mlx::core::cu {
 
 namespace cg = cooperative_groups;
@@ -137,32 +105,16 @@ __global__ void custom_kernel_small2_affine_q3_f32(
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[1024];
   __shared__ float ss[64];
-  // Whether a value of x_thread staged here is too wide for mlxq_qdot_fma: not finite, or
-  // 2^96 or more in magnitude.
-  bool wide = false;
   for (int c = (int)(sg * 32 + lane); c < 64; c += 512) {
     ss[c] = mlxq_load_vector(x + c * 16, xs + c * 16);
-    for (int i = 0; i < 16; i++) {
-      wide = wide || !(fabsf(xs[c * 16 + i]) < 79228162514264337593543950336.0f);
-    }
   }
   // 2^23's bits, for MLXQ_F: a volatile read back from shared memory, which the compiler
   // cannot fold into an immediate.
   __shared__ unsigned int magic_bits[1];
   if (sg == 0 && lane == 0) magic_bits[0] = 0x4B000000u;
-  // One vote a warp on x's width; every thread reads all 16 after the barrier, so the
-  // whole block takes one path.
-  __shared__ unsigned int wide_warps[16];
-  const int warp_wide = __any_sync(0xffffffffu, wide);
-  if (lane == 0) wide_warps[sg] = (unsigned int)warp_wide;
   __syncthreads();
   const unsigned int magic = *(volatile unsigned int*)magic_bits;
-  bool narrow = true;
-  for (int i = 0; i < 16; i++) narrow = narrow && wide_warps[i] == 0u;
   float result[4] = {0};
-  // The steps of K, as one FMA a product (fma = true) or as mlxq_qdot's products: called once
-  // with a constant, so the compiler makes a loop of each.
-  auto steps = [&](const bool fma) {
 #pragma unroll 1
   for (int first = 0; first < STEPS; first += AHEAD) {
 #pragma unroll
@@ -179,20 +131,11 @@ __global__ void custom_kernel_small2_affine_q3_f32(
           b[r] = static_cast<float>(ring_b[d][r]);
         }
         if (step + AHEAD < STEPS) load(d, step + AHEAD);
-        float nx[16];
-        for (int i = 0; i < 16; i++) nx[i] = fma ? __fmul_rn(x_thread[i], -8388608.0f) : 0.0f;
         for (int r = 0; r < 4; r++) {
-          result[r] += fma ? mlxq_qdot_fma(packed[r], x_thread, nx, s[r], b[r], sum, magic)
-                           : mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
+          result[r] += mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
         }
       }
     }
-  }
-  };
-  if (narrow) {
-    steps(true);
-  } else {
-    steps(false);
   }
   for (int r = 0; r < 4; r++) {
     // simd_sum: the butterfly leaves the same sum in every lane.
