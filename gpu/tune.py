@@ -20,7 +20,8 @@ A candidate is a choice the generated source makes, not a different computation:
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
 records. Candidates: the expert family's files at an earlier revision (the baseline), its
 `rows_per_threadgroup` and `cuda_rows_per_block`; the affine family's `cuda_warps`,
-`cuda_steps_ahead` and `cuda_fma_decode`.
+`cuda_steps_ahead` and `cuda_fma_decode`, its body at 52fb4f9, and split-K as fdbb996 had it
+(rendered by that revision's kernelgen, named by KERNELGEN_BIN_FDBB996).
 """
 
 import argparse
@@ -79,8 +80,9 @@ TARGETS = {
     "affine": (
         AFFINE_SPEC,
         # blocks of 4 warps measured no faster than 8 or 16 (eighth session); each block and
-        # depth with and without the FMA form, and the body at 52fb4f9 (its first steps' loads
-        # issued after x is staged, not before) at the depths the spec chose
+        # depth with and without the FMA form (which only the 4-bit kernels take: a 3-bit `_fma`
+        # candidate renders the plain body), and the body at 52fb4f9 (its first steps' loads
+        # issued after x is staged, not before) at the depths the spec had then
         [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "cuda_fma_decode = true\n" if f else "", "extra": NO_EXTRA}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)]
         + [(f"at_52fb4f9_w{w}_a{a}", "52fb4f9", {}, {"warps": w, "ahead": a, "fma": "", "extra": NO_EXTRA}) for w, a in ((8, 1), (16, 2))]
         + [(f"split_{p}_w{w}_a{a}", "fdbb996", {}, {"warps": w, "ahead": a, "fma": "", "extra": {g: f"cuda_split_k = {v}\n" for g, v in SPLITS[p].items()}, "whole_blocks": True})
@@ -133,7 +135,10 @@ def prepare(out, families, pick=None):
             # wider than their grid) is rendered by that revision's own, where
             # KERNELGEN_BIN_<REVISION> names it
             binary = os.environ.get(f"KERNELGEN_BIN_{revision.upper()}", kernelgen) if revision else kernelgen
-            subprocess.run([binary, "generate", "--specs", spec, "--families", fam_dir, "--out", gen], check=True, stdout=subprocess.DEVNULL)
+            done = subprocess.run([binary, "generate", "--specs", spec, "--families", fam_dir, "--out", gen], stdout=subprocess.DEVNULL)
+            if done.returncode != 0:
+                hint = f" (if {binary} refuses {revision}'s family files, build that revision's kernelgen and name it in KERNELGEN_BIN_{revision.upper()}, or leave the candidate out with --candidates)" if revision else ""
+                sys.exit(f"tune.py: kernelgen generate failed for candidate {name}{hint}")
             manifest = json.load(open(os.path.join(gen, "manifest.json")))
             for k in manifest["kernels"]:
                 c = case(name, k, gen)
@@ -254,7 +259,8 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
     def same_size_copy(moved):
         n = max(1, moved // 2)
         if n not in copy_us:
-            count = max(2, -(-ROTATE_BYTES // n))
+            # (rotating over as many copies as a kernel's inputs at most: see `copies` below)
+            count = max(2, min(64, -(-ROTATE_BYTES // n)))
             src = cp.empty(count * n, dtype=cp.uint8)
             dst = cp.empty(count * n, dtype=cp.uint8)
             stream = cp.cuda.get_current_stream().ptr
