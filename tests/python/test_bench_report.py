@@ -105,3 +105,18 @@ def test_a_profile_cut_short_keeps_its_complete_cases_and_failures_are_listed(tm
     assert "incomplete" in err
     assert row(out, "k")[4] == "2.0"
     assert "- mlx broken M=1: out of memory" in out
+
+
+def test_a_profiled_half_alone_reports_kernel_times_without_wall_times(tmp_path):
+    # KERNELGEN_BENCH_PHASES=profiled: bench.jsonl is empty, the profile's cases still report
+    write_run(
+        tmp_path,
+        [],
+        [dict(ours, iterations=1), dict(theirs, iterations=1)],
+        [(MARKER, 4.0, 0.05, 0.0), ("custom_kernel_k", 2.0, 3.5, 0.5), (MARKER, 4.0, 0.05, 0.0),
+         (MARKER, 4.0, 0.05, 0.0), ("mlx_a", 4.0, 4.0, 0.0), (MARKER, 4.0, 0.05, 0.0)],
+    )
+    out, _ = report(tmp_path)
+    assert row(out, "k")[3:8] == ["-", "2.0", "1", "2.00", "50%"]
+    side = [c.strip() for c in next(l for l in out.splitlines() if l.startswith("| k | M=1 | 2.0 |")).strip("| ").split("|")]
+    assert side[4] == "-" and side[5] == "mlx op" and side[6] == "4.0" and side[-1] == "-", side
