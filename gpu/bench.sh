@@ -43,25 +43,25 @@ PY
 echo "$(cat "$OUT/copy.txt") TB/s"
 
 if [[ " $PHASES " == *" timed "* ]]; then
-echo "---- timed (lazy chains, wall time)"
-"$BUNDLE/bin/bench_gpu" "$@" | tee "$OUT/bench.jsonl"
+    echo "---- timed (lazy chains, wall time)"
+    "$BUNDLE/bin/bench_gpu" "$@" | tee "$OUT/bench.jsonl"
 fi
 
 if [[ " $PHASES " == *" profiled "* ]]; then
-echo "---- profiled ($NCU)"
-rm -f "$OUT/profile.ncu-rep"
-# KERNELGEN_BENCH_LIMITS=1: besides time and bytes, what bounds each kernel: DRAM and issue-slot
-# use, achieved occupancy, and how many warps an issue waited on memory (long scoreboard), on the
-# load queue (LG throttle), or eligible but not picked (not selected: the schedulers were busy
-# issuing). Off by default: with its extra replay passes the profile of the expert kernels alone
-# ran past 200 s on an H200 (the whole catalog's profile without them takes about 5 minutes).
-LIMITS=
-if [[ ${KERNELGEN_BENCH_LIMITS:-0} == 1 ]]; then
-    LIMITS=,gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_issued.avg.pct_of_peak_sustained_elapsed
-    LIMITS=$LIMITS,sm__warps_active.avg.pct_of_peak_sustained_active
-    for stall in long_scoreboard lg_throttle not_selected; do
-        LIMITS=$LIMITS,smsp__average_warps_issue_stalled_${stall}_per_issue_active.ratio
-    done
+    echo "---- profiled ($NCU)"
+    rm -f "$OUT/profile.ncu-rep"
+    # KERNELGEN_BENCH_LIMITS=1: besides time and bytes, what bounds each kernel: DRAM and issue-slot
+    # use, achieved occupancy, and how many warps an issue waited on memory (long scoreboard), on the
+    # load queue (LG throttle), or eligible but not picked (not selected: the schedulers were busy
+    # issuing). Off by default: with its extra replay passes the profile of the expert kernels alone
+    # ran past 200 s on an H200 (the whole catalog's profile without them takes about 5 minutes).
+    LIMITS=
+    if [[ ${KERNELGEN_BENCH_LIMITS:-0} == 1 ]]; then
+        LIMITS=,gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_issued.avg.pct_of_peak_sustained_elapsed
+        LIMITS=$LIMITS,sm__warps_active.avg.pct_of_peak_sustained_active
+        for stall in long_scoreboard lg_throttle not_selected; do
+            LIMITS=$LIMITS,smsp__average_warps_issue_stalled_${stall}_per_issue_active.ratio
+        done
 fi
 "$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum$LIMITS \
     -o "$OUT/profile" "$BUNDLE/bin/bench_gpu" --profile "$@" > "$OUT/profile.jsonl"
