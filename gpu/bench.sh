@@ -62,10 +62,10 @@ if [[ " $PHASES " == *" profiled "* ]]; then
         for stall in long_scoreboard lg_throttle not_selected; do
             LIMITS=$LIMITS,smsp__average_warps_issue_stalled_${stall}_per_issue_active.ratio
         done
-fi
-"$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum$LIMITS \
-    -o "$OUT/profile" "$BUNDLE/bin/bench_gpu" --profile "$@" > "$OUT/profile.jsonl"
-"$NCU" --import "$OUT/profile.ncu-rep" --csv --page raw > "$OUT/ncu.csv"
+    fi
+    "$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum$LIMITS \
+        -o "$OUT/profile" "$BUNDLE/bin/bench_gpu" --profile "$@" > "$OUT/profile.jsonl"
+    "$NCU" --import "$OUT/profile.ncu-rep" --csv --page raw > "$OUT/ncu.csv"
 fi
 touch "$OUT/bench.jsonl"
 
