@@ -546,6 +546,140 @@ pub static WIDE4102_GATED_RMS_NORM_F32: KernelDef = KernelDef {
     }),
 };
 
+/// `rows2_gated_rms_norm_f16`: dtype f16, geometry rows2.
+pub static ROWS2_GATED_RMS_NORM_F16: KernelDef = KernelDef {
+    name: Cow::Borrowed("rows2_gated_rms_norm_f16"),
+    family: Cow::Borrowed("gated_rms_norm"),
+    spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_rows2_gated_rms_norm_f16_float16_t_float16_t_float16_t_float16_t"),
+    metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/rows2_gated_rms_norm_f16.metal")),
+    header: TextRange { start: 471, end: 471 },
+    body: TextRange { start: 955, end: 2296 },
+    metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/rows2_gated_rms_norm_f16.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("gate"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weight"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F16,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 2,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("R")]),
+    grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
+    threadgroup: [32, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul, Op::Const(256), Op::Add]), bytes_written: Dim::expr(&[Op::Const(256), Op::Size(0), Op::Mul]), flops: None },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_rows2_gated_rms_norm_f16"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/rows2_gated_rms_norm_f16.cu")),
+        header: TextRange { start: 80, end: 310 },
+        body: TextRange { start: 562, end: 3036 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/rows2_gated_rms_norm_f16.cu"),
+        threadgroup: [64, 1, 1],
+        shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
+    }),
+};
+
+/// `rows2_gated_rms_norm_f32`: dtype f32, geometry rows2.
+pub static ROWS2_GATED_RMS_NORM_F32: KernelDef = KernelDef {
+    name: Cow::Borrowed("rows2_gated_rms_norm_f32"),
+    family: Cow::Borrowed("gated_rms_norm"),
+    spec: Cow::Borrowed("specs/gated_rms_norm_dtypes.toml"),
+    mlx_name: Cow::Borrowed("custom_kernel_rows2_gated_rms_norm_f32_float_float_float_float"),
+    metal: Cow::Borrowed(include_str!("../metal/gated_rms_norm_dtypes/rows2_gated_rms_norm_f32.metal")),
+    header: TextRange { start: 471, end: 471 },
+    body: TextRange { start: 923, end: 2248 },
+    metal_path: Cow::Borrowed("generated/metal/gated_rms_norm_dtypes/rows2_gated_rms_norm_f32.metal"),
+    inputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("x"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("gate"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+        BufferDef {
+            name: Cow::Borrowed("weight"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    outputs: Cow::Borrowed(&[
+        BufferDef {
+            name: Cow::Borrowed("out"),
+            dtype: Dtype::F32,
+            shape: Cow::Borrowed(&[Dim::expr(&[Op::Size(0)]), Dim::Fixed(128)]),
+            source: Source::Data,
+            regions: Cow::Borrowed(&[]),
+            align: 4,
+            at_most: None,
+        },
+    ]),
+    sizes: Cow::Borrowed(&[Cow::Borrowed("R")]),
+    grid: [Dim::expr(&[Op::Const(32), Op::Size(0), Op::Mul]), Dim::Fixed(1), Dim::Fixed(1)],
+    threadgroup: [32, 1, 1],
+    threadgroup_memory_bytes: 0,
+    cost: Cost { bytes_read: Dim::expr(&[Op::Const(1024), Op::Size(0), Op::Mul, Op::Const(512), Op::Add]), bytes_written: Dim::expr(&[Op::Const(512), Op::Size(0), Op::Mul]), flops: None },
+    cuda: Some(CudaSource {
+        mlx_name: Cow::Borrowed("custom_kernel_rows2_gated_rms_norm_f32"),
+        source: Cow::Borrowed(include_str!("../cuda/gated_rms_norm_dtypes/rows2_gated_rms_norm_f32.cu")),
+        header: TextRange { start: 80, end: 310 },
+        body: TextRange { start: 558, end: 3020 },
+        path: Cow::Borrowed("generated/cuda/gated_rms_norm_dtypes/rows2_gated_rms_norm_f32.cu"),
+        threadgroup: [64, 1, 1],
+        shared_memory_bytes: 0,
+        static_shared_memory_bytes: 0,
+    }),
+};
+
 /// Every kernel of this spec.
 pub static KERNELS: &[&KernelDef] = &[
     &HEAD128X_GATED_RMS_NORM_F16,
@@ -556,6 +690,8 @@ pub static KERNELS: &[&KernelDef] = &[
     &ODD203_GATED_RMS_NORM_F32,
     &WIDE4102_GATED_RMS_NORM_F16,
     &WIDE4102_GATED_RMS_NORM_F32,
+    &ROWS2_GATED_RMS_NORM_F16,
+    &ROWS2_GATED_RMS_NORM_F32,
 ];
 
 // Typed launchers: arguments named as in the contract, every precondition
@@ -778,6 +914,60 @@ impl Wide4102GatedRmsNormF32 {
     ) -> Result<B::Array, LaunchError> {
         let [out] =
             launch(backend, &WIDE4102_GATED_RMS_NORM_F32, &[x, gate, weight], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+}
+
+/// gated_rms_norm kernels for geometry rows2, dtype f16.
+pub struct Rows2GatedRmsNormF16;
+
+impl Rows2GatedRmsNormF16 {
+    /// `rows2_gated_rms_norm_f16`: every row normalised and gated.
+    ///
+    /// - `x` `f16 [R, 128]`: rows to normalise
+    /// - `gate` `f16 [R, 128]`: gate, applied in float32 through SiLU
+    /// - `weight` `f16 [128]`: RMS weight
+    /// - returns `out` `f16 [R, 128]`: normalised, gated rows
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`ROWS2_GATED_RMS_NORM_F16`] before anything runs, and
+    /// reports every violation at once.
+    pub fn launch<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        gate: &B::Array,
+        weight: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &ROWS2_GATED_RMS_NORM_F16, &[x, gate, weight], &[])
+                .map_err(|e| e.with_hints_from(KERNELS))?;
+        Ok(out)
+    }
+}
+
+/// gated_rms_norm kernels for geometry rows2, dtype f32.
+pub struct Rows2GatedRmsNormF32;
+
+impl Rows2GatedRmsNormF32 {
+    /// `rows2_gated_rms_norm_f32`: every row normalised and gated.
+    ///
+    /// - `x` `f32 [R, 128]`: rows to normalise
+    /// - `gate` `f32 [R, 128]`: gate, applied in float32 through SiLU
+    /// - `weight` `f32 [128]`: RMS weight
+    /// - returns `out` `f32 [R, 128]`: normalised, gated rows
+    ///
+    /// Checks dtype, rank, every dimension and the byte length of each
+    /// argument against [`ROWS2_GATED_RMS_NORM_F32`] before anything runs, and
+    /// reports every violation at once.
+    pub fn launch<B: Backend>(
+        backend: &B,
+        x: &B::Array,
+        gate: &B::Array,
+        weight: &B::Array,
+    ) -> Result<B::Array, LaunchError> {
+        let [out] =
+            launch(backend, &ROWS2_GATED_RMS_NORM_F32, &[x, gate, weight], &[])
                 .map_err(|e| e.with_hints_from(KERNELS))?;
         Ok(out)
     }

@@ -108,6 +108,8 @@ pub static CATALOG: &[&::kernelgen::KernelDef] = &[
     &gated_rms_norm_dtypes::ODD203_GATED_RMS_NORM_F32,
     &gated_rms_norm_dtypes::WIDE4102_GATED_RMS_NORM_F16,
     &gated_rms_norm_dtypes::WIDE4102_GATED_RMS_NORM_F32,
+    &gated_rms_norm_dtypes::ROWS2_GATED_RMS_NORM_F16,
+    &gated_rms_norm_dtypes::ROWS2_GATED_RMS_NORM_F32,
     &silu_rms_heads::QWEN35_SILU_RMS_HEADS_BF16,
     &silu_rms_heads::SMALL_SILU_RMS_HEADS_BF16,
     &silu_rms_heads_dtypes::SMALL2_SILU_RMS_HEADS_F16,
