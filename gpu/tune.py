@@ -85,7 +85,7 @@ TARGETS = {
         # issued after x is staged, not before) at the depths the spec had then
         [(f"w{w}_a{a}{'_fma' if f else ''}", None, {}, {"warps": w, "ahead": a, "fma": "cuda_fma_decode = true\n" if f else "", "extra": NO_EXTRA}) for w in (16, 8) for a in (0, 1, 2) for f in (False, True)]
         + [(f"at_52fb4f9_w{w}_a{a}", "52fb4f9", {}, {"warps": w, "ahead": a, "fma": "", "extra": NO_EXTRA}) for w, a in ((8, 1), (16, 2))]
-        + [(f"split_{p}_w{w}_a{a}", "fdbb996", {}, {"warps": w, "ahead": a, "fma": "", "extra": {g: f"cuda_split_k = {v}\n" for g, v in SPLITS[p].items()}, "whole_blocks": True})
+        + [(f"split_{p}_w{w}_a{a}", "fdbb996", {}, {"warps": w, "ahead": a, "fma": "", "extra": {g: f"cuda_split_k = {v}\n" for g, v in SPLITS[p].items()}, "whole_blocks": True, "own_binary": True})
            for p, w, a in (("s2", 4, 1), ("s2", 4, 2), ("s5", 4, 1), ("s5", 4, 0), ("s10", 2, 0), ("s10", 2, 1))],
     ),
 }
@@ -113,6 +113,10 @@ def prepare(out, families, pick=None):
         for name, revision, lets, spec_values in candidates:
             if pick and not re.fullmatch(pick, name):
                 continue
+            if spec_values.get("own_binary") and not os.environ.get(f"KERNELGEN_BIN_{revision.upper()}"):
+                # today's kernelgen refuses that revision's family files
+                print(f"tune.py: {name} left out: it needs {revision}'s kernelgen, named by KERNELGEN_BIN_{revision.upper()}", file=sys.stderr)
+                continue
             fam_dir = os.path.join(out, "families", name)
             os.makedirs(fam_dir)
             family = f"tune_{name}"
@@ -129,7 +133,7 @@ def prepare(out, families, pick=None):
                 open(os.path.join(fam_dir, f"{family}.{ext}"), "w").write(family_file(f"{base}.{ext}", revision))
             spec = os.path.join(out, "specs", name, "tune.toml")
             os.makedirs(os.path.dirname(spec))
-            open(spec, "w").write(spec_text.format(family=family, **{k: v for k, v in spec_values.items() if k != "whole_blocks"}))
+            open(spec, "w").write(spec_text.format(family=family, **{k: v for k, v in spec_values.items() if k not in ("whole_blocks", "own_binary")}))
             gen = os.path.join(out, "gen", name)
             # a revision whose family files today's kernelgen refuses (fdbb996's split-K blocks,
             # wider than their grid) is rendered by that revision's own, where
