@@ -104,6 +104,11 @@ def per_case(cases, kernels):
     return out
 
 
+def wall(c):
+    """A case's wall time a launch, or `-` for a case profiled but not timed."""
+    return "-" if c["wall_us"] is None else f"{c['wall_us']:.1f}"
+
+
 def main():
     out = Path(sys.argv[1])
     copy = float((out / "copy.txt").read_text())
@@ -123,7 +128,7 @@ def main():
     for c in timed:
         mb = c["bytes"] / 1e6
         kernel_s, dram, launches, limits = profiled.get((c["name"], c["sizes"]), (None, None, None, None))
-        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", "-" if c["wall_us"] is None else f"{c['wall_us']:.1f}"]
+        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", wall(c)]
         if kernel_s:
             tbps = c["bytes"] / kernel_s / 1e12
             cells += [f"{kernel_s * 1e6:.1f}", f"{launches:.0f}", f"{tbps:.2f}", f"{100 * tbps / copy:.0f}%", f"{dram / 1e6:.2f}", limits]
@@ -144,8 +149,6 @@ def main():
                 if not kernel_s:
                     return ["-", "-"]
                 return [f"{kernel_s * 1e6:.1f}", f"{100 * c['bytes'] / kernel_s / 1e12 / copy:.0f}%"]
-            def wall(c):
-                return "-" if c["wall_us"] is None else f"{c['wall_us']:.1f}"
             ratio = "-" if k["wall_us"] is None or m["wall_us"] is None else f"{m['wall_us'] / k['wall_us']:.2f}"
             cells = [k["name"], k["sizes"] or "-", *timing(k), wall(k), m["name"], *timing(m), wall(m), ratio]
             print("| " + " | ".join(cells) + " |")

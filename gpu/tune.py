@@ -91,6 +91,12 @@ TARGETS = {
 }
 
 
+
+def copies_to_rotate(nbytes):
+    """How many copies of `nbytes` a timed case rotates over: enough to pass ROTATE_BYTES (so they
+    do not stay in the 60 MB L2), at most 64."""
+    return max(1, min(64, -(-ROTATE_BYTES // nbytes)))
+
 def family_file(name, revision):
     """A file of one of kernelgen's families, as the working tree has it or at `revision`."""
     if revision is None:
@@ -133,7 +139,8 @@ def prepare(out, families, pick=None):
                 open(os.path.join(fam_dir, f"{family}.{ext}"), "w").write(family_file(f"{base}.{ext}", revision))
             spec = os.path.join(out, "specs", name, "tune.toml")
             os.makedirs(os.path.dirname(spec))
-            open(spec, "w").write(spec_text.format(family=family, **{k: v for k, v in spec_values.items() if k not in ("whole_blocks", "own_binary")}))
+            # (str.format passes over the candidate's options, whole_blocks and own_binary)
+            open(spec, "w").write(spec_text.format(family=family, **spec_values))
             gen = os.path.join(out, "gen", name)
             # a revision whose family files today's kernelgen refuses (fdbb996's split-K blocks,
             # wider than their grid) is rendered by that revision's own, where
@@ -264,7 +271,7 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
         n = max(1, moved // 2)
         if n not in copy_us:
             # (rotating over as many copies as a kernel's inputs at most: see `copies` below)
-            count = max(2, min(64, -(-ROTATE_BYTES // n)))
+            count = max(2, copies_to_rotate(n))
             src = cp.empty(count * n, dtype=cp.uint8)
             dst = cp.empty(count * n, dtype=cp.uint8)
             stream = cp.cuda.get_current_stream().ptr
@@ -333,7 +340,7 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
             grouped = "S" in sizes
             # a grouped part reads 8 of 256 resident slots: its routes rotate; a single
             # expert's slot and input rotate over copies
-            copies = max(1, min(64, -(-ROTATE_BYTES // read)))
+            copies = copies_to_rotate(read)
             ins = [fill(b, sizes, 16 if b["name"] == "experts" else 1 if grouped else copies, False) for b in c["inputs"]]
             outs = [fill(b, sizes, 1, True)[0] for b in c["outputs"]]
             grid = [evaluate(g, sizes) for g in c["grid"]]
