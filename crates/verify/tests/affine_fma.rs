@@ -89,7 +89,8 @@ fn check<T: Element>(cuda: &EmuBackend, aheads: &[u32]) {
     // the FMA form is the 4-bit body's only: a 3-bit kernel of the same geometry has none
     for &ahead in aheads {
         let q3 = kernel::<T>(3, ahead);
-        assert!(!q3.cuda.as_ref().unwrap().source.contains("mlxq_qdot_fma"), "a 3-bit body with the FMA form");
+        assert!(!q3.cuda.as_ref().unwrap().source.contains("__fmaf_rn"), "a 3-bit body with the FMA form");
+        assert!(kernel::<T>(4, ahead).cuda.as_ref().unwrap().source.contains("__fmaf_rn"), "a 4-bit body without the FMA form");
     }
     {
         let bits = 4;

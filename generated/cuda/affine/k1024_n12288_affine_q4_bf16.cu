@@ -25,6 +25,11 @@ __device__ inline float mlxq_load_vector(const __nv_bfloat16* x, float* x_thread
 // register operand, mask and OR are one LOP3 a weight; as an immediate, ptxas makes them two.
 #define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | magic) - 8388608.0f)
 
+// One of qdot's products, float(q) * x for a masked field q < 2^23, rounded on its own.
+__device__ inline float mlxq_product(unsigned int q, float x, unsigned int magic) {
+  return __fmul_rn(x, MLXQ_F(q));
+}
+
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 4: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
 // The lane's 8 weight bytes come in registers: two uint32 words, loaded by the body.
@@ -34,12 +39,13 @@ __device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thr
   // word i / 2 (little-endian), the value Metal reads as ws[i].
   for (int i = 0; i < 4; i++) {
     const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    const float* xi = x_thread + 4 * i;
     accum = __fadd_rn(accum,
         __fadd_rn(__fadd_rn(__fadd_rn(
-            __fmul_rn(x_thread[4 * i], MLXQ_F(ws & 0x000f)),
-            __fmul_rn(x_thread[4 * i + 1], MLXQ_F(ws & 0x00f0))),
-            __fmul_rn(x_thread[4 * i + 2], MLXQ_F(ws & 0x0f00))),
-            __fmul_rn(x_thread[4 * i + 3], MLXQ_F(ws & 0xf000))));
+            mlxq_product(ws & 0x000f, xi[0], magic),
+            mlxq_product(ws & 0x00f0, xi[1], magic)),
+            mlxq_product(ws & 0x0f00, xi[2], magic)),
+            mlxq_product(ws & 0xf000, xi[3], magic)));
   }
   return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
 }

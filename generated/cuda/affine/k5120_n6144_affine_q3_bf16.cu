@@ -30,6 +30,11 @@ __device__ inline float mlxq_load_vector(const __nv_bfloat16* x, float* x_thread
 // register operand, mask and OR are one LOP3 a weight; as an immediate, ptxas makes them two.
 #define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | magic) - 8388608.0f)
 
+// One of qdot's products, float(q) * x for a masked field q < 2^23, rounded on its own.
+__device__ inline float mlxq_product(unsigned int q, float x, unsigned int magic) {
+  return __fmul_rn(x, MLXQ_F(q));
+}
+
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 3: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
 // The lane's 6 weight bytes come in registers: three uint16 (byte j is half j / 2's
@@ -45,16 +50,16 @@ __device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thr
   for (int i = 0; i < 2; i++) {
     x_thread += 8 * i;
     const unsigned int* wi = w + 3 * i;
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[0] & 0x07), x_thread[0]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[0] & 0x38), x_thread[1]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[0] & 0xc0), x_thread[2]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x01), (x_thread[2] * 256.0f)));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x0e), x_thread[3]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x70), x_thread[4]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[1] & 0x80), x_thread[5]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[2] & 0x03), (x_thread[5] * 256.0f)));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[2] & 0x1c), x_thread[6]));
-    accum = __fadd_rn(accum, __fmul_rn(MLXQ_F(wi[2] & 0xe0), x_thread[7]));
+    accum = __fadd_rn(accum, mlxq_product(wi[0] & 0x07, x_thread[0], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[0] & 0x38, x_thread[1], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[0] & 0xc0, x_thread[2], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[1] & 0x01, x_thread[2] * 256.0f, magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[1] & 0x0e, x_thread[3], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[1] & 0x70, x_thread[4], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[1] & 0x80, x_thread[5], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[2] & 0x03, x_thread[5] * 256.0f, magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[2] & 0x1c, x_thread[6], magic));
+    accum = __fadd_rn(accum, mlxq_product(wi[2] & 0xe0, x_thread[7], magic));
   }
   return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
 }

@@ -25,45 +25,39 @@ __device__ inline float mlxq_load_vector(const __nv_bfloat16* x, float* x_thread
 // register operand, mask and OR are one LOP3 a weight; as an immediate, ptxas makes them two.
 #define MLXQ_F(q) (__uint_as_float((unsigned int)(q) | magic) - 8388608.0f)
 
+// One of qdot's products, float(q) * x for a masked field q < 2^23, rounded on its own.
+// With fma (the spec's cuda_fma_decode), formed as fma(2^23 + q, x, nx) where nx = -2^23 * x:
+// the FMA's exact value is q * x, rounded once, so it is the same float as the product,
+// without the subtraction of 2^23 first. Only the sign of a zero product may differ (+0 for
+// -0), which no sum here can show: accum starts at +0, and +0 + -0 is +0. The body takes
+// fma only where every |x_thread| < 2^96, so nx is exact and far within f32's range.
+__device__ inline float mlxq_product(unsigned int q, float x, float nx, bool fma, unsigned int magic) {
+  if (fma) return __fmaf_rn(__uint_as_float(q | magic), x, nx);
+  return __fmul_rn(x, MLXQ_F(q));
+}
+
+// nx for mlxq_product: -2^23 times each of the lane's 16 values of x_thread, where fma.
+__device__ inline void mlxq_negate(const float* x_thread, float* nx, bool fma) {
+  for (int i = 0; i < 16; i++) nx[i] = fma ? __fmul_rn(x_thread[i], -8388608.0f) : 0.0f;
+}
+
 // MLX 0.32.2 qdot (quantized.h) at values_per_thread 16, bits 4: the same products and
 // additions in the same order, each rounded on its own, then scale * accum + sum * bias.
 // The lane's 8 weight bytes come in registers: two uint32 words, loaded by the body.
-__device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thread, float scale, float bias, float sum, unsigned int magic) {
+__device__ inline float mlxq_qdot(const unsigned int* packed, const float* x_thread, const float* nx, bool fma, float scale, float bias, float sum, unsigned int magic) {
   float accum = 0;
   // 4-bit: four nibbles per uint16, least significant first: uint16 i is half i % 2 of
   // word i / 2 (little-endian), the value Metal reads as ws[i].
   for (int i = 0; i < 4; i++) {
     const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    const float* xi = x_thread + 4 * i;
+    const float* nxi = nx + 4 * i;
     accum = __fadd_rn(accum,
         __fadd_rn(__fadd_rn(__fadd_rn(
-            __fmul_rn(x_thread[4 * i], MLXQ_F(ws & 0x000f)),
-            __fmul_rn(x_thread[4 * i + 1], MLXQ_F(ws & 0x00f0))),
-            __fmul_rn(x_thread[4 * i + 2], MLXQ_F(ws & 0x0f00))),
-            __fmul_rn(x_thread[4 * i + 3], MLXQ_F(ws & 0xf000))));
-  }
-  return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
-}
-
-// 2^23 + q for a masked field q < 2^23: q in the mantissa of 2^23 (mlxq_qdot_fma's weight).
-#define MLXQ_V(q) __uint_as_float((unsigned int)(q) | magic)
-
-// mlxq_qdot with each product float(q) * x as fma(2^23 + q, x, -2^23 * x) (nx holds the lane's
-// -2^23 * x_thread): the FMA's exact value is q * x, rounded once, so it is the same float as
-// the product, without the subtraction of 2^23 first. Only the sign of a zero product may
-// differ (+0 for -0), which no sum here can show: accum starts at +0, and +0 + -0 is +0. The
-// body calls it only where every |x_thread| < 2^96, so -2^23 * x_thread is exact and far
-// within f32's range.
-__device__ inline float mlxq_qdot_fma(const unsigned int* packed, const float* x_thread, const float* nx, float scale, float bias, float sum, unsigned int magic) {
-  float accum = 0;
-  // (the 4-bit body only: the spec's cuda_fma_decode leaves 3-bit kernels their plain products)
-  for (int i = 0; i < 4; i++) {
-    const unsigned int ws = (packed[i / 2] >> (16 * (i % 2))) & 0xffffu;
-    accum = __fadd_rn(accum,
-        __fadd_rn(__fadd_rn(__fadd_rn(
-            __fmaf_rn(MLXQ_V(ws & 0x000f), x_thread[4 * i], nx[4 * i]),
-            __fmaf_rn(MLXQ_V(ws & 0x00f0), x_thread[4 * i + 1], nx[4 * i + 1])),
-            __fmaf_rn(MLXQ_V(ws & 0x0f00), x_thread[4 * i + 2], nx[4 * i + 2])),
-            __fmaf_rn(MLXQ_V(ws & 0xf000), x_thread[4 * i + 3], nx[4 * i + 3])));
+            mlxq_product(ws & 0x000f, xi[0], nxi[0], fma, magic),
+            mlxq_product(ws & 0x00f0, xi[1], nxi[1], fma, magic)),
+            mlxq_product(ws & 0x0f00, xi[2], nxi[2], fma, magic)),
+            mlxq_product(ws & 0xf000, xi[3], nxi[3], fma, magic)));
   }
   return __fadd_rn(__fmul_rn(scale, accum), __fmul_rn(sum, bias));
 }
@@ -114,7 +108,7 @@ __global__ void custom_kernel_k6144_n5120_affine_q4_bf16(
   // MLX's x_thread for every 16-value chunk of x, and each chunk's sum.
   __shared__ float xs[6144];
   __shared__ float ss[384];
-  // Whether a value of x_thread staged here is too wide for mlxq_qdot_fma: not finite, or
+  // Whether a value of x_thread staged here is too wide for the FMA form: not finite, or
   // 2^96 or more in magnitude.
   bool wide = false;
   for (int c = (int)(sg * 32 + lane); c < 384; c += 512) {
@@ -157,10 +151,9 @@ __global__ void custom_kernel_k6144_n5120_affine_q4_bf16(
         }
         if (step + AHEAD < STEPS) load(d, step + AHEAD);
         float nx[16];
-        for (int i = 0; i < 16; i++) nx[i] = fma ? __fmul_rn(x_thread[i], -8388608.0f) : 0.0f;
+        mlxq_negate(x_thread, nx, fma);
         for (int r = 0; r < 4; r++) {
-          result[r] += fma ? mlxq_qdot_fma(packed[r], x_thread, nx, s[r], b[r], sum, magic)
-                           : mlxq_qdot(packed[r], x_thread, s[r], b[r], sum, magic);
+          result[r] += mlxq_qdot(packed[r], x_thread, nx, fma, s[r], b[r], sum, magic);
         }
       }
     }
