@@ -527,8 +527,10 @@ fn copy_case<'a>() -> Result<Case<'a>> {
     })
 }
 
-/// The wall time of one iteration, as a lazy chain of `n` iterations evaluated once.
-fn time(case: &mut Case<'_>) -> Result<(f64, usize)> {
+/// The wall time of one iteration, as a lazy chain of `n` iterations evaluated once, and the
+/// part of it the host spends building the chain (the launchers' checks and MLX's graph
+/// building, before the evaluation starts).
+fn time(case: &mut Case<'_>) -> Result<(f64, f64, usize)> {
     // the first iteration compiles (nvrtc) and loads
     eval(&(case.build)(0)?)?;
     let t = Instant::now();
@@ -536,19 +538,21 @@ fn time(case: &mut Case<'_>) -> Result<(f64, usize)> {
     let one = t.elapsed().as_secs_f64();
     // A chain holds every output until its evaluation: at most CHAIN_BYTES of them.
     let n = ((CHAIN_SECONDS / one.max(1e-6)) as usize).min((CHAIN_BYTES / case.bytes.max(1)) as usize).clamp(4, 400);
-    let chain = |case: &mut Case<'_>| -> Result<f64> {
+    let chain = |case: &mut Case<'_>| -> Result<(f64, f64)> {
         let t = Instant::now();
         let mut outs = Vec::new();
         for i in 0..n {
             outs.extend((case.build)(i)?);
         }
+        let built = t.elapsed().as_secs_f64();
         eval(&outs)?;
-        Ok(t.elapsed().as_secs_f64() / n as f64)
+        Ok((t.elapsed().as_secs_f64() / n as f64, built / n as f64))
     };
     // The first chain touches every copy of the inputs: MLX's CUDA build moves an array made
     // from host memory to the GPU at its first use there (a few ms for an expert's slot).
     chain(case)?;
-    Ok((chain(case)?, n))
+    let (wall, host) = chain(case)?;
+    Ok((wall, host, n))
 }
 
 fn json_string(s: &str) -> String {
@@ -600,8 +604,8 @@ impl Runner<'_> {
             eval(&(self.marker.build)(0)?)?;
             println!("{{{fields}, \"iterations\": 1}}");
         } else {
-            let (seconds, n) = time(case)?;
-            println!("{{{fields}, \"iterations\": {n}, \"wall_us\": {:.3}}}", seconds * 1e6);
+            let (wall, host, n) = time(case)?;
+            println!("{{{fields}, \"iterations\": {n}, \"wall_us\": {:.3}, \"build_us\": {:.3}}}", wall * 1e6, host * 1e6);
         }
         Ok(())
     }

@@ -109,6 +109,12 @@ def wall(c):
     return "-" if c["wall_us"] is None else f"{c['wall_us']:.1f}"
 
 
+def built(c):
+    """The part of a case's wall time the host spent building its chain, before the evaluation
+    (`-` for a case profiled but not timed, or timed before bench.rs measured it)."""
+    return "-" if c.get("build_us") is None else f"{c['build_us']:.1f}"
+
+
 def main():
     out = Path(sys.argv[1])
     copy = float((out / "copy.txt").read_text())
@@ -123,12 +129,12 @@ def main():
         seen = {(c["name"], c["sizes"]) for c in timed}
         timed += [dict(c, wall_us=None) for c in cases if (c["name"], c["sizes"]) not in seen and (c["name"], c["sizes"]) in profiled]
     print(f"Device-to-device copy (read + write): {copy:.2f} TB/s; fractions below are of it.\n")
-    print("| case | sizes | MB moved | wall us / iter | kernel us / iter | kernels / iter | TB/s | of copy | DRAM MB (ncu) | bound (ncu) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| case | sizes | MB moved | wall us / iter | of it building the chain | kernel us / iter | kernels / iter | TB/s | of copy | DRAM MB (ncu) | bound (ncu) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for c in timed:
         mb = c["bytes"] / 1e6
         kernel_s, dram, launches, limits = profiled.get((c["name"], c["sizes"]), (None, None, None, None))
-        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", wall(c)]
+        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", wall(c), built(c)]
         if kernel_s:
             tbps = c["bytes"] / kernel_s / 1e12
             cells += [f"{kernel_s * 1e6:.1f}", f"{launches:.0f}", f"{tbps:.2f}", f"{100 * tbps / copy:.0f}%", f"{dram / 1e6:.2f}", limits]

@@ -49,7 +49,7 @@ theirs = {"name": "mlx op", "kind": "mlx", "kernel": "k", "sizes": "M=1", "bytes
 def test_kernels_between_markers_are_their_case(tmp_path):
     write_run(
         tmp_path,
-        [dict(ours, iterations=10, wall_us=5.0), dict(theirs, iterations=10, wall_us=10.0)],
+        [dict(ours, iterations=10, wall_us=5.0, build_us=1.5), dict(theirs, iterations=10, wall_us=10.0)],
         [dict(ours, iterations=1), dict(theirs, iterations=1)],
         [
             ("setup_kernel", 99.0, 1.0, 1.0),  # before the first marker: no case's
@@ -64,10 +64,12 @@ def test_kernels_between_markers_are_their_case(tmp_path):
         ],
     )
     out, _ = report(tmp_path)
+    # the wall time, and the part of it building the chain (not measured for MLX's op here)
+    assert row(out, "k")[3:5] == ["5.0", "1.5"] and row(out, "mlx op")[3:5] == ["10.0", "-"]
     # 4 MB in 2 us: 2 TB/s, half of the 4 TB/s copy; ncu's DRAM bytes in Mbyte
-    assert row(out, "k")[4:9] == ["2.0", "1", "2.00", "50%", "4.00"]
+    assert row(out, "k")[5:10] == ["2.0", "1", "2.00", "50%", "4.00"]
     # two kernels, 4 us
-    assert row(out, "mlx op")[4:8] == ["4.0", "2", "1.00", "25%"]
+    assert row(out, "mlx op")[5:9] == ["4.0", "2", "1.00", "25%"]
     side = [c.strip() for c in next(l for l in out.splitlines() if l.startswith("| k | M=1 | 2.0 |")).strip("| ").split("|")]
     # MLX's wall over kernelgen's
     assert side[5] == "mlx op" and side[-1] == "2.00", side
@@ -83,7 +85,7 @@ def test_units_are_read_from_the_units_row(tmp_path):
         byte_unit="Gbyte",
     )
     out, _ = report(tmp_path)
-    assert row(out, "k")[4:9] == ["2.0", "1", "2.00", "50%", "4.00"]
+    assert row(out, "k")[5:10] == ["2.0", "1", "2.00", "50%", "4.00"]
 
 
 def test_an_unknown_unit_is_an_error(tmp_path):
@@ -103,7 +105,7 @@ def test_a_profile_cut_short_keeps_its_complete_cases_and_failures_are_listed(tm
     )
     out, err = report(tmp_path)
     assert "incomplete" in err
-    assert row(out, "k")[4] == "2.0"
+    assert row(out, "k")[5] == "2.0"
     assert "- mlx broken M=1: out of memory" in out
 
 
@@ -117,6 +119,6 @@ def test_a_profiled_half_alone_reports_kernel_times_without_wall_times(tmp_path)
          (MARKER, 4.0, 0.05, 0.0), ("mlx_a", 4.0, 4.0, 0.0), (MARKER, 4.0, 0.05, 0.0)],
     )
     out, _ = report(tmp_path)
-    assert row(out, "k")[3:8] == ["-", "2.0", "1", "2.00", "50%"]
+    assert row(out, "k")[3:9] == ["-", "-", "2.0", "1", "2.00", "50%"]
     side = [c.strip() for c in next(l for l in out.splitlines() if l.startswith("| k | M=1 | 2.0 |")).strip("| ").split("|")]
     assert side[4] == "-" and side[5] == "mlx op" and side[6] == "4.0" and side[-1] == "-", side
