@@ -205,6 +205,26 @@ def size_points(c):
     return [{"M": m} for m in (1, 4, 32)]
 
 
+def shape_params(source, name, shape, np):
+    """The values MLX's cuda_kernel passes after input `name` where the kernel declares them
+    (`Shape name_shape`, `Strides name_strides`, `int name_ndim`, for an input of at least one
+    dimension): its shape and row-contiguous strides as structs of MAX_NDIM values, its ndim."""
+    if not shape:
+        return []
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    extra = []
+    for suffix, values, dtype in (("_shape", shape, np.int32), ("_strides", strides, np.int64)):
+        if re.search(rf"\b{suffix[1:].capitalize()} {re.escape(name)}{suffix}\b", source):
+            record = np.zeros((), dtype=np.dtype([("v", dtype, (10,))]))
+            record["v"][:len(values)] = values
+            extra.append(record[()])
+    if re.search(rf"\bint {re.escape(name)}_ndim\b", source):
+        extra.append(np.int32(len(shape)))
+    return extra
+
+
 def run(directory, managed=False, only=None, profile=False, host_touch=False):
     """Times each case (or, with `profile`, launches each once at M = 1, after one warm-up
     launch, for Nsight Compute to profile). `managed`: every buffer in managed memory
@@ -364,8 +384,13 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
             kname = c["kernel"].replace(f"tune_{c['candidate']}_", "")
             rotation = 1 if profile else max(len(arrs) for arrs in ins)
 
+            # an input's shape, strides and ndim follow it where the kernel declares them, as
+            # MLX's cuda_kernel passes them (by value: an array of MAX_NDIM = 10 int32 or int64)
+            source = open(os.path.join(directory, c["source"])).read()
+            extras = [shape_params(source, b["name"], [evaluate(d, sizes) for d in b["shape"]], np) for b in c["inputs"]]
+
             def launch(i):
-                args = [arrs[i % len(arrs)] for arrs in ins] + outs
+                args = [a for arrs, extra in zip(ins, extras) for a in [arrs[i % len(arrs)], *extra]] + outs
                 kernel(blocks, tuple(block), args)
 
             try:
