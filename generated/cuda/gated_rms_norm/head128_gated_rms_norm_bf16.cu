@@ -10,6 +10,7 @@ namespace cg = cooperative_groups;
 
 __global__ void custom_kernel_head128_gated_rms_norm_bf16(
     const __nv_bfloat16* x,
+    const __grid_constant__ Shape x_shape,
     const __nv_bfloat16* gate,
     const __nv_bfloat16* weight,
     __nv_bfloat16* out) {
@@ -17,8 +18,12 @@ __global__ void custom_kernel_head128_gated_rms_norm_bf16(
   // (the f32 nearest the spec's eps, written by its bits).
   // 32 threads per row (min(1024, ceil(D / 128) * 32)), 4 values each per pass of 128.
   auto rounded = [](float f) { return static_cast<float>(static_cast<__nv_bfloat16>(f)); };
-  const unsigned int row = blockIdx.x;
-  const unsigned int tid = threadIdx.x;
+  // A block of 4 rows, one warp each (the spec's cuda_rows_per_block). The grid's last
+  // block may hold warps past the last row (R = x_shape[0]): a warp has no barrier to reach, so
+  // those return at once.
+  const unsigned int row = blockIdx.x * 4u + threadIdx.x / 32u;
+  const unsigned int tid = threadIdx.x % 32u;
+  if (row >= (unsigned int)x_shape[0]) return;
   float acc = 0.0f;
   // One pass covers the row: this thread's values of x, kept for the second loop.
   float xs[4];
