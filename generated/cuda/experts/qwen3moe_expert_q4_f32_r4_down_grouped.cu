@@ -34,46 +34,32 @@ __global__ void custom_kernel_qwen3moe_expert_q4_f32_r4_down_grouped(
   // where lane w % 32 reads it at step w / 32, the 4 pairs of a step 128 apart.
   __shared__ float2 staged[384];
   const unsigned int routes = static_cast<unsigned int>(Kin[0]);
-  // A route's slot, and whether the warp has a row of it: an index past the slots (the launch
-  // cannot see device values), or a route past the last, reads nothing and adds nothing.
-  auto route_slot = [&](unsigned int route, bool& has) -> const uint8_t* {
-    const unsigned int expert = route < routes ? experts[sample * routes + route] : 0u;
-    has = row < 2048u && route < routes && expert < static_cast<unsigned int>(Sin[0]);
-    return slots + (unsigned long long)(has ? expert : 0u) * 2375680ull;
-  };
-  // A warp's routes run one after another: route 0's first batch of words is loaded here, and
-  // each route's last batch loads the next route's first while it is used, so the warp has a
-  // batch in flight from one route to the next.
-  bool nextValid;
-  const uint8_t* nextSlot = route_slot(0u, nextValid);
-  uint32_t downWords[8];
-#pragma unroll
-  for (unsigned int j = 0; j < 8u; ++j) {
-    const unsigned int word = lane + 32u * j;
-    downWords[j] = nextValid && word < 96u ? ((const uint32_t*)(nextSlot + 1572864) + (unsigned long long)row * 96ull)[word] : 0u;
-  }
   // The routes' row values, each weighted, summed in route order.
   float total = 0.0f;
   for (unsigned int route = 0u; route < routes; ++route) {
   const unsigned int pair = sample * routes + route;
   const float* inRow = mid + (unsigned long long)pair * 768ull;
-  const bool valid = nextValid;
-  const uint8_t* slot = nextSlot;
-  nextSlot = route_slot(route + 1u, nextValid);
-  const uint32_t* nextRow = (const uint32_t*)(nextSlot + 1572864) + (unsigned long long)row * 96ull;
+  const unsigned int expert = experts[pair];
+  // An index past the slots reads nothing (the launch cannot see device values) and adds nothing.
+  const bool valid = row < 2048u && expert < static_cast<unsigned int>(Sin[0]);
+  const uint8_t* slot = slots + (unsigned long long)(valid ? expert : 0u) * 2375680ull;
 
   // 8 Q4 weights a uint32 word, least significant first, zero point 8.
   const uint32_t* downRow =
     (const uint32_t*)(slot + 1572864) + (unsigned long long)row * 96ull;
   float downAcc = 0.0f;
+  uint32_t downWords[8];
+#pragma unroll
+  for (unsigned int j = 0; j < 8u; ++j) {
+    const unsigned int word = lane + 32u * j;
+    downWords[j] = valid && word < 96u ? downRow[word] : 0u;
+  }
   for (unsigned int first = 0; first < 3u; first += 8u) {
     uint32_t downNext[8];
-    // the route's next batch, or after its last the next route's first
-    const bool last = first + 8u >= 3u;
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (last ? j : first + 8u + j);
-      downNext[j] = (last ? nextValid : valid) && word < 96u ? (last ? nextRow : downRow)[word] : 0u;
+      const unsigned int word = lane + 32u * (first + 8u + j);
+      downNext[j] = valid && word < 96u ? downRow[word] : 0u;
     }
     // The compiler keeps loads in program order across a warp barrier: the next batch is
     // issued here, before this one is used, rather than each load just ahead of its use.
