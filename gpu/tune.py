@@ -42,8 +42,7 @@ BATCH = 20
 # the git revision whose family files render it (None: the working tree's), {let: expression}
 # overriding the family's, {spec key: value} for the spec). The expert family's CUDA body as it
 # was at 8c634f7 (before its decode's mask and OR became one instruction) is the baseline its
-# changes are timed against, and at ca7572a the grouped down part before it loaded the next
-# route's words ahead; the affine
+# changes are timed against; the affine
 # family's candidates are its CUDA block (`cuda_warps`), how many steps of K it loads ahead
 # (`cuda_steps_ahead`) and whether it forms each product as one FMA (`cuda_fma_decode`), and its
 # body at 52fb4f9 as a baseline.
@@ -83,8 +82,6 @@ TARGETS = {
     "expert": (
         EXPERT_SPEC,
         [("at_8c634f7", "8c634f7", {}, {"rows": [4], "block": ""})]
-        # before down_grouped loaded each next route's first batch ahead, as the spec has it
-        + [("at_ca7572a_b8", "ca7572a", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         + [("now_r8", None, {}, {"rows": [8], "block": ""})],
     ),
