@@ -158,21 +158,27 @@ fn a_metal_only_kernel_is_refused_on_cuda_naming_it() {
 }
 
 /// A kernel with a CUDA body runs where MLX runs CUDA: y = 2x over a size that leaves the
-/// last block partly outside the grid; lazily, evaluated by the read.
+/// last block partly outside the grid; lazily, evaluated by the read. Inputs of 8 bytes or
+/// less (which MLX keeps in managed memory the GPU reads across the bus, and the launch copies
+/// out of it first) reach the kernel with their values, made from host data or by a lazy op.
 #[test]
 fn a_cuda_body_runs_on_cuda() {
     if gpu() != Gpu::Cuda {
         return eprintln!("skipped: MLX here does not run CUDA ({:?})", gpu());
     }
     let def = scale2_with_cuda("mlx_test_scale2_cuda", "2.0f");
-    let n = 1000;
-    let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 100.0).collect();
-    let x = Array::from_slice(&values, &[n]);
-    let y = launch_vec(&MlxBackend::new(), &def, &[&x], &[]).unwrap_or_else(|e| panic!("{e}")).remove(0);
-    assert!(!evaluated(&y), "a launch is lazy");
-    y.eval().unwrap();
-    let want: Vec<f32> = values.iter().map(|v| 2.0 * v).collect();
-    assert_eq!(y.as_slice::<f32>(), want.as_slice());
+    for n in [1000, 2, 1] {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 100.0).collect();
+        let host = Array::from_slice(&values, &[n]);
+        let made = mlx_rs::ops::add(&host, &Array::from_f32(0.0)).unwrap();
+        for (x, what) in [(&host, "from host data"), (&made, "a lazy op's")] {
+            let y = launch_vec(&MlxBackend::new(), &def, &[x], &[]).unwrap_or_else(|e| panic!("{e}")).remove(0);
+            assert!(!evaluated(&y), "a launch is lazy");
+            y.eval().unwrap();
+            let want: Vec<f32> = values.iter().map(|v| 2.0 * v).collect();
+            assert_eq!(y.as_slice::<f32>(), want.as_slice(), "{n} values, {what}");
+        }
+    }
 }
 
 #[test]

@@ -314,6 +314,46 @@ fn device_values(v: &crate::launch::HostValues, stream: &Stream) -> Result<Array
     Ok(view)
 }
 
+/// Whether MLX's CUDA build keeps `a` in its small pool of managed memory, which the GPU reads
+/// across the bus (see [`device_values`]): an array of 1 to 8 bytes.
+fn in_small_pool(a: &Array) -> bool {
+    (1..=8).contains(&a.nbytes())
+}
+
+/// A caller's input that MLX keeps in its small pool, as MLX's CUDA build should hand it to a
+/// kernel: copied on the launch's stream into an array of at least 16 bytes (a GPU op's output,
+/// out of the pool), and the kernel reads a view of its first elements. Every warp of the masked
+/// DeltaNet step reads its mask of B * T bytes: with the mask in the pool, at B = 1 the kernel
+/// took 21 us against 4.4 for the unmasked one (docs/benchmarks.md, 2026-12-04). The copy is a
+/// gather, lazy like the launch; its index array (the input's positions, then the first again
+/// up to 16 bytes) is made once per thread, stream and shape, as [`device_values`] keeps its
+/// arrays, so it moves to the GPU once.
+fn off_the_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
+    const KEPT: usize = 64;
+    type Key = (std::thread::ThreadId, i32, usize, usize);
+    static ORDERS: OnceLock<Mutex<HashMap<Key, Array>>> = OnceLock::new();
+    let n = a.size();
+    let len = n.max(16usize.div_ceil(a.item_size().max(1)));
+    let key: Key = (std::thread::current().id(), stream.get_index().map_err(MlxError::Host)?, n, len);
+    let orders = ORDERS.get_or_init(|| Mutex::new(HashMap::new()));
+    let order = {
+        let mut orders = orders.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if orders.len() >= KEPT && !orders.contains_key(&key) {
+            orders.clear();
+        }
+        orders
+            .entry(key)
+            .or_insert_with(|| {
+                let positions: Vec<i32> = (0..len).map(|i| if i < n { i as i32 } else { 0 }).collect();
+                Array::from_slice(&positions, &[len as i32])
+            })
+            .clone()
+    };
+    let flat = a.reshape(&[n as i32]).map_err(MlxError::Host)?;
+    let gathered = mlx_rs::with_stream(stream, || flat.take_axis(&order, 0)).map_err(MlxError::Host)?;
+    gathered.index(..n as i32).reshape(a.shape()).map_err(MlxError::Host)
+}
+
 /// The stream a CUDA kernel launches on: the thread's scoped stream, else MLX's GPU stream.
 fn launch_stream() -> Stream {
     mlx_rs::thread_local_default_stream().unwrap_or_else(Stream::gpu)
@@ -381,12 +421,14 @@ impl Backend for MlxBackend {
         if cuda {
             check_cuda_grid(&def.name, plan.grid().map(u64::from), block.map(u64::from))?;
         }
-        // On CUDA, one stream for the launch: its made inputs are gathered where it runs.
+        // On CUDA, one stream for the launch: its made inputs are gathered where it runs, and
+        // so are the caller's inputs that MLX keeps in its small pool.
         let stream = cuda.then(launch_stream);
         let made: Vec<Option<Array>> = plan
             .inputs()
             .iter()
             .map(|input| match (input, &stream) {
+                (Input::Array(i), Some(stream)) if in_small_pool(arrays[*i]) => off_the_small_pool(arrays[*i], stream).map(Some),
                 (Input::Array(_), _) => Ok(None),
                 (Input::Values(v), Some(stream)) => device_values(v, stream).map(Some),
                 (Input::Values(v), None) => Ok(Some(Array::from_slice(&v.values, &v.shape.iter().map(|&d| i32_of(d)).collect::<Vec<_>>()))),
@@ -397,8 +439,8 @@ impl Backend for MlxBackend {
             .iter()
             .zip(&made)
             .map(|(input, made)| match (input, made) {
-                (Input::Array(i), _) => arrays[*i],
-                (Input::Values(_), Some(a)) => a,
+                (_, Some(a)) => a,
+                (Input::Array(i), None) => arrays[*i],
                 (Input::Values(_), None) => unreachable!("made above"),
             })
             .collect();
@@ -435,7 +477,8 @@ impl Backend for MlxBackend {
         // establishes these for every launch that satisfies `def`'s contract. `launch` is
         // `check`'s for exactly these arrays (a `Checked` is made nowhere else): every dtype,
         // shape, byte length and bounded value was checked, the made inputs hold the run-time
-        // sizes and checked host values, the outputs get `def`'s shapes and dtypes, the grid
+        // sizes and checked host values, a copy out of the small pool holds its input's
+        // values in its dtype and shape, the outputs get `def`'s shapes and dtypes, the grid
         // and threadgroup (on CUDA, the body's block) are `def`'s at the checked sizes, and
         // `ensure_row_contiguous` makes
         // every input row-contiguous, as the body assumes.
