@@ -16,9 +16,10 @@ MLX_CARGO ?= $(or $(CARGO),cargo)
 # Extra cargo arguments (e.g. --release, -j1) and arguments for the test binaries.
 MLX_CARGO_ARGS ?=
 MLX_TEST_ARGS ?=
-# The lane's tests: every tests/mlx_*.rs, and make bench-gpu's harness (gpu/bench.rs), which
-# only builds here (it needs a GPU to run).
-MLX_TESTS ?= $(patsubst %.rs,--test %,$(notdir $(wildcard $(MLX_LANE_ROOT)/tests/mlx_*.rs))) --example bench_gpu
+# The lane's tests: the library's own with the feature (the MLX backend's unit tests), every
+# tests/mlx_*.rs, and make bench-gpu's harness (gpu/bench.rs), which only builds here (it
+# needs a GPU to run).
+MLX_TESTS ?= --lib $(patsubst %.rs,--test %,$(notdir $(wildcard $(MLX_LANE_ROOT)/tests/mlx_*.rs))) --example bench_gpu
 
 .PHONY: test-mlx mlx-setup
 

@@ -294,9 +294,9 @@ fn device_values(v: &crate::launch::HostValues, stream: &Stream) -> Result<Array
     if let Some(a) = made.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
         return Ok(a.clone());
     }
-    // 4 int32 at least: MLX's small pool takes outputs of up to 8 bytes
+    // 4 int32 at least: out of MLX's small pool
     let n = v.values.len();
-    let padded: Vec<i32> = v.values.iter().copied().chain(std::iter::repeat(0)).take(n.max(4)).collect();
+    let padded: Vec<i32> = v.values.iter().copied().chain(std::iter::repeat(0)).take(n.max(OUT_OF_SMALL_POOL_BYTES / 4)).collect();
     let len = i32::try_from(padded.len()).map_err(|_| MlxError::TooLarge(padded.len() * 4))?;
     let host = Array::from_slice(&padded, &[len]);
     let order: Vec<i32> = (0..len).collect();
@@ -314,44 +314,51 @@ fn device_values(v: &crate::launch::HostValues, stream: &Stream) -> Result<Array
     Ok(view)
 }
 
-/// Whether MLX's CUDA build keeps `a` in its small pool of managed memory, which the GPU reads
-/// across the bus (see [`device_values`]): an array of 1 to 8 bytes.
+/// MLX's CUDA build serves an allocation of this many bytes or fewer from its small pool of
+/// managed memory, which the GPU reads across the bus (its allocator.cpp; see [`device_values`]).
+const SMALL_POOL_MAX_BYTES: usize = 8;
+/// The bytes an array is given to be out of the small pool (MLX rounds 9 to 16 bytes up to 16).
+const OUT_OF_SMALL_POOL_BYTES: usize = 16;
+
+/// Whether MLX's CUDA build may keep `a` in its small pool: an array of 1 to 8 bytes (a slice of
+/// a larger buffer is not, and copying it too costs a small gather).
 fn in_small_pool(a: &Array) -> bool {
-    (1..=8).contains(&a.nbytes())
+    (1..=SMALL_POOL_MAX_BYTES).contains(&a.nbytes())
 }
 
-/// A caller's input that MLX keeps in its small pool, as MLX's CUDA build should hand it to a
-/// kernel: copied on the launch's stream into an array of at least 16 bytes (a GPU op's output,
-/// out of the pool), and the kernel reads a view of its first elements. Every warp of the masked
-/// DeltaNet step reads its mask of B * T bytes: with the mask in the pool, at B = 1 the kernel
-/// took 21 us against 4.4 for the unmasked one (docs/benchmarks.md, 2026-12-04). The copy is a
-/// gather, lazy like the launch; its index array (the input's positions, then the first again
-/// up to 16 bytes) is made once per thread, stream and shape, as [`device_values`] keeps its
-/// arrays, so it moves to the GPU once.
+/// A caller's input that MLX may keep in its small pool, as MLX's CUDA build should hand it to
+/// a kernel: gathered on the launch's stream into an array of at least 16 bytes (a GPU op's
+/// output, out of the pool), and the kernel reads a view of its first elements, in the input's
+/// shape and dtype. Every warp of the masked DeltaNet step reads its mask of B * T bytes, which
+/// in the pool made the step several times slower at small B (docs/benchmarks.md, eleventh
+/// session). The gather is lazy like the launch; its index array (the input's positions, then
+/// the first again up to 16 bytes) is made once per thread, stream and length, as
+/// [`device_values`] keeps its arrays, so it moves to the GPU once.
 fn off_the_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
-    const KEPT: usize = 64;
+    gathered_out_of_small_pool(a, stream)?.index(..a.size() as i32).reshape(a.shape()).map_err(MlxError::Host)
+}
+
+/// The gather behind [`off_the_small_pool`]'s view: `a`'s elements in order, then its first
+/// again up to 16 bytes, one dimension.
+fn gathered_out_of_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
     type Key = (std::thread::ThreadId, i32, usize, usize);
     static ORDERS: OnceLock<Mutex<HashMap<Key, Array>>> = OnceLock::new();
     let n = a.size();
-    let len = n.max(16usize.div_ceil(a.item_size().max(1)));
+    let len = n.max(OUT_OF_SMALL_POOL_BYTES.div_ceil(a.item_size().max(1)));
+    // (n and len are at most 16: the map holds a few arrays per thread and stream)
     let key: Key = (std::thread::current().id(), stream.get_index().map_err(MlxError::Host)?, n, len);
-    let orders = ORDERS.get_or_init(|| Mutex::new(HashMap::new()));
-    let order = {
-        let mut orders = orders.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if orders.len() >= KEPT && !orders.contains_key(&key) {
-            orders.clear();
-        }
-        orders
-            .entry(key)
-            .or_insert_with(|| {
-                let positions: Vec<i32> = (0..len).map(|i| if i < n { i as i32 } else { 0 }).collect();
-                Array::from_slice(&positions, &[len as i32])
-            })
-            .clone()
-    };
+    let order = ORDERS
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(key)
+        .or_insert_with(|| {
+            let positions: Vec<i32> = (0..len).map(|i| if i < n { i as i32 } else { 0 }).collect();
+            Array::from_slice(&positions, &[len as i32])
+        })
+        .clone();
     let flat = a.reshape(&[n as i32]).map_err(MlxError::Host)?;
-    let gathered = mlx_rs::with_stream(stream, || flat.take_axis(&order, 0)).map_err(MlxError::Host)?;
-    gathered.index(..n as i32).reshape(a.shape()).map_err(MlxError::Host)
+    mlx_rs::with_stream(stream, || flat.take_axis(&order, 0)).map_err(MlxError::Host)
 }
 
 /// The stream a CUDA kernel launches on: the thread's scoped stream, else MLX's GPU stream.
@@ -691,6 +698,38 @@ pub fn pack_arrays(layout: &crate::contract::PackedLayout, arrays: &[&Array]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small input's copy (made where MLX runs CUDA; its arithmetic is the same on any
+    /// stream, so this runs it on the CPU's): the input's shape, dtype and values, a 0-d one
+    /// and one-byte elements among them, out of a gather of at least 16 bytes.
+    #[test]
+    fn a_small_input_is_copied_with_its_shape_dtype_and_values() {
+        let cpu = Stream::cpu();
+        let cases = [
+            Array::from_slice(&[true], &[1, 1]),
+            Array::from_slice(&[true, false, true, true, false, false], &[2, 3]),
+            Array::from_slice(&[7u8], &[]),
+            Array::from_slice(&[1.5f32, -2.0], &[2]),
+            Array::from_slice(&[3i32], &[1]).as_dtype(mlx_rs::Dtype::Bfloat16).unwrap().reshape(&[1, 1]).unwrap(),
+        ];
+        for a in &cases {
+            assert!(in_small_pool(a), "{a:?}");
+            let copy = off_the_small_pool(a, &cpu).unwrap();
+            assert_eq!((copy.shape(), copy.dtype()), (a.shape(), a.dtype()));
+            let (a32, c32) = (a.as_dtype(mlx_rs::Dtype::Float32).unwrap(), copy.as_dtype(mlx_rs::Dtype::Float32).unwrap());
+            mlx_rs::transforms::eval([&a32, &c32]).unwrap();
+            assert_eq!(a32.as_slice::<f32>(), c32.as_slice::<f32>(), "{a:?}");
+        }
+        // the gather behind the view: 16 bytes at least, the input's elements first
+        for a in &cases {
+            let gathered = gathered_out_of_small_pool(a, &cpu).unwrap();
+            assert!(gathered.nbytes() >= OUT_OF_SMALL_POOL_BYTES && gathered.ndim() == 1, "{a:?}: {gathered:?}");
+            let head = gathered.index(..a.size() as i32).reshape(a.shape()).unwrap();
+            assert!(head.eq_values(a).unwrap(), "{a:?}: {gathered:?}");
+        }
+        // 9 bytes, or none: MLX allocates them out of the pool, or not at all
+        assert!(!in_small_pool(&Array::from_slice(&[0u8; 9], &[9])) && !in_small_pool(&Array::from_slice(&[0u8; 0], &[0])));
+    }
 
     #[test]
     fn a_grid_past_cudas_block_limits_is_refused_naming_the_axis() {
