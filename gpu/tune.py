@@ -37,6 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILIES = os.path.join(ROOT, "crates", "codegen", "families")
 ROTATE_BYTES = 256 << 20
 BATCH = 20
+# MLX's MAX_NDIM (mlx/backend/cuda/device/config.h): the values of a Shape or Strides parameter.
+MAX_NDIM = 10
 
 # Tuning targets: a family, the spec its candidates are rendered at, and its candidates: (name,
 # the git revision whose family files render it (None: the working tree's), {let: expression}
@@ -217,7 +219,7 @@ def shape_params(source, name, shape, np):
     extra = []
     for suffix, values, dtype in (("_shape", shape, np.int32), ("_strides", strides, np.int64)):
         if re.search(rf"\b{suffix[1:].capitalize()} {re.escape(name)}{suffix}\b", source):
-            record = np.zeros((), dtype=np.dtype([("v", dtype, (10,))]))
+            record = np.zeros((), dtype=np.dtype([("v", dtype, (MAX_NDIM,))]))
             record["v"][:len(values)] = values
             extra.append(record[()])
     if re.search(rf"\bint {re.escape(name)}_ndim\b", source):
@@ -226,7 +228,7 @@ def shape_params(source, name, shape, np):
 
 
 def run(directory, managed=False, only=None, profile=False, host_touch=False):
-    """Times each case (or, with `profile`, launches each once at M = 1, after one warm-up
+    """Times each case (or, with `profile`, launches each once at its first size point (M = 1, R = 1024), after one warm-up
     launch, for Nsight Compute to profile). `managed`: every buffer in managed memory
     (cudaMallocManaged, as MLX's CUDA allocator gives its arrays) rather than cudaMalloc's;
     `host_touch`: each input's bytes then written once more by the CPU, so that its pages are
@@ -385,7 +387,7 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
             rotation = 1 if profile else max(len(arrs) for arrs in ins)
 
             # an input's shape, strides and ndim follow it where the kernel declares them, as
-            # MLX's cuda_kernel passes them (by value: an array of MAX_NDIM = 10 int32 or int64)
+            # MLX's cuda_kernel passes them (by value: MAX_NDIM int32 or int64)
             source = open(os.path.join(directory, c["source"])).read()
             extras = [shape_params(source, b["name"], [evaluate(d, sizes) for d in b["shape"]], np) for b in c["inputs"]]
 
@@ -438,7 +440,7 @@ def main(argv=None):
     r.add_argument("--managed", action="store_true", help="buffers in managed memory, as MLX allocates")
     r.add_argument("--host-touch", action="store_true", help="with --managed: inputs first touched by the CPU, as MLX arrays built from host data")
     r.add_argument("--only", help="the cases whose kernel or candidate name holds this")
-    r.add_argument("--profile", action="store_true", help="one launch a case at M = 1 (after a warm-up), for ncu")
+    r.add_argument("--profile", action="store_true", help="one launch a case at its first size point (after a warm-up), for ncu")
     a = ap.parse_args(argv)
     if a.cmd == "prepare":
         prepare(a.out, a.family or sorted(TARGETS), a.candidates)

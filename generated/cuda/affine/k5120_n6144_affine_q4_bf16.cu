@@ -131,7 +131,7 @@ __global__ void custom_kernel_k5120_n6144_affine_q4_bf16(
   bool narrow = true;
   for (int i = 0; i < 16; i++) narrow = narrow && wide_warps[i] == 0u;
   float result[4] = {0};
-  // The steps of K, as one FMA a product (fma = true) or as mlxq_qdot's products: called once
+  // The steps of K, each product one FMA (fma = true) or a plain product: called once
   // with a constant, so the compiler makes a loop of each.
   auto steps = [&](const bool fma) {
 #pragma unroll 1
