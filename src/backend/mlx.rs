@@ -341,22 +341,25 @@ fn off_the_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
 /// The gather behind [`off_the_small_pool`]'s view: `a`'s elements in order, then its first
 /// again up to 16 bytes, one dimension.
 fn gathered_out_of_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
+    /// Index arrays kept; past this (threads come and go) the cache starts over.
+    const KEPT: usize = 1024;
     type Key = (std::thread::ThreadId, i32, usize, usize);
     static ORDERS: OnceLock<Mutex<HashMap<Key, Array>>> = OnceLock::new();
     let n = a.size();
     let len = n.max(OUT_OF_SMALL_POOL_BYTES.div_ceil(a.item_size().max(1)));
-    // (n and len are at most 16: the map holds a few arrays per thread and stream)
     let key: Key = (std::thread::current().id(), stream.get_index().map_err(MlxError::Host)?, n, len);
-    let order = ORDERS
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    let mut orders = ORDERS.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if orders.len() >= KEPT && !orders.contains_key(&key) {
+        orders.clear();
+    }
+    let order = orders
         .entry(key)
         .or_insert_with(|| {
             let positions: Vec<i32> = (0..len).map(|i| if i < n { i as i32 } else { 0 }).collect();
             Array::from_slice(&positions, &[len as i32])
         })
         .clone();
+    drop(orders);
     let flat = a.reshape(&[n as i32]).map_err(MlxError::Host)?;
     mlx_rs::with_stream(stream, || flat.take_axis(&order, 0)).map_err(MlxError::Host)
 }
