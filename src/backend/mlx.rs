@@ -294,18 +294,12 @@ fn device_values(v: &crate::launch::HostValues, stream: &Stream) -> Result<Array
     if let Some(a) = made.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
         return Ok(a.clone());
     }
-    // 4 int32 at least: out of MLX's small pool
+    // 4 int32 at least, so the host array is out of MLX's small pool too
     let n = v.values.len();
     let padded: Vec<i32> = v.values.iter().copied().chain(std::iter::repeat(0)).take(n.max(OUT_OF_SMALL_POOL_BYTES / 4)).collect();
     let len = i32::try_from(padded.len()).map_err(|_| MlxError::TooLarge(padded.len() * 4))?;
-    let host = Array::from_slice(&padded, &[len]);
-    let order: Vec<i32> = (0..len).collect();
-    let gathered = mlx_rs::with_stream(stream, || host.take_axis(Array::from_slice(&order, &[len]), 0)).map_err(MlxError::Host)?;
     let shape: Vec<i32> = v.shape.iter().map(|&d| i32_of(d)).collect();
-    let mut view = gathered.index(..i32_of(n as u64));
-    if shape.len() != 1 {
-        view = view.reshape(&shape).map_err(MlxError::Host)?;
-    }
+    let view = gathered_view(&Array::from_slice(&padded, &[len]), n, &shape, stream)?;
     let mut made = made.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if made.len() >= KEPT {
         made.clear();
@@ -327,26 +321,32 @@ fn in_small_pool(a: &Array) -> bool {
 }
 
 /// A caller's input that MLX may keep in its small pool, as MLX's CUDA build should hand it to
-/// a kernel: gathered on the launch's stream into an array of at least 16 bytes (a GPU op's
-/// output, out of the pool), and the kernel reads a view of its first elements, in the input's
-/// shape and dtype. Every warp of the masked DeltaNet step reads its mask of B * T bytes, which
-/// in the pool made the step several times slower at small B (docs/benchmarks.md, eleventh
-/// session). The gather is lazy like the launch; its index array (the input's positions, then
-/// the first again up to 16 bytes) is made once per thread, stream and length, as
-/// [`device_values`] keeps its arrays, so it moves to the GPU once.
+/// a kernel: gathered on the launch's stream, and the kernel reads a view of the gather in the
+/// input's shape and dtype ([`gathered_view`]). Every warp of the masked DeltaNet step reads its
+/// mask of B * T bytes, which in the pool made the step several times slower at small B
+/// (docs/benchmarks.md, eleventh session).
 fn off_the_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
-    gathered_out_of_small_pool(a, stream)?.index(..a.size() as i32).reshape(a.shape()).map_err(MlxError::Host)
+    let flat = a.reshape(&[a.size() as i32]).map_err(MlxError::Host)?;
+    gathered_view(&flat, a.size(), a.shape(), stream)
 }
 
-/// The gather behind [`off_the_small_pool`]'s view: `a`'s elements in order, then its first
-/// again up to 16 bytes, one dimension.
-fn gathered_out_of_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
+/// The first `n` elements of the one-dimensional `flat`, in `shape`, as a view of their gather
+/// on `stream` ([`padded_gather`]): what the kernel reads of a made input or of a small one.
+fn gathered_view(flat: &Array, n: usize, shape: &[i32], stream: &Stream) -> Result<Array, MlxError> {
+    padded_gather(flat, n, stream)?.index(..n as i32).reshape(shape).map_err(MlxError::Host)
+}
+
+/// The first `n` elements of the one-dimensional `flat`, gathered on `stream` into an array of
+/// at least 16 bytes (the positions past `n` repeat the first): a GPU op's output, so written
+/// by the GPU and out of MLX's small pool. The gather is lazy like the launch; its index array
+/// is made once per thread, stream and length (as [`device_values`] keeps its arrays), so it
+/// moves to the GPU once.
+fn padded_gather(flat: &Array, n: usize, stream: &Stream) -> Result<Array, MlxError> {
     /// Index arrays kept; past this (threads come and go) the cache starts over.
     const KEPT: usize = 1024;
     type Key = (std::thread::ThreadId, i32, usize, usize);
     static ORDERS: OnceLock<Mutex<HashMap<Key, Array>>> = OnceLock::new();
-    let n = a.size();
-    let len = n.max(OUT_OF_SMALL_POOL_BYTES.div_ceil(a.item_size().max(1)));
+    let len = n.max(OUT_OF_SMALL_POOL_BYTES.div_ceil(flat.item_size().max(1)));
     let key: Key = (std::thread::current().id(), stream.get_index().map_err(MlxError::Host)?, n, len);
     let mut orders = ORDERS.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if orders.len() >= KEPT && !orders.contains_key(&key) {
@@ -360,7 +360,6 @@ fn gathered_out_of_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxEr
         })
         .clone();
     drop(orders);
-    let flat = a.reshape(&[n as i32]).map_err(MlxError::Host)?;
     mlx_rs::with_stream(stream, || flat.take_axis(&order, 0)).map_err(MlxError::Host)
 }
 
@@ -725,13 +724,28 @@ mod tests {
         }
         // the gather behind the view: 16 bytes at least, the input's elements first
         for a in &cases {
-            let gathered = gathered_out_of_small_pool(a, &cpu).unwrap();
+            let gathered = padded_gather(&a.reshape(&[a.size() as i32]).unwrap(), a.size(), &cpu).unwrap();
             assert!(gathered.nbytes() >= OUT_OF_SMALL_POOL_BYTES && gathered.ndim() == 1, "{a:?}: {gathered:?}");
             let head = gathered.index(..a.size() as i32).reshape(a.shape()).unwrap();
             assert!(head.eq_values(a).unwrap(), "{a:?}: {gathered:?}");
         }
         // 9 bytes, or none: MLX allocates them out of the pool, or not at all
         assert!(!in_small_pool(&Array::from_slice(&[0u8; 9], &[9])) && !in_small_pool(&Array::from_slice(&[0u8; 0], &[0])));
+    }
+
+    /// A made input (run-time sizes, checked host values) on a stream, as on CUDA: its values in
+    /// its shape, as int32, out of a gather of at least 16 bytes.
+    #[test]
+    fn made_inputs_hold_their_values_in_their_shape() {
+        let cpu = Stream::cpu();
+        for (shape, values) in [(vec![1], vec![8]), (vec![2, 3], vec![1, -2, 3, 4, 5, 6]), (vec![5], vec![9, 8, 7, 6, 5])] {
+            let v = crate::launch::HostValues { shape: shape.clone(), values: values.clone() };
+            let a = device_values(&v, &cpu).unwrap();
+            let want: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
+            assert_eq!((a.shape(), a.dtype()), (want.as_slice(), mlx_rs::Dtype::Int32));
+            a.eval().unwrap();
+            assert_eq!(a.as_slice::<i32>(), values.as_slice());
+        }
     }
 
     #[test]
