@@ -104,15 +104,11 @@ def per_case(cases, kernels):
     return out
 
 
-def wall(c):
-    """A case's wall time a launch, or `-` for a case profiled but not timed."""
-    return "-" if c["wall_us"] is None else f"{c['wall_us']:.1f}"
-
-
-def built(c):
-    """The part of a case's wall time the host spent building its chain, before the evaluation
-    (`-` for a case profiled but not timed, or timed before bench.rs measured it)."""
-    return "-" if c.get("build_us") is None else f"{c['build_us']:.1f}"
+def timed_us(c, field):
+    """A timed figure of a case, us a launch: `wall_us` (its wall time) or `build_us` (the part
+    of it the host spent building its chain, before the evaluation); `-` for a case profiled but
+    not timed, or timed before bench.rs measured the figure."""
+    return "-" if c.get(field) is None else f"{c[field]:.1f}"
 
 
 def main():
@@ -134,7 +130,7 @@ def main():
     for c in timed:
         mb = c["bytes"] / 1e6
         kernel_s, dram, launches, limits = profiled.get((c["name"], c["sizes"]), (None, None, None, None))
-        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", wall(c), built(c)]
+        cells = [c["name"], c["sizes"] or "-", f"{mb:.2f}", timed_us(c, "wall_us"), timed_us(c, "build_us")]
         if kernel_s:
             tbps = c["bytes"] / kernel_s / 1e12
             cells += [f"{kernel_s * 1e6:.1f}", f"{launches:.0f}", f"{tbps:.2f}", f"{100 * tbps / copy:.0f}%", f"{dram / 1e6:.2f}", limits]
@@ -156,7 +152,7 @@ def main():
                     return ["-", "-"]
                 return [f"{kernel_s * 1e6:.1f}", f"{100 * c['bytes'] / kernel_s / 1e12 / copy:.0f}%"]
             ratio = "-" if k["wall_us"] is None or m["wall_us"] is None else f"{m['wall_us'] / k['wall_us']:.2f}"
-            cells = [k["name"], k["sizes"] or "-", *timing(k), wall(k), m["name"], *timing(m), wall(m), ratio]
+            cells = [k["name"], k["sizes"] or "-", *timing(k), timed_us(k, "wall_us"), m["name"], *timing(m), timed_us(m, "wall_us"), ratio]
             print("| " + " | ".join(cells) + " |")
 
     failed = [c for c in runs if "error" in c]

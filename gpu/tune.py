@@ -367,6 +367,8 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
     rows = []
     for c in cases:
         kernel = cp.RawModule(path=os.path.join(directory, c["cubin"])).get_function(c["symbol"])
+        # its parameters as MLX assembled them (see shape_params)
+        source = open(os.path.join(directory, c["source"])).read()
         for sizes in size_points(c)[:1] if profile else size_points(c):
             read = evaluate(c["bytes"]["bytes_read"], sizes)
             written = evaluate(c["bytes"]["bytes_written"], sizes)
@@ -388,7 +390,6 @@ def run(directory, managed=False, only=None, profile=False, host_touch=False):
 
             # an input's shape, strides and ndim follow it where the kernel declares them, as
             # MLX's cuda_kernel passes them (by value: MAX_NDIM int32 or int64)
-            source = open(os.path.join(directory, c["source"])).read()
             extras = [shape_params(source, b["name"], [evaluate(d, sizes) for d in b["shape"]], np) for b in c["inputs"]]
 
             def launch(i):
