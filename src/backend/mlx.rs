@@ -326,14 +326,16 @@ fn in_small_pool(a: &Array) -> bool {
 /// mask of B * T bytes, which in the pool made the step several times slower at small B
 /// (docs/benchmarks.md, eleventh session).
 fn off_the_small_pool(a: &Array, stream: &Stream) -> Result<Array, MlxError> {
-    let flat = a.reshape(&[a.size() as i32]).map_err(MlxError::Host)?;
+    let flat = mlx_rs::with_stream(stream, || a.reshape(&[a.size() as i32])).map_err(MlxError::Host)?;
     gathered_view(&flat, a.size(), a.shape(), stream)
 }
 
 /// The first `n` elements of the one-dimensional `flat`, in `shape`, as a view of their gather
 /// on `stream` ([`padded_gather`]): what the kernel reads of a made input or of a small one.
+/// Every op of the copy runs on the launch's stream, so it adds no cross-stream wait.
 fn gathered_view(flat: &Array, n: usize, shape: &[i32], stream: &Stream) -> Result<Array, MlxError> {
-    padded_gather(flat, n, stream)?.index(..n as i32).reshape(shape).map_err(MlxError::Host)
+    let gathered = padded_gather(flat, n, stream)?;
+    mlx_rs::with_stream(stream, || gathered.index(..n as i32).reshape(shape)).map_err(MlxError::Host)
 }
 
 /// The first `n` elements of the one-dimensional `flat`, gathered on `stream` into an array of
