@@ -19,8 +19,7 @@ What this times is the kernel alone, not a launch through MLX (`make bench-gpu` 
 A candidate is a choice the generated source makes, not a different computation: every
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
 records. Candidates: the gated norm's `cuda_rows_per_block` (at head128, rows of one warp); the
-expert family's files at an earlier revision (the baseline), its
-`rows_per_threadgroup` and `cuda_rows_per_block`; the affine family's `cuda_warps`,
+expert family's files at an earlier revision (the baseline) and its `cuda_rows_per_block`; the affine family's `cuda_warps`,
 `cuda_steps_ahead` and `cuda_fma_decode`, its body at 52fb4f9, and split-K as fdbb996 had it
 (rendered by that revision's kernelgen, named by KERNELGEN_BIN_FDBB996).
 """
@@ -43,8 +42,8 @@ MAX_NDIM = 10
 # Tuning targets: a family, the spec its candidates are rendered at, and its candidates: (name,
 # the git revision whose family files render it (None: the working tree's), {let: expression}
 # overriding the family's, {spec key: value} for the spec). The expert family's CUDA body as it
-# was at 8c634f7 (before its decode's mask and OR became one instruction) is the baseline its
-# changes are timed against; the affine
+# was at cc9bfa1 (down_grouped one warp a row, walking the routes) is the baseline its changes
+# are timed against; the affine
 # family's candidates are its CUDA block (`cuda_warps`), how many steps of K it loads ahead
 # (`cuda_steps_ahead`) and whether it forms each product as one FMA (`cuda_fma_decode`), and its
 # body at 52fb4f9 as a baseline.
@@ -83,9 +82,8 @@ TARGETS = {
     ),
     "expert": (
         EXPERT_SPEC,
-        [("at_8c634f7", "8c634f7", {}, {"rows": [4], "block": ""})]
-        + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
-        + [("now_r8", None, {}, {"rows": [8], "block": ""})],
+        [("at_cc9bfa1_b8", "cc9bfa1", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
+        + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)],
     ),
     "affine": (
         AFFINE_SPEC,

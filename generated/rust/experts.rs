@@ -313,11 +313,11 @@ pub static GLM52_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 292 },
-        body: TextRange { start: 616, end: 5948 },
+        body: TextRange { start: 616, end: 6846 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_bf16_r4_down_grouped.cu"),
         threadgroup: [128, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8192,
+        static_shared_memory_bytes: 320,
     }),
 };
 
@@ -624,11 +624,11 @@ pub static GLM52_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q4_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q4_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 590, end: 5897 },
+        body: TextRange { start: 590, end: 6795 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q4_f32_r4_down_grouped.cu"),
         threadgroup: [128, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8192,
+        static_shared_memory_bytes: 320,
     }),
 };
 
@@ -935,11 +935,11 @@ pub static GLM52_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 292 },
-        body: TextRange { start: 616, end: 5970 },
+        body: TextRange { start: 616, end: 6881 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_bf16_r4_down_grouped.cu"),
         threadgroup: [128, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8192,
+        static_shared_memory_bytes: 320,
     }),
 };
 
@@ -1246,11 +1246,11 @@ pub static GLM52_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_glm52_expert_q8_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/glm52_expert_q8_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 590, end: 5919 },
+        body: TextRange { start: 590, end: 6830 },
         path: Cow::Borrowed("generated/cuda/experts/glm52_expert_q8_f32_r4_down_grouped.cu"),
         threadgroup: [128, 2, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 8192,
+        static_shared_memory_bytes: 320,
     }),
 };
 
@@ -1557,11 +1557,11 @@ pub static QWEN3MOE_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 295 },
-        body: TextRange { start: 622, end: 5942 },
+        body: TextRange { start: 622, end: 6843 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_bf16_r4_down_grouped.cu"),
         threadgroup: [128, 1, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 3072,
+        static_shared_memory_bytes: 96,
     }),
 };
 
@@ -1868,11 +1868,11 @@ pub static QWEN3MOE_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q4_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q4_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 596, end: 5891 },
+        body: TextRange { start: 596, end: 6792 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q4_f32_r4_down_grouped.cu"),
         threadgroup: [128, 1, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 3072,
+        static_shared_memory_bytes: 96,
     }),
 };
 
@@ -2179,11 +2179,11 @@ pub static QWEN3MOE_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 295 },
-        body: TextRange { start: 622, end: 5967 },
+        body: TextRange { start: 622, end: 6874 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_bf16_r4_down_grouped.cu"),
         threadgroup: [128, 1, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 3072,
+        static_shared_memory_bytes: 96,
     }),
 };
 
@@ -2490,11 +2490,11 @@ pub static QWEN3MOE_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/qwen3moe_expert_q8_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 294 },
-        body: TextRange { start: 596, end: 5916 },
+        body: TextRange { start: 596, end: 6823 },
         path: Cow::Borrowed("generated/cuda/experts/qwen3moe_expert_q8_f32_r4_down_grouped.cu"),
         threadgroup: [128, 1, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 3072,
+        static_shared_memory_bytes: 96,
     }),
 };
 
@@ -2801,11 +2801,11 @@ pub static TINY_EXPERT_Q4_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 614, end: 5906 },
+        body: TextRange { start: 614, end: 6829 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_bf16_r4_down_grouped.cu"),
         threadgroup: [128, 4, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 1024,
+        static_shared_memory_bytes: 1152,
     }),
 };
 
@@ -3112,11 +3112,11 @@ pub static TINY_EXPERT_Q4_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q4_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q4_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 290 },
-        body: TextRange { start: 588, end: 5855 },
+        body: TextRange { start: 588, end: 6778 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q4_f32_r4_down_grouped.cu"),
         threadgroup: [128, 4, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 1024,
+        static_shared_memory_bytes: 1152,
     }),
 };
 
@@ -3423,11 +3423,11 @@ pub static TINY_EXPERT_Q8_BF16_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_bf16_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_bf16_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 291 },
-        body: TextRange { start: 614, end: 5930 },
+        body: TextRange { start: 614, end: 6857 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_bf16_r4_down_grouped.cu"),
         threadgroup: [128, 4, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 1024,
+        static_shared_memory_bytes: 1152,
     }),
 };
 
@@ -3734,11 +3734,11 @@ pub static TINY_EXPERT_Q8_F32_R4_DOWN_GROUPED: KernelDef = KernelDef {
         mlx_name: Cow::Borrowed("custom_kernel_tiny_expert_q8_f32_r4_down_grouped"),
         source: Cow::Borrowed(include_str!("../cuda/experts/tiny_expert_q8_f32_r4_down_grouped.cu")),
         header: TextRange { start: 80, end: 290 },
-        body: TextRange { start: 588, end: 5879 },
+        body: TextRange { start: 588, end: 6806 },
         path: Cow::Borrowed("generated/cuda/experts/tiny_expert_q8_f32_r4_down_grouped.cu"),
         threadgroup: [128, 4, 1],
         shared_memory_bytes: 0,
-        static_shared_memory_bytes: 1024,
+        static_shared_memory_bytes: 1152,
     }),
 };
 

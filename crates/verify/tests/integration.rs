@@ -7,3 +7,4 @@ mod backends;
 mod check;
 mod cuda;
 mod declarations;
+mod expert_long_rows;

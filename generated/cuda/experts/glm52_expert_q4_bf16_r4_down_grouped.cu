@@ -17,9 +17,11 @@ __global__ void custom_kernel_glm52_expert_q4_bf16_r4_down_grouped(
     const int32_t* Sin,
     __nv_bfloat16* out) {
   // glm52_expert_q4_bf16_r4_down_grouped: down_grouped over q4 weights, T = __nv_bfloat16, H = 6144, I = 2048, slot layout canonical packed, derived.
-  // 8 rows per block, one warp each, of every (token m, route k) pair: the expert is slot
-  // experts[m, k] of the slots array, 18923520 bytes apart. The token count M, the routes per
-  // token K and the slot count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
+  // 8 rows per block, of one token m; warp w takes the token's routes w, w + 8, ...
+  // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
+  // words, the next row's in flight while it uses one. The expert is slot experts[m, k] of the
+  // slots array, 18923520 bytes apart. The token count M, the routes per token K and the slot
+  // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 256 (2 rows of 128).
   const unsigned int tid = threadIdx.y * 128u + threadIdx.x;
   const unsigned int lane = tid % 32u;
@@ -28,104 +30,119 @@ __global__ void custom_kernel_glm52_expert_q4_bf16_r4_down_grouped(
   // (ptxas makes them two when both operands are immediates). threadIdx.z is 0 (the block is
   // [128, 2, 1]), which the compiler cannot know, so it cannot fold the sum.
   const unsigned int magic = 0x4B000000u + threadIdx.z;
-  const unsigned int row = blockIdx.y * 8u + warp;
+  // The family's checks make the rows a whole number of blocks: every row here is one of H.
+  const unsigned int firstRow = blockIdx.y * 8u;
   const unsigned int sample = blockIdx.z;
-  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 4 goes
-  // where lane w % 32 reads it at step w / 32, the 4 pairs of a step 128 apart.
-  __shared__ float2 staged[1024];
   const unsigned int routes = static_cast<unsigned int>(Kin[0]);
-  // The routes' row values, each weighted, summed in route order.
+  const unsigned int slotCount = static_cast<unsigned int>(Sin[0]);
+  // A group of 8 routes' values of the block's rows (route w's row r at w * 8 + r),
+  // each route's router weight, and whether it read a slot.
+  __shared__ float rowValues[64];
+  __shared__ float routeWeights[8];
+  __shared__ unsigned int routeKept[8];
+  // Thread r < 8: row firstRow + r's weighted sum of the routes so far, in route order.
   float total = 0.0f;
-  for (unsigned int route = 0u; route < routes; ++route) {
-  const unsigned int pair = sample * routes + route;
-  const __nv_bfloat16* inRow = mid + (unsigned long long)pair * 2048ull;
-  const unsigned int expert = experts[pair];
-  // An index past the slots reads nothing (the launch cannot see device values) and adds nothing.
-  const bool valid = row < 6144u && expert < static_cast<unsigned int>(Sin[0]);
-  const uint8_t* slot = slots + (unsigned long long)(valid ? expert : 0u) * 18923520ull;
-
-  // 8 Q4 weights a uint32 word, least significant first, zero point 8.
-  const uint32_t* downRow =
-    (const uint32_t*)(slot + 12582912) + (unsigned long long)row * 256ull;
-  float downAcc = 0.0f;
-  uint32_t downWords[8];
+  for (unsigned int group = 0u; group < routes; group += 8u) {
+    const unsigned int route = group + warp;
+    const unsigned int pair = sample * routes + route;
+    // A route past K, or an index past the slots (the launch cannot see device values), reads
+    // nothing and adds nothing. Both are the warp's, so a warp's lanes stay together.
+    const unsigned int expert = route < routes ? experts[pair] : slotCount;
+    if (expert < slotCount) {
+      const uint8_t* slot = slots + (unsigned long long)expert * 18923520ull;
+      const __nv_bfloat16* inRow = mid + (unsigned long long)pair * 2048ull;
+      // 8 Q4 weights a uint32 word, least significant first, zero point 8; row r's words follow row r - 1's.
+      const uint32_t* downRows =
+        (const uint32_t*)(slot + 12582912) + (unsigned long long)firstRow * 256ull;
+      // Each row's lane sum, carried across the segments.
+      float downAcc[8];
 #pragma unroll
-  for (unsigned int j = 0; j < 8u; ++j) {
-    const unsigned int word = lane + 32u * j;
-    downWords[j] = valid && word < 256u ? downRow[word] : 0u;
-  }
-  for (unsigned int first = 0; first < 8u; first += 8u) {
-    uint32_t downNext[8];
+      for (unsigned int r = 0; r < 8u; ++r) {
+        downAcc[r] = 0.0f;
+      }
+      // The lane's words lane, lane + 32, ... of a row, 8 at a time (1 segment).
+      for (unsigned int first = 0; first < 8u; first += 8u) {
+        uint32_t downWords[8];
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + 8u + j);
-      downNext[j] = valid && word < 256u ? downRow[word] : 0u;
-    }
-    // The compiler keeps loads in program order across a warp barrier: the next batch is
-    // issued here, before this one is used, rather than each load just ahead of its use.
-    __syncwarp();
-    if (first == 0u) {
-      // (once every warp is done with the previous route's row)
-      __syncthreads();
-      // The first two batches are in flight while the block stages the row, four pairs a
-      // thread at a time so that their loads issue together (staged one pair at a time, each
-      // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 1024u; t0 += 1024u) {
-        float2 four[4];
+        for (unsigned int j = 0; j < 8u; ++j) {
+          const unsigned int word = lane + 32u * (first + j);
+          downWords[j] = word < 256u ? downRows[word] : 0u;
+        }
+        // The segment's values of the route's mid row, as f32, in registers: the rows' loads
+        // are issued while they convert.
+        float xs[64];
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 256u * u;
-          four[u] = t < 1024u
-            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
-            : make_float2(0.0f, 0.0f);
+        for (unsigned int j = 0; j < 8u; ++j) {
+          const unsigned int word = lane + 32u * (first + j);
+#pragma unroll
+          for (unsigned int place = 0; place < 8u; ++place) {
+            xs[8u * j + place] = word < 256u ? static_cast<float>(inRow[8u * word + place]) : 0.0f;
+          }
         }
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 256u * u;
-          if (t < 1024u) {
-            staged[128u * (t / 128u) + 32u * (t % 4u) + (t / 4u) % 32u] = four[u];
+        for (unsigned int r = 0; r < 8u; ++r) {
+          uint32_t downNext[8];
+#pragma unroll
+          for (unsigned int j = 0; j < 8u; ++j) {
+            const unsigned int word = lane + 32u * (first + j);
+            downNext[j] = r + 1u < 8u && word < 256u ? downRows[(r + 1u) * 256u + word] : 0u;
+          }
+          // The compiler keeps loads in program order across a warp barrier: the next row's
+          // words are issued here, before this row's are used.
+          __syncwarp();
+#pragma unroll
+          for (unsigned int j = 0; j < 8u; ++j) {
+            const unsigned int word = lane + 32u * (first + j);
+            if (word >= 256u) {
+              break;
+            }
+#pragma unroll
+            for (unsigned int place = 0; place < 8u; ++place) {
+              // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
+              // high half, at bit `at` of the half; see the note at the top.
+              const unsigned int at = 4u * (place % 4u);
+              const float downWeight = __uint_as_float((magic - (at << 23)) |
+                ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+              downAcc[r] = fmaf(downWeight, xs[8u * j + place], downAcc[r]);
+            }
+          }
+#pragma unroll
+          for (unsigned int j = 0; j < 8u; ++j) {
+            downWords[j] = downNext[j];
           }
         }
       }
-      __syncthreads();
-    }
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      if (!valid || word >= 256u) {
-        break;
+      for (unsigned int r = 0; r < 8u; ++r) {
+        // simd_sum: the butterfly leaves the same sum in every lane.
+        for (int offset = 16; offset > 0; offset /= 2) {
+          downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
+        }
+        if (lane == 0u) {
+          rowValues[8u * warp + r] = downAcc[r] * ((const float*)(slot + 18890752))[firstRow + r];
+        }
       }
-#pragma unroll
-      for (unsigned int place = 0; place < 8u; ++place) {
-        // the row's value 8 * word + place, from the staged pairs
-        const float2 xPair = staged[128u * (first + j) + 32u * (place / 2u) + lane];
-        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
-        // high half, at bit `at` of the half; see the note at the top.
-        const unsigned int at = 4u * (place % 4u);
-        const float downWeight = __uint_as_float((magic - (at << 23)) |
-          ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
-        downAcc = fmaf(downWeight, xv, downAcc);
+      if (lane == 0u) {
+        routeWeights[warp] = static_cast<float>(weights[pair]);
+        routeKept[warp] = 1u;
+      }
+    } else if (lane == 0u) {
+      routeKept[warp] = 0u;
+    }
+    __syncthreads();
+    if (tid < 8u) {
+      const unsigned int inGroup = routes - group < 8u ? routes - group : 8u;
+      for (unsigned int k = 0u; k < inGroup; ++k) {
+        if (routeKept[k] != 0u) {
+          total = fmaf(routeWeights[k], rowValues[8u * k + tid], total);
+        }
       }
     }
-#pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      downWords[j] = downNext[j];
-    }
+    // (the next group writes the same arrays)
+    __syncthreads();
   }
-  if (!valid) {
-    continue;
-  }
-
-  // simd_sum: the butterfly leaves the same sum in every lane.
-  for (int offset = 16; offset > 0; offset /= 2) {
-    downAcc += __shfl_xor_sync(0xffffffffu, downAcc, offset);
-  }
-  const float value = downAcc * ((const float*)(slot + 18890752))[row];
-  total = fmaf(static_cast<float>(weights[pair]), value, total);
-  }
-  if (row < 6144u && lane == 0u) {
-    out[(unsigned long long)sample * 6144ull + row] = static_cast<__nv_bfloat16>(total);
+  if (tid < 8u) {
+    out[(unsigned long long)sample * 6144ull + firstRow + tid] = static_cast<__nv_bfloat16>(total);
   }
 }
 

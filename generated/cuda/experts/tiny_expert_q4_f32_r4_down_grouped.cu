@@ -17,9 +17,11 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_down_grouped(
     const int32_t* Sin,
     float* out) {
   // tiny_expert_q4_f32_r4_down_grouped: down_grouped over q4 weights, T = float, H = 256, I = 128, slot layout from the spec.
-  // 16 rows per block, one warp each, of every (token m, route k) pair: the expert is slot
-  // experts[m, k] of the slots array, 73728 bytes apart. The token count M, the routes per
-  // token K and the slot count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
+  // 16 rows per block, of one token m; warp w takes the token's routes w, w + 16, ...
+  // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
+  // words, the next row's in flight while it uses one. The expert is slot experts[m, k] of the
+  // slots array, 73728 bytes apart. The token count M, the routes per token K and the slot
+  // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 512 (4 rows of 128).
   const unsigned int tid = threadIdx.y * 128u + threadIdx.x;
   const unsigned int lane = tid % 32u;
@@ -28,104 +30,119 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_down_grouped(
   // (ptxas makes them two when both operands are immediates). threadIdx.z is 0 (the block is
   // [128, 4, 1]), which the compiler cannot know, so it cannot fold the sum.
   const unsigned int magic = 0x4B000000u + threadIdx.z;
-  const unsigned int row = blockIdx.y * 16u + warp;
+  // The family's checks make the rows a whole number of blocks: every row here is one of H.
+  const unsigned int firstRow = blockIdx.y * 16u;
   const unsigned int sample = blockIdx.z;
-  // The row multiplied, as f32 pairs: pair t (values 2t and 2t + 1) of word w = t / 4 goes
-  // where lane w % 32 reads it at step w / 32, the 4 pairs of a step 128 apart.
-  __shared__ float2 staged[128];
   const unsigned int routes = static_cast<unsigned int>(Kin[0]);
-  // The routes' row values, each weighted, summed in route order.
+  const unsigned int slotCount = static_cast<unsigned int>(Sin[0]);
+  // A group of 16 routes' values of the block's rows (route w's row r at w * 16 + r),
+  // each route's router weight, and whether it read a slot.
+  __shared__ float rowValues[256];
+  __shared__ float routeWeights[16];
+  __shared__ unsigned int routeKept[16];
+  // Thread r < 16: row firstRow + r's weighted sum of the routes so far, in route order.
   float total = 0.0f;
-  for (unsigned int route = 0u; route < routes; ++route) {
-  const unsigned int pair = sample * routes + route;
-  const float* inRow = mid + (unsigned long long)pair * 128ull;
-  const unsigned int expert = experts[pair];
-  // An index past the slots reads nothing (the launch cannot see device values) and adds nothing.
-  const bool valid = row < 256u && expert < static_cast<unsigned int>(Sin[0]);
-  const uint8_t* slot = slots + (unsigned long long)(valid ? expert : 0u) * 73728ull;
-
-  // 8 Q4 weights a uint32 word, least significant first, zero point 8.
-  const uint32_t* downRow =
-    (const uint32_t*)(slot + 40960) + (unsigned long long)row * 16ull;
-  float downAcc = 0.0f;
-  uint32_t downWords[8];
+  for (unsigned int group = 0u; group < routes; group += 16u) {
+    const unsigned int route = group + warp;
+    const unsigned int pair = sample * routes + route;
+    // A route past K, or an index past the slots (the launch cannot see device values), reads
+    // nothing and adds nothing. Both are the warp's, so a warp's lanes stay together.
+    const unsigned int expert = route < routes ? experts[pair] : slotCount;
+    if (expert < slotCount) {
+      const uint8_t* slot = slots + (unsigned long long)expert * 73728ull;
+      const float* inRow = mid + (unsigned long long)pair * 128ull;
+      // 8 Q4 weights a uint32 word, least significant first, zero point 8; row r's words follow row r - 1's.
+      const uint32_t* downRows =
+        (const uint32_t*)(slot + 40960) + (unsigned long long)firstRow * 16ull;
+      // Each row's lane sum, carried across the segments.
+      float downAcc[16];
 #pragma unroll
-  for (unsigned int j = 0; j < 8u; ++j) {
-    const unsigned int word = lane + 32u * j;
-    downWords[j] = valid && word < 16u ? downRow[word] : 0u;
-  }
-  for (unsigned int first = 0; first < 1u; first += 8u) {
-    uint32_t downNext[8];
+      for (unsigned int r = 0; r < 16u; ++r) {
+        downAcc[r] = 0.0f;
+      }
+      // The lane's words lane, lane + 32, ... of a row, 1 at a time (1 segment).
+      for (unsigned int first = 0; first < 1u; first += 1u) {
+        uint32_t downWords[1];
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + 8u + j);
-      downNext[j] = valid && word < 16u ? downRow[word] : 0u;
-    }
-    // The compiler keeps loads in program order across a warp barrier: the next batch is
-    // issued here, before this one is used, rather than each load just ahead of its use.
-    __syncwarp();
-    if (first == 0u) {
-      // (once every warp is done with the previous route's row)
-      __syncthreads();
-      // The first two batches are in flight while the block stages the row, four pairs a
-      // thread at a time so that their loads issue together (staged one pair at a time, each
-      // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 64u; t0 += 2048u) {
-        float2 four[4];
+        for (unsigned int j = 0; j < 1u; ++j) {
+          const unsigned int word = lane + 32u * (first + j);
+          downWords[j] = word < 16u ? downRows[word] : 0u;
+        }
+        // The segment's values of the route's mid row, as f32, in registers: the rows' loads
+        // are issued while they convert.
+        float xs[8];
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 512u * u;
-          four[u] = t < 64u
-            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
-            : make_float2(0.0f, 0.0f);
+        for (unsigned int j = 0; j < 1u; ++j) {
+          const unsigned int word = lane + 32u * (first + j);
+#pragma unroll
+          for (unsigned int place = 0; place < 8u; ++place) {
+            xs[8u * j + place] = word < 16u ? static_cast<float>(inRow[8u * word + place]) : 0.0f;
+          }
         }
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 512u * u;
-          if (t < 64u) {
-            staged[128u * (t / 128u) + 32u * (t % 4u) + (t / 4u) % 32u] = four[u];
+        for (unsigned int r = 0; r < 16u; ++r) {
+          uint32_t downNext[1];
+#pragma unroll
+          for (unsigned int j = 0; j < 1u; ++j) {
+            const unsigned int word = lane + 32u * (first + j);
+            downNext[j] = r + 1u < 16u && word < 16u ? downRows[(r + 1u) * 16u + word] : 0u;
+          }
+          // The compiler keeps loads in program order across a warp barrier: the next row's
+          // words are issued here, before this row's are used.
+          __syncwarp();
+#pragma unroll
+          for (unsigned int j = 0; j < 1u; ++j) {
+            const unsigned int word = lane + 32u * (first + j);
+            if (word >= 16u) {
+              break;
+            }
+#pragma unroll
+            for (unsigned int place = 0; place < 8u; ++place) {
+              // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
+              // high half, at bit `at` of the half; see the note at the top.
+              const unsigned int at = 4u * (place % 4u);
+              const float downWeight = __uint_as_float((magic - (at << 23)) |
+                ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+              downAcc[r] = fmaf(downWeight, xs[8u * j + place], downAcc[r]);
+            }
+          }
+#pragma unroll
+          for (unsigned int j = 0; j < 1u; ++j) {
+            downWords[j] = downNext[j];
           }
         }
       }
-      __syncthreads();
-    }
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      if (!valid || word >= 16u) {
-        break;
+      for (unsigned int r = 0; r < 16u; ++r) {
+        // simd_sum: the butterfly leaves the same sum in every lane.
+        for (int offset = 16; offset > 0; offset /= 2) {
+          downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
+        }
+        if (lane == 0u) {
+          rowValues[16u * warp + r] = downAcc[r] * ((const float*)(slot + 69632))[firstRow + r];
+        }
       }
-#pragma unroll
-      for (unsigned int place = 0; place < 8u; ++place) {
-        // the row's value 8 * word + place, from the staged pairs
-        const float2 xPair = staged[128u * (first + j) + 32u * (place / 2u) + lane];
-        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
-        // high half, at bit `at` of the half; see the note at the top.
-        const unsigned int at = 4u * (place % 4u);
-        const float downWeight = __uint_as_float((magic - (at << 23)) |
-          ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
-        downAcc = fmaf(downWeight, xv, downAcc);
+      if (lane == 0u) {
+        routeWeights[warp] = static_cast<float>(weights[pair]);
+        routeKept[warp] = 1u;
+      }
+    } else if (lane == 0u) {
+      routeKept[warp] = 0u;
+    }
+    __syncthreads();
+    if (tid < 16u) {
+      const unsigned int inGroup = routes - group < 16u ? routes - group : 16u;
+      for (unsigned int k = 0u; k < inGroup; ++k) {
+        if (routeKept[k] != 0u) {
+          total = fmaf(routeWeights[k], rowValues[16u * k + tid], total);
+        }
       }
     }
-#pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      downWords[j] = downNext[j];
-    }
+    // (the next group writes the same arrays)
+    __syncthreads();
   }
-  if (!valid) {
-    continue;
-  }
-
-  // simd_sum: the butterfly leaves the same sum in every lane.
-  for (int offset = 16; offset > 0; offset /= 2) {
-    downAcc += __shfl_xor_sync(0xffffffffu, downAcc, offset);
-  }
-  const float value = downAcc * ((const float*)(slot + 69632))[row];
-  total = fmaf(static_cast<float>(weights[pair]), value, total);
-  }
-  if (row < 256u && lane == 0u) {
-    out[(unsigned long long)sample * 256ull + row] = static_cast<float>(total);
+  if (tid < 16u) {
+    out[(unsigned long long)sample * 256ull + firstRow + tid] = static_cast<float>(total);
   }
 }
 

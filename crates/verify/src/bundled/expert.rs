@@ -1,8 +1,9 @@
 //! The streamed expert (`rust:expert`): random Q4/Q8 weights packed into a slot at the spec's
 //! layout (gaps filled with the reference's fill byte), random activations, M = 2 samples. The
-//! grouped parts get S = 3 such slots stacked, M = 2 tokens of K = 2 routes each, router
-//! weights in [0, 1), and slot indices in [0, S) but for one pair whose index is past the slots
-//! (S, or u32::MAX, at a pair the seed picks), so every run exercises the skip.
+//! grouped parts get S = 3 such slots stacked, M = 2 tokens of K = 2 routes each ([`routes`]:
+//! more for `down_grouped` at a small geometry), router weights in [0, 1), and slot indices in
+//! [0, S) but for one pair whose index is past the slots (S, or u32::MAX, at a pair the seed
+//! picks), so every run exercises the skip.
 
 use super::{host, input, per_dtype, random, RustReference};
 use crate::case::Case;
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex};
 pub(super) const REFERENCE: RustReference = RustReference {
     name: "expert",
     declared: Declaration {
-        params: &["dtype", "quant", "H", "I", "gate_weights", "up_weights", "down_weights", "gate_scales", "up_scales", "down_scales", "slot_bytes"],
+        params: &["dtype", "quant", "H", "I", "CUDA_ROWS", "gate_weights", "up_weights", "down_weights", "gate_scales", "up_scales", "down_scales", "slot_bytes"],
         inputs: &["x", "mid", "slot", "slots", "experts", "weights"],
         outputs: &["mid", "out"],
     },
@@ -86,31 +87,44 @@ fn grouped(k: &Kernel<'_>) -> Result<bool, Error> {
     k.has_input("slots")
 }
 
-/// The grouped parts' slot indices: in [0, S), but for one pair past the slots.
-fn experts(seed: u64) -> Vec<u32> {
+/// Weights a geometry's `down` holds (H * I) up to which `down_grouped` is run with more routes.
+const SMALL_DOWN: usize = 1 << 22;
+
+/// Routes per token of a grouped part: K, but for `down_grouped` at a small geometry one more
+/// than a CUDA block's rows: that body's warps take a token's routes in groups of as many as the
+/// block has rows, so its second group, a partial one, runs too (at glm52 that many routes
+/// would cost the emulator seconds a kernel; there K = 2 leaves warps without a route).
+fn routes(k: &Kernel<'_>, g: &ExpertGeometry) -> Result<usize, Error> {
+    Ok(if !gate_up(k)? && g.hidden * g.intermediate <= SMALL_DOWN { k.int("CUDA_ROWS")? + 1 } else { K })
+}
+
+/// The grouped parts' slot indices for M tokens of `routes` each: in [0, S), but for one pair
+/// past the slots.
+fn experts(seed: u64, routes: usize) -> Vec<u32> {
     let mut rng = SplitMix64::new(seed ^ 0xe4e7);
-    let mut e: Vec<u32> = (0..M * K).map(|_| rng.int(0, S as i64 - 1) as u32).collect();
-    e[(seed % (M * K) as u64) as usize] = if seed % 2 == 0 { S as u32 } else { u32::MAX };
+    let mut e: Vec<u32> = (0..M * routes).map(|_| rng.int(0, S as i64 - 1) as u32).collect();
+    e[(seed % (M * routes) as u64) as usize] = if seed % 2 == 0 { S as u32 } else { u32::MAX };
     e
 }
 
 fn grouped_case<T: Element>(k: &Kernel<'_>, seed: u64) -> Result<Case, Error> {
     let (quant, g) = geometry(k)?;
+    let routes = routes(k, &g)?;
     let slots: Vec<u8> = (0..S as u64).flat_map(|s| packed_slot(quant, &g, seed + s).to_vec()).collect();
     let mut rng = SplitMix64::new(seed ^ 0x5eed);
-    let (input, shape) = if gate_up(k)? { ("x", vec![M as u64, g.hidden as u64]) } else { ("mid", vec![M as u64, K as u64, g.intermediate as u64]) };
+    let (input, shape) = if gate_up(k)? { ("x", vec![M as u64, g.hidden as u64]) } else { ("mid", vec![M as u64, routes as u64, g.intermediate as u64]) };
     let x: Vec<T> = random(&mut rng, shape.iter().product::<u64>() as usize);
-    let experts = experts(seed);
+    let experts = experts(seed, routes);
     let mut case = Case::new()
         .size("M", M as u64)
-        .size("K", K as u64)
+        .size("K", routes as u64)
         .size("S", S as u64)
         .array(input, host(shape, &x))
         .array("slots", HostArray::from_u8(vec![S as u64, g.slot_bytes as u64], slots))
-        .array("experts", HostArray::new(kernelgen::contract::Dtype::U32, vec![M as u64, K as u64], experts.iter().flat_map(|e| e.to_le_bytes()).collect()));
+        .array("experts", HostArray::new(kernelgen::contract::Dtype::U32, vec![M as u64, routes as u64], experts.iter().flat_map(|e| e.to_le_bytes()).collect()));
     if !gate_up(k)? {
-        let weights: Vec<T> = (0..M * K).map(|_| T::from_f32(rng.unit() as f32)).collect();
-        case = case.array("weights", host(vec![M as u64, K as u64], &weights));
+        let weights: Vec<T> = (0..M * routes).map(|_| T::from_f32(rng.unit() as f32)).collect();
+        case = case.array("weights", host(vec![M as u64, routes as u64], &weights));
     }
     Ok(case)
 }
@@ -118,11 +132,11 @@ fn grouped_case<T: Element>(k: &Kernel<'_>, seed: u64) -> Result<Case, Error> {
 fn grouped_expected<T: Element>(k: &Kernel<'_>, case: &Case) -> Result<Vec<(String, Expected)>, Error> {
     let (quant, g) = geometry(k)?;
     let experts: Vec<u32> = case.get("experts")?.data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let routes = expert::Routes { slots: &case.get("slots")?.data, experts: &experts, m: M, k: K };
+    let routes = expert::Routes { slots: &case.get("slots")?.data, experts: &experts, m: M, k: routes(k, &g)? };
     Ok(vec![if gate_up(k)? {
         let x: Vec<T> = input(case, "x")?;
         let replay = expert::gate_up_grouped_replay(&x, &routes, &g, quant, lanes(k));
-        ("mid".to_string(), Expected::Model { replay: host(vec![M as u64, K as u64, g.intermediate as u64], &replay), exact: expert::gate_up_grouped_f64(&x, &routes, &g, quant), exact_at: None })
+        ("mid".to_string(), Expected::Model { replay: host(vec![M as u64, routes.k as u64, g.intermediate as u64], &replay), exact: expert::gate_up_grouped_f64(&x, &routes, &g, quant), exact_at: None })
     } else {
         let (mid, weights): (Vec<T>, Vec<T>) = (input(case, "mid")?, input(case, "weights")?);
         let replay = expert::down_grouped_replay(&mid, &weights, &routes, &g, quant, lanes(k));

@@ -1,0 +1,33 @@
+//! The expert family's `down_grouped` CUDA body on rows longer than a lane holds in registers:
+//! each warp keeps its route's row of mid as at most 64 f32 a lane, so at I = 2304 a lane's 9
+//! Q4 words (18 Q8 words) are taken in segments of 8 (16), the last one partial, each row's
+//! lane sum carried across them. No catalog geometry has such rows (glm52's I = 2048 is one
+//! segment), so this runs one in the emulator's CUDA mode: bit for bit the replay model (the
+//! order one warp a row sums in), within the f64 model's bound, at K = 5 routes of blocks of 4
+//! rows (a second, partial group of routes).
+
+use kernelgen_codegen::spec::SpecSource;
+use kernelgen_codegen::{Config, Input};
+use kernelgen_emu::EmuBackend;
+use kernelgen_verify::{Language, Options, Replay, Values, verify_kernel};
+
+#[test]
+fn down_grouped_takes_a_long_row_in_segments() {
+    let text = "family = \"expert\"\n[axes]\nquant = [\"q4\", \"q8\"]\ndtype = [\"bf16\", \"f32\"]\nrows_per_threadgroup = [4]\n[geometry.long]\nhidden = 64\nintermediate = 2304\n";
+    let spec = SpecSource { display: "long.toml".into(), origin: "specs/long.toml".into(), stem: "long".into(), text: text.into() };
+    let generated = Config::new().generate(Input::bundled(vec![spec])).unwrap_or_else(|e| panic!("{e}"));
+    let cuda = EmuBackend::with_defaults().expect("emulator").with_language(Language::Cuda);
+    let mut ran = 0;
+    for r in generated.kernels.iter().filter(|r| r.kernel.name.ends_with("_down_grouped")) {
+        let name = &r.kernel.name;
+        assert_eq!(r.kernel.plan.params.get("DOWN_SEGS").and_then(|v| v.as_u64()), Some(2), "{name}: two segments a row");
+        let outcome = verify_kernel(&cuda, r, &Options { seed: 5, ..Options::default() });
+        assert_eq!((outcome.body, outcome.sizes.as_str()), (Language::Cuda, "M=2,K=5,S=3"), "{name}");
+        match outcome.result {
+            Ok(Values::Model { replay: Replay::BitForBit, max_ulp, bound }) => assert!(max_ulp <= bound, "{name}: {max_ulp} > {bound}"),
+            other => panic!("{name}: {other:?}"),
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 4, "q4 and q8, bf16 and f32");
+}
