@@ -83,7 +83,10 @@ TARGETS = {
     "expert": (
         EXPERT_SPEC,
         [("at_cc9bfa1_b8", "cc9bfa1", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
-        + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)],
+        + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
+        # down_grouped's rows in flight ahead of the one a warp uses (the family's choice is 2 at
+        # Q4, 1 at Q8)
+        + [(f"now_b8_a{a}", None, {"DOWN_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for a in (1, 2, 3, 4)],
     ),
     "affine": (
         AFFINE_SPEC,

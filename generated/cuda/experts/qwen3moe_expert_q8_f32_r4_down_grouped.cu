@@ -19,7 +19,7 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped(
   // qwen3moe_expert_q8_f32_r4_down_grouped: down_grouped over q8 weights, T = float, H = 2048, I = 768, slot layout canonical packed, derived.
   // 4 rows per block, of one token m; warp w takes the token's routes w, w + 4, ...
   // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
-  // words, the next row's in flight while it uses one. The expert is slot experts[m, k] of the
+  // words, 3 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
   // slots array, 4734976 bytes apart. The token count M, the routes per token K and the slot
   // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 128 (1 rows of 128).
@@ -62,11 +62,16 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped(
       }
       // The lane's words lane, lane + 32, ... of a row, 6 at a time (1 segment).
       for (unsigned int first = 0; first < 6u; first += 6u) {
-        uint32_t downWords[6];
+        // A ring of 4 rows' words: row r's in downWords[r % 4], rows r + 1 to r + 3
+        // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
+        uint32_t downWords[4][6];
 #pragma unroll
-        for (unsigned int j = 0; j < 6u; ++j) {
-          const unsigned int word = lane + 32u * (first + j);
-          downWords[j] = word < 192u ? downRows[word] ^ 0x80808080u : 0u;
+        for (unsigned int r = 0; r < 3u; ++r) {
+#pragma unroll
+          for (unsigned int j = 0; j < 6u; ++j) {
+            const unsigned int word = lane + 32u * (first + j);
+            downWords[r][j] = word < 192u ? downRows[r * 192u + word] ^ 0x80808080u : 0u;
+          }
         }
         // The segment's values of the route's mid row, as f32, in registers: the rows' loads
         // are issued while they convert.
@@ -81,15 +86,18 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped(
         }
 #pragma unroll
         for (unsigned int r = 0; r < 4u; ++r) {
-          uint32_t downNext[6];
+          const unsigned int ahead = r + 3u;
 #pragma unroll
           for (unsigned int j = 0; j < 6u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
-            downNext[j] = r + 1u < 4u && word < 192u ? downRows[(r + 1u) * 192u + word] ^ 0x80808080u : 0u;
+            if (ahead < 4u) {
+              downWords[ahead % 4u][j] = word < 192u ? downRows[ahead * 192u + word] ^ 0x80808080u : 0u;
+            }
           }
-          // The compiler keeps loads in program order across a warp barrier: the next row's
-          // words are issued here, before this row's are used.
+          // The compiler keeps loads in program order across a warp barrier: the rows ahead
+          // are issued here, before this row's words are used.
           __syncwarp();
+          const uint32_t* words = downWords[r % 4u];
 #pragma unroll
           for (unsigned int j = 0; j < 6u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
@@ -102,13 +110,9 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_down_grouped(
               // high half, at bit `at` of the half; see the note at the top.
               const unsigned int at = 8u * (place % 2u);
               const float downWeight = __uint_as_float((magic - (at << 23)) |
-                ((place < 2u ? downWords[j] : downWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+                ((place < 2u ? words[j] : words[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
               downAcc[r] = fmaf(downWeight, xs[4u * j + place], downAcc[r]);
             }
-          }
-#pragma unroll
-          for (unsigned int j = 0; j < 6u; ++j) {
-            downWords[j] = downNext[j];
           }
         }
       }

@@ -19,7 +19,7 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
   // tiny_expert_q4_bf16_r4_down_grouped: down_grouped over q4 weights, T = __nv_bfloat16, H = 256, I = 128, slot layout from the spec.
   // 16 rows per block, of one token m; warp w takes the token's routes w, w + 16, ...
   // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
-  // words, the next row's in flight while it uses one. The expert is slot experts[m, k] of the
+  // words, 15 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
   // slots array, 73728 bytes apart. The token count M, the routes per token K and the slot
   // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 512 (4 rows of 128).
@@ -62,11 +62,16 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
       }
       // The lane's words lane, lane + 32, ... of a row, 1 at a time (1 segment).
       for (unsigned int first = 0; first < 1u; first += 1u) {
-        uint32_t downWords[1];
+        // A ring of 16 rows' words: row r's in downWords[r % 16], rows r + 1 to r + 15
+        // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
+        uint32_t downWords[16][1];
 #pragma unroll
-        for (unsigned int j = 0; j < 1u; ++j) {
-          const unsigned int word = lane + 32u * (first + j);
-          downWords[j] = word < 16u ? downRows[word] : 0u;
+        for (unsigned int r = 0; r < 15u; ++r) {
+#pragma unroll
+          for (unsigned int j = 0; j < 1u; ++j) {
+            const unsigned int word = lane + 32u * (first + j);
+            downWords[r][j] = word < 16u ? downRows[r * 16u + word] : 0u;
+          }
         }
         // The segment's values of the route's mid row, as f32, in registers: the rows' loads
         // are issued while they convert.
@@ -81,15 +86,18 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
         }
 #pragma unroll
         for (unsigned int r = 0; r < 16u; ++r) {
-          uint32_t downNext[1];
+          const unsigned int ahead = r + 15u;
 #pragma unroll
           for (unsigned int j = 0; j < 1u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
-            downNext[j] = r + 1u < 16u && word < 16u ? downRows[(r + 1u) * 16u + word] : 0u;
+            if (ahead < 16u) {
+              downWords[ahead % 16u][j] = word < 16u ? downRows[ahead * 16u + word] : 0u;
+            }
           }
-          // The compiler keeps loads in program order across a warp barrier: the next row's
-          // words are issued here, before this row's are used.
+          // The compiler keeps loads in program order across a warp barrier: the rows ahead
+          // are issued here, before this row's words are used.
           __syncwarp();
+          const uint32_t* words = downWords[r % 16u];
 #pragma unroll
           for (unsigned int j = 0; j < 1u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
@@ -102,13 +110,9 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_down_grouped(
               // high half, at bit `at` of the half; see the note at the top.
               const unsigned int at = 4u * (place % 4u);
               const float downWeight = __uint_as_float((magic - (at << 23)) |
-                ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+                ((place < 4u ? words[j] : words[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
               downAcc[r] = fmaf(downWeight, xs[8u * j + place], downAcc[r]);
             }
-          }
-#pragma unroll
-          for (unsigned int j = 0; j < 1u; ++j) {
-            downWords[j] = downNext[j];
           }
         }
       }
