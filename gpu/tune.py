@@ -86,7 +86,9 @@ TARGETS = {
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         # down_grouped's rows in flight ahead of the one a warp uses (the family's choice is 2 at
         # Q4, 1 at Q8)
-        + [(f"now_b8_a{a}", None, {"DOWN_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for a in (1, 2, 3, 4)],
+        + [(f"now_b8_a{a}", None, {"DOWN_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for a in (1, 2, 3, 4)]
+        # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4)
+        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (4, 6, 8, 12)],
     ),
     "affine": (
         AFFINE_SPEC,

@@ -39,20 +39,20 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up(
     (const uint32_t*)(slot + 1572864) + (unsigned long long)row * 512ull;
   float gateAcc = 0.0f;
   float upAcc = 0.0f;
-  uint32_t gateWords[8];
-  uint32_t upWords[8];
+  uint32_t gateWords[4];
+  uint32_t upWords[4];
 #pragma unroll
-  for (unsigned int j = 0; j < 8u; ++j) {
+  for (unsigned int j = 0; j < 4u; ++j) {
     const unsigned int word = lane + 32u * j;
     gateWords[j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
     upWords[j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
   }
-  for (unsigned int first = 0; first < 16u; first += 8u) {
-    uint32_t gateNext[8];
-    uint32_t upNext[8];
+  for (unsigned int first = 0; first < 16u; first += 4u) {
+    uint32_t gateNext[4];
+    uint32_t upNext[4];
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + 8u + j);
+    for (unsigned int j = 0; j < 4u; ++j) {
+      const unsigned int word = lane + 32u * (first + 4u + j);
       gateNext[j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
       upNext[j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
     }
@@ -83,7 +83,7 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up(
       __syncthreads();
     }
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
+    for (unsigned int j = 0; j < 4u; ++j) {
       const unsigned int word = lane + 32u * (first + j);
       if (!valid || word >= 512u) {
         break;
@@ -105,7 +105,7 @@ __global__ void custom_kernel_qwen3moe_expert_q8_f32_r4_gate_up(
       }
     }
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
+    for (unsigned int j = 0; j < 4u; ++j) {
       gateWords[j] = gateNext[j];
       upWords[j] = upNext[j];
     }
