@@ -138,9 +138,19 @@ fn production(def: &KernelDef) -> bool {
     !def.spec.ends_with("_dtypes.toml") && !TEST_GEOMETRIES.iter().any(|g| def.name.starts_with(&format!("{g}_")))
 }
 
-/// A catalog kernel at `sizes`, through the typed launch path, its inputs rotated.
-fn kernel_case<'a>(mlx: &'a MlxBackend, def: &'static KernelDef, sizes: &[(&str, u64)], seed: u64, profile: bool) -> Result<Case<'a>> {
-    let case = kernelgen_verify::random_case(def, sizes, &[], seed)?;
+/// A catalog kernel at `sizes`, through the typed launch path, its inputs rotated (drawn from
+/// its contract; a routed kernel's `experts` are the [M, K] `routes` given).
+fn kernel_case<'a>(mlx: &'a MlxBackend, def: &'static KernelDef, sizes: &[(&str, u64)], routes: Option<&[u32]>, seed: u64, profile: bool) -> Result<Case<'a>> {
+    let mut case = kernelgen_verify::random_case(def, sizes, &[], seed)?;
+    if let Some(routes) = routes {
+        let drawn = case.arrays.get("experts").ok_or("a routed kernel without experts")?;
+        let bytes: Vec<u8> = routes.iter().flat_map(|e| e.to_le_bytes()).collect();
+        if bytes.len() != drawn.data.len() {
+            return Err(format!("{} routes for an experts input of {} bytes", routes.len(), drawn.data.len()).into());
+        }
+        let experts = kernelgen_emu::HostArray::new(drawn.dtype, drawn.shape.clone(), bytes);
+        case = case.array("experts", experts);
+    }
     let bound = case.bind(def)?;
     let at: Vec<u64> = sizes.iter().map(|(_, v)| *v).collect();
     let read = def.cost.bytes_read.eval(&at).ok_or("the cost does not evaluate")?;
@@ -171,25 +181,39 @@ fn kernel_case<'a>(mlx: &'a MlxBackend, def: &'static KernelDef, sizes: &[(&str,
 }
 
 /// Whether a kernel takes an array of slots and the routes into it (the expert family's grouped
-/// parts), which are left out of the per-kernel cases: alone, at their sizes' first values
-/// (K = 1 route of S = 1 slot), the drawn expert indices fall past the slot and the kernel reads
-/// nothing. The MoE step cases time glm52's bf16 ones with real routes into 256 resident slots;
-/// the others are not timed here.
+/// parts): alone, such a kernel is timed at M tokens of [`ROUTES`] distinct routes each into
+/// [`ROUTED_SLOTS`] resident slots (drawn from the contract alone, an index would fall past the
+/// slots, and the kernel read nothing). The MoE step cases time glm52's bf16 ones again with 256
+/// resident slots.
 fn routed(def: &KernelDef) -> bool {
     def.input_names().contains(&"experts")
 }
 
-/// Every catalog kernel but the routed ones at every size value.
+/// Routes per token (K) of a routed kernel's case: a decode step's.
+const ROUTES: u64 = 8;
+/// Resident slots (S) of a routed kernel's case: enough that a launch's routes are not in the
+/// L2 the launch before left (32 of glm52's Q4 slots are 605 MB).
+const ROUTED_SLOTS: u64 = 32;
+
+/// Every catalog kernel at every size value (a routed one at M = 1 and 32).
 fn kernel_cases(mlx: &MlxBackend, runner: &mut Runner<'_>) -> Result<()> {
     for (n, def) in CATALOG.iter().copied().filter(|d| production(d)).enumerate() {
-        if !runner.wants(&def.name) || routed(def) {
+        if !runner.wants(&def.name) {
             continue;
         }
+        let routed = routed(def);
         let first = def.sizes.first().map(|s| s.as_ref());
-        let values: &[u64] = first.map_or(&[0], size_values);
+        let values: &[u64] = if routed { &[1, 32] } else { first.map_or(&[0], size_values) };
         for &v in values {
-            let sizes: Vec<(&str, u64)> = def.sizes.iter().map(|s| (s.as_ref(), if Some(s.as_ref()) == first { v } else { size_values(s)[0] })).collect();
-            match kernel_case(mlx, def, &sizes, 1000 + n as u64, runner.profile) {
+            let other = |s: &str| match s {
+                "K" if routed => ROUTES,
+                "S" if routed => ROUTED_SLOTS,
+                _ => size_values(s)[0],
+            };
+            let sizes: Vec<(&str, u64)> = def.sizes.iter().map(|s| (s.as_ref(), if Some(s.as_ref()) == first { v } else { other(s) })).collect();
+            let mut rng = Rng(1000 + n as u64);
+            let routes: Option<Vec<u32>> = routed.then(|| (0..v).flat_map(|_| rng.route(ROUTED_SLOTS, ROUTES as usize)).collect());
+            match kernel_case(mlx, def, &sizes, routes.as_deref(), 1000 + n as u64, runner.profile) {
                 Ok(case) => runner.run(case)?,
                 Err(e) => println!("{{\"setup\": {}, \"error\": {}}}", json_string(&def.name), json_string(&e.to_string())),
             }
@@ -641,7 +665,7 @@ fn run() -> Result<()> {
     }
     let mlx = MlxBackend::new();
     let marker: &'static KernelDef = CATALOG.iter().copied().find(|d| &*d.name == "small_affine_q4_bf16").ok_or("no marker kernel")?;
-    let marker = kernel_case(&mlx, marker, &[], 1, true)?;
+    let marker = kernel_case(&mlx, marker, &[], None, 1, true)?;
     let mut runner = Runner { profile: args.profile, filter: args.filter, next_id: 0, marker };
 
     // a case that cannot be set up is reported, and the others still run
