@@ -107,9 +107,9 @@ package:
 ## H200 (sm_90) against MLX 0.32.2's device headers and CUDA 13.0's, fetched from PyPI at pinned
 ## versions into target/nvrtc (crates/cuda/nvrtc/fetch.sh). A refused source fails at its line; the
 ## table gives each kernel's registers, spills and what they leave an SM (target/check-cuda.md).
-check-cuda: deps
+check-cuda: deps cli
 	bash crates/cuda/nvrtc/fetch.sh
-	KERNELGEN_NVRTC_REQUIRED=1 python3 -m pytest -q tests/python/test_cuda_check.py
+	KERNELGEN_NVRTC_REQUIRED=1 KERNELGEN_BIN=$(TESTED_KERNELGEN) python3 -m pytest -q tests/python/test_cuda_check.py
 	mkdir -p target
 	python3 crates/cuda/nvrtc/check.py > target/check-cuda.md
 	cat target/check-cuda.md

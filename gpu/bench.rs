@@ -191,8 +191,8 @@ fn routed(def: &KernelDef) -> bool {
 
 /// Routes per token (K) of a routed kernel's case: a decode step's.
 const ROUTES: u64 = 8;
-/// Resident slots (S) of a routed kernel's case: enough that a launch's routes are not in the
-/// L2 the launch before left (32 of glm52's Q4 slots are 605 MB).
+/// Resident slots (S) of a routed kernel's case (32 of glm52's Q4 slots are 605 MB). A case's
+/// routes are the same at every launch; its inputs' copies, rotated, keep them out of the L2.
 const ROUTED_SLOTS: u64 = 32;
 
 /// Every catalog kernel at every size value (a routed one at M = 1 and 32).

@@ -19,7 +19,8 @@ What this times is the kernel alone, not a launch through MLX (`make bench-gpu` 
 A candidate is a choice the generated source makes, not a different computation: every
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
 records. Candidates: the gated norm's `cuda_rows_per_block` (at head128, rows of one warp); the
-expert family's files at an earlier revision (the baseline) and its `cuda_rows_per_block`; the affine family's `cuda_warps`,
+expert family's files at an earlier revision (the baseline), its `cuda_rows_per_block`, the words its
+down_grouped keeps in flight (`DOWN_AHEAD_WORDS`) and its gate_up's batch (`GU_LOADS`); the affine family's `cuda_warps`,
 `cuda_steps_ahead` and `cuda_fma_decode`, its body at 52fb4f9, and split-K as fdbb996 had it
 (rendered by that revision's kernelgen, named by KERNELGEN_BIN_FDBB996).
 """
@@ -84,9 +85,9 @@ TARGETS = {
         EXPERT_SPEC,
         [("at_cc9bfa1_b8", "cc9bfa1", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
-        # down_grouped's rows in flight ahead of the one a warp uses (the family's choice is 2 at
-        # Q4, 1 at Q8)
-        + [(f"now_b8_a{a}", None, {"DOWN_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for a in (1, 2, 3, 4)]
+        # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows (the
+        # family's 16: two Q4 rows of glm52, one Q8 row)
+        + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for w in (8, 16, 24, 32)]
         # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4)
         + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (4, 6, 8, 12)],
     ),

@@ -3,8 +3,13 @@ and ptxas's logs and its occupancy arithmetic (always), and nvrtc itself refusin
 at its line and compiling a good one (where crates/cuda/nvrtc/fetch.sh has fetched nvrtc;
 `make check-cuda` sets KERNELGEN_NVRTC_REQUIRED=1, so there they cannot be skipped)."""
 
+import concurrent.futures
 import importlib.util
+import json
+import math
+import multiprocessing
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -84,3 +89,41 @@ def test_a_kernel_of_mlx_shape_compiles_and_is_measured(tmp_path, capsys):
     row = next(line for line in out.splitlines() if line.startswith("| good |"))
     registers = int(row.split("|")[2])
     assert 0 < registers <= 255
+
+
+BIN = os.environ.get("KERNELGEN_BIN", str(ROOT / "target" / "debug" / "kernelgen"))
+
+
+@needs_nvrtc
+def test_every_block_size_of_the_grouped_expert_parts_fits_an_sm(tmp_path):
+    """MLX compiles a custom kernel for no block size (no __launch_bounds__), so a block whose
+    threads need more than an SM's 65536 registers is refused at its launch. The expert family's
+    down_grouped body holds its route's row of mid in registers, fewer values a thread in larger
+    blocks: at each block size the family allows (4 to 32 rows, one warp each), at a hidden size
+    and an intermediate size of 6720 (every one of those block sizes divides it; a row of mid is
+    27 words a lane, in segments of 8 at the smaller blocks, the last one partial), the part
+    compiles and fits an SM (the others hold no more a thread at 32 rows than at 4)."""
+    if not os.path.isfile(BIN):
+        pytest.skip(f"no kernelgen at {BIN} (make cli)")
+    sizes = (4, 8, 12, 16, 20, 24, 28, 32)
+    spec = 'family = "expert"\n[axes]\nquant = ["q4", "q8"]\ndtype = ["bf16"]\nrows_per_threadgroup = [4]\n' + "".join(
+        f"[geometry.b{b}]\nhidden = 6720\nintermediate = 6720\ncuda_rows_per_block = {b}\n" for b in sizes
+    )
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "blocks.toml").write_text(spec)
+    out = tmp_path / "out"
+    subprocess.run([BIN, "generate", "--specs", str(tmp_path / "specs"), "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    manifest = json.loads((out / "manifest.json").read_text())
+    down = [k for k in manifest["kernels"] if k["name"].endswith("_down_grouped")]
+    assert len(down) == 2 * len(sizes)
+    paths = [str(out / Path(k["cuda"]["path"]).relative_to("generated")) for k in down]
+    # compiled as check.py compiles, one process a core
+    fork = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)), mp_context=fork, initializer=check._worker_init, initargs=(str(NVRTC_DIR),)) as pool:
+        results = list(pool.map(check._compile_one, paths))
+    for k, (_, unreadable, compiled) in zip(down, results):
+        assert unreadable is None and compiled.ok, f"{k['name']}: {unreadable or compiled.log}"
+        threads = math.prod(k["cuda"]["threadgroup"])
+        blocks, _, binding = check.occupancy(threads, compiled.registers, compiled.shared)
+        assert blocks >= 1, f"{k['name']}: {threads} threads at {compiled.registers} registers ({binding}) fit no SM"
+        assert compiled.spill_stores == 0 and compiled.spill_loads == 0, f"{k['name']} spills"

@@ -54,76 +54,80 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped(
       // 8 Q4 weights a uint32 word, least significant first, zero point 8; row r's words follow row r - 1's.
       const uint32_t* downRows =
         (const uint32_t*)(slot + 1572864) + (unsigned long long)firstRow * 96ull;
-      // Each row's lane sum, carried across the segments.
-      float downAcc[4];
+      // The block's rows 4 at a time.
+      for (unsigned int chunk = 0; chunk < 4u; chunk += 4u) {
+        const uint32_t* chunkRows = downRows + chunk * 96u;
+        // Each row's lane sum, carried across the segments.
+        float downAcc[4];
 #pragma unroll
-      for (unsigned int r = 0; r < 4u; ++r) {
-        downAcc[r] = 0.0f;
-      }
-      // The lane's words lane, lane + 32, ... of a row, 3 at a time (1 segment).
-      for (unsigned int first = 0; first < 3u; first += 3u) {
-        // A ring of 4 rows' words: row r's in downWords[r % 4], rows r + 1 to r + 3
-        // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
-        uint32_t downWords[4][3];
+        for (unsigned int r = 0; r < 4u; ++r) {
+          downAcc[r] = 0.0f;
+        }
+        // The lane's words lane, lane + 32, ... of a row, 3 at a time (1 segment).
+        for (unsigned int first = 0; first < 3u; first += 3u) {
+          // A ring of 4 rows' words: row r's in downWords[r % 4], rows r + 1 to r + 3
+          // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
+          uint32_t downWords[4][3];
 #pragma unroll
-        for (unsigned int r = 0; r < 3u; ++r) {
+          for (unsigned int r = 0; r < 3u; ++r) {
+#pragma unroll
+            for (unsigned int j = 0; j < 3u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              downWords[r][j] = word < 96u ? chunkRows[r * 96u + word] : 0u;
+            }
+          }
+          // The segment's values of the route's mid row, as f32, in registers: the rows' loads
+          // are issued while they convert.
+          float xs[24];
 #pragma unroll
           for (unsigned int j = 0; j < 3u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
-            downWords[r][j] = word < 96u ? downRows[r * 96u + word] : 0u;
+#pragma unroll
+            for (unsigned int place = 0; place < 8u; ++place) {
+              xs[8u * j + place] = word < 96u ? static_cast<float>(inRow[8u * word + place]) : 0.0f;
+            }
           }
-        }
-        // The segment's values of the route's mid row, as f32, in registers: the rows' loads
-        // are issued while they convert.
-        float xs[24];
 #pragma unroll
-        for (unsigned int j = 0; j < 3u; ++j) {
-          const unsigned int word = lane + 32u * (first + j);
+          for (unsigned int r = 0; r < 4u; ++r) {
+            const unsigned int ahead = r + 3u;
 #pragma unroll
-          for (unsigned int place = 0; place < 8u; ++place) {
-            xs[8u * j + place] = word < 96u ? static_cast<float>(inRow[8u * word + place]) : 0.0f;
+            for (unsigned int j = 0; j < 3u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              if (ahead < 4u) {
+                downWords[ahead % 4u][j] = word < 96u ? chunkRows[ahead * 96u + word] : 0u;
+              }
+            }
+            // The compiler keeps loads in program order across a warp barrier: the rows ahead
+            // are issued here, before this row's words are used.
+            __syncwarp();
+            const uint32_t* words = downWords[r % 4u];
+#pragma unroll
+            for (unsigned int j = 0; j < 3u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              if (word >= 96u) {
+                break;
+              }
+#pragma unroll
+              for (unsigned int place = 0; place < 8u; ++place) {
+                // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
+                // high half, at bit `at` of the half; see the note at the top.
+                const unsigned int at = 4u * (place % 4u);
+                const float downWeight = __uint_as_float((magic - (at << 23)) |
+                  ((place < 4u ? words[j] : words[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+                downAcc[r] = fmaf(downWeight, xs[8u * j + place], downAcc[r]);
+              }
+            }
           }
         }
 #pragma unroll
         for (unsigned int r = 0; r < 4u; ++r) {
-          const unsigned int ahead = r + 3u;
-#pragma unroll
-          for (unsigned int j = 0; j < 3u; ++j) {
-            const unsigned int word = lane + 32u * (first + j);
-            if (ahead < 4u) {
-              downWords[ahead % 4u][j] = word < 96u ? downRows[ahead * 96u + word] : 0u;
-            }
+          // simd_sum: the butterfly leaves the same sum in every lane.
+          for (int offset = 16; offset > 0; offset /= 2) {
+            downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
           }
-          // The compiler keeps loads in program order across a warp barrier: the rows ahead
-          // are issued here, before this row's words are used.
-          __syncwarp();
-          const uint32_t* words = downWords[r % 4u];
-#pragma unroll
-          for (unsigned int j = 0; j < 3u; ++j) {
-            const unsigned int word = lane + 32u * (first + j);
-            if (word >= 96u) {
-              break;
-            }
-#pragma unroll
-            for (unsigned int place = 0; place < 8u; ++place) {
-              // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
-              // high half, at bit `at` of the half; see the note at the top.
-              const unsigned int at = 4u * (place % 4u);
-              const float downWeight = __uint_as_float((magic - (at << 23)) |
-                ((place < 4u ? words[j] : words[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
-              downAcc[r] = fmaf(downWeight, xs[8u * j + place], downAcc[r]);
-            }
+          if (lane == 0u) {
+            rowValues[4u * warp + chunk + r] = downAcc[r] * ((const float*)(slot + 2365440))[firstRow + chunk + r];
           }
-        }
-      }
-#pragma unroll
-      for (unsigned int r = 0; r < 4u; ++r) {
-        // simd_sum: the butterfly leaves the same sum in every lane.
-        for (int offset = 16; offset > 0; offset /= 2) {
-          downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
-        }
-        if (lane == 0u) {
-          rowValues[4u * warp + r] = downAcc[r] * ((const float*)(slot + 2365440))[firstRow + r];
         }
       }
       if (lane == 0u) {

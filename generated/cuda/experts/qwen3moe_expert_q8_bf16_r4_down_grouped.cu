@@ -54,76 +54,80 @@ __global__ void custom_kernel_qwen3moe_expert_q8_bf16_r4_down_grouped(
       // 4 Q8 weights a uint32 word, least significant first, signed; row r's words follow row r - 1's.
       const uint32_t* downRows =
         (const uint32_t*)(slot + 3145728) + (unsigned long long)firstRow * 192ull;
-      // Each row's lane sum, carried across the segments.
-      float downAcc[4];
+      // The block's rows 4 at a time.
+      for (unsigned int chunk = 0; chunk < 4u; chunk += 4u) {
+        const uint32_t* chunkRows = downRows + chunk * 192u;
+        // Each row's lane sum, carried across the segments.
+        float downAcc[4];
 #pragma unroll
-      for (unsigned int r = 0; r < 4u; ++r) {
-        downAcc[r] = 0.0f;
-      }
-      // The lane's words lane, lane + 32, ... of a row, 6 at a time (1 segment).
-      for (unsigned int first = 0; first < 6u; first += 6u) {
-        // A ring of 4 rows' words: row r's in downWords[r % 4], rows r + 1 to r + 3
-        // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
-        uint32_t downWords[4][6];
+        for (unsigned int r = 0; r < 4u; ++r) {
+          downAcc[r] = 0.0f;
+        }
+        // The lane's words lane, lane + 32, ... of a row, 6 at a time (1 segment).
+        for (unsigned int first = 0; first < 6u; first += 6u) {
+          // A ring of 4 rows' words: row r's in downWords[r % 4], rows r + 1 to r + 3
+          // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
+          uint32_t downWords[4][6];
 #pragma unroll
-        for (unsigned int r = 0; r < 3u; ++r) {
+          for (unsigned int r = 0; r < 3u; ++r) {
+#pragma unroll
+            for (unsigned int j = 0; j < 6u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              downWords[r][j] = word < 192u ? chunkRows[r * 192u + word] ^ 0x80808080u : 0u;
+            }
+          }
+          // The segment's values of the route's mid row, as f32, in registers: the rows' loads
+          // are issued while they convert.
+          float xs[24];
 #pragma unroll
           for (unsigned int j = 0; j < 6u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
-            downWords[r][j] = word < 192u ? downRows[r * 192u + word] ^ 0x80808080u : 0u;
+#pragma unroll
+            for (unsigned int place = 0; place < 4u; ++place) {
+              xs[4u * j + place] = word < 192u ? static_cast<float>(inRow[4u * word + place]) : 0.0f;
+            }
           }
-        }
-        // The segment's values of the route's mid row, as f32, in registers: the rows' loads
-        // are issued while they convert.
-        float xs[24];
 #pragma unroll
-        for (unsigned int j = 0; j < 6u; ++j) {
-          const unsigned int word = lane + 32u * (first + j);
+          for (unsigned int r = 0; r < 4u; ++r) {
+            const unsigned int ahead = r + 3u;
 #pragma unroll
-          for (unsigned int place = 0; place < 4u; ++place) {
-            xs[4u * j + place] = word < 192u ? static_cast<float>(inRow[4u * word + place]) : 0.0f;
+            for (unsigned int j = 0; j < 6u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              if (ahead < 4u) {
+                downWords[ahead % 4u][j] = word < 192u ? chunkRows[ahead * 192u + word] ^ 0x80808080u : 0u;
+              }
+            }
+            // The compiler keeps loads in program order across a warp barrier: the rows ahead
+            // are issued here, before this row's words are used.
+            __syncwarp();
+            const uint32_t* words = downWords[r % 4u];
+#pragma unroll
+            for (unsigned int j = 0; j < 6u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              if (word >= 192u) {
+                break;
+              }
+#pragma unroll
+              for (unsigned int place = 0; place < 4u; ++place) {
+                // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+                // high half, at bit `at` of the half; see the note at the top.
+                const unsigned int at = 8u * (place % 2u);
+                const float downWeight = __uint_as_float((magic - (at << 23)) |
+                  ((place < 2u ? words[j] : words[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+                downAcc[r] = fmaf(downWeight, xs[4u * j + place], downAcc[r]);
+              }
+            }
           }
         }
 #pragma unroll
         for (unsigned int r = 0; r < 4u; ++r) {
-          const unsigned int ahead = r + 3u;
-#pragma unroll
-          for (unsigned int j = 0; j < 6u; ++j) {
-            const unsigned int word = lane + 32u * (first + j);
-            if (ahead < 4u) {
-              downWords[ahead % 4u][j] = word < 192u ? downRows[ahead * 192u + word] ^ 0x80808080u : 0u;
-            }
+          // simd_sum: the butterfly leaves the same sum in every lane.
+          for (int offset = 16; offset > 0; offset /= 2) {
+            downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
           }
-          // The compiler keeps loads in program order across a warp barrier: the rows ahead
-          // are issued here, before this row's words are used.
-          __syncwarp();
-          const uint32_t* words = downWords[r % 4u];
-#pragma unroll
-          for (unsigned int j = 0; j < 6u; ++j) {
-            const unsigned int word = lane + 32u * (first + j);
-            if (word >= 192u) {
-              break;
-            }
-#pragma unroll
-            for (unsigned int place = 0; place < 4u; ++place) {
-              // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
-              // high half, at bit `at` of the half; see the note at the top.
-              const unsigned int at = 8u * (place % 2u);
-              const float downWeight = __uint_as_float((magic - (at << 23)) |
-                ((place < 2u ? words[j] : words[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
-              downAcc[r] = fmaf(downWeight, xs[4u * j + place], downAcc[r]);
-            }
+          if (lane == 0u) {
+            rowValues[4u * warp + chunk + r] = downAcc[r] * ((const float*)(slot + 4724736))[firstRow + chunk + r];
           }
-        }
-      }
-#pragma unroll
-      for (unsigned int r = 0; r < 4u; ++r) {
-        // simd_sum: the butterfly leaves the same sum in every lane.
-        for (int offset = 16; offset > 0; offset /= 2) {
-          downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
-        }
-        if (lane == 0u) {
-          rowValues[4u * warp + r] = downAcc[r] * ((const float*)(slot + 4724736))[firstRow + r];
         }
       }
       if (lane == 0u) {

@@ -19,7 +19,7 @@ __global__ void custom_kernel_tiny_expert_q8_f32_r4_down_grouped(
   // tiny_expert_q8_f32_r4_down_grouped: down_grouped over q8 weights, T = float, H = 256, I = 128, slot layout from the spec.
   // 16 rows per block, of one token m; warp w takes the token's routes w, w + 16, ...
   // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
-  // words, 15 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
+  // words, 7 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
   // slots array, 122880 bytes apart. The token count M, the routes per token K and the slot
   // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 512 (4 rows of 128).
@@ -54,76 +54,80 @@ __global__ void custom_kernel_tiny_expert_q8_f32_r4_down_grouped(
       // 4 Q8 weights a uint32 word, least significant first, signed; row r's words follow row r - 1's.
       const uint32_t* downRows =
         (const uint32_t*)(slot + 73728) + (unsigned long long)firstRow * 32ull;
-      // Each row's lane sum, carried across the segments.
-      float downAcc[16];
+      // The block's rows 8 at a time (the route's mid row read again for each chunk).
+      for (unsigned int chunk = 0; chunk < 16u; chunk += 8u) {
+        const uint32_t* chunkRows = downRows + chunk * 32u;
+        // Each row's lane sum, carried across the segments.
+        float downAcc[8];
 #pragma unroll
-      for (unsigned int r = 0; r < 16u; ++r) {
-        downAcc[r] = 0.0f;
-      }
-      // The lane's words lane, lane + 32, ... of a row, 1 at a time (1 segment).
-      for (unsigned int first = 0; first < 1u; first += 1u) {
-        // A ring of 16 rows' words: row r's in downWords[r % 16], rows r + 1 to r + 15
-        // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
-        uint32_t downWords[16][1];
-#pragma unroll
-        for (unsigned int r = 0; r < 15u; ++r) {
-#pragma unroll
-          for (unsigned int j = 0; j < 1u; ++j) {
-            const unsigned int word = lane + 32u * (first + j);
-            downWords[r][j] = word < 32u ? downRows[r * 32u + word] ^ 0x80808080u : 0u;
-          }
+        for (unsigned int r = 0; r < 8u; ++r) {
+          downAcc[r] = 0.0f;
         }
-        // The segment's values of the route's mid row, as f32, in registers: the rows' loads
-        // are issued while they convert.
-        float xs[4];
+        // The lane's words lane, lane + 32, ... of a row, 1 at a time (1 segment).
+        for (unsigned int first = 0; first < 1u; first += 1u) {
+          // A ring of 8 rows' words: row r's in downWords[r % 8], rows r + 1 to r + 7
+          // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
+          uint32_t downWords[8][1];
 #pragma unroll
-        for (unsigned int j = 0; j < 1u; ++j) {
-          const unsigned int word = lane + 32u * (first + j);
+          for (unsigned int r = 0; r < 7u; ++r) {
 #pragma unroll
-          for (unsigned int place = 0; place < 4u; ++place) {
-            xs[4u * j + place] = word < 32u ? static_cast<float>(inRow[4u * word + place]) : 0.0f;
-          }
-        }
-#pragma unroll
-        for (unsigned int r = 0; r < 16u; ++r) {
-          const unsigned int ahead = r + 15u;
-#pragma unroll
-          for (unsigned int j = 0; j < 1u; ++j) {
-            const unsigned int word = lane + 32u * (first + j);
-            if (ahead < 16u) {
-              downWords[ahead % 16u][j] = word < 32u ? downRows[ahead * 32u + word] ^ 0x80808080u : 0u;
+            for (unsigned int j = 0; j < 1u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              downWords[r][j] = word < 32u ? chunkRows[r * 32u + word] ^ 0x80808080u : 0u;
             }
           }
-          // The compiler keeps loads in program order across a warp barrier: the rows ahead
-          // are issued here, before this row's words are used.
-          __syncwarp();
-          const uint32_t* words = downWords[r % 16u];
+          // The segment's values of the route's mid row, as f32, in registers: the rows' loads
+          // are issued while they convert.
+          float xs[4];
 #pragma unroll
           for (unsigned int j = 0; j < 1u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
-            if (word >= 32u) {
-              break;
-            }
 #pragma unroll
             for (unsigned int place = 0; place < 4u; ++place) {
-              // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
-              // high half, at bit `at` of the half; see the note at the top.
-              const unsigned int at = 8u * (place % 2u);
-              const float downWeight = __uint_as_float((magic - (at << 23)) |
-                ((place < 2u ? words[j] : words[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
-              downAcc[r] = fmaf(downWeight, xs[4u * j + place], downAcc[r]);
+              xs[4u * j + place] = word < 32u ? static_cast<float>(inRow[4u * word + place]) : 0.0f;
+            }
+          }
+#pragma unroll
+          for (unsigned int r = 0; r < 8u; ++r) {
+            const unsigned int ahead = r + 7u;
+#pragma unroll
+            for (unsigned int j = 0; j < 1u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              if (ahead < 8u) {
+                downWords[ahead % 8u][j] = word < 32u ? chunkRows[ahead * 32u + word] ^ 0x80808080u : 0u;
+              }
+            }
+            // The compiler keeps loads in program order across a warp barrier: the rows ahead
+            // are issued here, before this row's words are used.
+            __syncwarp();
+            const uint32_t* words = downWords[r % 8u];
+#pragma unroll
+            for (unsigned int j = 0; j < 1u; ++j) {
+              const unsigned int word = lane + 32u * (first + j);
+              if (word >= 32u) {
+                break;
+              }
+#pragma unroll
+              for (unsigned int place = 0; place < 4u; ++place) {
+                // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+                // high half, at bit `at` of the half; see the note at the top.
+                const unsigned int at = 8u * (place % 2u);
+                const float downWeight = __uint_as_float((magic - (at << 23)) |
+                  ((place < 2u ? words[j] : words[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+                downAcc[r] = fmaf(downWeight, xs[4u * j + place], downAcc[r]);
+              }
             }
           }
         }
-      }
 #pragma unroll
-      for (unsigned int r = 0; r < 16u; ++r) {
-        // simd_sum: the butterfly leaves the same sum in every lane.
-        for (int offset = 16; offset > 0; offset /= 2) {
-          downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
-        }
-        if (lane == 0u) {
-          rowValues[16u * warp + r] = downAcc[r] * ((const float*)(slot + 118784))[firstRow + r];
+        for (unsigned int r = 0; r < 8u; ++r) {
+          // simd_sum: the butterfly leaves the same sum in every lane.
+          for (int offset = 16; offset > 0; offset /= 2) {
+            downAcc[r] += __shfl_xor_sync(0xffffffffu, downAcc[r], offset);
+          }
+          if (lane == 0u) {
+            rowValues[16u * warp + chunk + r] = downAcc[r] * ((const float*)(slot + 118784))[firstRow + chunk + r];
+          }
         }
       }
       if (lane == 0u) {
