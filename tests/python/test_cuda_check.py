@@ -3,11 +3,9 @@ and ptxas's logs and its occupancy arithmetic (always), and nvrtc itself refusin
 at its line and compiling a good one (where crates/cuda/nvrtc/fetch.sh has fetched nvrtc;
 `make check-cuda` sets KERNELGEN_NVRTC_REQUIRED=1, so there they cannot be skipped)."""
 
-import concurrent.futures
 import importlib.util
 import json
 import math
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -117,10 +115,7 @@ def test_every_block_size_of_the_grouped_expert_parts_fits_an_sm(tmp_path):
     down = [k for k in manifest["kernels"] if k["name"].endswith("_down_grouped")]
     assert len(down) == 2 * len(sizes)
     paths = [str(out / Path(k["cuda"]["path"]).relative_to("generated")) for k in down]
-    # compiled as check.py compiles, one process a core
-    fork = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)), mp_context=fork, initializer=check._worker_init, initargs=(str(NVRTC_DIR),)) as pool:
-        results = list(pool.map(check._compile_one, paths))
+    results = check.compile_files(str(NVRTC_DIR), paths)
     for k, (_, unreadable, compiled) in zip(down, results):
         assert unreadable is None and compiled.ok, f"{k['name']}: {unreadable or compiled.log}"
         threads = math.prod(k["cuda"]["threadgroup"])

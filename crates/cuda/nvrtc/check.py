@@ -157,6 +157,18 @@ def _compile_one(path):
     return shown, None, _nvrtc.compile(source, os.path.basename(path))
 
 
+def compile_files(nvrtc_dir, paths):
+    """Each source at `paths` compiled as MLX compiles it: (the path as shown, its read error or
+    None, the Compiled or None), in the paths' order."""
+    # One process a core: nvrtc compiles one program at a time in a process (measured: threads
+    # gave no speed-up), and the kernels are independent.
+    workers = max(1, min(len(paths), len(os.sched_getaffinity(0))))
+    # forked: the workers find _compile_one in this module as it was loaded, however that was
+    fork = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_worker_init, initargs=(nvrtc_dir,)) as pool:
+        return list(pool.map(_compile_one, paths))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nvrtc-dir", default=os.environ.get("KERNELGEN_NVRTC_DIR", os.path.join(ROOT, "target", "nvrtc")))
@@ -173,13 +185,7 @@ def main(argv=None):
     failed = 0
     print("| kernel | registers | spilled bytes (stores / loads) | static shared | threads | blocks an SM | warps an SM | bound by |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    # One process a core: nvrtc compiles one program at a time in a process (measured: threads
-    # gave no speed-up), and the kernels are independent.
-    workers = max(1, min(len(kernels), len(os.sched_getaffinity(0))))
-    # forked: the workers find _compile_one in this module as it was loaded, however that was
-    fork = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_worker_init, initargs=(args.nvrtc_dir,)) as pool:
-        results = list(pool.map(_compile_one, [path for _, path, _ in kernels]))
+    results = compile_files(args.nvrtc_dir, [path for _, path, _ in kernels])
     notes = []
     unlaunchable = 0
     # in the kernels' order, whatever order they compiled in
