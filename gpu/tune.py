@@ -86,10 +86,11 @@ TARGETS = {
         [("at_cc9bfa1_b8", "cc9bfa1", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows (the
-        # family's 16: two Q4 rows of glm52, one Q8 row)
-        + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for w in (8, 16, 24, 32)]
-        # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4)
-        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (4, 6, 8, 12)],
+        # family's 16, now_b8: two Q4 rows of glm52, one Q8 row)
+        + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for w in (8, 24, 32)]
+        # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4,
+        # now_b8)
+        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (6, 8, 12)],
     ),
     "affine": (
         AFFINE_SPEC,
