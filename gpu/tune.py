@@ -84,13 +84,22 @@ TARGETS = {
     "expert": (
         EXPERT_SPEC,
         [("at_cc9bfa1_b8", "cc9bfa1", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
+        # the body before gate_up's and down's batches were a ring of their own registers (their
+        # shift by register moves waited for each batch in flight before the next was issued)
+        + [("at_a959109_b8", "a959109", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows (the
         # family's 16, now_b8: two Q4 rows of glm52, one Q8 row)
         + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for w in (8, 24, 32)]
         # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4,
         # now_b8)
-        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (6, 8, 12)],
+        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (6, 8, 12)]
+        # batches of a row's words in flight while a warp uses one (the family's BATCHES_AHEAD, 1,
+        # the spec's cuda_batches_ahead), at gate_up's batches of 2, 4 and 6 words
+        + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
+        # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 64 at 8
+        # rows a block): fewer registers a thread, more blocks an SM, mid read again a segment
+        + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for x in (16, 32)],
     ),
     "affine": (
         AFFINE_SPEC,

@@ -1,10 +1,18 @@
-//! The expert family's `down_grouped` CUDA body on rows longer than a lane holds in registers:
+//! The expert family's CUDA bodies on rows longer than the catalog's tests exercise.
+//!
+//! `down_grouped` on rows longer than a lane holds in registers:
 //! each warp keeps its route's row of mid as at most 64 f32 a lane, so at I = 2304 a lane's 9
 //! Q4 words (18 Q8 words) are taken in segments of 8 (16), the last one partial, each row's
 //! lane sum carried across them. No catalog geometry has such rows (glm52's I = 2048 is one
 //! segment), so this runs one in the emulator's CUDA mode: bit for bit the replay model (the
 //! order one warp a row sums in), within the f64 model's bound, at K = 5 routes of blocks of 4
 //! rows (a second, partial group of routes).
+
+//!
+//! `gate_up`, `gate_up_grouped` and `down` with 2 and 4 batches of words in flight
+//! (`cuda_batches_ahead`; the catalog keeps 1): their loop takes the batches in groups of the
+//! ring's slots, so at H = I = 3328 (Q4: 13 steps a lane, Q8: 26) the last group is partial
+//! and, at 4 batches of 8 words ahead, some batches load nothing. Bit for bit the replay model.
 
 use kernelgen_codegen::spec::SpecSource;
 use kernelgen_codegen::{Config, Input};
@@ -30,4 +38,28 @@ fn down_grouped_takes_a_long_row_in_segments() {
         ran += 1;
     }
     assert_eq!(ran, 4, "q4 and q8, bf16 and f32");
+}
+
+#[test]
+fn batches_ahead_keep_the_order_of_the_sums() {
+    let text = "family = \"expert\"\n[axes]\nquant = [\"q4\", \"q8\"]\ndtype = [\"bf16\"]\nrows_per_threadgroup = [4]\n\
+                [geometry.ahead2]\nhidden = 3328\nintermediate = 3328\ncuda_batches_ahead = 2\n\
+                [geometry.ahead4]\nhidden = 3328\nintermediate = 3328\ncuda_batches_ahead = 4\n";
+    let spec = SpecSource { display: "ahead.toml".into(), origin: "specs/ahead.toml".into(), stem: "ahead".into(), text: text.into() };
+    let generated = Config::new().generate(Input::bundled(vec![spec])).unwrap_or_else(|e| panic!("{e}"));
+    let cuda = EmuBackend::with_defaults().expect("emulator").with_language(Language::Cuda);
+    let mut ran = 0;
+    for r in generated.kernels.iter().filter(|r| !r.kernel.name.ends_with("_down_grouped")) {
+        let name = &r.kernel.name;
+        let ahead = if name.starts_with("ahead2_") { 2 } else { 4 };
+        assert_eq!(r.kernel.plan.params.get("BATCHES_AHEAD").and_then(|v| v.as_u64()), Some(ahead), "{name}");
+        let outcome = verify_kernel(&cuda, r, &Options { seed: 7, ..Options::default() });
+        assert_eq!(outcome.body, Language::Cuda, "{name}");
+        match outcome.result {
+            Ok(Values::Model { replay: Replay::BitForBit, max_ulp, bound }) => assert!(max_ulp <= bound, "{name}: {max_ulp} > {bound}"),
+            other => panic!("{name}: {other:?}"),
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 12, "gate_up, gate_up_grouped and down, q4 and q8, at 2 and 4 batches ahead");
 }

@@ -35,67 +35,76 @@ __global__ void custom_kernel_qwen3moe_expert_q8_bf16_r4_down(
   const uint32_t* downRow =
     (const uint32_t*)(slot + 3145728) + (unsigned long long)row * 192ull;
   float downAcc = 0.0f;
-  uint32_t downWords[8];
+  // A ring of 2 batches of each row's words, batch b in slot b % 2: while a warp uses
+  // one, the next is in flight. The loop below takes the batches 2 at a time with
+  // its slots unrolled, so each slot is registers of its own (a ring shifted by register moves
+  // waits at each move for the load that fills it, which leaves one batch in flight).
+  uint32_t downWords[2][8];
 #pragma unroll
-  for (unsigned int j = 0; j < 8u; ++j) {
-    const unsigned int word = lane + 32u * j;
-    downWords[j] = valid && word < 192u ? downRow[word] ^ 0x80808080u : 0u;
-  }
-  for (unsigned int first = 0; first < 6u; first += 8u) {
-    uint32_t downNext[8];
+  for (unsigned int ahead = 0; ahead < 1u; ++ahead) {
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + 8u + j);
-      downNext[j] = valid && word < 192u ? downRow[word] ^ 0x80808080u : 0u;
+      const unsigned int word = lane + 32u * (8u * ahead + j);
+      downWords[ahead][j] = valid && word < 192u ? downRow[word] ^ 0x80808080u : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: the next batch is
-    // issued here, before this one is used, rather than each load just ahead of its use.
-    __syncwarp();
-    if (first == 0u) {
-      // The first two batches are in flight while the block stages the row, four pairs a
-      // thread at a time so that their loads issue together (staged one pair at a time, each
-      // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 384u; t0 += 512u) {
-        float2 four[4];
+  }
+  for (unsigned int group = 0; group < 6u; group += 16u) {
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
-          four[u] = t < 384u
-            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
-            : make_float2(0.0f, 0.0f);
-        }
+    for (unsigned int slot = 0; slot < 2u; ++slot) {
+      // This batch's first step; the batch 1 after it loads into slot (slot + 1) % 2
+      // (past the row's steps, nothing loads and nothing is used).
+      const unsigned int first = group + 8u * slot;
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
-          if (t < 384u) {
-            staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+      for (unsigned int j = 0; j < 8u; ++j) {
+        const unsigned int word = lane + 32u * (first + 8u + j);
+        downWords[(slot + 1u) % 2u][j] = valid && word < 192u ? downRow[word] ^ 0x80808080u : 0u;
+      }
+      // The compiler keeps loads in program order across a warp barrier: the batch ahead is
+      // issued here, before this one is used, rather than each load just ahead of its use.
+      __syncwarp();
+      if (slot == 0u && group == 0u) {
+        // The first 2 batches are in flight while the block stages the row, four pairs a
+        // thread at a time so that their loads issue together (staged one pair at a time, each
+        // load waited for before its store, the staging was a chain of round trips).
+        for (unsigned int t0 = tid; t0 < 384u; t0 += 512u) {
+          float2 four[4];
+#pragma unroll
+          for (unsigned int u = 0; u < 4u; ++u) {
+            const unsigned int t = t0 + 128u * u;
+            four[u] = t < 384u
+              ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+              : make_float2(0.0f, 0.0f);
+          }
+#pragma unroll
+          for (unsigned int u = 0; u < 4u; ++u) {
+            const unsigned int t = t0 + 128u * u;
+            if (t < 384u) {
+              staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+            }
           }
         }
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      if (!valid || word >= 192u) {
-        break;
+        __syncthreads();
       }
 #pragma unroll
-      for (unsigned int place = 0; place < 4u; ++place) {
-        // the row's value 4 * word + place, from the staged pairs
-        const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
-        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
-        // high half, at bit `at` of the half; see the note at the top.
-        const unsigned int at = 8u * (place % 2u);
-        const float downWeight = __uint_as_float((magic - (at << 23)) |
-          ((place < 2u ? downWords[j] : downWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
-        downAcc = fmaf(downWeight, xv, downAcc);
-      }
-    }
+      for (unsigned int j = 0; j < 8u; ++j) {
+        const unsigned int word = lane + 32u * (first + j);
+        if (!valid || word >= 192u) {
+          break;
+        }
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      downWords[j] = downNext[j];
+        for (unsigned int place = 0; place < 4u; ++place) {
+          // the row's value 4 * word + place, from the staged pairs
+          const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
+          const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
+          // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+          // high half, at bit `at` of the half; see the note at the top.
+          const unsigned int at = 8u * (place % 2u);
+          const uint32_t downWord = downWords[slot][j];
+          const float downWeight = __uint_as_float((magic - (at << 23)) |
+            ((place < 2u ? downWord : downWord >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+          downAcc = fmaf(downWeight, xv, downAcc);
+        }
+      }
     }
   }
   if (!valid) {

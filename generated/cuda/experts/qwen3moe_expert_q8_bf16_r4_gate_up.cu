@@ -39,75 +39,83 @@ __global__ void custom_kernel_qwen3moe_expert_q8_bf16_r4_gate_up(
     (const uint32_t*)(slot + 1572864) + (unsigned long long)row * 512ull;
   float gateAcc = 0.0f;
   float upAcc = 0.0f;
-  uint32_t gateWords[4];
-  uint32_t upWords[4];
+  // A ring of 2 batches of each row's words, batch b in slot b % 2: while a warp uses
+  // one, the next is in flight. The loop below takes the batches 2 at a time with
+  // its slots unrolled, so each slot is registers of its own (a ring shifted by register moves
+  // waits at each move for the load that fills it, which leaves one batch in flight).
+  uint32_t gateWords[2][4];
+  uint32_t upWords[2][4];
 #pragma unroll
-  for (unsigned int j = 0; j < 4u; ++j) {
-    const unsigned int word = lane + 32u * j;
-    gateWords[j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
-    upWords[j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
-  }
-  for (unsigned int first = 0; first < 16u; first += 4u) {
-    uint32_t gateNext[4];
-    uint32_t upNext[4];
+  for (unsigned int ahead = 0; ahead < 1u; ++ahead) {
 #pragma unroll
     for (unsigned int j = 0; j < 4u; ++j) {
-      const unsigned int word = lane + 32u * (first + 4u + j);
-      gateNext[j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
-      upNext[j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
+      const unsigned int word = lane + 32u * (4u * ahead + j);
+      gateWords[ahead][j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
+      upWords[ahead][j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: the next batch is
-    // issued here, before this one is used, rather than each load just ahead of its use.
-    __syncwarp();
-    if (first == 0u) {
-      // The first two batches are in flight while the block stages the row, four pairs a
-      // thread at a time so that their loads issue together (staged one pair at a time, each
-      // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 1024u; t0 += 512u) {
-        float2 four[4];
+  }
+  for (unsigned int group = 0; group < 16u; group += 8u) {
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
-          four[u] = t < 1024u
-            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
-            : make_float2(0.0f, 0.0f);
-        }
+    for (unsigned int slot = 0; slot < 2u; ++slot) {
+      // This batch's first step; the batch 1 after it loads into slot (slot + 1) % 2
+      // (past the row's steps, nothing loads and nothing is used).
+      const unsigned int first = group + 4u * slot;
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 128u * u;
-          if (t < 1024u) {
-            staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+      for (unsigned int j = 0; j < 4u; ++j) {
+        const unsigned int word = lane + 32u * (first + 4u + j);
+        gateWords[(slot + 1u) % 2u][j] = valid && word < 512u ? gateRow[word] ^ 0x80808080u : 0u;
+        upWords[(slot + 1u) % 2u][j] = valid && word < 512u ? upRow[word] ^ 0x80808080u : 0u;
+      }
+      // The compiler keeps loads in program order across a warp barrier: the batch ahead is
+      // issued here, before this one is used, rather than each load just ahead of its use.
+      __syncwarp();
+      if (slot == 0u && group == 0u) {
+        // The first 2 batches are in flight while the block stages the row, four pairs a
+        // thread at a time so that their loads issue together (staged one pair at a time, each
+        // load waited for before its store, the staging was a chain of round trips).
+        for (unsigned int t0 = tid; t0 < 1024u; t0 += 512u) {
+          float2 four[4];
+#pragma unroll
+          for (unsigned int u = 0; u < 4u; ++u) {
+            const unsigned int t = t0 + 128u * u;
+            four[u] = t < 1024u
+              ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+              : make_float2(0.0f, 0.0f);
+          }
+#pragma unroll
+          for (unsigned int u = 0; u < 4u; ++u) {
+            const unsigned int t = t0 + 128u * u;
+            if (t < 1024u) {
+              staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+            }
           }
         }
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (unsigned int j = 0; j < 4u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      if (!valid || word >= 512u) {
-        break;
+        __syncthreads();
       }
 #pragma unroll
-      for (unsigned int place = 0; place < 4u; ++place) {
-        // the row's value 4 * word + place, from the staged pairs
-        const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
-        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
-        // high half, at bit `at` of the half; see the note at the top.
-        const unsigned int at = 8u * (place % 2u);
-        const float gateWeight = __uint_as_float((magic - (at << 23)) |
-          ((place < 2u ? gateWords[j] : gateWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
-        const float upWeight = __uint_as_float((magic - (at << 23)) |
-          ((place < 2u ? upWords[j] : upWords[j] >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
-        gateAcc = fmaf(gateWeight, xv, gateAcc);
-        upAcc = fmaf(upWeight, xv, upAcc);
-      }
-    }
+      for (unsigned int j = 0; j < 4u; ++j) {
+        const unsigned int word = lane + 32u * (first + j);
+        if (!valid || word >= 512u) {
+          break;
+        }
 #pragma unroll
-    for (unsigned int j = 0; j < 4u; ++j) {
-      gateWords[j] = gateNext[j];
-      upWords[j] = upNext[j];
+        for (unsigned int place = 0; place < 4u; ++place) {
+          // the row's value 4 * word + place, from the staged pairs
+          const float2 xPair = staged[64u * (first + j) + 32u * (place / 2u) + lane];
+          const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
+          // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
+          // high half, at bit `at` of the half; see the note at the top.
+          const unsigned int at = 8u * (place % 2u);
+          const uint32_t gateWord = gateWords[slot][j];
+          const float gateWeight = __uint_as_float((magic - (at << 23)) |
+            ((place < 2u ? gateWord : gateWord >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+          const uint32_t upWord = upWords[slot][j];
+          const float upWeight = __uint_as_float((magic - (at << 23)) |
+            ((place < 2u ? upWord : upWord >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
+          gateAcc = fmaf(gateWeight, xv, gateAcc);
+          upAcc = fmaf(upWeight, xv, upAcc);
+        }
+      }
     }
   }
   if (!valid) {

@@ -35,67 +35,76 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_down(
   const uint32_t* downRow =
     (const uint32_t*)(slot + 40960) + (unsigned long long)row * 16ull;
   float downAcc = 0.0f;
-  uint32_t downWords[8];
+  // A ring of 2 batches of each row's words, batch b in slot b % 2: while a warp uses
+  // one, the next is in flight. The loop below takes the batches 2 at a time with
+  // its slots unrolled, so each slot is registers of its own (a ring shifted by register moves
+  // waits at each move for the load that fills it, which leaves one batch in flight).
+  uint32_t downWords[2][8];
 #pragma unroll
-  for (unsigned int j = 0; j < 8u; ++j) {
-    const unsigned int word = lane + 32u * j;
-    downWords[j] = valid && word < 16u ? downRow[word] : 0u;
-  }
-  for (unsigned int first = 0; first < 1u; first += 8u) {
-    uint32_t downNext[8];
+  for (unsigned int ahead = 0; ahead < 1u; ++ahead) {
 #pragma unroll
     for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + 8u + j);
-      downNext[j] = valid && word < 16u ? downRow[word] : 0u;
+      const unsigned int word = lane + 32u * (8u * ahead + j);
+      downWords[ahead][j] = valid && word < 16u ? downRow[word] : 0u;
     }
-    // The compiler keeps loads in program order across a warp barrier: the next batch is
-    // issued here, before this one is used, rather than each load just ahead of its use.
-    __syncwarp();
-    if (first == 0u) {
-      // The first two batches are in flight while the block stages the row, four pairs a
-      // thread at a time so that their loads issue together (staged one pair at a time, each
-      // load waited for before its store, the staging was a chain of round trips).
-      for (unsigned int t0 = tid; t0 < 64u; t0 += 2048u) {
-        float2 four[4];
+  }
+  for (unsigned int group = 0; group < 1u; group += 16u) {
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 512u * u;
-          four[u] = t < 64u
-            ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
-            : make_float2(0.0f, 0.0f);
-        }
+    for (unsigned int slot = 0; slot < 2u; ++slot) {
+      // This batch's first step; the batch 1 after it loads into slot (slot + 1) % 2
+      // (past the row's steps, nothing loads and nothing is used).
+      const unsigned int first = group + 8u * slot;
 #pragma unroll
-        for (unsigned int u = 0; u < 4u; ++u) {
-          const unsigned int t = t0 + 512u * u;
-          if (t < 64u) {
-            staged[128u * (t / 128u) + 32u * (t % 4u) + (t / 4u) % 32u] = four[u];
+      for (unsigned int j = 0; j < 8u; ++j) {
+        const unsigned int word = lane + 32u * (first + 8u + j);
+        downWords[(slot + 1u) % 2u][j] = valid && word < 16u ? downRow[word] : 0u;
+      }
+      // The compiler keeps loads in program order across a warp barrier: the batch ahead is
+      // issued here, before this one is used, rather than each load just ahead of its use.
+      __syncwarp();
+      if (slot == 0u && group == 0u) {
+        // The first 2 batches are in flight while the block stages the row, four pairs a
+        // thread at a time so that their loads issue together (staged one pair at a time, each
+        // load waited for before its store, the staging was a chain of round trips).
+        for (unsigned int t0 = tid; t0 < 64u; t0 += 2048u) {
+          float2 four[4];
+#pragma unroll
+          for (unsigned int u = 0; u < 4u; ++u) {
+            const unsigned int t = t0 + 512u * u;
+            four[u] = t < 64u
+              ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
+              : make_float2(0.0f, 0.0f);
+          }
+#pragma unroll
+          for (unsigned int u = 0; u < 4u; ++u) {
+            const unsigned int t = t0 + 512u * u;
+            if (t < 64u) {
+              staged[128u * (t / 128u) + 32u * (t % 4u) + (t / 4u) % 32u] = four[u];
+            }
           }
         }
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      const unsigned int word = lane + 32u * (first + j);
-      if (!valid || word >= 16u) {
-        break;
+        __syncthreads();
       }
 #pragma unroll
-      for (unsigned int place = 0; place < 8u; ++place) {
-        // the row's value 8 * word + place, from the staged pairs
-        const float2 xPair = staged[128u * (first + j) + 32u * (place / 2u) + lane];
-        const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
-        // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
-        // high half, at bit `at` of the half; see the note at the top.
-        const unsigned int at = 4u * (place % 4u);
-        const float downWeight = __uint_as_float((magic - (at << 23)) |
-          ((place < 4u ? downWords[j] : downWords[j] >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
-        downAcc = fmaf(downWeight, xv, downAcc);
-      }
-    }
+      for (unsigned int j = 0; j < 8u; ++j) {
+        const unsigned int word = lane + 32u * (first + j);
+        if (!valid || word >= 16u) {
+          break;
+        }
 #pragma unroll
-    for (unsigned int j = 0; j < 8u; ++j) {
-      downWords[j] = downNext[j];
+        for (unsigned int place = 0; place < 8u; ++place) {
+          // the row's value 8 * word + place, from the staged pairs
+          const float2 xPair = staged[128u * (first + j) + 32u * (place / 2u) + lane];
+          const float xv = (place & 1u) != 0u ? xPair.y : xPair.x;
+          // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
+          // high half, at bit `at` of the half; see the note at the top.
+          const unsigned int at = 4u * (place % 4u);
+          const uint32_t downWord = downWords[slot][j];
+          const float downWeight = __uint_as_float((magic - (at << 23)) |
+            ((place < 4u ? downWord : downWord >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
+          downAcc = fmaf(downWeight, xv, downAcc);
+        }
+      }
     }
   }
   if (!valid) {
