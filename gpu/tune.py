@@ -19,8 +19,9 @@ What this times is the kernel alone, not a launch through MLX (`make bench-gpu` 
 A candidate is a choice the generated source makes, not a different computation: every
 candidate renders the same family's arithmetic, and `kernelgen verify` checks the one a spec
 records. Candidates: the gated norm's `cuda_rows_per_block` (at head128, rows of one warp); the
-expert family's files at an earlier revision (the baseline), its `cuda_rows_per_block`, the words its
-down_grouped keeps in flight (`DOWN_AHEAD_WORDS`) and its gate_up's batch (`GU_LOADS`); the affine family's `cuda_warps`,
+expert family's files at earlier revisions (the baselines), its `cuda_rows_per_block`, the words its
+down_grouped keeps in flight (`DOWN_AHEAD_WORDS`) and the values of mid it holds (`DOWN_X`), its
+gate_up's batch (`GU_LOADS`) and the batches in flight (`BATCHES_AHEAD`); the affine family's `cuda_warps`,
 `cuda_steps_ahead` and `cuda_fma_decode`, its body at 52fb4f9, and split-K as fdbb996 had it
 (rendered by that revision's kernelgen, named by KERNELGEN_BIN_FDBB996).
 """
