@@ -77,14 +77,17 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down_grouped(
             }
           }
           // The segment's values of the route's mid row, as f32, in registers: the rows' loads
-          // are issued while they convert.
+          // are issued while they convert. A word's 4 values are one access where the row is
+          // aligned to it (MLX's load_vector; 4 scalar loads each, 16 bytes apart across the
+          // warp, touched four times the bytes they used); past the row they are zeros.
           float xs[64];
 #pragma unroll
           for (unsigned int j = 0; j < 16u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
+            const AlignedVector<__nv_bfloat16, 4> values = load_vector<4>(inRow, word, 2048u, static_cast<__nv_bfloat16>(0.0f));
 #pragma unroll
             for (unsigned int place = 0; place < 4u; ++place) {
-              xs[4u * j + place] = word < 512u ? static_cast<float>(inRow[4u * word + place]) : 0.0f;
+              xs[4u * j + place] = static_cast<float>(values[place]);
             }
           }
 #pragma unroll
