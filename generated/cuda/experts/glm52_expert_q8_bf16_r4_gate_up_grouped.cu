@@ -79,23 +79,25 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_gate_up_grouped(
       // issued here, before this one is used, rather than each load just ahead of its use.
       __syncwarp();
       if (slot == 0u && group == 0u) {
-        // The first 2 batches are in flight while the block stages the row, four pairs a
-        // thread at a time so that their loads issue together (staged one pair at a time, each
-        // load waited for before its store, the staging was a chain of round trips).
-        for (unsigned int t0 = tid; t0 < 3072u; t0 += 1024u) {
-          float2 four[4];
+        // The first 2 batches are in flight while the block stages the row: a word's 4 values in
+        // one access where the row is aligned to it (MLX's load_vector), 8 values a thread at a time
+        // (staged one pair at a time, each load waited for before its store, the staging was a
+        // chain of round trips; staged as pairs of scalar loads, it took more registers).
+        for (unsigned int w0 = tid; w0 < 1536u; w0 += 512u) {
+          AlignedVector<__nv_bfloat16, 4> four[2];
 #pragma unroll
-          for (unsigned int u = 0; u < 4u; ++u) {
-            const unsigned int t = t0 + 256u * u;
-            four[u] = t < 3072u
-              ? make_float2(static_cast<float>(inRow[2u * t]), static_cast<float>(inRow[2u * t + 1u]))
-              : make_float2(0.0f, 0.0f);
+          for (unsigned int u = 0; u < 2u; ++u) {
+            four[u] = load_vector<4>(inRow, w0 + 256u * u, 6144u, static_cast<__nv_bfloat16>(0.0f));
           }
 #pragma unroll
-          for (unsigned int u = 0; u < 4u; ++u) {
-            const unsigned int t = t0 + 256u * u;
-            if (t < 3072u) {
-              staged[64u * (t / 64u) + 32u * (t % 2u) + (t / 2u) % 32u] = four[u];
+          for (unsigned int u = 0; u < 2u; ++u) {
+            const unsigned int w = w0 + 256u * u;
+            if (w < 1536u) {
+#pragma unroll
+              for (unsigned int p = 0; p < 2u; ++p) {
+                staged[64u * (w / 32u) + 32u * p + w % 32u] =
+                  make_float2(static_cast<float>(four[u][2u * p]), static_cast<float>(four[u][2u * p + 1u]));
+              }
             }
           }
         }
