@@ -88,6 +88,8 @@ TARGETS = {
         # the body before gate_up's and down's batches were a ring of their own registers (their
         # shift by register moves waited for each batch in flight before the next was issued)
         + [("at_a959109_b8", "a959109", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
+        # the ring alone, before mid, and x or mid staged, were read a word's values at a time
+        + [("at_8e68159_b8", "8e68159", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows (the
         # family's 16, now_b8: two Q4 rows of glm52, one Q8 row)
