@@ -98,7 +98,8 @@ TARGETS = {
         # now_b8)
         + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (6, 8, 12)]
         # batches of a row's words in flight while a warp uses one (the family's BATCHES_AHEAD, 1,
-        # the spec's cuda_batches_ahead), at gate_up's batches of 2, 4 and 6 words
+        # the spec's cuda_batches_ahead; gate_up's and down's), at gate_up's batches of 2, 4 and
+        # 6 words (down keeps 8)
         + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
         # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 64 at 8
         # rows a block): fewer registers a thread, more blocks an SM, mid read again a segment

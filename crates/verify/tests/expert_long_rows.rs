@@ -7,12 +7,13 @@
 //! segment), so this runs one in the emulator's CUDA mode: bit for bit the replay model (the
 //! order one warp a row sums in), within the f64 model's bound, at K = 5 routes of blocks of 4
 //! rows (a second, partial group of routes).
-
 //!
-//! `gate_up`, `gate_up_grouped` and `down` with 2 and 4 batches of words in flight
+//! `gate_up`, `gate_up_grouped` and `down` with 2, 3 and 4 batches of words in flight
 //! (`cuda_batches_ahead`; the catalog keeps 1): their loop takes the batches in groups of the
-//! ring's slots, so at H = I = 3328 (Q4: 13 steps a lane, Q8: 26) the last group is partial
-//! and, at 4 batches of 8 words ahead, some batches load nothing. Bit for bit the replay model.
+//! ring's slots, so the last group is partial and some batches load nothing; rows of 3080 values
+//! (385 Q4 words, 770 Q8: gate_up's at 2 ahead, down's at 3) end part-way through a step, and
+//! rows of 8456 (both parts' at 4 ahead) are too long to stage (read from device memory). Bit for
+//! bit the replay model.
 
 use kernelgen_codegen::spec::SpecSource;
 use kernelgen_codegen::{Config, Input};
@@ -43,16 +44,19 @@ fn down_grouped_takes_a_long_row_in_segments() {
 #[test]
 fn batches_ahead_keep_the_order_of_the_sums() {
     let text = "family = \"expert\"\n[axes]\nquant = [\"q4\", \"q8\"]\ndtype = [\"bf16\"]\nrows_per_threadgroup = [4]\n\
-                [geometry.ahead2]\nhidden = 3328\nintermediate = 3328\ncuda_batches_ahead = 2\n\
-                [geometry.ahead4]\nhidden = 3328\nintermediate = 3328\ncuda_batches_ahead = 4\n";
+                [geometry.ahead2]\nhidden = 3080\nintermediate = 40\ncuda_batches_ahead = 2\n\
+                [geometry.ahead3]\nhidden = 40\nintermediate = 3080\ncuda_batches_ahead = 3\n\
+                [geometry.ahead4h]\nhidden = 8456\nintermediate = 40\ncuda_batches_ahead = 4\n\
+                [geometry.ahead4i]\nhidden = 40\nintermediate = 8456\ncuda_batches_ahead = 4\n";
     let spec = SpecSource { display: "ahead.toml".into(), origin: "specs/ahead.toml".into(), stem: "ahead".into(), text: text.into() };
     let generated = Config::new().generate(Input::bundled(vec![spec])).unwrap_or_else(|e| panic!("{e}"));
     let cuda = EmuBackend::with_defaults().expect("emulator").with_language(Language::Cuda);
     let mut ran = 0;
     for r in generated.kernels.iter().filter(|r| !r.kernel.name.ends_with("_down_grouped")) {
         let name = &r.kernel.name;
-        let ahead = if name.starts_with("ahead2_") { 2 } else { 4 };
-        assert_eq!(r.kernel.plan.params.get("BATCHES_AHEAD").and_then(|v| v.as_u64()), Some(ahead), "{name}");
+        // the digit after "ahead" in the geometry's name
+        let ahead = name.strip_prefix("ahead").and_then(|rest| rest.chars().next()).and_then(|c| c.to_digit(10)).map(u64::from);
+        assert_eq!(r.kernel.plan.params.get("BATCHES_AHEAD").and_then(|v| v.as_u64()), ahead, "{name}");
         let outcome = verify_kernel(&cuda, r, &Options { seed: 7, ..Options::default() });
         assert_eq!(outcome.body, Language::Cuda, "{name}");
         match outcome.result {
@@ -61,5 +65,5 @@ fn batches_ahead_keep_the_order_of_the_sums() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 12, "gate_up, gate_up_grouped and down, q4 and q8, at 2 and 4 batches ahead");
+    assert_eq!(ran, 24, "gate_up, gate_up_grouped and down, q4 and q8, at four geometries");
 }

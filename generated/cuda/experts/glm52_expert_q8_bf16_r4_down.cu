@@ -50,28 +50,27 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down(
   }
   for (unsigned int group = 0; group < 16u; group += 16u) {
 #pragma unroll
-    for (unsigned int slot = 0; slot < 2u; ++slot) {
-      // This batch's first step; the batch 1 after it loads into slot (slot + 1) % 2
-      // (past the row's steps, nothing loads and nothing is used).
-      const unsigned int first = group + 8u * slot;
+    for (unsigned int inUse = 0; inUse < 2u; ++inUse) {
+      // The batch in ring slot inUse, from step `first`; the next batch loads into the other slot (past the row's steps, nothing loads and nothing is used).
+      const unsigned int first = group + 8u * inUse;
 #pragma unroll
       for (unsigned int j = 0; j < 8u; ++j) {
         const unsigned int word = lane + 32u * (first + 8u + j);
-        downWords[(slot + 1u) % 2u][j] = valid && word < 512u ? downRow[word] ^ 0x80808080u : 0u;
+        downWords[(inUse + 1u) % 2u][j] = valid && word < 512u ? downRow[word] ^ 0x80808080u : 0u;
       }
       // The compiler keeps loads in program order across a warp barrier: the batch ahead is
       // issued here, before this one is used, rather than each load just ahead of its use.
       __syncwarp();
-      if (slot == 0u && group == 0u) {
+      if (inUse == 0u && group == 0u) {
         // The first 2 batches are in flight while the block stages the row: a word's 4 values in
         // one access where the row is aligned to it (MLX's load_vector), 8 values a thread at a time
         // (staged one pair at a time, each load waited for before its store, the staging was a
         // chain of round trips; staged as pairs of scalar loads, it took more registers).
         for (unsigned int w0 = tid; w0 < 512u; w0 += 512u) {
-          AlignedVector<__nv_bfloat16, 4> four[2];
+          AlignedVector<__nv_bfloat16, 4> values[2];
 #pragma unroll
           for (unsigned int u = 0; u < 2u; ++u) {
-            four[u] = load_vector<4>(inRow, w0 + 256u * u, 2048u, static_cast<__nv_bfloat16>(0.0f));
+            values[u] = load_vector<4>(inRow, w0 + 256u * u, 2048u, static_cast<__nv_bfloat16>(0.0f));
           }
 #pragma unroll
           for (unsigned int u = 0; u < 2u; ++u) {
@@ -80,7 +79,7 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down(
 #pragma unroll
               for (unsigned int p = 0; p < 2u; ++p) {
                 staged[64u * (w / 32u) + 32u * p + w % 32u] =
-                  make_float2(static_cast<float>(four[u][2u * p]), static_cast<float>(four[u][2u * p + 1u]));
+                  make_float2(static_cast<float>(values[u][2u * p]), static_cast<float>(values[u][2u * p + 1u]));
               }
             }
           }
@@ -101,7 +100,7 @@ __global__ void custom_kernel_glm52_expert_q8_bf16_r4_down(
           // The field at bit 8 * place: places 0-1 in the word's low half, the rest in its
           // high half, at bit `at` of the half; see the note at the top.
           const unsigned int at = 8u * (place % 2u);
-          const uint32_t downWord = downWords[slot][j];
+          const uint32_t downWord = downWords[inUse][j];
           const float downWeight = __uint_as_float((magic - (at << 23)) |
             ((place < 2u ? downWord : downWord >> 16) & (0xFFu << at))) - static_cast<float>((0x800000u >> at) + 128u);
           downAcc = fmaf(downWeight, xv, downAcc);

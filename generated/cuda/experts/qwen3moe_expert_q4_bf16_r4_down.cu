@@ -50,28 +50,27 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down(
   }
   for (unsigned int group = 0; group < 3u; group += 16u) {
 #pragma unroll
-    for (unsigned int slot = 0; slot < 2u; ++slot) {
-      // This batch's first step; the batch 1 after it loads into slot (slot + 1) % 2
-      // (past the row's steps, nothing loads and nothing is used).
-      const unsigned int first = group + 8u * slot;
+    for (unsigned int inUse = 0; inUse < 2u; ++inUse) {
+      // The batch in ring slot inUse, from step `first`; the next batch loads into the other slot (past the row's steps, nothing loads and nothing is used).
+      const unsigned int first = group + 8u * inUse;
 #pragma unroll
       for (unsigned int j = 0; j < 8u; ++j) {
         const unsigned int word = lane + 32u * (first + 8u + j);
-        downWords[(slot + 1u) % 2u][j] = valid && word < 96u ? downRow[word] : 0u;
+        downWords[(inUse + 1u) % 2u][j] = valid && word < 96u ? downRow[word] : 0u;
       }
       // The compiler keeps loads in program order across a warp barrier: the batch ahead is
       // issued here, before this one is used, rather than each load just ahead of its use.
       __syncwarp();
-      if (slot == 0u && group == 0u) {
+      if (inUse == 0u && group == 0u) {
         // The first 2 batches are in flight while the block stages the row: a word's 8 values in
         // one access where the row is aligned to it (MLX's load_vector), 8 values a thread at a time
         // (staged one pair at a time, each load waited for before its store, the staging was a
         // chain of round trips; staged as pairs of scalar loads, it took more registers).
         for (unsigned int w0 = tid; w0 < 96u; w0 += 128u) {
-          AlignedVector<__nv_bfloat16, 8> four[1];
+          AlignedVector<__nv_bfloat16, 8> values[1];
 #pragma unroll
           for (unsigned int u = 0; u < 1u; ++u) {
-            four[u] = load_vector<8>(inRow, w0 + 128u * u, 768u, static_cast<__nv_bfloat16>(0.0f));
+            values[u] = load_vector<8>(inRow, w0 + 128u * u, 768u, static_cast<__nv_bfloat16>(0.0f));
           }
 #pragma unroll
           for (unsigned int u = 0; u < 1u; ++u) {
@@ -80,7 +79,7 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down(
 #pragma unroll
               for (unsigned int p = 0; p < 4u; ++p) {
                 staged[128u * (w / 32u) + 32u * p + w % 32u] =
-                  make_float2(static_cast<float>(four[u][2u * p]), static_cast<float>(four[u][2u * p + 1u]));
+                  make_float2(static_cast<float>(values[u][2u * p]), static_cast<float>(values[u][2u * p + 1u]));
               }
             }
           }
@@ -101,7 +100,7 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down(
           // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
           // high half, at bit `at` of the half; see the note at the top.
           const unsigned int at = 4u * (place % 4u);
-          const uint32_t downWord = downWords[slot][j];
+          const uint32_t downWord = downWords[inUse][j];
           const float downWeight = __uint_as_float((magic - (at << 23)) |
             ((place < 4u ? downWord : downWord >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
           downAcc = fmaf(downWeight, xv, downAcc);

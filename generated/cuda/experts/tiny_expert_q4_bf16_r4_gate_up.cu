@@ -56,29 +56,28 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_gate_up(
   }
   for (unsigned int group = 0; group < 1u; group += 8u) {
 #pragma unroll
-    for (unsigned int slot = 0; slot < 2u; ++slot) {
-      // This batch's first step; the batch 1 after it loads into slot (slot + 1) % 2
-      // (past the row's steps, nothing loads and nothing is used).
-      const unsigned int first = group + 4u * slot;
+    for (unsigned int inUse = 0; inUse < 2u; ++inUse) {
+      // The batch in ring slot inUse, from step `first`; the next batch loads into the other slot (past the row's steps, nothing loads and nothing is used).
+      const unsigned int first = group + 4u * inUse;
 #pragma unroll
       for (unsigned int j = 0; j < 4u; ++j) {
         const unsigned int word = lane + 32u * (first + 4u + j);
-        gateWords[(slot + 1u) % 2u][j] = valid && word < 32u ? gateRow[word] : 0u;
-        upWords[(slot + 1u) % 2u][j] = valid && word < 32u ? upRow[word] : 0u;
+        gateWords[(inUse + 1u) % 2u][j] = valid && word < 32u ? gateRow[word] : 0u;
+        upWords[(inUse + 1u) % 2u][j] = valid && word < 32u ? upRow[word] : 0u;
       }
       // The compiler keeps loads in program order across a warp barrier: the batch ahead is
       // issued here, before this one is used, rather than each load just ahead of its use.
       __syncwarp();
-      if (slot == 0u && group == 0u) {
+      if (inUse == 0u && group == 0u) {
         // The first 2 batches are in flight while the block stages the row: a word's 8 values in
         // one access where the row is aligned to it (MLX's load_vector), 8 values a thread at a time
         // (staged one pair at a time, each load waited for before its store, the staging was a
         // chain of round trips; staged as pairs of scalar loads, it took more registers).
         for (unsigned int w0 = tid; w0 < 32u; w0 += 512u) {
-          AlignedVector<__nv_bfloat16, 8> four[1];
+          AlignedVector<__nv_bfloat16, 8> values[1];
 #pragma unroll
           for (unsigned int u = 0; u < 1u; ++u) {
-            four[u] = load_vector<8>(inRow, w0 + 512u * u, 256u, static_cast<__nv_bfloat16>(0.0f));
+            values[u] = load_vector<8>(inRow, w0 + 512u * u, 256u, static_cast<__nv_bfloat16>(0.0f));
           }
 #pragma unroll
           for (unsigned int u = 0; u < 1u; ++u) {
@@ -87,7 +86,7 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_gate_up(
 #pragma unroll
               for (unsigned int p = 0; p < 4u; ++p) {
                 staged[128u * (w / 32u) + 32u * p + w % 32u] =
-                  make_float2(static_cast<float>(four[u][2u * p]), static_cast<float>(four[u][2u * p + 1u]));
+                  make_float2(static_cast<float>(values[u][2u * p]), static_cast<float>(values[u][2u * p + 1u]));
               }
             }
           }
@@ -108,10 +107,10 @@ __global__ void custom_kernel_tiny_expert_q4_bf16_r4_gate_up(
           // The field at bit 4 * place: places 0-3 in the word's low half, the rest in its
           // high half, at bit `at` of the half; see the note at the top.
           const unsigned int at = 4u * (place % 4u);
-          const uint32_t gateWord = gateWords[slot][j];
+          const uint32_t gateWord = gateWords[inUse][j];
           const float gateWeight = __uint_as_float((magic - (at << 23)) |
             ((place < 4u ? gateWord : gateWord >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
-          const uint32_t upWord = upWords[slot][j];
+          const uint32_t upWord = upWords[inUse][j];
           const float upWeight = __uint_as_float((magic - (at << 23)) |
             ((place < 4u ? upWord : upWord >> 16) & (0xFu << at))) - static_cast<float>((0x800000u >> at) + 8u);
           gateAcc = fmaf(gateWeight, xv, gateAcc);
