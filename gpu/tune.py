@@ -102,7 +102,8 @@ TARGETS = {
         # 6 words (down keeps 8)
         + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
         # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 64 at 8
-        # rows a block): fewer registers a thread, more blocks an SM, mid read again a segment
+        # rows a block): fewer registers a thread and more blocks an SM, but the row in 2 or 4
+        # segments, the ring of rows started again at each
         + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for x in (16, 32)],
     ),
     "affine": (
