@@ -81,7 +81,7 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_gate_up_grouped(
         // The first 2 batches are in flight while the block stages the row: a word's 8 values in
         // one access where the row is aligned to it (MLX's load_vector), 8 values a thread at a time
         // (staged one pair at a time, each load waited for before its store, the staging was a
-        // chain of round trips; staged as pairs of scalar loads, it took more registers).
+        // chain of round trips).
         for (unsigned int w0 = tid; w0 < 256u; w0 += 128u) {
           AlignedVector<__nv_bfloat16, 8> values[1];
 #pragma unroll

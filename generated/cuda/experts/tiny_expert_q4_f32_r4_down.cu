@@ -65,7 +65,7 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_down(
         // The first 2 batches are in flight while the block stages the row: a word's 8 values in
         // one access where the row is aligned to it (MLX's load_vector), 8 values a thread at a time
         // (staged one pair at a time, each load waited for before its store, the staging was a
-        // chain of round trips; staged as pairs of scalar loads, it took more registers).
+        // chain of round trips).
         for (unsigned int w0 = tid; w0 < 16u; w0 += 512u) {
           AlignedVector<float, 8> values[1];
 #pragma unroll

@@ -77,9 +77,8 @@ __global__ void custom_kernel_tiny_expert_q4_f32_r4_down_grouped(
             }
           }
           // The segment's values of the route's mid row, as f32, in registers: the rows' loads
-          // are issued while they convert. A word's 8 values are one access where the row is
-          // aligned to it (MLX's load_vector: as 8 scalar loads a lane, each of a warp's loads
-          // touched 8 times the bytes it used); past the row they are zeros.
+          // are issued while they convert. A word's 8 values in one access where the row is
+          // aligned to it (MLX's load_vector); past the row they are zeros.
           float xs[8];
 #pragma unroll
           for (unsigned int j = 0; j < 1u; ++j) {
