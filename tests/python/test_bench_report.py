@@ -6,9 +6,9 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from kernelgen_paths import ROOT
+
 MARKER = "custom_kernel_small_affine_q4_bf16(const __nv_bfloat16 *)"
 
 

@@ -1,16 +1,13 @@
 """`kernelgen run` and `kernelgen emu` against independent numpy references,
 on geometries and kernels that are not in the repo."""
 
-import os
 import subprocess
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = os.environ.get("KERNELGEN_BIN", str(ROOT / "target" / "debug" / "kernelgen"))
+from kernelgen_paths import BIN
 
 
 def kernelgen(*args, cwd=None):

@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = os.environ.get("KERNELGEN_BIN", str(ROOT / "target" / "debug" / "kernelgen"))
+from kernelgen_paths import BIN, ROOT
 MLX_INCLUDE = Path(os.environ.get("KERNELGEN_MLX_METAL_INCLUDE", ROOT / "target" / "mlx-metal" / "mlx-metal-0.32.2" / "include"))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from kernelgen_paths import BIN, ROOT
 spec = importlib.util.spec_from_file_location("cuda_check", ROOT / "crates" / "cuda" / "nvrtc" / "check.py")
 check = importlib.util.module_from_spec(spec)
 # registered as an import would register it (check.py's workers get their function by its
@@ -87,9 +87,6 @@ def test_a_kernel_of_mlx_shape_compiles_and_is_measured(tmp_path, capsys):
     row = next(line for line in out.splitlines() if line.startswith("| good |"))
     registers = int(row.split("|")[2])
     assert 0 < registers <= 255
-
-
-BIN = os.environ.get("KERNELGEN_BIN", str(ROOT / "target" / "debug" / "kernelgen"))
 
 
 @needs_nvrtc
