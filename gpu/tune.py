@@ -74,6 +74,9 @@ SPLITS = {
     "s5": {"k5120_n10240": 5, "k5120_n6144": 5, "k6144_n5120": 6, "k1024_n12288": 2, "head": 1},
     "s10": {"k5120_n10240": 10, "k5120_n6144": 10, "k6144_n5120": 12, "k1024_n12288": 2, "head": 1},
 }
+# The expert spec's values for glm52's kernels in CUDA blocks of 8 rows (threadgroups of 4), as
+# specs/experts.toml has them: most expert candidates vary the body, not the block.
+EXPERT_B8 = {"rows": [4], "block": "cuda_rows_per_block = 8\n"}
 # Qwen3.5's per-head gated norm (specs/gated_rms_norm.toml's head128): rows of one warp, so its
 # candidates are how many rows a CUDA block holds (`cuda_rows_per_block`; 1 is the Metal layout's).
 NORM_SPEC = 'family = "{family}"\n[axes]\ndtype = ["bf16"]\n[geometry.head128]\nD = 128\neps = 1e-6\n{block}'
@@ -84,27 +87,27 @@ TARGETS = {
     ),
     "expert": (
         EXPERT_SPEC,
-        [("at_cc9bfa1_b8", "cc9bfa1", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
+        [("at_cc9bfa1_b8", "cc9bfa1", {}, EXPERT_B8)]
         # the body before gate_up's and down's batches were a ring of their own registers (their
         # shift by register moves waited for each batch in flight before the next was issued)
-        + [("at_a959109_b8", "a959109", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
+        + [("at_a959109_b8", "a959109", {}, EXPERT_B8)]
         # the ring alone, before mid, and x or mid staged, were read a word's values at a time
-        + [("at_8e68159_b8", "8e68159", {}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"})]
+        + [("at_8e68159_b8", "8e68159", {}, EXPERT_B8)]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows (the
         # family's 16, now_b8: two Q4 rows of glm52, one Q8 row)
-        + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for w in (8, 24, 32)]
+        + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, EXPERT_B8) for w in (8, 24, 32)]
         # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4,
         # now_b8)
-        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n in (6, 8, 12)]
+        + [(f"now_b8_l{n}", None, {"GU_LOADS": str(n)}, EXPERT_B8) for n in (6, 8, 12)]
         # batches of a row's words in flight while a warp uses one (the family's BATCHES_AHEAD, 1,
         # the spec's cuda_batches_ahead; gate_up's and down's), at gate_up's batches of 2, 4 and
         # 6 words (down keeps 8)
-        + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
+        + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, EXPERT_B8) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
         # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 64 at 8
         # rows a block): fewer registers a thread and more blocks an SM, but the row in 2 or 4
         # segments, the ring of rows started again at each
-        + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, {"rows": [4], "block": "cuda_rows_per_block = 8\n"}) for x in (16, 32)],
+        + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, EXPERT_B8) for x in (16, 32)],
     ),
     "affine": (
         AFFINE_SPEC,
