@@ -104,10 +104,14 @@ TARGETS = {
         # the spec's cuda_batches_ahead; gate_up's and down's), at gate_up's batches of 2, 4 and
         # 6 words (down keeps 8)
         + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, EXPERT_B8) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
-        # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 64 at 8
-        # rows a block): fewer registers a thread and more blocks an SM, but the row in 2 or 4
+        # down_grouped holding mid's whole row of glm52 (64 f32 a lane), before it held 16
+        + [("at_2602c40_b8", "2602c40", {}, EXPERT_B8)]
+        # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 16 at 8
+        # rows a block): fewer registers a thread and more blocks an SM, but the row in more
         # segments, the ring of rows started again at each
-        + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, EXPERT_B8) for x in (16, 32)],
+        + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, EXPERT_B8) for x in (8, 32, 64)]
+        # ... and with more or fewer words in flight (16 words a lane: two Q4 rows, one Q8 row)
+        + [(f"now_b8_x{x}_w{w}", None, {"DOWN_X": str(x), "DOWN_AHEAD_WORDS": str(w)}, EXPERT_B8) for x in (8, 16) for w in (8, 32)],
     ),
     "affine": (
         AFFINE_SPEC,

@@ -19,7 +19,7 @@ __global__ void custom_kernel_glm52_expert_q4_f32_r4_down_grouped(
   // glm52_expert_q4_f32_r4_down_grouped: down_grouped over q4 weights, T = float, H = 6144, I = 2048, slot layout canonical packed, derived.
   // 8 rows per block, of one token m; warp w takes the token's routes w, w + 8, ...
   // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
-  // words, 2 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
+  // words, 7 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
   // slots array, 18923520 bytes apart. The token count M, the routes per token K and the slot
   // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 256 (2 rows of 128).
@@ -63,15 +63,15 @@ __global__ void custom_kernel_glm52_expert_q4_f32_r4_down_grouped(
         for (unsigned int r = 0; r < 8u; ++r) {
           downAcc[r] = 0.0f;
         }
-        // The lane's words lane, lane + 32, ... of a row, 8 at a time (1 segment).
-        for (unsigned int first = 0; first < 8u; first += 8u) {
-          // A ring of 3 rows' words: row r's in downWords[r % 3], rows r + 1 to r + 2
+        // The lane's words lane, lane + 32, ... of a row, 2 at a time (4 segments).
+        for (unsigned int first = 0; first < 8u; first += 2u) {
+          // A ring of 8 rows' words: row r's in downWords[r % 8], rows r + 1 to r + 7
           // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
-          uint32_t downWords[3][8];
+          uint32_t downWords[8][2];
 #pragma unroll
-          for (unsigned int r = 0; r < 2u; ++r) {
+          for (unsigned int r = 0; r < 7u; ++r) {
 #pragma unroll
-            for (unsigned int j = 0; j < 8u; ++j) {
+            for (unsigned int j = 0; j < 2u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               downWords[r][j] = word < 256u ? chunkRows[r * 256u + word] : 0u;
             }
@@ -79,9 +79,9 @@ __global__ void custom_kernel_glm52_expert_q4_f32_r4_down_grouped(
           // The segment's values of the route's mid row, as f32, in registers: the rows' loads
           // are issued while they convert. A word's 8 values in one access where the row is
           // aligned to it (MLX's load_vector); past the row they are zeros.
-          float xs[64];
+          float xs[16];
 #pragma unroll
-          for (unsigned int j = 0; j < 8u; ++j) {
+          for (unsigned int j = 0; j < 2u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
             const AlignedVector<float, 8> values = load_vector<8>(inRow, word, 2048u, static_cast<float>(0.0f));
 #pragma unroll
@@ -91,20 +91,20 @@ __global__ void custom_kernel_glm52_expert_q4_f32_r4_down_grouped(
           }
 #pragma unroll
           for (unsigned int r = 0; r < 8u; ++r) {
-            const unsigned int ahead = r + 2u;
+            const unsigned int ahead = r + 7u;
 #pragma unroll
-            for (unsigned int j = 0; j < 8u; ++j) {
+            for (unsigned int j = 0; j < 2u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               if (ahead < 8u) {
-                downWords[ahead % 3u][j] = word < 256u ? chunkRows[ahead * 256u + word] : 0u;
+                downWords[ahead % 8u][j] = word < 256u ? chunkRows[ahead * 256u + word] : 0u;
               }
             }
             // The compiler keeps loads in program order across a warp barrier: the rows ahead
             // are issued here, before this row's words are used.
             __syncwarp();
-            const uint32_t* words = downWords[r % 3u];
+            const uint32_t* words = downWords[r % 8u];
 #pragma unroll
-            for (unsigned int j = 0; j < 8u; ++j) {
+            for (unsigned int j = 0; j < 2u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               if (word >= 256u) {
                 break;

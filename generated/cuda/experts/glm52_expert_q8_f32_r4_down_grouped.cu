@@ -19,7 +19,7 @@ __global__ void custom_kernel_glm52_expert_q8_f32_r4_down_grouped(
   // glm52_expert_q8_f32_r4_down_grouped: down_grouped over q8 weights, T = float, H = 6144, I = 2048, slot layout canonical packed, derived.
   // 8 rows per block, of one token m; warp w takes the token's routes w, w + 8, ...
   // for all the block's rows: it holds its route's row of mid in registers and streams the rows'
-  // words, 1 row ahead in flight while it uses one. The expert is slot experts[m, k] of the
+  // words, 4 rows ahead in flight while it uses one. The expert is slot experts[m, k] of the
   // slots array, 37797888 bytes apart. The token count M, the routes per token K and the slot
   // count S are run-time sizes (the grid, Kin and Sin), so none recompiles.
   // The thread's place in its block of 256 (2 rows of 128).
@@ -63,15 +63,15 @@ __global__ void custom_kernel_glm52_expert_q8_f32_r4_down_grouped(
         for (unsigned int r = 0; r < 8u; ++r) {
           downAcc[r] = 0.0f;
         }
-        // The lane's words lane, lane + 32, ... of a row, 16 at a time (1 segment).
-        for (unsigned int first = 0; first < 16u; first += 16u) {
-          // A ring of 2 rows' words: row r's in downWords[r % 2], row r + 1
+        // The lane's words lane, lane + 32, ... of a row, 4 at a time (4 segments).
+        for (unsigned int first = 0; first < 16u; first += 4u) {
+          // A ring of 5 rows' words: row r's in downWords[r % 5], rows r + 1 to r + 4
           // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
-          uint32_t downWords[2][16];
+          uint32_t downWords[5][4];
 #pragma unroll
-          for (unsigned int r = 0; r < 1u; ++r) {
+          for (unsigned int r = 0; r < 4u; ++r) {
 #pragma unroll
-            for (unsigned int j = 0; j < 16u; ++j) {
+            for (unsigned int j = 0; j < 4u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               downWords[r][j] = word < 512u ? chunkRows[r * 512u + word] ^ 0x80808080u : 0u;
             }
@@ -79,9 +79,9 @@ __global__ void custom_kernel_glm52_expert_q8_f32_r4_down_grouped(
           // The segment's values of the route's mid row, as f32, in registers: the rows' loads
           // are issued while they convert. A word's 4 values in one access where the row is
           // aligned to it (MLX's load_vector); past the row they are zeros.
-          float xs[64];
+          float xs[16];
 #pragma unroll
-          for (unsigned int j = 0; j < 16u; ++j) {
+          for (unsigned int j = 0; j < 4u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
             const AlignedVector<float, 4> values = load_vector<4>(inRow, word, 2048u, static_cast<float>(0.0f));
 #pragma unroll
@@ -91,20 +91,20 @@ __global__ void custom_kernel_glm52_expert_q8_f32_r4_down_grouped(
           }
 #pragma unroll
           for (unsigned int r = 0; r < 8u; ++r) {
-            const unsigned int ahead = r + 1u;
+            const unsigned int ahead = r + 4u;
 #pragma unroll
-            for (unsigned int j = 0; j < 16u; ++j) {
+            for (unsigned int j = 0; j < 4u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               if (ahead < 8u) {
-                downWords[ahead % 2u][j] = word < 512u ? chunkRows[ahead * 512u + word] ^ 0x80808080u : 0u;
+                downWords[ahead % 5u][j] = word < 512u ? chunkRows[ahead * 512u + word] ^ 0x80808080u : 0u;
               }
             }
             // The compiler keeps loads in program order across a warp barrier: the rows ahead
             // are issued here, before this row's words are used.
             __syncwarp();
-            const uint32_t* words = downWords[r % 2u];
+            const uint32_t* words = downWords[r % 5u];
 #pragma unroll
-            for (unsigned int j = 0; j < 16u; ++j) {
+            for (unsigned int j = 0; j < 4u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               if (word >= 512u) {
                 break;

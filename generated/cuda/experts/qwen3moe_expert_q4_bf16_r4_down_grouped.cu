@@ -63,15 +63,15 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped(
         for (unsigned int r = 0; r < 4u; ++r) {
           downAcc[r] = 0.0f;
         }
-        // The lane's words lane, lane + 32, ... of a row, 3 at a time (1 segment).
-        for (unsigned int first = 0; first < 3u; first += 3u) {
+        // The lane's words lane, lane + 32, ... of a row, 2 at a time (2 segments).
+        for (unsigned int first = 0; first < 3u; first += 2u) {
           // A ring of 4 rows' words: row r's in downWords[r % 4], rows r + 1 to r + 3
           // in flight while row r is used (the rows' loop is unrolled, so the ring is registers).
-          uint32_t downWords[4][3];
+          uint32_t downWords[4][2];
 #pragma unroll
           for (unsigned int r = 0; r < 3u; ++r) {
 #pragma unroll
-            for (unsigned int j = 0; j < 3u; ++j) {
+            for (unsigned int j = 0; j < 2u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               downWords[r][j] = word < 96u ? chunkRows[r * 96u + word] : 0u;
             }
@@ -79,9 +79,9 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped(
           // The segment's values of the route's mid row, as f32, in registers: the rows' loads
           // are issued while they convert. A word's 8 values in one access where the row is
           // aligned to it (MLX's load_vector); past the row they are zeros.
-          float xs[24];
+          float xs[16];
 #pragma unroll
-          for (unsigned int j = 0; j < 3u; ++j) {
+          for (unsigned int j = 0; j < 2u; ++j) {
             const unsigned int word = lane + 32u * (first + j);
             const AlignedVector<__nv_bfloat16, 8> values = load_vector<8>(inRow, word, 768u, static_cast<__nv_bfloat16>(0.0f));
 #pragma unroll
@@ -93,7 +93,7 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped(
           for (unsigned int r = 0; r < 4u; ++r) {
             const unsigned int ahead = r + 3u;
 #pragma unroll
-            for (unsigned int j = 0; j < 3u; ++j) {
+            for (unsigned int j = 0; j < 2u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               if (ahead < 4u) {
                 downWords[ahead % 4u][j] = word < 96u ? chunkRows[ahead * 96u + word] : 0u;
@@ -104,7 +104,7 @@ __global__ void custom_kernel_qwen3moe_expert_q4_bf16_r4_down_grouped(
             __syncwarp();
             const uint32_t* words = downWords[r % 4u];
 #pragma unroll
-            for (unsigned int j = 0; j < 3u; ++j) {
+            for (unsigned int j = 0; j < 2u; ++j) {
               const unsigned int word = lane + 32u * (first + j);
               if (word >= 96u) {
                 break;
