@@ -1,10 +1,10 @@
 //! The expert family's CUDA bodies on rows longer than the catalog's tests exercise.
 //!
-//! `down_grouped` on rows longer than a lane holds in registers:
-//! each warp keeps its route's row of mid as at most 64 f32 a lane, so at I = 2304 a lane's 9
-//! Q4 words (18 Q8 words) are taken in segments of 8 (16), the last one partial, each row's
-//! lane sum carried across them. No catalog geometry has such rows (glm52's I = 2048 is one
-//! segment), so this runs one in the emulator's CUDA mode: bit for bit the replay model (the
+//! `down_grouped` on rows whose last segment is partial:
+//! each warp keeps its route's row of mid as 16 f32 a lane at a time, so at I = 2304 a lane's 9
+//! Q4 words (18 Q8 words) are taken in segments of 2 (4), the last one partial, each row's
+//! lane sum carried across them. No catalog geometry has such rows (glm52's I = 2048 is 4 whole
+//! segments), so this runs one in the emulator's CUDA mode: bit for bit the replay model (the
 //! order one warp a row sums in), within the f64 model's bound, at K = 5 routes of blocks of 4
 //! rows (a second, partial group of routes).
 //!
@@ -29,7 +29,7 @@ fn down_grouped_takes_a_long_row_in_segments() {
     let mut ran = 0;
     for r in generated.kernels.iter().filter(|r| r.kernel.name.ends_with("_down_grouped")) {
         let name = &r.kernel.name;
-        assert_eq!(r.kernel.plan.params.get("DOWN_SEGS").and_then(|v| v.as_u64()), Some(2), "{name}: two segments a row");
+        assert_eq!(r.kernel.plan.params.get("DOWN_SEGS").and_then(|v| v.as_u64()), Some(5), "{name}: five segments a row, the last partial");
         let outcome = verify_kernel(&cuda, r, &Options { seed: 5, ..Options::default() });
         assert_eq!((outcome.body, outcome.sizes.as_str()), (Language::Cuda, "M=2,K=5,S=3"), "{name}");
         match outcome.result {
