@@ -94,8 +94,9 @@ TARGETS = {
         # the ring alone, before mid, and x or mid staged, were read a word's values at a time
         + [("at_8e68159_b8", "8e68159", {}, EXPERT_B8)]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
-        # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows (the
-        # family's 16, now_b8: two Q4 rows of glm52, one Q8 row)
+        # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows of a
+        # segment (the family's 16, now_b8: at glm52's segments of 2 Q4 or 4 Q8 words, 7 rows
+        # ahead at Q4, the most a chunk of 8 allows, and 4 at Q8)
         + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, EXPERT_B8) for w in (8, 24, 32)]
         # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4,
         # now_b8)
@@ -104,13 +105,12 @@ TARGETS = {
         # the spec's cuda_batches_ahead; gate_up's and down's), at gate_up's batches of 2, 4 and
         # 6 words (down keeps 8)
         + [(f"now_b8_l{n}_a{a}", None, {"GU_LOADS": str(n), "BATCHES_AHEAD": str(a)}, EXPERT_B8) for n, a in ((4, 2), (4, 3), (2, 3), (2, 4), (6, 2))]
-        # down_grouped holding mid's whole row of glm52 (64 f32 a lane), before it held 16
-        + [("at_2602c40_b8", "2602c40", {}, EXPERT_B8)]
         # f32 values of mid a lane of down_grouped holds at a time (the family's DOWN_X, 16 at 8
         # rows a block): fewer registers a thread and more blocks an SM, but the row in more
-        # segments, the ring of rows started again at each
+        # segments, the ring of rows started again at each; x64 holds glm52's whole row, the
+        # body at 2602c40 (the same source)
         + [(f"now_b8_x{x}", None, {"DOWN_X": str(x)}, EXPERT_B8) for x in (8, 32, 64)]
-        # ... and with more or fewer words in flight (16 words a lane: two Q4 rows, one Q8 row)
+        # ... and with more or fewer words in flight (the family's 16, above)
         + [(f"now_b8_x{x}_w{w}", None, {"DOWN_X": str(x), "DOWN_AHEAD_WORDS": str(w)}, EXPERT_B8) for x in (8, 16) for w in (8, 32)],
     ),
     "affine": (
