@@ -95,8 +95,7 @@ TARGETS = {
         + [("at_8e68159_b8", "8e68159", {}, EXPERT_B8)]
         + [(f"now_b{b}", None, {}, {"rows": [4], "block": f"cuda_rows_per_block = {b}\n"}) for b in (4, 8, 16)]
         # down_grouped's words a lane in flight ahead of the row a warp uses, in whole rows of a
-        # segment (the family's 16, now_b8: at glm52's segments of 2 Q4 or 4 Q8 words, 7 rows
-        # ahead at Q4, the most a chunk of 8 allows, and 4 at Q8)
+        # segment (the family's DOWN_AHEAD_WORDS, 16, now_b8; expert.toml says what rows that is)
         + [(f"now_b8_w{w}", None, {"DOWN_AHEAD_WORDS": str(w)}, EXPERT_B8) for w in (8, 24, 32)]
         # words a lane loads a batch of each of gate's and up's rows (the family's GU_LOADS, 4,
         # now_b8)
